@@ -1,0 +1,1 @@
+"""Adapters: one sub-package per backend or provider. They never import one another."""

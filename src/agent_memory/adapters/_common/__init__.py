@@ -1,0 +1,1 @@
+"""Helpers shared by adapters (not an adapter itself): lifecycle guard, clock."""

@@ -1,0 +1,62 @@
+"""The close() rule every adapter follows, in one place.
+
+`close()` is idempotent; once it starts, new operations raise `StoreClosed`;
+operations already running finish before `close()` returns, so a write racing
+close is either completed before close returns or rejected, never persisted
+after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from agent_memory.domain.errors import StoreClosed
+
+__all__ = ["Lifecycle"]
+
+
+class Lifecycle:
+    """Counts in-flight operations and gates them on the closed flag."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._closing = False
+        self._inflight = 0
+        self._idle: asyncio.Event | None = None
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def check(self) -> None:
+        """Raise `StoreClosed` once closing has started."""
+        if self._closing:
+            raise StoreClosed(self._what)
+
+    @asynccontextmanager
+    async def op(self) -> AsyncIterator[None]:
+        """Wrap one operation: rejected after close, waited for by close."""
+        self.check()
+        self._inflight += 1
+        try:
+            yield
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0 and self._idle is not None:
+                self._idle.set()
+
+    async def begin_close(self) -> bool:
+        """Mark closed and wait for in-flight operations.
+
+        True for the first caller (who then releases resources); later callers
+        also wait for in-flight operations but get False.
+        """
+        first = not self._closing
+        self._closing = True
+        if self._inflight:
+            if self._idle is None:
+                self._idle = asyncio.Event()
+            await self._idle.wait()
+        return first

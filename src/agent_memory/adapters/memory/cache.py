@@ -1,0 +1,87 @@
+"""In-process `Cache` with TTLs checked on read."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from agent_memory.adapters._common.clock import SystemClock
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.ports.models import Clock
+
+__all__ = ["InMemoryCache", "MemoryCacheBackend", "check_ttl"]
+
+
+def check_ttl(ttl: timedelta | None) -> None:
+    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
+        raise InvalidInput("ttl", f"a positive timedelta or None is required, got {ttl!r}")
+
+
+class MemoryCacheBackend:
+    """Shared state: value and optional expiry per (scope, key)."""
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple[str, str], tuple[bytes, datetime | None]] = {}
+
+
+class InMemoryCache:
+    """`Cache` in process."""
+
+    def __init__(
+        self, *, clock: Clock | None = None, backend: MemoryCacheBackend | None = None
+    ) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._backend = backend if backend is not None else MemoryCacheBackend()
+        self._life = Lifecycle("memory cache")
+
+    def _live(self, scope: str, key: str) -> bytes | None:
+        entry = self._backend.entries.get((scope, key))
+        if entry is None:
+            return None
+        value, expires = entry
+        if expires is not None and expires <= self._clock.now():
+            del self._backend.entries[(scope, key)]
+            return None
+        return value
+
+    async def get(self, scope: str, key: str) -> bytes | None:
+        self._life.check()
+        require_scope(scope, "scope")
+        require_id(key, "key")
+        return self._live(scope, key)
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        self._life.check()
+        require_scope(scope, "scope")
+        require_id(key, "key")
+        if not isinstance(value, bytes | bytearray | memoryview):
+            raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
+        check_ttl(ttl)
+        expires = None if ttl is None else self._clock.now() + ttl
+        self._backend.entries[(scope, key)] = (bytes(value), expires)
+
+    async def delete(self, scope: str, key: str) -> bool:
+        self._life.check()
+        require_scope(scope, "scope")
+        require_id(key, "key")
+        present = self._live(scope, key) is not None
+        self._backend.entries.pop((scope, key), None)
+        return present
+
+    async def delete_prefix(self, scope: str, prefix: str) -> int:
+        self._life.check()
+        require_scope(scope, "scope")
+        if not isinstance(prefix, str):
+            raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+        doomed = [k for k in self._backend.entries if k[0] == scope and k[1].startswith(prefix)]
+        live = sum(1 for k in doomed if self._live(*k) is not None)
+        for k in doomed:
+            self._backend.entries.pop(k, None)
+        return live
+
+    async def ping(self) -> None:
+        self._life.check()
+
+    async def close(self) -> None:
+        await self._life.begin_close()

@@ -1,0 +1,237 @@
+"""In-process `MemoryStore`: dicts per owner, numpy matrix search.
+
+The data lives in a `MemoryBackend` object, so several store handles can share
+it (the way two clients share one server); closing one handle leaves the data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.ranking import (
+    cosine_scores,
+    decode_cursor,
+    encode_cursor,
+    normalise_rows,
+    top_k,
+)
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+    require_dimension,
+)
+from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+
+__all__ = ["InMemoryMemoryStore", "MemoryBackend"]
+
+
+class _OwnerIndex:
+    """One owner's records plus a lazily rebuilt, normalised matrix."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, MemoryRecord] = {}
+        self._ids: list[str] | None = None
+        self._matrix: npt.NDArray[np.float32] | None = None
+
+    def invalidate(self) -> None:
+        self._ids = None
+        self._matrix = None
+
+    def matrix(self) -> tuple[list[str], npt.NDArray[np.float32]]:
+        if self._ids is None or self._matrix is None:
+            self._ids = list(self.records)
+            if self._ids:
+                stacked = np.stack([self.records[i].vector for i in self._ids])
+            else:
+                stacked = np.zeros((0, 1), dtype=np.float32)
+            self._matrix = normalise_rows(stacked)
+        return self._ids, self._matrix
+
+
+class MemoryBackend:
+    """Shared state for in-process stores: per embedding space, per owner."""
+
+    def __init__(self) -> None:
+        self.spaces: dict[str, dict[str, _OwnerIndex]] = {}
+
+    def owners(self, space: EmbeddingSpace) -> dict[str, _OwnerIndex]:
+        return self.spaces.setdefault(space.identity, {})
+
+
+def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> frozenset[str] | None:
+    if namespace is not None:
+        require_scope(namespace, "namespace")
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
+    return frozenset(require_id(k, "kinds") for k in kinds)
+
+
+def _matches(record: MemoryRecord, namespace: str | None, kinds: frozenset[str] | None) -> bool:
+    return (namespace is None or record.namespace == namespace) and (
+        kinds is None or record.kind in kinds
+    )
+
+
+class InMemoryMemoryStore:
+    """`MemoryStore` in process. Safe under concurrent asyncio tasks: every
+    operation runs without awaiting between its reads and writes."""
+
+    def __init__(self, space: EmbeddingSpace, backend: MemoryBackend | None = None) -> None:
+        self._space = space
+        self._backend = backend if backend is not None else MemoryBackend()
+        self._life = Lifecycle("memory store")
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self._space
+
+    @property
+    def backend(self) -> MemoryBackend:
+        return self._backend
+
+    def _owners(self) -> dict[str, _OwnerIndex]:
+        return self._backend.owners(self._space)
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        self._life.check()
+        batch = list(records)
+        for r in batch:
+            if not isinstance(r, MemoryRecord):
+                raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+            require_dimension(self._space, r.vector)
+        owners = self._owners()
+        seen: set[tuple[str, str]] = set()
+        dupes: dict[str, list[str]] = {}
+        for r in batch:
+            key = (r.owner, r.id)
+            index = owners.get(r.owner)
+            if key in seen or (index is not None and r.id in index.records):
+                dupes.setdefault(r.owner, []).append(r.id)
+            seen.add(key)
+        if dupes:
+            owner, ids = next(iter(dupes.items()))
+            raise DuplicateRecord(owner, tuple(ids))
+        for r in batch:
+            index = owners.setdefault(r.owner, _OwnerIndex())
+            index.records[r.id] = r
+            index.invalidate()
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        self._life.check()
+        require_scope(owner, "owner")
+        require_id(id)
+        index = self._owners().get(owner)
+        return None if index is None else index.records.get(id)
+
+    async def update(self, record: MemoryRecord) -> None:
+        self._life.check()
+        require_dimension(self._space, record.vector)
+        index = self._owners().get(record.owner)
+        if index is None or record.id not in index.records:
+            raise NotFound(record.owner, record.id)
+        index.records[record.id] = record
+        index.invalidate()
+
+    async def delete(self, owner: str, id: str) -> bool:
+        self._life.check()
+        require_scope(owner, "owner")
+        require_id(id)
+        index = self._owners().get(owner)
+        if index is None or index.records.pop(id, None) is None:
+            return False
+        index.invalidate()
+        return True
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        self._life.check()
+        require_scope(owner, "owner")
+        require_positive(limit, "limit")
+        query = as_vector(vector, "query vector")
+        require_dimension(self._space, query)
+        wanted = _check_filters(namespace, kinds)
+        index = self._owners().get(owner)
+        if index is None:
+            return []
+        ids, matrix = index.matrix()
+        scores = cosine_scores(matrix, query)
+        if namespace is not None or wanted is not None:
+            keep = np.fromiter(
+                (_matches(index.records[i], namespace, wanted) for i in ids),
+                dtype=bool,
+                count=len(ids),
+            )
+            scores = np.where(keep, scores, np.float32(-np.inf))
+            floor = -2.0 if min_score is None else min_score
+            hits = top_k(scores, ids, limit, floor)
+        else:
+            hits = top_k(scores, ids, limit, min_score)
+        return [ScoredRecord(record=index.records[ids[i]], score=s) for i, s in hits]
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        self._life.check()
+        require_scope(owner, "owner")
+        require_positive(limit, "limit")
+        wanted = _check_filters(namespace, kinds)
+        after = decode_cursor(cursor) if cursor is not None else None
+        index = self._owners().get(owner)
+        rows = [] if index is None else list(index.records.values())
+        rows = [r for r in rows if _matches(r, namespace, wanted)]
+        if after is not None:
+            rows = [r for r in rows if (r.created_at, r.id) < after]
+        rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+        page = tuple(rows[:limit])
+        more = len(rows) > limit
+        next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
+        return Page(records=page, next_cursor=next_cursor)
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        self._life.check()
+        require_scope(owner, "owner")
+        wanted = _check_filters(namespace, kinds)
+        index = self._owners().get(owner)
+        if index is None:
+            return 0
+        doomed = [i for i, r in index.records.items() if _matches(r, namespace, wanted)]
+        for i in doomed:
+            del index.records[i]
+        if doomed:
+            index.invalidate()
+        return len(doomed)
+
+    async def ping(self) -> None:
+        self._life.check()
+
+    async def close(self) -> None:
+        await self._life.begin_close()

@@ -1,0 +1,1 @@
+"""Composition root: configuration -> wired stores and services."""

@@ -1,0 +1,1 @@
+"""Pure domain: records and rules. No I/O, no clock, no imports of other layers."""

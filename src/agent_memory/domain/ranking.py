@@ -1,0 +1,94 @@
+"""Pure ranking and paging rules every MemoryStore must follow.
+
+- search: cosine similarity, score descending, ties broken by id ascending;
+- list: created_at descending, then id descending, with a keyset cursor that
+  stays stable while records are added.
+Adapters that compute in process (memory, SQLite) call these; adapters whose
+engine ranks (Redis, PostgreSQL, Qdrant) must agree with them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import require_utc
+
+__all__ = [
+    "cosine_scores",
+    "decode_cursor",
+    "encode_cursor",
+    "list_sort_key",
+    "normalise_rows",
+    "top_k",
+]
+
+
+def normalise_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """L2-normalise each row; an all-zero row stays zero (its similarity is 0)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    out: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32, copy=False)
+    return out
+
+
+def cosine_scores(
+    normalised_matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """Cosine similarity of `query` with each row of an already normalised matrix."""
+    qn = float(np.linalg.norm(query))
+    if qn == 0.0 or normalised_matrix.shape[0] == 0:
+        return np.zeros(normalised_matrix.shape[0], dtype=np.float32)
+    scores = normalised_matrix @ (query / qn)
+    return np.clip(scores, -1.0, 1.0).astype(np.float32, copy=False)
+
+
+def top_k(
+    scores: npt.NDArray[np.float32],
+    ids: Sequence[str],
+    limit: int,
+    min_score: float | None = None,
+) -> list[tuple[int, float]]:
+    """Indices and scores of the best `limit` rows: score desc, then id asc."""
+    n = scores.shape[0]
+    if n == 0:
+        return []
+    candidates = np.arange(n)
+    if min_score is not None:
+        candidates = candidates[scores >= np.float32(min_score)]
+    if candidates.shape[0] > 4 * limit:
+        # Narrow with a partition, keeping every row tied with the cut-off score.
+        part = candidates[np.argpartition(-scores[candidates], limit - 1)[:limit]]
+        cutoff = scores[part].min()
+        candidates = candidates[scores[candidates] >= cutoff]
+    ordered = sorted(candidates.tolist(), key=lambda i: (-float(scores[i]), ids[i]))
+    return [(i, float(scores[i])) for i in ordered[:limit]]
+
+
+def list_sort_key(created_at: datetime, record_id: str) -> tuple[datetime, str]:
+    """Sort key for list order (use with reverse=True: created_at desc, id desc)."""
+    return (created_at, record_id)
+
+
+def encode_cursor(created_at: datetime, record_id: str) -> str:
+    """An opaque keyset cursor: the position of the last record returned."""
+    raw = json.dumps([created_at.isoformat(), record_id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    """Inverse of `encode_cursor`; raise `InvalidInput` naming the cursor when malformed."""
+    try:
+        created_raw, record_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        created = require_utc(datetime.fromisoformat(created_raw), "cursor")
+    except (ValueError, TypeError, UnicodeError) as exc:
+        raise InvalidInput("cursor", f"malformed cursor {cursor!r}: {exc}") from None
+    if not isinstance(record_id, str):
+        raise InvalidInput("cursor", f"malformed cursor {cursor!r}")
+    return created, record_id

@@ -1,0 +1,16 @@
+"""Ports: the Protocols adapters implement, and the error hierarchy."""
+
+from agent_memory.ports.models import Clock, Embedder, LanguageModel, Tokenizer
+from agent_memory.ports.storage import Cache, EventLog, KeywordSearch, LeaseStore, MemoryStore
+
+__all__ = [
+    "Cache",
+    "Clock",
+    "Embedder",
+    "EventLog",
+    "KeywordSearch",
+    "LanguageModel",
+    "LeaseStore",
+    "MemoryStore",
+    "Tokenizer",
+]

@@ -1,0 +1,35 @@
+"""The error hierarchy of every port (defined in the domain layer, re-exported here)."""
+
+from agent_memory.domain.errors import (
+    AgentMemoryError,
+    BackendUnavailable,
+    ConfigurationError,
+    DimensionMismatch,
+    DuplicateRecord,
+    InvalidInput,
+    LeaseNotHeld,
+    ModelError,
+    ModelTimeout,
+    NotFound,
+    ScopeRequired,
+    SearchModuleMissing,
+    StoreClosed,
+    UnsupportedBackend,
+)
+
+__all__ = [
+    "AgentMemoryError",
+    "BackendUnavailable",
+    "ConfigurationError",
+    "DimensionMismatch",
+    "DuplicateRecord",
+    "InvalidInput",
+    "LeaseNotHeld",
+    "ModelError",
+    "ModelTimeout",
+    "NotFound",
+    "ScopeRequired",
+    "SearchModuleMissing",
+    "StoreClosed",
+    "UnsupportedBackend",
+]

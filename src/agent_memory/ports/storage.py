@@ -1,0 +1,221 @@
+"""Storage ports. Semantics every backend must honour (the contract suite checks them).
+
+Common rules:
+- every operation takes an explicit scope (owner, domain or lease/cache scope);
+  an empty or whitespace-only scope raises `ScopeRequired`;
+- scopes and ids are opaque: no character may widen a query or collide keys;
+- `close()` is idempotent; afterwards every operation raises `StoreClosed`; a
+  write racing `close()` either completes before `close()` returns or is
+  rejected, and is never persisted after;
+- backend failures raise `BackendUnavailable`, never a raw client exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    Entity,
+    Event,
+    EventWindow,
+    Lease,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+)
+
+__all__ = ["Cache", "EventLog", "KeywordSearch", "LeaseStore", "MemoryStore"]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """Records with embedding vectors, addressed by `(owner, id)`, bound to one space."""
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        """The embedding space this store is bound to."""
+        ...
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        """Add a batch. An id already stored for that owner (or twice in the batch)
+        raises `DuplicateRecord`; a vector of another dimension `DimensionMismatch`."""
+        ...
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        """The record, or None when the owner has no record with that id."""
+        ...
+
+    async def update(self, record: MemoryRecord) -> None:
+        """Replace a stored record (same owner and id); `NotFound` when missing."""
+        ...
+
+    async def delete(self, owner: str, id: str) -> bool:
+        """Delete one record; False when it did not exist."""
+        ...
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        """Cosine similarity, score descending, ties by id ascending, at most `limit`."""
+        ...
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        """Records by created_at desc, id desc; keyset-paginated by an opaque cursor."""
+        ...
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        """Delete every matching record of the owner; the count (0 when none matched)."""
+        ...
+
+    async def ping(self) -> None:
+        """Raise `BackendUnavailable` when the backend cannot be reached."""
+        ...
+
+    async def close(self) -> None:
+        """Idempotent; afterwards every operation raises `StoreClosed`."""
+        ...
+
+
+@runtime_checkable
+class KeywordSearch(Protocol):
+    """Optional MemoryStore capability: BM25-style full-text search over content
+    and indexing context, with owner and filters applied inside the query."""
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        """Records matching the query's terms, best first (higher score is better)."""
+        ...
+
+
+@runtime_checkable
+class EventLog(Protocol):
+    """Episodic events, newest first by event time, with retention."""
+
+    @property
+    def retention(self) -> timedelta:
+        """Events older than this (by occurred_at) are never returned, and purged."""
+        ...
+
+    async def append(self, events: Sequence[Event]) -> int:
+        """Append a batch, idempotent by `(domain, id)`; the number newly stored."""
+        ...
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+    ) -> EventWindow:
+        """The domain's events (and global ones) with occurred_at >= since, newest
+        first by occurred_at (then id desc); `entity` narrows to events that carry
+        it. `limited` is True when more events matched than `limit`."""
+        ...
+
+    async def erase_user(self, user_id: str) -> int:
+        """Delete every event carrying this user id, in every domain; the count."""
+        ...
+
+    async def purge_expired(self) -> int:
+        """Delete events past retention; the count."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """Atomic leases with owner and fencing token, addressed by `(scope, key)`."""
+
+    async def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        """Take the lease if it is free, expired, or already ours (then extend it and
+        replace its payload, keeping the token). None when someone else holds it.
+        A fresh acquisition gets a token greater than any earlier one for the key."""
+        ...
+
+    async def renew(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
+    ) -> Lease:
+        """Extend a lease we hold (optionally replacing the payload); `LeaseNotHeld`
+        when it is expired or held by another owner."""
+        ...
+
+    async def release(self, scope: str, key: str, owner: str) -> bool:
+        """Release a lease we hold; False (and nothing changes) otherwise."""
+        ...
+
+    async def get(self, scope: str, key: str) -> Lease | None:
+        """The current, unexpired lease, or None."""
+        ...
+
+    async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
+        """Unexpired leases in scope whose key starts with `prefix`, ordered by key."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """Bytes with a TTL, addressed by `(scope, key)`."""
+
+    async def get(self, scope: str, key: str) -> bytes | None:
+        """The value, or None when missing or expired."""
+        ...
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        """Store (overwrite) a value; `ttl=None` keeps it until deleted."""
+        ...
+
+    async def delete(self, scope: str, key: str) -> bool:
+        """Delete one entry; False when it did not exist."""
+        ...
+
+    async def delete_prefix(self, scope: str, prefix: str) -> int:
+        """Delete every entry in scope whose key starts with `prefix`; the count."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,1 @@
+"""Use cases: domain rules driven through ports, fail-open."""

@@ -1,0 +1,1 @@
+"""Session-scoped real postgres server fixture (filled in by the postgres adapter work)."""

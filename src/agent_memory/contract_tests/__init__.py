@@ -9,3 +9,17 @@ Subclass one contract class per port and override its fixture::
         async def store(self):
             ...  # yield an EMPTY store; clean up after yield
 """
+
+from agent_memory.contract_tests.cache import CacheContract
+from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.contract_tests.event_log import EventLogContract
+from agent_memory.contract_tests.lease_store import LeaseStoreContract
+from agent_memory.contract_tests.memory_store import MemoryStoreContract
+
+__all__ = [
+    "CacheContract",
+    "Capabilities",
+    "EventLogContract",
+    "LeaseStoreContract",
+    "MemoryStoreContract",
+]

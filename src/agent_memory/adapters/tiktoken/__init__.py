@@ -1,0 +1,1 @@
+"""tiktoken adapter."""

@@ -1,5 +1,6 @@
 """agent-memory: shared memory for LLM agents. The public facade (re-exports only)."""
 
+from agent_memory.bootstrap import Memory, Settings, connect
 from agent_memory.domain.errors import (
     AgentMemoryError,
     BackendUnavailable,
@@ -62,6 +63,7 @@ __all__ = [
     "Lease",
     "LeaseNotHeld",
     "LeaseStore",
+    "Memory",
     "MemoryRecord",
     "MemoryStore",
     "ModelError",
@@ -71,9 +73,11 @@ __all__ = [
     "ScopeRequired",
     "ScoredRecord",
     "SearchModuleMissing",
+    "Settings",
     "StoreClosed",
     "SummarySource",
     "TimeBasis",
     "Tokenizer",
     "UnsupportedBackend",
+    "connect",
 ]

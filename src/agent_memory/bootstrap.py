@@ -1,1 +1,0 @@
-"""Composition root: configuration -> wired stores and services."""

@@ -1,0 +1,15 @@
+"""Composition root: configuration -> wired stores, models and services."""
+
+from agent_memory.bootstrap.connect import Memory, Stores, connect, open_stores, scheme_of
+from agent_memory.bootstrap.settings import ENV_VARS, Settings, default_sqlite_url
+
+__all__ = [
+    "ENV_VARS",
+    "Memory",
+    "Settings",
+    "Stores",
+    "connect",
+    "default_sqlite_url",
+    "open_stores",
+    "scheme_of",
+]

@@ -1,0 +1,272 @@
+"""`connect(url)`: one URL (plus validated settings) -> wired stores and models.
+
+| URL | backend | extra |
+| --- | --- | --- |
+| `memory://` | in process (tests, demos) | — |
+| `sqlite:///path/to/memory.db` | embedded default | — |
+| `redis://host:port/db` | Redis with the Search module | `redis` |
+| `postgresql://user@host/db` | PostgreSQL + pgvector | `postgres` |
+| `qdrant://host:port`, `qdrant+local:///path`, `qdrant+memory://` | Qdrant | `qdrant` |
+
+Qdrant serves the memory store only; events, leases and cache then come from
+`coordination_url` (`AGENT_MEMORY_COORDINATION_URL`, default: the SQLite file).
+
+Adapters are imported only when their URL is used, so a missing extra fails here
+with a message naming it, and importing the package stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from attrs import define, field
+
+from agent_memory.bootstrap.settings import Settings, default_sqlite_url
+from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
+from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.ports.models import Clock, Embedder, LanguageModel
+from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+
+__all__ = ["Memory", "Stores", "connect", "open_stores", "scheme_of"]
+
+
+@define
+class Stores:
+    """The four storage ports from one URL (some may be the same object)."""
+
+    store: MemoryStore
+    events: EventLog | None
+    leases: LeaseStore | None
+    cache: Cache | None
+    backend: str
+    details: dict[str, str] = field(factory=dict)
+
+    async def close(self) -> None:
+        seen: set[int] = set()
+        for part in (self.store, self.events, self.leases, self.cache):
+            if part is not None and id(part) not in seen:
+                seen.add(id(part))
+                await part.close()
+
+
+@define
+class Memory:
+    """Everything a service needs, wired from configuration. Close it when done."""
+
+    url: str
+    stores: Stores
+    embedder: Embedder
+    llm: LanguageModel | None
+    settings: Settings
+    coordination: Stores | None = None
+    _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
+
+    @property
+    def store(self) -> MemoryStore:
+        return self.stores.store
+
+    def _coordination(self) -> Stores:
+        return self.coordination if self.coordination is not None else self.stores
+
+    @property
+    def events(self) -> EventLog:
+        events = self._coordination().events
+        if events is None:
+            raise ConfigurationError(f"{self.url} serves no event log")
+        return events
+
+    @property
+    def leases(self) -> LeaseStore:
+        leases = self._coordination().leases
+        if leases is None:
+            raise ConfigurationError(f"{self.url} serves no lease store")
+        return leases
+
+    @property
+    def cache(self) -> Cache:
+        cache = self._coordination().cache
+        if cache is None:
+            raise ConfigurationError(f"{self.url} serves no cache")
+        return cache
+
+    async def close(self) -> None:
+        await self.stores.close()
+        if self.coordination is not None:
+            await self.coordination.close()
+        for closer in self._closers:
+            await closer()
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+_EXTRAS = {
+    "redis": ("redis", "redis"),
+    "postgres": ("psycopg", "postgres"),
+    "qdrant": ("qdrant_client", "qdrant"),
+    "openai": ("httpx", "openai"),
+}
+
+_SCHEMES = {
+    "memory": "memory",
+    "sqlite": "sqlite",
+    "redis": "redis",
+    "rediss": "redis",
+    "postgresql": "postgres",
+    "postgres": "postgres",
+    "qdrant": "qdrant",
+    "qdrant+local": "qdrant",
+    "qdrant+memory": "qdrant",
+}
+
+
+def scheme_of(url: str) -> str:
+    """The backend family a URL names; `UnsupportedBackend` for an unknown scheme."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in _SCHEMES:
+        raise UnsupportedBackend(
+            f"unsupported storage URL scheme {scheme!r} in {_redact(url)!r}; "
+            f"supported: {', '.join(sorted(_SCHEMES))}"
+        )
+    return _SCHEMES[scheme]
+
+
+def _redact(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password:
+        return url.replace(f":{parts.password}@", ":***@")
+    return url
+
+
+def _require_extra(family: str) -> None:
+    module, extra = _EXTRAS[family]
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise UnsupportedBackend(
+            f"the {family} backend needs the {extra!r} extra: pip install 'agent-memory[{extra}]'"
+        ) from None
+
+
+def _adapter(family: str) -> Any:
+    """Import `agent_memory.adapters.<family>` (the factory lives in its `__init__`)."""
+    if family in _EXTRAS:
+        _require_extra(family)
+    return importlib.import_module(f"agent_memory.adapters.{family}")
+
+
+async def open_stores(
+    url: str,
+    *,
+    space: EmbeddingSpace,
+    settings: Settings,
+    clock: Clock | None = None,
+) -> Stores:
+    """Open the storage ports a URL names (memory store only, for Qdrant)."""
+    family = scheme_of(url)
+    module = _adapter(family)
+    opener = getattr(module, "open_stores", None)
+    if opener is None:
+        raise UnsupportedBackend(f"the {family} backend is not available in this version")
+    parts: dict[str, Any] = await opener(
+        url,
+        space=space,
+        retention=settings.retention,
+        deployment=settings.deployment,
+        clock=clock,
+    )
+    if family == "qdrant":
+        # Qdrant serves the memory store only; connect() adds coordination stores.
+        return Stores(
+            store=parts["store"],
+            events=None,
+            leases=None,
+            cache=None,
+            backend=family,
+            details=parts.get("details", {}),
+        )
+    return Stores(
+        store=parts["store"],
+        events=parts["events"],
+        leases=parts["leases"],
+        cache=parts["cache"],
+        backend=family,
+        details=parts.get("details", {}),
+    )
+
+
+def _embedder(settings: Settings) -> Embedder:
+    if settings.embeddings_url is None:
+        from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+        return HashingEmbedder(settings.embedding_dimension)
+    module = _adapter("openai")
+    embedder: Embedder = module.embedder_from_settings(settings)
+    return embedder
+
+
+def _llm(settings: Settings) -> LanguageModel | None:
+    if settings.llm_url is None:
+        return None
+    module = _adapter("openai")
+    llm: LanguageModel = module.chat_model_from_settings(settings)
+    return llm
+
+
+async def connect(
+    url: str | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    llm: LanguageModel | None = None,
+    clock: Clock | None = None,
+) -> Memory:
+    """Wire stores and models from a URL (default: `AGENT_MEMORY_URL`, else the
+    SQLite file under the user data directory) and validated settings."""
+    settings = Settings.from_env() if settings is None else settings
+    url = url or settings.url or default_sqlite_url()
+    family = scheme_of(url)
+    embedder = embedder if embedder is not None else _embedder(settings)
+    llm = llm if llm is not None else _llm(settings)
+    stores = await open_stores(url, space=embedder.space, settings=settings, clock=clock)
+    coordination = None
+    if family == "qdrant":
+        coord_url = settings.coordination_url or default_sqlite_url()
+        if scheme_of(coord_url) == "qdrant":
+            await stores.close()
+            raise ConfigurationError(
+                "Qdrant serves only the memory store: AGENT_MEMORY_COORDINATION_URL must name "
+                "a backend for events, leases and cache (sqlite, redis, postgresql, memory)"
+            )
+        try:
+            coordination = await open_stores(
+                coord_url, space=embedder.space, settings=settings, clock=clock
+            )
+        except BaseException:
+            await stores.close()
+            raise
+    memory = Memory(
+        url=_redact(url),
+        stores=stores,
+        embedder=embedder,
+        llm=llm,
+        settings=settings,
+        coordination=coordination,
+    )
+    for part in (embedder, llm):
+        closer = getattr(part, "aclose", None)
+        if closer is not None:
+            memory._closers.append(closer)
+    return memory

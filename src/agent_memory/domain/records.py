@@ -24,6 +24,7 @@ from agent_memory.domain.validation import (
     require_json_mapping,
     require_positive,
     require_scope,
+    require_text,
     require_unit_interval,
     require_utc,
 )
@@ -68,8 +69,7 @@ def _opt_id(field_name: str) -> Any:
 
 def _text(field_name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
-        if not isinstance(value, str):
-            raise InvalidInput(field_name, f"a string is required, got {type(value).__name__}")
+        require_text(value, field_name)
 
     return check
 

@@ -19,23 +19,35 @@ __all__ = [
     "require_json_mapping",
     "require_positive",
     "require_scope",
+    "require_text",
     "require_unit_interval",
     "require_utc",
 ]
+
+
+def require_text(value: object, field: str) -> str:
+    """Any string that encodes as UTF-8 (no lone surrogates), possibly empty."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"a string is required, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "text must be valid Unicode (no lone surrogates)") from None
+    return value
 
 
 def require_scope(value: object, field: str = "scope") -> str:
     """Return `value` if it is a non-blank string, else raise `ScopeRequired`."""
     if not isinstance(value, str) or not value.strip():
         raise ScopeRequired(field, value)
-    return value
+    return require_text(value, field)
 
 
 def require_id(value: object, field: str = "id") -> str:
     """Ids are opaque, non-blank strings."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, f"a non-empty string is required, got {value!r}")
-    return value
+    return require_text(value, field)
 
 
 def require_utc(value: object, field: str = "timestamp") -> datetime:

@@ -1,0 +1,216 @@
+"""Activity signals and advisory investigation claims, on the `LeaseStore` port.
+
+Both are leases in the domain's scope:
+- a signal `signal:["<agent>","<request>"]` says "this request is running" and
+  carries a JSON payload (agent, request, what it is doing, status, start time);
+- a claim `claim:["<type>","<id>"]` says "this request investigates that entity";
+  it is advisory: a second request is told who holds it, and goes on.
+Keys embed JSON-encoded parts, so no agent, request or entity id can forge or
+collide with another key, and a prefix scan finds exactly one kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from attrs import frozen
+
+from agent_memory.domain.records import Entity, Lease
+from agent_memory.ports.storage import LeaseStore
+
+__all__ = [
+    "CLAIM_PREFIX",
+    "SIGNAL_PREFIX",
+    "ClaimResult",
+    "Coordinator",
+    "SignalInfo",
+    "claim_key",
+    "signal_key",
+]
+
+SIGNAL_PREFIX = "signal:"
+CLAIM_PREFIX = "claim:"
+
+
+def signal_key(agent: str, request_id: str) -> str:
+    return SIGNAL_PREFIX + json.dumps([agent, request_id], ensure_ascii=False)
+
+
+def claim_key(entity: Entity) -> str:
+    return CLAIM_PREFIX + json.dumps([entity.type, entity.id], ensure_ascii=False)
+
+
+def request_owner(agent: str, request_id: str) -> str:
+    """The lease owner string of one request (unique per agent + request)."""
+    return json.dumps([agent, request_id], ensure_ascii=False)
+
+
+@frozen
+class SignalInfo:
+    """An active request as others see it."""
+
+    agent: str
+    request_id: str
+    doing: str
+    status: str
+    started_at: datetime | None
+    entities: tuple[Entity, ...] = ()
+
+
+@frozen
+class ClaimResult:
+    """Outcome of claiming one entity: ours, or who else holds it."""
+
+    entity: Entity
+    acquired: bool
+    holder_agent: str | None = None
+    holder_request_id: str | None = None
+    since: datetime | None = None
+
+
+def _decode(payload: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _time(raw: object) -> datetime | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        return datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+
+
+def _signal_info(lease: Lease) -> SignalInfo | None:
+    data = _decode(lease.payload)
+    agent, request_id = data.get("agent"), data.get("request_id")
+    if not isinstance(agent, str) or not isinstance(request_id, str):
+        return None
+    entities = []
+    for item in data.get("entities") or []:
+        if isinstance(item, list) and len(item) == 2:
+            try:
+                entities.append(Entity(type=item[0], id=item[1]))
+            except ValueError:
+                continue
+    return SignalInfo(
+        agent=agent,
+        request_id=request_id,
+        doing=str(data.get("doing", "")),
+        status=str(data.get("status", "active")),
+        started_at=_time(data.get("started_at")),
+        entities=tuple(entities),
+    )
+
+
+class Coordinator:
+    """Announce, renew and withdraw a request's signal and claims in one domain."""
+
+    def __init__(self, leases: LeaseStore, domain: str, ttl: timedelta) -> None:
+        self._leases = leases
+        self._domain = domain
+        self._ttl = ttl
+
+    def _signal_payload(
+        self,
+        agent: str,
+        request_id: str,
+        doing: str,
+        status: str,
+        started_at: datetime,
+        entities: Sequence[Entity],
+    ) -> bytes:
+        return json.dumps(
+            {
+                "agent": agent,
+                "request_id": request_id,
+                "doing": doing,
+                "status": status,
+                "started_at": started_at.isoformat(),
+                "entities": [[e.type, e.id] for e in entities],
+            },
+            ensure_ascii=False,
+        ).encode("utf-8")
+
+    async def announce(
+        self,
+        agent: str,
+        request_id: str,
+        *,
+        doing: str,
+        started_at: datetime,
+        entities: Sequence[Entity] = (),
+        status: str = "active",
+    ) -> Lease | None:
+        payload = self._signal_payload(agent, request_id, doing, status, started_at, entities)
+        return await self._leases.acquire(
+            self._domain,
+            signal_key(agent, request_id),
+            request_owner(agent, request_id),
+            self._ttl,
+            payload,
+        )
+
+    async def claim(
+        self, agent: str, request_id: str, entity: Entity, started_at: datetime
+    ) -> ClaimResult:
+        payload = json.dumps(
+            {"agent": agent, "request_id": request_id, "since": started_at.isoformat()},
+            ensure_ascii=False,
+        ).encode("utf-8")
+        key = claim_key(entity)
+        lease = await self._leases.acquire(
+            self._domain, key, request_owner(agent, request_id), self._ttl, payload
+        )
+        if lease is not None:
+            return ClaimResult(entity=entity, acquired=True)
+        holder = await self._leases.get(self._domain, key)
+        data = _decode(holder.payload) if holder is not None else {}
+        return ClaimResult(
+            entity=entity,
+            acquired=False,
+            holder_agent=data.get("agent") if isinstance(data.get("agent"), str) else None,
+            holder_request_id=(
+                data.get("request_id") if isinstance(data.get("request_id"), str) else None
+            ),
+            since=_time(data.get("since")),
+        )
+
+    async def renew(self, agent: str, request_id: str, keys: Sequence[str]) -> None:
+        owner = request_owner(agent, request_id)
+        for key in keys:
+            await self._leases.renew(self._domain, key, owner, self._ttl)
+
+    async def release(self, agent: str, request_id: str, keys: Sequence[str]) -> int:
+        owner = request_owner(agent, request_id)
+        released = 0
+        for key in keys:
+            if await self._leases.release(self._domain, key, owner):
+                released += 1
+        return released
+
+    async def active_signals(self) -> list[SignalInfo]:
+        leases = await self._leases.scan(self._domain, SIGNAL_PREFIX)
+        return [info for info in map(_signal_info, leases) if info is not None]
+
+    async def active_claims(self) -> list[tuple[Entity, str, str, datetime | None]]:
+        """(entity, holder agent, holder request, since) for every live claim."""
+        out = []
+        for lease in await self._leases.scan(self._domain, CLAIM_PREFIX):
+            try:
+                etype, eid = json.loads(lease.key[len(CLAIM_PREFIX) :])
+                entity = Entity(type=etype, id=eid)
+            except (ValueError, TypeError):
+                continue
+            data = _decode(lease.payload)
+            agent, request_id = data.get("agent"), data.get("request_id")
+            if isinstance(agent, str) and isinstance(request_id, str):
+                out.append((entity, agent, request_id, _time(data.get("since"))))
+        return out

@@ -1,0 +1,193 @@
+"""Recorder: one episodic event per eligible step, summarised by the model in one
+batched call, with a heuristic fallback (and its reason) for every step the
+model did not summarise usably. Fail-open: it reports, it never raises — except
+`CancelledError`, after which nothing more is written (`parent_cancelled`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Sequence
+
+from attrs import define
+
+from agent_memory.domain.errors import ModelTimeout
+from agent_memory.domain.records import Entity, Event, SummarySource
+from agent_memory.domain.steps import (
+    EntityCounts,
+    FallbackReason,
+    Step,
+    StepSummary,
+    build_event,
+    heuristic_summary,
+    step_payload,
+)
+from agent_memory.domain.summary_parsing import parse_summaries
+from agent_memory.ports.models import Clock, LanguageModel
+from agent_memory.ports.storage import EventLog
+from agent_memory.services.reports import StageReport
+
+__all__ = ["SUMMARY_SYSTEM_PROMPT", "Recorder", "RecorderOptions"]
+
+SUMMARY_SYSTEM_PROMPT = (
+    "You summarise the steps an operations agent executed, for other agents that will "
+    "read them later. Answer with ONLY a JSON array, one object per step: "
+    '{"index": <step index>, "summary": "<one factual sentence>", '
+    '"entities": [{"type": "<kind>", "id": "<identifier>"}]}. '
+    "Name only entities that appear in the step."
+)
+
+
+@define
+class RecorderOptions:
+    """Batch limit, per-step payload allowance (bytes), model timeout (s), tokens."""
+
+    max_batch: int = 20
+    payload_allowance: int = 4000
+    summary_timeout: float = 120.0
+    max_tokens: int = 2048
+    include_request_entities: bool = True
+
+
+class Recorder:
+    """Writes the events of one request's steps."""
+
+    def __init__(
+        self,
+        events: EventLog,
+        llm: LanguageModel | None,
+        clock: Clock,
+        options: RecorderOptions | None = None,
+    ) -> None:
+        self._events = events
+        self._llm = llm
+        self._clock = clock
+        self._options = options or RecorderOptions()
+
+    def _prompt(self, steps: Sequence[Step]) -> str:
+        payloads = [
+            {"index": i, **step_payload(step, self._options.payload_allowance)}
+            for i, step in enumerate(steps)
+        ]
+        return "Steps:\n" + json.dumps(payloads, ensure_ascii=False, indent=1)
+
+    async def _summarise(
+        self, steps: Sequence[Step], report: StageReport
+    ) -> tuple[dict[int, StepSummary], dict[int, FallbackReason]]:
+        """Model summaries by index, and the fallback reason for every other step."""
+        n = len(steps)
+        batch = min(n, self._options.max_batch)
+        reasons: dict[int, FallbackReason] = {
+            i: FallbackReason.BATCH_LIMIT for i in range(batch, n)
+        }
+        if self._llm is None:
+            reasons.update({i: FallbackReason.NO_MODEL for i in range(batch)})
+            return {}, reasons
+        if batch == 0:
+            return {}, reasons
+        try:
+            answer = await self._llm.complete(
+                self._prompt(steps[:batch]),
+                max_tokens=self._options.max_tokens,
+                timeout=self._options.summary_timeout,
+                system=SUMMARY_SYSTEM_PROMPT,
+            )
+        except (ModelTimeout, TimeoutError) as exc:
+            report.fail("summarise", exc)
+            reasons.update({i: FallbackReason.SUMMARY_TIMEOUT for i in range(batch)})
+            return {}, reasons
+        except Exception as exc:
+            report.fail("summarise", exc)
+            reasons.update({i: FallbackReason.MODEL_ERROR for i in range(batch)})
+            return {}, reasons
+        parsed = parse_summaries(answer, batch)
+        if parsed.error is not None:
+            report.details["parse_error"] = parsed.error
+        if parsed.truncated:
+            report.details["summary_truncated"] = True
+        for i in range(batch):
+            if i not in parsed.items:
+                reasons[i] = FallbackReason.PARSE_ERROR
+        return parsed.items, reasons
+
+    async def record(
+        self,
+        *,
+        domain: str,
+        agent: str,
+        request_id: str,
+        steps: Sequence[Step],
+        user_id: str | None = None,
+        request_entities: Sequence[Entity] = (),
+        report: StageReport | None = None,
+    ) -> StageReport:
+        """Summarise and append the eligible steps; the report says what happened."""
+        report = report if report is not None else StageReport("memory-record")
+        eligible = [(i, s) for i, s in enumerate(steps) if s.eligible]
+        report.details.update({"steps": len(steps), "eligible": len(eligible), "events_written": 0})
+        try:
+            summaries, reasons = await self._summarise([s for _, s in eligible], report)
+        except asyncio.CancelledError:
+            report.details["fallback_reasons"] = {
+                str(FallbackReason.PARENT_CANCELLED): len(eligible)
+            }
+            report.details["cancelled"] = True
+            raise
+        recorded_at = self._clock.now()
+        events: list[Event] = []
+        counts = EntityCounts()
+        reason_counts: Counter[str] = Counter()
+        sources: Counter[str] = Counter()
+        req_entities = tuple(request_entities) if self._options.include_request_entities else ()
+        for position, (index, step) in enumerate(eligible):
+            summary = summaries.get(position)
+            reason = reasons.get(position)
+            try:
+                event, step_counts = build_event(
+                    step,
+                    event_id=step.id or f"{request_id}#{index}",
+                    domain=domain,
+                    agent=agent,
+                    request_id=request_id,
+                    user_id=user_id,
+                    recorded_at=recorded_at,
+                    summary=summary.summary if summary else heuristic_summary(step),
+                    summary_source=SummarySource.MODEL if summary else SummarySource.HEURISTIC,
+                    fallback_reason=None if summary else reason,
+                    request_entities=req_entities,
+                    model_entities=summary.entities if summary else (),
+                )
+            except ValueError as exc:
+                report.fail(f"build-event[{index}]", exc)
+                continue
+            events.append(event)
+            counts += step_counts
+            sources[str(event.summary_source)] += 1
+            if reason is not None and summary is None:
+                reason_counts[str(reason)] += 1
+        report.details.update(
+            {
+                "summary_sources": dict(sources),
+                "fallback_reasons": dict(reason_counts),
+                "entity_fields": {
+                    "missing": counts.missing,
+                    "empty": counts.empty,
+                    "valid": counts.valid,
+                    "invalid": counts.invalid,
+                },
+            }
+        )
+        if events:
+            try:
+                written = await self._events.append(events)
+            except asyncio.CancelledError:
+                report.details["cancelled"] = True
+                raise
+            except Exception as exc:
+                report.fail("append", exc)
+            else:
+                report.details["events_written"] = written
+        report.details["event_ids"] = [e.id for e in events]
+        return report

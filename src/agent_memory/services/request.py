@@ -1,0 +1,311 @@
+"""The request lifecycle around one agent request, framework-agnostic.
+
+    async with memory.request(agent="A", domain="k8s", request_id="r1",
+                              entities=[Entity("pod", "web-1")]) as req:
+        ctx = await req.planning_context()     # views for the planner
+        ...                                     # the agent works
+        await req.record(steps)                 # episodic events
+
+On enter: announce an activity signal (a lease with a payload, renewed every
+TTL/3 by a background task) and take advisory claims on the request's entities
+(`req.claims` says who else holds one). On every exit — normal, exception,
+cancellation — the renewal is stopped and joined, then claims and signal are
+released within a bounded cleanup timeout. Every stage is fail-open: a backend
+or model failure lands in `req.reports`, never in the agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any
+
+from attrs import define, field
+
+from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.domain.records import Entity
+from agent_memory.domain.steps import Step
+from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.ports.models import Clock, LanguageModel
+from agent_memory.ports.storage import EventLog, LeaseStore
+from agent_memory.services.coordination import (
+    ClaimResult,
+    Coordinator,
+    SignalInfo,
+    claim_key,
+    request_owner,
+)
+from agent_memory.services.observability import Observability
+from agent_memory.services.planning import PlanningContext, PlanningInputs, render_planning
+from agent_memory.services.recorder import Recorder, RecorderOptions
+from agent_memory.services.reports import StageReport, fail_open
+
+__all__ = ["AgentMemory", "MemoryRequest", "RequestOptions"]
+
+_HOOK = "pipeline.hook"
+
+
+@define
+class RequestOptions:
+    """Numbers of the request lifecycle (defaults from the design; env via Settings)."""
+
+    signal_ttl: timedelta = timedelta(minutes=5)
+    cleanup_timeout: float = 5.0
+    lookback: timedelta = timedelta(hours=24)
+    window_limit: int = 20
+    entity_history_limit: int = 10
+    view_budget_bytes: int = 8000
+    coordination_limit: int = 10
+    recorder: RecorderOptions = field(factory=RecorderOptions)
+
+    def __attrs_post_init__(self) -> None:
+        if self.signal_ttl <= timedelta(0):
+            raise InvalidInput("signal_ttl", "must be positive")
+        if not self.cleanup_timeout > 0:
+            raise InvalidInput("cleanup_timeout", "must be positive")
+        for name in ("window_limit", "entity_history_limit", "view_budget_bytes"):
+            if getattr(self, name) <= 0:
+                raise InvalidInput(name, "must be positive")
+
+
+class AgentMemory:
+    """The Phase-1 service: shared episodic memory and coordination for a domain's agents."""
+
+    def __init__(
+        self,
+        *,
+        events: EventLog,
+        leases: LeaseStore,
+        clock: Clock,
+        llm: LanguageModel | None = None,
+        options: RequestOptions | None = None,
+        observability: Observability | None = None,
+        backend: str = "unknown",
+    ) -> None:
+        self.events = events
+        self.leases = leases
+        self.clock = clock
+        self.llm = llm
+        self.options = options or RequestOptions()
+        self.observability = observability or Observability()
+        self.backend = backend
+        self.recorder = Recorder(events, llm, clock, self.options.recorder)
+
+    def request(
+        self,
+        *,
+        agent: str,
+        domain: str,
+        request_id: str,
+        user_id: str | None = None,
+        entities: Sequence[Entity] = (),
+        doing: str = "",
+    ) -> MemoryRequest:
+        return MemoryRequest(
+            self,
+            agent=require_id(agent, "agent"),
+            domain=require_scope(domain, "domain"),
+            request_id=require_id(request_id, "request_id"),
+            user_id=None if user_id is None else require_id(user_id, "user_id"),
+            entities=tuple(entities),
+            doing=doing,
+        )
+
+
+class MemoryRequest:
+    """One agent request's memory lifecycle (use as an async context manager)."""
+
+    def __init__(
+        self,
+        memory: AgentMemory,
+        *,
+        agent: str,
+        domain: str,
+        request_id: str,
+        user_id: str | None,
+        entities: tuple[Entity, ...],
+        doing: str,
+    ) -> None:
+        self._m = memory
+        self.agent = agent
+        self.domain = domain
+        self.request_id = request_id
+        self.user_id = user_id
+        self.entities = entities
+        self.doing = doing
+        self.claims: list[ClaimResult] = []
+        self.reports: dict[str, StageReport] = {}
+        self._held: list[str] = []
+        self._renewal: asyncio.Task[None] | None = None
+        self._coord = Coordinator(memory.leases, domain, memory.options.signal_ttl)
+        self._started = memory.clock.now()
+
+    def _report(self, stage: str) -> StageReport:
+        report = StageReport(stage)
+        self.reports[stage] = report
+        return report
+
+    # -- enter ---------------------------------------------------------------
+    async def __aenter__(self) -> MemoryRequest:
+        report = self._report("activity-announcement")
+        with self._m.observability.span(
+            f"{_HOOK}.before_planning.activity-announcement", domain=self.domain, agent=self.agent
+        ):
+            async with fail_open(report, "announce"):
+                lease = await self._coord.announce(
+                    self.agent,
+                    self.request_id,
+                    doing=self.doing,
+                    started_at=self._started,
+                    entities=self.entities,
+                )
+                if lease is not None:
+                    self._held.append(lease.key)
+                report.details["signal"] = lease is not None
+            for entity in self.entities:
+                async with fail_open(report, f"claim {entity.type}/{entity.id}"):
+                    result = await self._coord.claim(
+                        self.agent, self.request_id, entity, self._started
+                    )
+                    self.claims.append(result)
+                    if result.acquired:
+                        self._held.append(claim_key(entity))
+            report.details["claims_acquired"] = sum(c.acquired for c in self.claims)
+            report.details["claims_held_by_others"] = [
+                {"entity": [c.entity.type, c.entity.id], "holder": c.holder_agent}
+                for c in self.claims
+                if not c.acquired
+            ]
+        if self._held:
+            self._renewal = asyncio.create_task(self._renew_forever())
+        return self
+
+    async def _renew_forever(self) -> None:
+        report = self._report("activity-renewal")
+        interval = self._m.options.signal_ttl.total_seconds() / 3
+        renewals = 0
+        while True:
+            await asyncio.sleep(interval)
+            for key in list(self._held):
+                async with fail_open(report, f"renew {key}"):
+                    try:
+                        await self._coord.renew(self.agent, self.request_id, [key])
+                    except LeaseNotHeld:
+                        self._held.remove(key)
+                        raise
+                    renewals += 1
+            report.details["renewals"] = renewals
+
+    # -- planning ------------------------------------------------------------
+    async def planning_context(self, *, knowledge: Sequence[Any] = ()) -> PlanningContext:
+        """The views for the planner, built from the event window, the entity
+        history and the active signals and claims (fail-open)."""
+        opts = self._m.options
+        report = self._report("memory-enrichment")
+        inputs = PlanningInputs(
+            agent=self.agent,
+            domain=self.domain,
+            request_id=self.request_id,
+            now=self._m.clock.now(),
+        )
+        with self._m.observability.span(
+            f"{_HOOK}.before_planning.memory-enrichment", domain=self.domain, agent=self.agent
+        ):
+            since = inputs.now - opts.lookback
+            async with fail_open(report, "event-window"):
+                window = await self._m.events.window(
+                    self.domain, since=since, limit=opts.window_limit
+                )
+                inputs.events = list(window.events)
+                inputs.events_limited = window.limited
+                self._m.observability.retrieval(self._m.backend, "hit" if window.events else "miss")
+            if report.failures:
+                self._m.observability.retrieval(self._m.backend, "error")
+            for entity in self.entities:
+                async with fail_open(report, f"entity-history {entity.type}/{entity.id}"):
+                    hist = await self._m.events.window(
+                        self.domain, since=since, limit=opts.entity_history_limit, entity=entity
+                    )
+                    inputs.entity_history.extend(hist.events)
+            async with fail_open(report, "signals"):
+                signals = await self._coord.active_signals()
+                inputs.signals = [s for s in signals if s.request_id != self.request_id]
+            async with fail_open(report, "claims"):
+                inputs.claims = await self._coord.active_claims()
+            inputs.knowledge = list(knowledge)
+            context = render_planning(
+                inputs,
+                budget_bytes=opts.view_budget_bytes,
+                coordination_limit=opts.coordination_limit,
+                report=report,
+            )
+        return context
+
+    async def other_signals(self) -> list[SignalInfo]:
+        return [s for s in await self._coord.active_signals() if s.request_id != self.request_id]
+
+    # -- after execution -----------------------------------------------------
+    async def record(self, steps: Sequence[Step]) -> StageReport:
+        """Record the executed steps as events (fail-open; the report says what happened)."""
+        report = self._report("memory-record")
+        with self._m.observability.span(
+            f"{_HOOK}.after_execution.memory-record", domain=self.domain, agent=self.agent
+        ):
+            return await self._m.recorder.record(
+                domain=self.domain,
+                agent=self.agent,
+                request_id=self.request_id,
+                steps=steps,
+                user_id=self.user_id,
+                request_entities=self.entities,
+                report=report,
+            )
+
+    # -- exit ----------------------------------------------------------------
+    async def _cleanup(self, report: StageReport) -> None:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewal
+        keys = list(reversed(self._held))
+        released = 0
+        for key in keys:
+            async with fail_open(report, f"release {key}"):
+                if await self._m.leases.release(self.domain, key, self._coord_owner()):
+                    released += 1
+                self._held.remove(key)
+        report.details["released"] = released
+
+    def _coord_owner(self) -> str:
+        return request_owner(self.agent, self.request_id)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        report = self._report("cleanup")
+        report.details["exit"] = (
+            "cancelled"
+            if exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
+            else "error"
+            if exc_type is not None
+            else "normal"
+        )
+        task = asyncio.ensure_future(self._cleanup(report))
+        try:
+            await asyncio.wait_for(asyncio.shield(task), self._m.options.cleanup_timeout)
+        except TimeoutError:
+            limit = self._m.options.cleanup_timeout
+            report.fail("cleanup", TimeoutError(f"cleanup exceeded {limit}s"))
+            task.cancel()
+        except asyncio.CancelledError:
+            # Cancelled again while cleaning up: let the shielded cleanup finish
+            # within its budget, then propagate.
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(task, self._m.options.cleanup_timeout)
+            raise

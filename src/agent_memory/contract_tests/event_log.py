@@ -1,9 +1,853 @@
-"""Placeholder: the EventLogContract conformance class (being written)."""
+"""`EventLogContract`: the conformance suite every `EventLog` backend must pass.
+
+Subclass it, declare `capabilities`, and override the `event_log` fixture (yield
+an EMPTY log; its retention is read from `event_log.retention`; clean up after
+the yield). With `Capabilities(reopen=True)` also override `reopen`: an async
+fixture returning an async zero-argument callable that opens a SECOND handle on
+the same data (the suite closes that handle itself)::
+
+    class TestAcmeEventLog(EventLogContract):
+        capabilities = Capabilities(ttl_resolution_ms=10)
+
+        @pytest.fixture
+        async def event_log(self):
+            log = AcmeEventLog(...)
+            yield log
+            await log.close()
+
+Events are built relative to the real clock (`datetime.now(UTC)`), at
+millisecond precision; timestamps read back may differ by at most 1 ms. The
+suite assumes a retention of at least a day (the default is 60 days).
+
+Clause ids (each assertion message starts with one):
+
+- EL-ORD-1  the window is newest first by `occurred_at`, not by arrival: older
+            events appended late land in their time slot.
+- EL-ORD-2  events with equal `occurred_at` are ordered by id descending
+            (code-point order).
+- EL-ORD-3  for any set of events appended in any batches, the window equals
+            the oracle: filter, sort by (occurred_at, id) desc, cut at limit.
+- EL-IDEM-1 append is idempotent by (domain, id): an id twice in one batch is
+            stored once, the count says 1, the first version wins.
+- EL-IDEM-2 re-appending across batches stores nothing new (count 0) and never
+            replaces the first stored version.
+- EL-IDEM-3 idempotency is per domain: one id in two domains is two events.
+- EL-IDEM-4 an empty batch stores nothing and returns 0.
+- EL-LIM-1  `limited` is True exactly when more events matched than `limit`;
+            a page of limit N holds the N newest.
+- EL-SINCE-1 only events with occurred_at >= since are returned (inclusive).
+- EL-ENT-1  the entity filter keeps exactly the events carrying that (type, id)
+            entity, among several; entity types/ids never match by pattern or
+            by joining type and id.
+- EL-GLOB-1 `is_global` events of any domain appear in every domain's window.
+- EL-GLOB-2 global events take part in the same ordering and reserve no room:
+            a page of limit N holds the N newest of domain + global events.
+- EL-GLOB-3 the entity filter applies to global events too; non-global events
+            of other domains never appear.
+- EL-ISO-1  domains are isolated, whatever characters their names hold.
+- EL-ISO-2  property: a window only ever holds its own domain's events and
+            global ones, for adversarial domain names.
+- EL-RET-1  events older than `retention` are never returned, whatever `since`.
+- EL-RET-2  `purge_expired` deletes exactly the expired events (the count) and
+            keeps the rest.
+- EL-ERASE-1 `erase_user` deletes exactly the events carrying that user id, in
+            every domain (the count); other users' events stay.
+- EL-RT-1   a stored event reads back with every field equal (timestamps within
+            1 ms, metadata, entities in order, enums as enums).
+- EL-RT-2   property: the same for arbitrary adversarial events.
+- EL-SCOPE-1 an empty or whitespace-only domain raises `ScopeRequired`.
+- EL-INPUT-1 a non-positive limit, a naive `since`, a blank user id raise
+            `InvalidInput`.
+- EL-CLOSE-1 after close every operation raises `StoreClosed`.
+- EL-CLOSE-2 close is idempotent.
+- EL-CLOSE-3 an append racing close either completed before close returned
+            (and is visible from another handle) or was rejected with
+            `StoreClosed` (and is never persisted). Needs `reopen`.
+- EL-SHARED-1 a second handle sees the first one's events and idempotency holds
+            across handles. Needs `reopen`.
+- EL-CANARY-1 the fixture yields an empty log: nothing written by an earlier
+            test is visible.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_memory.contract_tests._support import clause, require_capability, same_instant
+from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.contract_tests.event_strategies import (
+    ADVERSARIAL_SCOPE_PAIRS,
+    domains,
+    event_ids,
+    events,
+    now_ms,
+)
+from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
+from agent_memory.domain.records import (
+    Entity,
+    EntitySource,
+    Event,
+    EventWindow,
+    SummarySource,
+    TimeBasis,
+)
+from agent_memory.ports.storage import EventLog
+
 __all__ = ["EventLogContract"]
+
+ReopenEventLog = Callable[[], Awaitable[EventLog]]
+
+CANARY_DOMAIN = "agent-memory-contract-canary"
+_CANARY_IDS = ("canary-local", "canary-global")
+_PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+_BIG = 10_000
+
+
+def _event(domain: str, id: str, at: datetime, **kw: Any) -> Event:
+    values: dict[str, Any] = {
+        "agent": "agent-1",
+        "action": "act",
+        "outcome": "ok",
+        "summary": f"summary of {id}",
+        "recorded_at": datetime.now(UTC),
+    }
+    values.update(kw)
+    return Event(id=id, domain=domain, occurred_at=at, **values)
+
+
+def _ids(window: EventWindow) -> list[str]:
+    return [e.id for e in window.events]
+
+
+def _keys(window: EventWindow) -> list[tuple[str, str]]:
+    return [(e.domain, e.id) for e in window.events]
+
+
+def _event_diff(expected: Event, got: Event) -> list[str]:
+    """Names and values of the fields that differ (timestamps within 1 ms)."""
+    out: list[str] = []
+    for f in attrs.fields(Event):
+        a, b = getattr(expected, f.name), getattr(got, f.name)
+        if isinstance(a, datetime):
+            ok = isinstance(b, datetime) and same_instant(a, b)
+        else:
+            ok = type(a) is type(b) and a == b
+        if not ok:
+            out.append(f"{f.name}: expected {a!r}, got {b!r}")
+    return out
+
+
+async def _expect_raises(
+    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
+) -> None:
+    try:
+        result = await op
+    except exc:
+        return
+    except Exception as other:
+        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
+    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
 
 
 class EventLogContract:
-    """Not yet written."""
+    """Conformance tests for `EventLog`; override `event_log` (and `reopen`)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @pytest.fixture
+    async def event_log(self) -> EventLog:
+        """Override: yield an EMPTY EventLog, close/clean it after the yield."""
+        pytest.fail("EventLogContract: override the `event_log` fixture in your subclass")
+
+    @pytest.fixture
+    def reopen(self) -> ReopenEventLog | None:
+        """Override when `capabilities.reopen`: an async callable opening a second
+        handle on the same data as `event_log`."""
+        return None
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _resolution(self) -> timedelta:
+        return timedelta(milliseconds=self.capabilities.ttl_resolution_ms)
+
+    def _reopen(self, cid: str, reopen: ReopenEventLog | None) -> ReopenEventLog:
+        require_capability(
+            self.capabilities.reopen, "reopen", "a second handle is needed to observe this"
+        )
+        if reopen is None:
+            pytest.fail(
+                clause(cid, "capabilities.reopen is declared but the `reopen` fixture is None")
+            )
+        return reopen
+
+    @staticmethod
+    async def _all(log: EventLog, domain: str, **kw: Any) -> EventWindow:
+        since = kw.pop("since", datetime.now(UTC) - log.retention - timedelta(days=1))
+        return await log.window(domain, since=since, limit=kw.pop("limit", _BIG), **kw)
+
+    # -- canary (first) --------------------------------------------------------
+
+    async def test_canary_write(self, event_log: EventLog) -> None:
+        """Writes under a well-known domain for the last test to look for.
+
+        When this fails, check that append + window work at all (earlier clauses).
+        """
+        now = now_ms()
+        stored = await event_log.append(
+            [
+                _event(CANARY_DOMAIN, _CANARY_IDS[0], now),
+                _event(CANARY_DOMAIN, _CANARY_IDS[1], now, is_global=True),
+            ]
+        )
+        seen = _ids(await self._all(event_log, CANARY_DOMAIN))
+        assert (stored, sorted(seen)) == (2, sorted(_CANARY_IDS)), clause(
+            "EL-CANARY-1", "canary events are stored and visible", (stored, seen)
+        )
+
+    # -- ordering --------------------------------------------------------------
+
+    @pytest.mark.parametrize("arrival", ["newer-first", "interleaved-batches"])
+    async def test_window_orders_by_event_time_not_arrival(
+        self, event_log: EventLog, arrival: str
+    ) -> None:
+        """Older events appended after newer ones must land in their time slot.
+
+        When this fails, check that the window sorts by `occurred_at` (then id desc),
+        not by insertion order, stream ids or recorded_at.
+        """
+        d = "orders"
+        base = now_ms() - timedelta(hours=1)
+        evs = [_event(d, f"e{i}", base + timedelta(seconds=i)) for i in range(9)]
+        if arrival == "newer-first":
+            batches = [[evs[8], evs[7]], [evs[6]], [evs[5], evs[4], evs[3]], evs[:3]]
+        else:
+            batches = [[evs[0], evs[3], evs[6]], [evs[8], evs[1]], [evs[5], evs[2], evs[7]]]
+            batches.append([evs[4]])
+        for batch in batches:
+            await event_log.append(batch)
+        got = _ids(await self._all(event_log, d))
+        want = [f"e{i}" for i in reversed(range(9))]
+        assert got == want, clause(
+            "EL-ORD-1", "window is newest first by occurred_at, not arrival", got
+        )
+        page = _ids(await self._all(event_log, d, limit=3))
+        assert page == want[:3], clause(
+            "EL-ORD-1",
+            "a limited page holds the newest by occurred_at, not the latest arrivals",
+            page,
+        )
+
+    async def test_window_ties_by_id_desc(self, event_log: EventLog) -> None:
+        """Equal occurred_at: id descending in code-point order.
+
+        When this fails, check the secondary sort key (id desc) and, in SQL, that
+        the comparison uses a binary collation (COLLATE "C").
+        """
+        d = "ties"
+        at = now_ms() - timedelta(minutes=5)
+        ids = ["b", "a", "B", "é", "a2", "10", "9", "Z"]
+        await event_log.append([_event(d, i, at) for i in ids])
+        await event_log.append([_event(d, "newest", at + timedelta(seconds=1))])
+        got = _ids(await self._all(event_log, d))
+        want = ["newest", *sorted(ids, reverse=True)]
+        assert got == want, clause("EL-ORD-2", "ties by occurred_at are ordered by id desc", got)
+
+    @_PROPERTY
+    @given(
+        evs=st.lists(
+            events(ids=event_ids(), is_global=st.just(False)),
+            min_size=1,
+            max_size=12,
+            unique_by=lambda e: e.id,
+        ),
+        cuts=st.lists(st.integers(0, 12), max_size=4),
+        limit=st.integers(1, 15),
+        seed=st.randoms(use_true_random=False),
+    )
+    async def test_window_matches_oracle(
+        self,
+        event_log: EventLog,
+        evs: list[Event],
+        cuts: list[int],
+        limit: int,
+        seed: Any,
+    ) -> None:
+        """Property: any events, shuffled, in any batches -> the oracle's window.
+
+        When this fails, read the falsifying example: compare the ids' order with
+        sorting by (occurred_at, id) desc and check `limited`.
+        """
+        d = f"oracle-{uuid.uuid4().hex}"
+        mine = [attrs.evolve(e, domain=d) for e in evs]
+        shuffled = list(mine)
+        seed.shuffle(shuffled)
+        bounds = sorted({0, len(shuffled), *(min(c, len(shuffled)) for c in cuts)})
+        for lo, hi in itertools.pairwise(bounds):
+            await event_log.append(shuffled[lo:hi])
+        since = datetime.now(UTC) - min(timedelta(days=2), event_log.retention / 2)
+        got = await event_log.window(d, since=since, limit=limit)
+        matching = [e for e in mine if e.occurred_at >= since]
+        ordered = sorted(matching, key=lambda e: (e.occurred_at, e.id), reverse=True)
+        want = [e.id for e in ordered[:limit]]
+        assert _ids(got) == want, clause(
+            "EL-ORD-3", "window equals sort by (occurred_at, id) desc cut at limit", _ids(got)
+        )
+        assert got.limited == (len(matching) > limit), clause(
+            "EL-ORD-3", f"limited is True exactly when {len(matching)} > {limit}", got.limited
+        )
+
+    # -- idempotency -----------------------------------------------------------
+
+    async def test_same_id_twice_in_one_batch(self, event_log: EventLog) -> None:
+        """A batch holding one id twice stores it once; the first version wins.
+
+        When this fails, check de-duplication inside a batch (not only against
+        stored events) and that the count is of events newly stored.
+        """
+        d = "idem-batch"
+        at = now_ms() - timedelta(minutes=1)
+        first = _event(d, "x", at, summary="first")
+        second = _event(d, "x", at + timedelta(seconds=1), summary="second")
+        stored = await event_log.append([first, second, _event(d, "y", at)])
+        assert stored == 2, clause("EL-IDEM-1", "count of newly stored events is 2", stored)
+        window = await self._all(event_log, d)
+        assert sorted(_ids(window)) == ["x", "y"], clause(
+            "EL-IDEM-1", "one event per (domain, id)", _ids(window)
+        )
+        [kept] = [e for e in window.events if e.id == "x"]
+        assert kept.summary == "first", clause(
+            "EL-IDEM-1", "the first version in the batch wins", kept.summary
+        )
+
+    async def test_same_id_across_batches(self, event_log: EventLog) -> None:
+        """Re-appending stored ids stores nothing new and keeps the first version.
+
+        When this fails, check that append never overwrites (use insert-if-absent,
+        SETNX / ON CONFLICT DO NOTHING) and counts only new events.
+        """
+        d = "idem-across"
+        at = now_ms() - timedelta(minutes=1)
+        assert await event_log.append([_event(d, "x", at, summary="first")]) == 1, clause(
+            "EL-IDEM-2", "a new event counts 1"
+        )
+        again = await event_log.append([_event(d, "x", at + timedelta(hours=-1), summary="2nd")])
+        assert again == 0, clause("EL-IDEM-2", "re-appending a stored id returns 0", again)
+        mixed = await event_log.append([_event(d, "x", at, summary="3rd"), _event(d, "y", at)])
+        assert mixed == 1, clause("EL-IDEM-2", "only the new id of a mixed batch counts", mixed)
+        window = await self._all(event_log, d)
+        summaries = {e.id: (e.summary, e.occurred_at) for e in window.events}
+        assert (len(window.events), summaries["x"][0]) == (2, "first"), clause(
+            "EL-IDEM-2", "the first stored version wins, stored once", summaries
+        )
+        assert same_instant(summaries["x"][1], at), clause(
+            "EL-IDEM-2", "a re-append never moves the stored event's time", summaries["x"]
+        )
+
+    async def test_same_id_in_two_domains(self, event_log: EventLog) -> None:
+        """Idempotency is by (domain, id): one id in two domains is two events.
+
+        When this fails, check that the storage key includes the domain.
+        """
+        at = now_ms() - timedelta(minutes=1)
+        stored = await event_log.append([_event("dom-a", "x", at), _event("dom-b", "x", at)])
+        assert stored == 2, clause("EL-IDEM-3", "same id in two domains stores two", stored)
+        for d in ("dom-a", "dom-b"):
+            got = _keys(await self._all(event_log, d))
+            assert got == [(d, "x")], clause("EL-IDEM-3", f"domain {d!r} holds its own x", got)
+
+    async def test_empty_batch(self, event_log: EventLog) -> None:
+        """An empty batch is a no-op returning 0.
+
+        When this fails, check the early return for an empty batch (no empty
+        pipeline/INSERT errors).
+        """
+        stored = await event_log.append([])
+        assert stored == 0, clause("EL-IDEM-4", "an empty batch returns 0", stored)
+
+    # -- limit, since, entity --------------------------------------------------
+
+    @pytest.mark.parametrize("limit", [1, 4, 5, 6])
+    async def test_limited_flag(self, event_log: EventLog, limit: int) -> None:
+        """`limited` is True exactly when more events matched than `limit`.
+
+        When this fails, check the over-fetch by one (limit + 1) used to compute
+        `limited`, and that the page holds the newest events.
+        """
+        d = "limited"
+        base = now_ms() - timedelta(minutes=10)
+        await event_log.append([_event(d, f"e{i}", base + timedelta(seconds=i)) for i in range(5)])
+        got = await event_log.window(d, since=base, limit=limit)
+        want = [f"e{i}" for i in reversed(range(5))][:limit]
+        assert _ids(got) == want, clause(
+            "EL-LIM-1", f"a page of limit {limit} holds the {limit} newest", _ids(got)
+        )
+        assert got.limited == (limit < 5), clause(
+            "EL-LIM-1", f"limited is {limit < 5} for 5 matches and limit {limit}", got.limited
+        )
+
+    async def test_since_filter(self, event_log: EventLog) -> None:
+        """Only events at or after `since` (inclusive) are returned.
+
+        When this fails, check the comparison (>=, not >) and the timestamp
+        precision kept by the backend (milliseconds at least).
+        """
+        d = "since"
+        base = now_ms() - timedelta(minutes=10)
+        await event_log.append([_event(d, f"e{i}", base + timedelta(seconds=i)) for i in range(6)])
+        since = base + timedelta(seconds=3)
+        got = await event_log.window(d, since=since, limit=100)
+        assert _ids(got) == ["e5", "e4", "e3"], clause(
+            "EL-SINCE-1", "occurred_at >= since, boundary included", _ids(got)
+        )
+        assert got.limited is False, clause(
+            "EL-SINCE-1", "events before since do not make the window limited", got.limited
+        )
+
+    @pytest.mark.parametrize(
+        ("query", "want"),
+        [
+            (("pod", "web-1"), ["e2", "e1"]),
+            (("svc", "api"), ["e2"]),
+            (("pod", "web-*"), ["e3"]),
+            (("pod:web", "1"), ["e4"]),
+            (("pod", "web:1"), ["e5"]),
+            (("svc", "web-1"), []),
+        ],
+        ids=["shared", "second-of-several", "glob-literal", "joined-type", "joined-id", "type"],
+    )
+    async def test_entity_filter(
+        self, event_log: EventLog, query: tuple[str, str], want: list[str]
+    ) -> None:
+        """`entity=` keeps exactly the events carrying that (type, id).
+
+        When this fails, check that the filter matches whole (type, id) pairs —
+        no pattern matching, no joining type and id with a separator — and that
+        an event with several entities is found by each of them.
+        """
+        d = "entities"
+        base = now_ms() - timedelta(minutes=10)
+        carried = {
+            "e1": [Entity("pod", "web-1")],
+            "e2": [Entity("svc", "api"), Entity("pod", "web-1")],
+            "e3": [Entity("pod", "web-*")],
+            "e4": [Entity("pod:web", "1")],
+            "e5": [Entity("pod", "web:1")],
+            "e6": [],
+        }
+        await event_log.append(
+            [
+                _event(d, i, base + timedelta(seconds=n), entities=ents)
+                for n, (i, ents) in enumerate(carried.items())
+            ]
+        )
+        got = await self._all(event_log, d, entity=Entity(*query))
+        assert _ids(got) == want, clause(
+            "EL-ENT-1", f"entity {query!r} selects exactly the events carrying it", _ids(got)
+        )
+
+    # -- global events ---------------------------------------------------------
+
+    async def test_global_events_in_every_domain(self, event_log: EventLog) -> None:
+        """A global event of one domain shows up in every domain's window.
+
+        When this fails, check that the window query also reads the global index
+        (or `is_global` rows of every domain).
+        """
+        at = now_ms() - timedelta(minutes=1)
+        await event_log.append([_event("origin", "g", at, is_global=True)])
+        for d in ("origin", "elsewhere", "*", "other domain"):
+            got = _keys(await self._all(event_log, d))
+            assert got == [("origin", "g")], clause(
+                "EL-GLOB-1", f"domain {d!r} sees the global event", got
+            )
+
+    @pytest.mark.parametrize("limit", [1, 2, 3, 4])
+    async def test_global_events_share_ordering(self, event_log: EventLog, limit: int) -> None:
+        """Global events interleave by time and reserve no room on the page.
+
+        When this fails, check that domain and global events are merged and sorted
+        together before the limit is applied (not N of each, not globals first).
+        """
+        d = "merged"
+        base = now_ms() - timedelta(minutes=10)
+        await event_log.append(
+            [
+                _event(d, "d1", base + timedelta(seconds=1)),
+                _event(d, "d3", base + timedelta(seconds=3)),
+                _event("other", "o5", base + timedelta(seconds=5)),
+            ]
+        )
+        await event_log.append(
+            [
+                _event("other", "g2", base + timedelta(seconds=2), is_global=True),
+                _event("third", "g4", base + timedelta(seconds=4), is_global=True),
+            ]
+        )
+        got = await event_log.window(d, since=base, limit=limit)
+        want = ["g4", "d3", "g2", "d1"][:limit]
+        assert _ids(got) == want, clause(
+            "EL-GLOB-2", f"a page of {limit} holds the {limit} newest of domain+global", _ids(got)
+        )
+        assert got.limited == (limit < 4), clause(
+            "EL-GLOB-2", "global events count towards `limited`", got.limited
+        )
+
+    async def test_entity_filter_applies_to_global_events(self, event_log: EventLog) -> None:
+        """With `entity=`, only global events carrying the entity show up.
+
+        When this fails, check that the entity filter is applied to the global
+        part of the window too.
+        """
+        base = now_ms() - timedelta(minutes=10)
+        pod = Entity("pod", "web-1")
+        await event_log.append(
+            [
+                _event("x", "g-with", base + timedelta(seconds=1), is_global=True, entities=[pod]),
+                _event("x", "g-without", base + timedelta(seconds=2), is_global=True),
+                _event("x", "local-with", base + timedelta(seconds=3), entities=[pod]),
+                _event("y", "own", base + timedelta(seconds=4), entities=[pod]),
+            ]
+        )
+        got = _ids(await self._all(event_log, "y", entity=pod))
+        assert got == ["own", "g-with"], clause(
+            "EL-GLOB-3", "entity filter applies to globals; other domains' events never show", got
+        )
+
+    # -- isolation ---------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("first", "second"), ADVERSARIAL_SCOPE_PAIRS, ids=[repr(p) for p in ADVERSARIAL_SCOPE_PAIRS]
+    )
+    async def test_domains_isolated(self, event_log: EventLog, first: str, second: str) -> None:
+        """Two domains whose names differ by metacharacters stay isolated.
+
+        When this fails, check how the domain is put into keys or queries: escape
+        or hash it; no glob/LIKE/regex; no case or Unicode folding.
+        """
+        at = now_ms() - timedelta(minutes=1)
+        await event_log.append([_event(first, "in-first", at), _event(second, "in-second", at)])
+        for d, own in ((first, "in-first"), (second, "in-second")):
+            got = _keys(await self._all(event_log, d))
+            assert got == [(d, own)], clause(
+                "EL-ISO-1", f"domain {d!r} sees only its own events", got
+            )
+        erased = await event_log.erase_user("nobody")
+        assert erased == 0, clause("EL-ISO-1", "erasing an unknown user deletes nothing", erased)
+
+    @_PROPERTY
+    @given(pair=st.lists(domains(), min_size=2, max_size=2, unique=True), data=st.data())
+    async def test_domains_isolated_property(
+        self, event_log: EventLog, pair: list[str], data: st.DataObject
+    ) -> None:
+        """Property: a window holds only its domain's events and global ones.
+
+        When this fails, read the falsifying domains: some character widens the
+        query or collides keys.
+        """
+        tag = uuid.uuid4().hex
+        for d in pair:
+            batch = data.draw(
+                st.lists(
+                    events(domain=st.just(d), ids=st.just(tag) | event_ids()),
+                    max_size=3,
+                )
+            )
+            await event_log.append(batch)
+        for d in pair:
+            window = await self._all(event_log, d)
+            strays = [(e.domain, e.id) for e in window.events if e.domain != d and not e.is_global]
+            assert not strays, clause(
+                "EL-ISO-2", f"window of {d!r} holds only its own and global events", strays
+            )
+
+    # -- retention -------------------------------------------------------------
+
+    async def _retention_fixture(self, log: EventLog) -> datetime:
+        now = now_ms()
+        r = log.retention
+        await log.append(
+            [
+                _event("ret-a", "old-a", now - r - timedelta(hours=1)),
+                _event("ret-b", "old-g", now - r - timedelta(minutes=5), is_global=True),
+                _event("ret-a", "kept-a", now - r + timedelta(hours=1)),
+                _event("ret-a", "fresh-a", now - timedelta(minutes=1)),
+                _event("ret-b", "fresh-b", now - timedelta(minutes=2)),
+            ]
+        )
+        return now
+
+    async def test_retention_hides_expired(self, event_log: EventLog) -> None:
+        """Events older than retention are never returned, even with an old `since`.
+
+        When this fails, check that the window's lower bound is
+        max(since, now - retention), global events included.
+        """
+        now = await self._retention_fixture(event_log)
+        ancient = now - event_log.retention * 3
+        got = _ids(await event_log.window("ret-a", since=ancient, limit=100))
+        assert got == ["fresh-a", "kept-a"], clause(
+            "EL-RET-1", "events past retention are never returned", got
+        )
+
+    async def test_purge_expired(self, event_log: EventLog) -> None:
+        """`purge_expired` deletes exactly the expired events and returns the count.
+
+        When this fails, check the purge's cutoff (now - retention, by occurred_at)
+        and that it covers every domain and the global index.
+        """
+        await self._retention_fixture(event_log)
+        purged = await event_log.purge_expired()
+        assert purged == 2, clause("EL-RET-2", "purge_expired deletes the 2 expired events", purged)
+        again = await event_log.purge_expired()
+        assert again == 0, clause("EL-RET-2", "a second purge finds nothing", again)
+        a = _ids(await self._all(event_log, "ret-a"))
+        b = _ids(await self._all(event_log, "ret-b"))
+        assert (a, b) == (["fresh-a", "kept-a"], ["fresh-b"]), clause(
+            "EL-RET-2", "unexpired events survive the purge", (a, b)
+        )
+
+    # -- erasure ---------------------------------------------------------------
+
+    async def test_erase_user(self, event_log: EventLog) -> None:
+        """`erase_user` removes exactly that user's events, in every domain.
+
+        When this fails, check the user index (it must span domains and global
+        events) and that user ids are matched exactly, not as patterns.
+        """
+        at = now_ms() - timedelta(minutes=5)
+        await event_log.append(
+            [
+                _event("er-a", "a1", at, user_id="u:1*"),
+                _event("er-b", "b1", at, user_id="u:1*", is_global=True),
+                _event("er-a", "a2", at, user_id="u:1"),
+                _event("er-b", "b2", at, user_id="u:10"),
+                _event("er-b", "b3", at),
+            ]
+        )
+        erased = await event_log.erase_user("u:1*")
+        assert erased == 2, clause("EL-ERASE-1", "erase_user returns the 2 erased events", erased)
+        a = sorted(_ids(await self._all(event_log, "er-a")))
+        b = sorted(_ids(await self._all(event_log, "er-b")))
+        assert (a, b) == (["a2"], ["b2", "b3"]), clause(
+            "EL-ERASE-1", "only the user's events are gone, in every domain", (a, b)
+        )
+        assert await event_log.erase_user("u:1*") == 0, clause(
+            "EL-ERASE-1", "a second erase finds nothing"
+        )
+        stored = await event_log.append([_event("er-a", "a1", at, user_id="u:1*")])
+        assert stored == 1, clause("EL-ERASE-1", "an erased event id can be appended again", stored)
+
+    # -- round trip ------------------------------------------------------------
+
+    async def test_round_trip_preserves_fields(self, event_log: EventLog) -> None:
+        """Every Event field reads back equal (timestamps within 1 ms).
+
+        When this fails, check the codec: enums, entity order, metadata nesting,
+        None vs empty, UTC conversion and timestamp precision.
+        """
+        at = datetime.now(UTC) - timedelta(minutes=3)
+        full = Event(
+            id="full:1",
+            domain="rt",
+            agent="agent é",
+            action="restart pod",
+            outcome="error",
+            summary="Restarted web-1 — failed 🙂",
+            occurred_at=at,
+            recorded_at=at + timedelta(seconds=2, microseconds=123),
+            origin_request_id="req-7",
+            summary_source=SummarySource.MODEL,
+            fallback_reason="model timeout",
+            time_basis=TimeBasis.STEP_START,
+            entities=(Entity("pod", "web-1"), Entity("svc", "api"), Entity("ns", "a:b")),
+            entity_source=EntitySource.MIXED,
+            user_id="user|42",
+            importance=0.25,
+            metadata={"a": [1, 2.5, None, True, "ü"], "b": {"c": {"d": -3}}, "": 0},
+        )
+        minimal = _event("rt", "minimal", at - timedelta(seconds=1), summary="")
+        glob = _event("rt-other", "glob", at - timedelta(seconds=2), is_global=True)
+        await event_log.append([full, minimal, glob])
+        got = {e.id: e for e in (await self._all(event_log, "rt")).events}
+        for want in (full, minimal, glob):
+            assert want.id in got, clause("EL-RT-1", f"event {want.id!r} reads back", list(got))
+            diff = _event_diff(want, got[want.id])
+            assert not diff, clause("EL-RT-1", f"event {want.id!r} fields survive", diff)
+
+    @_PROPERTY
+    @given(evs=st.lists(events(), min_size=1, max_size=5, unique_by=lambda e: (e.domain, e.id)))
+    async def test_round_trip_property(self, event_log: EventLog, evs: list[Event]) -> None:
+        """Property: arbitrary adversarial events read back equal.
+
+        When this fails, read the falsifying event: which field or character does
+        the codec lose?
+        """
+        tag = uuid.uuid4().hex
+        mine = [attrs.evolve(e, id=f"{e.id}{tag}") for e in evs]
+        stored = await event_log.append(mine)
+        assert stored == len(mine), clause("EL-RT-2", "every new event is stored", stored)
+        for want in mine:
+            window = await self._all(event_log, want.domain)
+            match = [e for e in window.events if e.id == want.id and e.domain == want.domain]
+            assert len(match) == 1, clause("EL-RT-2", f"event {want.id!r} reads back once", match)
+            diff = _event_diff(want, match[0])
+            assert not diff, clause("EL-RT-2", "every field survives the round trip", diff)
+
+    # -- bad input -------------------------------------------------------------
+
+    @pytest.mark.parametrize("blank", ["", " ", "\t\n"], ids=["empty", "space", "whitespace"])
+    async def test_blank_domain(self, event_log: EventLog, blank: str) -> None:
+        """An empty or whitespace-only domain raises `ScopeRequired`.
+
+        When this fails, check that `window` validates the domain first
+        (`domain.validation.require_scope`).
+        """
+        await _expect_raises(
+            "EL-SCOPE-1",
+            f"window({blank!r}) raises ScopeRequired",
+            ScopeRequired,
+            event_log.window(blank, since=datetime.now(UTC), limit=10),
+        )
+
+    @pytest.mark.parametrize("case", ["limit-0", "limit-negative", "naive-since", "blank-user"])
+    async def test_invalid_input(self, event_log: EventLog, case: str) -> None:
+        """A non-positive limit, a naive `since`, a blank user id raise `InvalidInput`.
+
+        When this fails, check the argument validation at the top of the operation.
+        """
+        now = datetime.now(UTC)
+        op: Awaitable[object]
+        if case == "limit-0":
+            op = event_log.window("d", since=now, limit=0)
+        elif case == "limit-negative":
+            op = event_log.window("d", since=now, limit=-1)
+        elif case == "naive-since":
+            op = event_log.window("d", since=now.replace(tzinfo=None), limit=10)
+        else:
+            op = event_log.erase_user("  ")
+        await _expect_raises("EL-INPUT-1", f"{case} raises InvalidInput", InvalidInput, op)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def test_operations_after_close(self, event_log: EventLog) -> None:
+        """After close, every operation raises `StoreClosed`.
+
+        When this fails, check that every method goes through the lifecycle guard
+        (`async with self._life.op():`).
+        """
+        at = now_ms()
+        await event_log.append([_event("closing", "before", at)])
+        await event_log.close()
+        ops: dict[str, Callable[[], Awaitable[object]]] = {
+            "append": lambda: event_log.append([_event("closing", "after", at)]),
+            "window": lambda: event_log.window("closing", since=at, limit=5),
+            "erase_user": lambda: event_log.erase_user("u"),
+            "purge_expired": lambda: event_log.purge_expired(),
+            "ping": lambda: event_log.ping(),
+        }
+        for name, op in ops.items():
+            await _expect_raises(
+                "EL-CLOSE-1", f"{name} after close raises StoreClosed", StoreClosed, op()
+            )
+
+    async def test_close_is_idempotent(self, event_log: EventLog) -> None:
+        """Closing twice is fine; operations still raise `StoreClosed`.
+
+        When this fails, check that a second close does not release resources twice
+        or raise.
+        """
+        await event_log.close()
+        try:
+            await event_log.close()
+        except Exception as exc:
+            pytest.fail(clause("EL-CLOSE-2", "a second close does not raise", repr(exc)))
+        await _expect_raises(
+            "EL-CLOSE-2",
+            "ping after a double close raises StoreClosed",
+            StoreClosed,
+            event_log.ping(),
+        )
+
+    async def test_append_racing_close(
+        self, event_log: EventLog, reopen: ReopenEventLog | None
+    ) -> None:
+        """Appends racing close: completed before close returned, or rejected.
+
+        When this fails, check that close waits for in-flight operations before
+        releasing resources and that no write is queued to run after close.
+        """
+        opener = self._reopen("EL-CLOSE-3", reopen)
+        d = "race"
+        at = now_ms() - timedelta(minutes=1)
+        evs = [_event(d, f"r{i:02d}", at + timedelta(milliseconds=i)) for i in range(20)]
+        tasks: list[asyncio.Task[int]] = []
+        for i, e in enumerate(evs):
+            tasks.append(asyncio.create_task(event_log.append([e])))
+            if i % 7 == 6:
+                await asyncio.sleep(0)
+        await event_log.close()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for e, r in zip(evs, results, strict=True):
+            if isinstance(r, BaseException) and not isinstance(r, StoreClosed):
+                pytest.fail(clause("EL-CLOSE-3", f"append {e.id} fails only with StoreClosed", r))
+        done = sorted(e.id for e, r in zip(evs, results, strict=True) if isinstance(r, int))
+        other = await opener()
+        try:
+            for _ in range(2):
+                seen = sorted(_ids(await self._all(other, d)))
+                assert seen == done, clause(
+                    "EL-CLOSE-3",
+                    "exactly the appends that completed before close are persisted",
+                    {"completed": done, "persisted": seen},
+                )
+                await asyncio.sleep(self._resolution().total_seconds() * 2)
+        finally:
+            await other.close()
+
+    async def test_second_handle_shares_events(
+        self, event_log: EventLog, reopen: ReopenEventLog | None
+    ) -> None:
+        """A second handle sees the events; idempotency holds across handles.
+
+        When this fails, check that handles share the same storage (no per-handle
+        state such as an in-process de-duplication set).
+        """
+        opener = self._reopen("EL-SHARED-1", reopen)
+        at = now_ms() - timedelta(minutes=1)
+        await event_log.append([_event("shared", "s1", at, summary="first")])
+        other = await opener()
+        try:
+            again = await other.append([_event("shared", "s1", at, summary="second")])
+            assert again == 0, clause("EL-SHARED-1", "idempotency holds across handles", again)
+            got = [(e.id, e.summary) for e in (await self._all(other, "shared")).events]
+            assert got == [("s1", "first")], clause(
+                "EL-SHARED-1", "the second handle sees the first version", got
+            )
+        finally:
+            await other.close()
+
+    # -- canary (last) ---------------------------------------------------------
+
+    async def test_canary_fixture_is_empty(self, event_log: EventLog) -> None:
+        """The fixture must yield an EMPTY log: the first test's canary is gone.
+
+        When this fails, your `event_log` fixture leaks data between tests: use a
+        fresh key prefix/schema per test, or delete everything after the yield.
+        """
+        for d in (CANARY_DOMAIN, "any-domain"):
+            got = _keys(await self._all(event_log, d))
+            assert got == [], clause("EL-CANARY-1", "a fresh fixture holds no events", got)

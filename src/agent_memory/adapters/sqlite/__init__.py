@@ -1,1 +1,131 @@
-"""sqlite adapter."""
+"""The embedded default: every storage port on one SQLite file (stdlib sqlite3 +
+numpy), shared safely by several handles and processes on one machine."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import timedelta
+from typing import Any, cast
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from attrs import frozen
+
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, Synchronous
+from agent_memory.adapters.sqlite.cache import SqliteCache
+from agent_memory.adapters.sqlite.events import DEFAULT_RETENTION, SqliteEventLog
+from agent_memory.adapters.sqlite.leases import SqliteLeaseStore
+from agent_memory.adapters.sqlite.schema import SCHEMA_VERSION
+from agent_memory.adapters.sqlite.store import SqliteMemoryStore
+from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.ports.models import Clock
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SqliteCache",
+    "SqliteEventLog",
+    "SqliteLeaseStore",
+    "SqliteMemoryStore",
+    "SqliteStores",
+    "open_sqlite",
+    "open_stores",
+    "path_from_url",
+]
+
+
+@frozen
+class SqliteStores:
+    """The four stores on one file; `close()` closes them all."""
+
+    store: SqliteMemoryStore
+    events: SqliteEventLog
+    leases: SqliteLeaseStore
+    cache: SqliteCache
+
+    async def close(self) -> None:
+        await self.store.close()
+        await self.events.close()
+        await self.leases.close()
+        await self.cache.close()
+
+
+def open_sqlite(
+    path: str | os.PathLike[str],
+    *,
+    space: EmbeddingSpace,
+    retention: timedelta = DEFAULT_RETENTION,
+    clock: Clock | None = None,
+    busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+    synchronous: Synchronous = "NORMAL",
+) -> SqliteStores:
+    """All four ports on the file at `path`. Nothing is opened until first use."""
+    bt, sync = busy_timeout, synchronous
+    return SqliteStores(
+        store=SqliteMemoryStore(path, space, busy_timeout=bt, synchronous=sync),
+        events=SqliteEventLog(
+            path, retention=retention, clock=clock, busy_timeout=bt, synchronous=sync
+        ),
+        leases=SqliteLeaseStore(path, clock=clock, busy_timeout=bt, synchronous=sync),
+        cache=SqliteCache(path, clock=clock, busy_timeout=bt, synchronous=sync),
+    )
+
+
+def path_from_url(url: str) -> tuple[str, dict[str, str]]:
+    """`sqlite:///relative.db` or `sqlite:////absolute/path.db` (the SQLAlchemy
+    convention) -> the file path and the query options."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
+        raise ConfigurationError(
+            f"a SQLite URL looks like sqlite:///relative.db or sqlite:////abs/path.db, got {url!r}"
+        )
+    path = unquote(parts.path[1:])
+    if not path.strip():
+        raise ConfigurationError(f"the SQLite URL {url!r} names no file")
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(options) - {"busy_timeout", "synchronous"})
+    if unknown:
+        raise ConfigurationError(f"unknown SQLite URL options {unknown} in {url!r}")
+    return path, options
+
+
+async def open_stores(
+    url: str,
+    *,
+    space: EmbeddingSpace,
+    retention: timedelta = DEFAULT_RETENTION,
+    deployment: str = "default",
+    clock: Clock | None = None,
+) -> dict[str, Any]:
+    """The bootstrap hook for `sqlite:///path` URLs (options: `busy_timeout` in
+    seconds, `synchronous=NORMAL|FULL`). One file holds one deployment."""
+    path, options = path_from_url(url)
+    try:
+        busy_timeout = float(options.get("busy_timeout", DEFAULT_BUSY_TIMEOUT))
+    except ValueError:
+        raise ConfigurationError(f"busy_timeout must be a number of seconds in {url!r}") from None
+    synchronous = options.get("synchronous", "NORMAL").upper()
+    if synchronous not in ("NORMAL", "FULL"):
+        raise ConfigurationError(f"synchronous must be NORMAL or FULL in {url!r}")
+    stores = open_sqlite(
+        path,
+        space=space,
+        retention=retention,
+        clock=clock,
+        busy_timeout=busy_timeout,
+        synchronous=cast(Synchronous, synchronous),
+    )
+    return {
+        "store": stores.store,
+        "events": stores.events,
+        "leases": stores.leases,
+        "cache": stores.cache,
+        "details": {
+            "backend": "sqlite",
+            "path": path,
+            "deployment": deployment,
+            "sqlite_version": sqlite3.sqlite_version,
+            "schema_version": SCHEMA_VERSION,
+            "synchronous": synchronous,
+        },
+    }

@@ -1,0 +1,123 @@
+"""One sqlite3 connection owned by one dedicated worker thread.
+
+sqlite3 objects are not shared across threads: the connection is created, used
+and closed on its worker thread only, and the event loop awaits each job via
+`run_in_executor`. Jobs of one handle run in FIFO order, so `close()` (a job
+queued behind every earlier one) returns only after every write submitted
+before it has committed or rolled back.
+
+Several handles (in this process or others) share one database file safely:
+WAL journal, a busy timeout, and `BEGIN IMMEDIATE` for every write transaction
+so that read-modify-write sequences take the write lock before they read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from agent_memory.adapters.sqlite.schema import ensure_schema
+from agent_memory.domain.errors import BackendUnavailable, InvalidInput
+
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteConnection", "Synchronous"]
+
+T = TypeVar("T")
+Synchronous = Literal["NORMAL", "FULL"]
+DEFAULT_BUSY_TIMEOUT = 10.0
+
+
+def _check_path(path: str | os.PathLike[str]) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise InvalidInput("path", f"a file path is required, got {type(path).__name__}")
+    text = os.fspath(path)
+    if not text.strip() or text == ":memory:" or text.startswith("file:"):
+        raise InvalidInput("path", f"a database file path is required, got {text!r}")
+    return text
+
+
+class SqliteConnection:
+    """A lazily opened connection plus its single worker thread.
+
+    Nothing happens at construction; the first job opens the file (creating its
+    directory), switches it to WAL and brings the schema up to date.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        self._path = _check_path(path)
+        if (
+            not isinstance(busy_timeout, int | float)
+            or isinstance(busy_timeout, bool)
+            or not 0 < busy_timeout <= 3600
+        ):
+            raise InvalidInput("busy_timeout", f"seconds in (0, 3600], got {busy_timeout!r}")
+        if synchronous not in ("NORMAL", "FULL"):
+            raise InvalidInput("synchronous", f"'NORMAL' or 'FULL', got {synchronous!r}")
+        self._busy_ms = int(busy_timeout * 1000)
+        self._synchronous = synchronous
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None  # touched on the worker thread only
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    async def run(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `job(connection)` on the worker thread; sqlite errors become `BackendUnavailable`."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="agent-memory-sqlite")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, job)
+
+    async def close(self) -> None:
+        """Close the connection after every queued job, then stop the worker."""
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(executor, self._close_conn)
+        finally:
+            executor.shutdown(wait=False)
+
+    def _call(self, job: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            conn = self._conn if self._conn is not None else self._open()
+            return job(conn)
+        except sqlite3.Error as exc:
+            raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
+        except OSError as exc:
+            raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
+
+    def _open(self) -> sqlite3.Connection:
+        Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self._path, timeout=self._busy_ms / 1000, isolation_level=None, check_same_thread=True
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise BackendUnavailable("sqlite", f"{self._path}: WAL mode refused ({mode})")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA foreign_keys = ON")
+            ensure_schema(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _close_conn(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,167 @@
+"""`Cache` on SQLite: bytes with an optional expiry column. Expired rows are never
+returned; reads delete the expired row they meet and writes purge expired rows
+in bulk now and then (bounded work per call)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import timedelta
+
+from agent_memory.adapters._common.clock import SystemClock
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._tx import write_tx
+from agent_memory.adapters.sqlite.codec import prefix_condition, to_micros
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.ports.models import Clock
+
+__all__ = ["SqliteCache"]
+
+_PURGE_EVERY = 100  # puts between bulk purges of expired rows
+_PURGE_BATCH = 1000  # rows purged at most per bulk purge
+
+
+def _check_ttl(ttl: timedelta | None) -> None:
+    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
+        raise InvalidInput("ttl", f"a positive timedelta or None is required, got {ttl!r}")
+
+
+class SqliteCache:
+    """`Cache` on one SQLite file shared by any number of handles and processes."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        clock: Clock | None = None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = "NORMAL",
+    ) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._life = Lifecycle("sqlite cache")
+        self._puts = 0
+
+    @property
+    def path(self) -> str:
+        return self._db.path
+
+    def _now(self) -> int:
+        return to_micros(self._clock.now())
+
+    async def get(self, scope: str, key: str) -> bytes | None:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            now = self._now()
+            return await self._db.run(lambda conn: self._get(conn, scope, key, now))
+
+    @staticmethod
+    def _get(conn: sqlite3.Connection, scope: str, key: str, now: int) -> bytes | None:
+        row = conn.execute(
+            "SELECT value, expires_at FROM cache WHERE scope = ? AND key = ?", (scope, key)
+        ).fetchone()
+        if row is None:
+            return None
+        if row[1] is not None and row[1] <= now:
+            with write_tx(conn):
+                conn.execute(
+                    "DELETE FROM cache WHERE scope = ? AND key = ? AND expires_at <= ?",
+                    (scope, key, now),
+                )
+            return None
+        return bytes(row[0])
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
+            _check_ttl(ttl)
+            data = bytes(value)
+            now = self._clock.now()
+            expires = None if ttl is None else to_micros(now + ttl)
+            self._puts += 1
+            purge = to_micros(now) if self._puts % _PURGE_EVERY == 1 else None
+            await self._db.run(lambda conn: self._put(conn, scope, key, data, expires, purge))
+
+    @staticmethod
+    def _put(
+        conn: sqlite3.Connection,
+        scope: str,
+        key: str,
+        value: bytes,
+        expires: int | None,
+        purge_before: int | None,
+    ) -> None:
+        with write_tx(conn):
+            conn.execute(
+                "INSERT INTO cache (scope, key, value, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (scope, key) DO UPDATE SET"
+                " value = excluded.value, expires_at = excluded.expires_at",
+                (scope, key, value, expires),
+            )
+            if purge_before is not None:
+                conn.execute(
+                    "DELETE FROM cache WHERE (scope, key) IN (SELECT scope, key FROM cache"
+                    " WHERE expires_at <= ? LIMIT ?)",
+                    (purge_before, _PURGE_BATCH),
+                )
+
+    async def delete(self, scope: str, key: str) -> bool:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            now = self._now()
+            return await self._db.run(lambda conn: self._delete(conn, scope, key, now))
+
+    @staticmethod
+    def _delete(conn: sqlite3.Connection, scope: str, key: str, now: int) -> bool:
+        with write_tx(conn):
+            rows = conn.execute(
+                "DELETE FROM cache WHERE scope = ? AND key = ? RETURNING expires_at", (scope, key)
+            ).fetchall()
+        return any(expires is None or expires > now for (expires,) in rows)
+
+    async def delete_prefix(self, scope: str, prefix: str) -> int:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            where, params = prefix_condition("key", prefix)
+            now = self._now()
+            return await self._db.run(
+                lambda conn: self._delete_prefix(conn, scope, where, params, now)
+            )
+
+    @staticmethod
+    def _delete_prefix(
+        conn: sqlite3.Connection, scope: str, where: str, params: tuple[object, ...], now: int
+    ) -> int:
+        with write_tx(conn):
+            rows = conn.execute(
+                f"DELETE FROM cache WHERE scope = ? AND {where} RETURNING expires_at",
+                (scope, *params),
+            ).fetchall()
+        return sum(1 for (expires,) in rows if expires is None or expires > now)
+
+    async def purge_expired(self) -> int:
+        """Delete every expired entry now; the count (expired entries are never
+        returned either way)."""
+        async with self._life.op():
+            now = self._now()
+            return await self._db.run(lambda conn: self._purge(conn, now))
+
+    @staticmethod
+    def _purge(conn: sqlite3.Connection, now: int) -> int:
+        with write_tx(conn):
+            return conn.execute("DELETE FROM cache WHERE expires_at <= ?", (now,)).rowcount
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._db.run(lambda conn: conn.execute("SELECT 1").fetchone())
+
+    async def close(self) -> None:
+        if await self._life.begin_close():
+            await self._db.close()

@@ -1,0 +1,147 @@
+"""How values are stored: timestamps as integer microseconds since the epoch (exact,
+and ordered like the datetimes), vectors as little-endian float32 blobs, JSON for
+attribute maps, and events as one JSON document (a cattrs converter) next to the
+columns that queries filter and order on."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from cattrs.preconf.json import make_converter
+
+from agent_memory.domain.errors import BackendUnavailable, InvalidInput
+from agent_memory.domain.records import Event, MemoryRecord
+
+__all__ = [
+    "RECORD_COLUMNS",
+    "blob_to_vector",
+    "decode_event",
+    "encode_event",
+    "from_micros",
+    "fts_match",
+    "prefix_condition",
+    "record_from_row",
+    "record_params",
+    "to_micros",
+    "vector_to_blob",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+_F32 = np.dtype("<f4")
+
+_converter = make_converter()
+
+
+def to_micros(value: datetime) -> int:
+    return (value - _EPOCH) // _MICRO
+
+
+def from_micros(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
+    return vector.astype(_F32, copy=False).tobytes()
+
+
+def blob_to_vector(blob: bytes, dimension: int) -> npt.NDArray[np.float32]:
+    if len(blob) != dimension * 4:
+        raise BackendUnavailable(
+            "sqlite", f"stored vector has {len(blob)} bytes, not {dimension * 4}"
+        )
+    out: npt.NDArray[np.float32] = np.frombuffer(blob, dtype=_F32).astype(np.float32)
+    return out
+
+
+RECORD_COLUMNS = (
+    "owner, id, namespace, kind, content, context, vector, created_at, updated_at,"
+    " importance, attributes"
+)
+
+
+def record_params(record: MemoryRecord) -> tuple[Any, ...]:
+    """Values for `RECORD_COLUMNS`, in order."""
+    return (
+        record.owner,
+        record.id,
+        record.namespace,
+        record.kind,
+        record.content,
+        record.context,
+        vector_to_blob(record.vector),
+        to_micros(record.created_at),
+        to_micros(record.updated_at),
+        record.importance,
+        json.dumps(record.attributes, ensure_ascii=False, allow_nan=False),
+    )
+
+
+def record_from_row(row: Sequence[Any], dimension: int) -> MemoryRecord:
+    """Inverse of `record_params` (a row selected with `RECORD_COLUMNS`)."""
+    return MemoryRecord(
+        owner=row[0],
+        id=row[1],
+        namespace=row[2],
+        kind=row[3],
+        content=row[4],
+        context=row[5],
+        vector=blob_to_vector(row[6], dimension),
+        created_at=from_micros(row[7]),
+        updated_at=from_micros(row[8]),
+        importance=row[9],
+        attributes=json.loads(row[10]),
+    )
+
+
+def encode_event(event: Event) -> str:
+    return json.dumps(_converter.unstructure(event), ensure_ascii=False, allow_nan=False)
+
+
+def decode_event(body: str) -> Event:
+    return _converter.structure(json.loads(body), Event)
+
+
+def prefix_condition(column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
+    """A literal (never wildcard) starts-with test on `column`, NUL-safe: a range
+    bound the index can use plus an exact comparison of the UTF-8 bytes."""
+    if not isinstance(prefix, str):
+        raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+    if prefix == "":
+        return "1", ()
+    raw = prefix.encode("utf-8")
+    sql = f"{column} >= ? AND substr(CAST({column} AS BLOB), 1, ?) = ?"
+    return sql, (prefix, len(raw), raw)
+
+
+_TERM = re.compile(r"[^\W_]+")
+_MAX_TERMS = 64
+
+
+def fts_match(query: str) -> str | None:
+    """The user's query as an FTS5 expression of quoted terms joined by OR.
+
+    Only letters and digits survive, each term is double-quoted, so FTS syntax
+    (`AND`, `NEAR`, `*`, `:`, `^`, quotes, parentheses, column filters) in the
+    query can neither fail nor widen the match. None when no term is left.
+    """
+    if not isinstance(query, str):
+        raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
+    terms: list[str] = []
+    seen: set[str] = set()
+    for match in _TERM.finditer(query.lower()):
+        term = match.group()
+        if term not in seen:
+            seen.add(term)
+            terms.append(term)
+        if len(terms) == _MAX_TERMS:
+            break
+    if not terms:
+        return None
+    return " OR ".join(f'"{t}"' for t in terms)

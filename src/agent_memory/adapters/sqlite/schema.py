@@ -1,0 +1,194 @@
+"""The database layout, versioned by `PRAGMA user_version`.
+
+Shared tables (events, leases, cache, bookkeeping) are created once per file.
+Records live in one table per `EmbeddingSpace.identity` (plus its FTS5 index
+and the triggers that keep the index in sync inside the writing transaction):
+the same identity reuses its table across restarts, a new identity starts with
+an empty table, and old tables are kept and never adopted.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from agent_memory.adapters.sqlite._tx import write_tx
+from agent_memory.domain.errors import BackendUnavailable, DimensionMismatch
+from agent_memory.domain.records import EmbeddingSpace
+
+__all__ = ["SCHEMA_VERSION", "SpaceTables", "ensure_schema", "ensure_space"]
+
+SCHEMA_VERSION = 1
+
+_V1 = (
+    """CREATE TABLE spaces (
+        identity TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        revision TEXT NOT NULL,
+        records_table TEXT NOT NULL,
+        created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    )""",
+    # Bumped in every transaction that writes an owner's records, so that any
+    # handle (in any process) can tell whether its cached matrix is current.
+    """CREATE TABLE record_versions (
+        space TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (space, owner)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE events (
+        seq INTEGER PRIMARY KEY,
+        domain TEXT NOT NULL,
+        id TEXT NOT NULL,
+        occurred_at INTEGER NOT NULL,
+        is_global INTEGER NOT NULL,
+        user_id TEXT,
+        body TEXT NOT NULL,
+        UNIQUE (domain, id)
+    )""",
+    "CREATE INDEX events_domain_time ON events (domain, occurred_at)",
+    "CREATE INDEX events_global_time ON events (occurred_at) WHERE is_global = 1",
+    "CREATE INDEX events_time ON events (occurred_at)",
+    "CREATE INDEX events_user ON events (user_id) WHERE user_id IS NOT NULL",
+    """CREATE TABLE event_entities (
+        seq INTEGER NOT NULL REFERENCES events (seq) ON DELETE CASCADE,
+        type TEXT NOT NULL,
+        eid TEXT NOT NULL,
+        PRIMARY KEY (seq, type, eid)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX event_entities_lookup ON event_entities (type, eid, seq)",
+    """CREATE TABLE leases (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID""",
+    # Fencing counters outlive the leases: a token never repeats for a key.
+    """CREATE TABLE lease_counters (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        token INTEGER NOT NULL,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE cache (
+        scope TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value BLOB NOT NULL,
+        expires_at INTEGER,
+        PRIMARY KEY (scope, key)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX cache_expiry ON cache (expires_at) WHERE expires_at IS NOT NULL",
+)
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1}
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Bring the file up to `SCHEMA_VERSION`; refuse a file from a newer release."""
+    if _user_version(conn) == SCHEMA_VERSION:
+        return
+    with write_tx(conn):
+        current = _user_version(conn)  # another process may have migrated meanwhile
+        if current > SCHEMA_VERSION:
+            raise BackendUnavailable(
+                "sqlite",
+                f"schema version {current} is newer than this release supports "
+                f"({SCHEMA_VERSION}); upgrade agent-memory",
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in _MIGRATIONS[version]:
+                conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+class SpaceTables:
+    """Names of one embedding space's tables (identities are `[a-z0-9_]` slugs)."""
+
+    def __init__(self, space: EmbeddingSpace) -> None:
+        ident = space.identity
+        if not ident.replace("_", "").isalnum() or not ident.isascii():
+            raise BackendUnavailable("sqlite", f"unusable space identity {ident!r}")
+        self.identity = ident
+        self.records = f"records_{ident}"
+        self.fts = f"records_{ident}_fts"
+
+    def q(self, name: str) -> str:
+        """`name` as a quoted SQL identifier."""
+        return '"' + name.replace('"', '""') + '"'
+
+
+# The FTS5 index is an external-content table over the records table; the
+# triggers keep it in sync inside the transaction that writes the records.
+_SPACE_DDL = (
+    """CREATE TABLE IF NOT EXISTS {records} (
+        pk INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL,
+        id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        content TEXT NOT NULL,
+        context TEXT NOT NULL,
+        vector BLOB NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        importance REAL NOT NULL,
+        attributes TEXT NOT NULL,
+        UNIQUE (owner, id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS {idx_list} ON {records} (owner, created_at, id)",
+    "CREATE INDEX IF NOT EXISTS {idx_filter} ON {records} (owner, namespace, kind)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 (
+        content, context,
+        content={records_lit}, content_rowid='pk',
+        tokenize='porter unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TRIGGER IF NOT EXISTS {trg_ai} AFTER INSERT ON {records} BEGIN
+        INSERT INTO {fts} (rowid, content, context) VALUES (new.pk, new.content, new.context);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS {trg_ad} AFTER DELETE ON {records} BEGIN
+        INSERT INTO {fts} ({fts}, rowid, content, context)
+        VALUES ('delete', old.pk, old.content, old.context);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS {trg_au} AFTER UPDATE OF content, context ON {records} BEGIN
+        INSERT INTO {fts} ({fts}, rowid, content, context)
+        VALUES ('delete', old.pk, old.content, old.context);
+        INSERT INTO {fts} (rowid, content, context) VALUES (new.pk, new.content, new.context);
+    END""",
+)
+
+
+def ensure_space(conn: sqlite3.Connection, space: EmbeddingSpace) -> SpaceTables:
+    """Create (or find) the tables of `space` and register it."""
+    tables = SpaceTables(space)
+    names = {
+        "records": tables.q(tables.records),
+        "records_lit": "'" + tables.records + "'",
+        "fts": tables.q(tables.fts),
+        "idx_list": tables.q(tables.records + "_list"),
+        "idx_filter": tables.q(tables.records + "_filter"),
+        "trg_ai": tables.q(tables.records + "_ai"),
+        "trg_ad": tables.q(tables.records + "_ad"),
+        "trg_au": tables.q(tables.records + "_au"),
+    }
+    row = conn.execute("SELECT dimension FROM spaces WHERE identity = ?", (tables.identity,))
+    found = row.fetchone()
+    if found is not None:
+        if int(found[0]) != space.dimension:
+            raise DimensionMismatch(space.dimension, int(found[0]), where=tables.records)
+        return tables
+    with write_tx(conn):
+        for statement in _SPACE_DDL:
+            conn.execute(statement.format(**names))
+        conn.execute(
+            "INSERT OR IGNORE INTO spaces (identity, model, dimension, revision, records_table)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (tables.identity, space.model, space.dimension, space.revision, tables.records),
+        )
+    return tables

@@ -1,0 +1,492 @@
+"""`MemoryStore` + `KeywordSearch` on SQLite: vectors as float32 blobs, cosine search
+with numpy over the owner's rows, full-text search with FTS5 (bm25).
+
+Filters (owner always, namespace, kinds) run in SQL. The owner's normalised
+matrix is cached in process and keyed by the owner's change counter, a row
+bumped by every transaction that writes that owner's records: a search reads the
+counter in the same snapshot as the rows, so a write through any handle, in any
+process, invalidates the cache before the next search uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._tx import read_tx, write_tx
+from agent_memory.adapters.sqlite.codec import (
+    RECORD_COLUMNS,
+    fts_match,
+    record_from_row,
+    record_params,
+    to_micros,
+)
+from agent_memory.adapters.sqlite.schema import SpaceTables, ensure_space
+from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.ranking import (
+    cosine_scores,
+    decode_cursor,
+    encode_cursor,
+    normalise_rows,
+    top_k,
+)
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+    require_dimension,
+)
+from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+
+__all__ = ["SqliteMemoryStore"]
+
+_CHUNK = 500  # bound on SQL variables per statement
+_Kinds = list[str] | None
+
+
+def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> _Kinds:
+    if namespace is not None:
+        require_scope(namespace, "namespace")
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
+    return sorted({require_id(k, "kinds") for k in kinds})
+
+
+def _filter_sql(
+    namespace: str | None, kinds: list[str] | None, alias: str = ""
+) -> tuple[str, list[Any]]:
+    sql = ""
+    params: list[Any] = []
+    if namespace is not None:
+        sql += f" AND {alias}namespace = ?"
+        params.append(namespace)
+    if kinds is not None:
+        if not kinds:
+            sql += " AND 0"
+        else:
+            sql += f" AND {alias}kind IN ({','.join('?' * len(kinds))})"
+            params.extend(kinds)
+    return sql, params
+
+
+class _Matrix:
+    """One owner's rows as a normalised matrix, valid for one counter value."""
+
+    __slots__ = ("ids", "matrix", "pks", "version")
+
+    def __init__(
+        self,
+        version: int,
+        pks: npt.NDArray[np.int64],
+        ids: list[str],
+        matrix: npt.NDArray[np.float32],
+    ) -> None:
+        self.version = version
+        self.pks = pks
+        self.ids = ids
+        self.matrix = matrix
+
+
+class SqliteMemoryStore:
+    """`MemoryStore` with `search_text`, on one SQLite file shared by any number of
+    handles and processes. Every blocking call runs on the handle's worker thread."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        space: EmbeddingSpace,
+        *,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: Synchronous = "NORMAL",
+        matrix_cache_owners: int = 64,
+        text_weights: tuple[float, float] = (1.0, 0.5),
+    ) -> None:
+        if not isinstance(space, EmbeddingSpace):
+            raise InvalidInput("space", f"an EmbeddingSpace is required, got {space!r}")
+        require_positive(matrix_cache_owners, "matrix_cache_owners")
+        if len(text_weights) != 2 or not all(
+            isinstance(w, int | float) and w >= 0 for w in text_weights
+        ):
+            raise InvalidInput("text_weights", f"two weights >= 0, got {text_weights!r}")
+        self._space = space
+        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._life = Lifecycle("sqlite memory store")
+        self._tables: SpaceTables | None = None  # set on the worker thread
+        self._cache: OrderedDict[str, _Matrix] = OrderedDict()  # worker thread only
+        self._cache_size = matrix_cache_owners
+        self._weights = (float(text_weights[0]), float(text_weights[1]))
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self._space
+
+    @property
+    def path(self) -> str:
+        return self._db.path
+
+    # -- worker-thread helpers -------------------------------------------------
+
+    def _t(self, conn: sqlite3.Connection) -> SpaceTables:
+        if self._tables is None:
+            self._tables = ensure_space(conn, self._space)
+        return self._tables
+
+    def _bump(self, conn: sqlite3.Connection, owners: Sequence[str]) -> None:
+        ident = self._t(conn).identity
+        conn.executemany(
+            "INSERT INTO record_versions (space, owner, version) VALUES (?, ?, 1)"
+            " ON CONFLICT (space, owner) DO UPDATE SET version = version + 1",
+            [(ident, o) for o in dict.fromkeys(owners)],
+        )
+
+    def _version(self, conn: sqlite3.Connection, owner: str) -> int:
+        row = conn.execute(
+            "SELECT version FROM record_versions WHERE space = ? AND owner = ?",
+            (self._t(conn).identity, owner),
+        ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _matrix(self, conn: sqlite3.Connection, owner: str) -> _Matrix:
+        """The owner's cached matrix, reloaded when its counter moved (call in a read tx)."""
+        version = self._version(conn, owner)
+        entry = self._cache.get(owner)
+        if entry is not None and entry.version == version:
+            self._cache.move_to_end(owner)
+            return entry
+        t = self._t(conn)
+        rows = conn.execute(
+            f"SELECT pk, id, vector FROM {t.q(t.records)} WHERE owner = ? ORDER BY pk", (owner,)
+        ).fetchall()
+        dim = self._space.dimension
+        pks = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        ids = [r[1] for r in rows]
+        if rows:
+            blob = b"".join(r[2] for r in rows)
+            if len(blob) != len(rows) * dim * 4:
+                raise InvalidInput("vector", "stored vectors do not match the space dimension")
+            raw = np.frombuffer(blob, dtype="<f4").reshape(len(rows), dim).astype(np.float32)
+            matrix = normalise_rows(raw)
+        else:
+            matrix = np.zeros((0, dim), dtype=np.float32)
+        entry = _Matrix(version, pks, ids, matrix)
+        self._cache[owner] = entry
+        self._cache.move_to_end(owner)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return entry
+
+    def _fetch(self, conn: sqlite3.Connection, owner: str, pks: Sequence[int]) -> dict[int, Any]:
+        t = self._t(conn)
+        out: dict[int, Any] = {}
+        for start in range(0, len(pks), _CHUNK):
+            chunk = list(pks[start : start + _CHUNK])
+            rows = conn.execute(
+                f"SELECT pk, {RECORD_COLUMNS} FROM {t.q(t.records)}"
+                f" WHERE owner = ? AND pk IN ({','.join('?' * len(chunk))})",
+                [owner, *chunk],
+            ).fetchall()
+            out.update({r[0]: r[1:] for r in rows})
+        return out
+
+    # -- MemoryStore -----------------------------------------------------------
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        async with self._life.op():
+            batch = list(records)
+            for r in batch:
+                if not isinstance(r, MemoryRecord):
+                    raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+                require_dimension(self._space, r.vector)
+            if not batch:
+                return
+            await self._db.run(lambda conn: self._add(conn, batch))
+
+    def _add(self, conn: sqlite3.Connection, batch: list[MemoryRecord]) -> None:
+        t = self._t(conn)
+        by_owner: dict[str, list[str]] = {}
+        for r in batch:
+            by_owner.setdefault(r.owner, []).append(r.id)
+        with write_tx(conn):
+            stored: set[tuple[str, str]] = set()
+            for owner, ids in by_owner.items():
+                for start in range(0, len(ids), _CHUNK):
+                    chunk = ids[start : start + _CHUNK]
+                    rows = conn.execute(
+                        f"SELECT id FROM {t.q(t.records)} WHERE owner = ?"
+                        f" AND id IN ({','.join('?' * len(chunk))})",
+                        [owner, *chunk],
+                    ).fetchall()
+                    stored.update((owner, row[0]) for row in rows)
+            seen: set[tuple[str, str]] = set()
+            dupes: dict[str, list[str]] = {}
+            for r in batch:
+                key = (r.owner, r.id)
+                if key in seen or key in stored:
+                    dupes.setdefault(r.owner, []).append(r.id)
+                seen.add(key)
+            if dupes:
+                owner, dup_ids = next(iter(dupes.items()))
+                raise DuplicateRecord(owner, tuple(dup_ids))
+            placeholders = ",".join("?" * 11)
+            conn.executemany(
+                f"INSERT INTO {t.q(t.records)} ({RECORD_COLUMNS}) VALUES ({placeholders})",
+                [record_params(r) for r in batch],
+            )
+            self._bump(conn, list(by_owner))
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            return await self._db.run(lambda conn: self._get(conn, owner, id))
+
+    def _get(self, conn: sqlite3.Connection, owner: str, id: str) -> MemoryRecord | None:
+        t = self._t(conn)
+        row = conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM {t.q(t.records)} WHERE owner = ? AND id = ?",
+            (owner, id),
+        ).fetchone()
+        return None if row is None else record_from_row(row, self._space.dimension)
+
+    async def update(self, record: MemoryRecord) -> None:
+        async with self._life.op():
+            if not isinstance(record, MemoryRecord):
+                raise InvalidInput("record", f"MemoryRecord required, got {type(record).__name__}")
+            require_dimension(self._space, record.vector)
+            await self._db.run(lambda conn: self._update(conn, record))
+
+    def _update(self, conn: sqlite3.Connection, record: MemoryRecord) -> None:
+        t = self._t(conn)
+        params = record_params(record)
+        with write_tx(conn):
+            cur = conn.execute(
+                f"UPDATE {t.q(t.records)} SET namespace = ?, kind = ?, content = ?, context = ?,"
+                " vector = ?, created_at = ?, updated_at = ?, importance = ?, attributes = ?"
+                " WHERE owner = ? AND id = ?",
+                (*params[2:], record.owner, record.id),
+            )
+            if cur.rowcount == 0:
+                raise NotFound(record.owner, record.id)
+            self._bump(conn, [record.owner])
+
+    async def delete(self, owner: str, id: str) -> bool:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            return await self._db.run(lambda conn: self._delete(conn, owner, id))
+
+    def _delete(self, conn: sqlite3.Connection, owner: str, id: str) -> bool:
+        t = self._t(conn)
+        with write_tx(conn):
+            cur = conn.execute(
+                f"DELETE FROM {t.q(t.records)} WHERE owner = ? AND id = ?", (owner, id)
+            )
+            if cur.rowcount == 0:
+                return False
+            self._bump(conn, [owner])
+            return True
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            query = as_vector(vector, "query vector")
+            require_dimension(self._space, query)
+            wanted = _check_filters(namespace, kinds)
+            return await self._db.run(
+                lambda conn: self._search(conn, owner, query, limit, namespace, wanted, min_score)
+            )
+
+    def _search(
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        query: npt.NDArray[np.float32],
+        limit: int,
+        namespace: str | None,
+        kinds: _Kinds,
+        min_score: float | None,
+    ) -> list[ScoredRecord]:
+        t = self._t(conn)
+        with read_tx(conn):
+            entry = self._matrix(conn, owner)
+            if not entry.ids:
+                return []
+            scores = cosine_scores(entry.matrix, query)
+            pks = entry.pks
+            ids = entry.ids
+            if namespace is not None or kinds is not None:
+                where, params = _filter_sql(namespace, kinds)
+                keep = conn.execute(
+                    f"SELECT pk FROM {t.q(t.records)} WHERE owner = ?{where}", [owner, *params]
+                ).fetchall()
+                wanted = np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep))
+                positions = np.flatnonzero(np.isin(entry.pks, wanted))
+                scores = scores[positions]
+                pks = entry.pks[positions]
+                ids = [entry.ids[i] for i in positions.tolist()]
+            hits = top_k(scores, ids, limit, min_score)
+            if not hits:
+                return []
+            chosen = [int(pks[i]) for i, _ in hits]
+            rows = self._fetch(conn, owner, chosen)
+        dim = self._space.dimension
+        return [
+            ScoredRecord(record=record_from_row(rows[pk], dim), score=score)
+            for pk, (_, score) in zip(chosen, hits, strict=True)
+        ]
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        """BM25 (FTS5) over content and context; higher score is better, ties by id."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            wanted = _check_filters(namespace, kinds)
+            match = fts_match(query)
+            if match is None:
+                return []
+            return await self._db.run(
+                lambda conn: self._search_text(conn, owner, match, limit, namespace, wanted)
+            )
+
+    def _search_text(
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        match: str,
+        limit: int,
+        namespace: str | None,
+        kinds: _Kinds,
+    ) -> list[ScoredRecord]:
+        t = self._t(conn)
+        fts = t.q(t.fts)
+        where, params = _filter_sql(namespace, kinds, alias="r.")
+        cols = ", ".join(f"r.{c.strip()}" for c in RECORD_COLUMNS.split(","))
+        rows = conn.execute(
+            f"SELECT {cols}, bm25({fts}, ?, ?) AS rank FROM {fts}"
+            f" JOIN {t.q(t.records)} AS r ON r.pk = {fts}.rowid"
+            f" WHERE {fts} MATCH ? AND r.owner = ?{where}"
+            " ORDER BY rank ASC, r.id ASC LIMIT ?",
+            [*self._weights, match, owner, *params, limit],
+        ).fetchall()
+        dim = self._space.dimension
+        return [
+            ScoredRecord(record=record_from_row(row[:-1], dim), score=-float(row[-1]) + 0.0)
+            for row in rows
+        ]
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            wanted = _check_filters(namespace, kinds)
+            after = decode_cursor(cursor) if cursor is not None else None
+            return await self._db.run(
+                lambda conn: self._list(conn, owner, namespace, wanted, limit, after)
+            )
+
+    def _list(
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        namespace: str | None,
+        kinds: _Kinds,
+        limit: int,
+        after: Any,
+    ) -> Page:
+        t = self._t(conn)
+        where, params = _filter_sql(namespace, kinds)
+        if after is not None:
+            micros = to_micros(after[0])
+            where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
+            params.extend([micros, micros, after[1]])
+        rows = conn.execute(
+            f"SELECT {RECORD_COLUMNS} FROM {t.q(t.records)} WHERE owner = ?{where}"
+            " ORDER BY created_at DESC, id DESC LIMIT ?",
+            [owner, *params, limit + 1],
+        ).fetchall()
+        dim = self._space.dimension
+        page = tuple(record_from_row(r, dim) for r in rows[:limit])
+        more = len(rows) > limit
+        next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
+        return Page(records=page, next_cursor=next_cursor)
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            wanted = _check_filters(namespace, kinds)
+            return await self._db.run(
+                lambda conn: self._delete_scope(conn, owner, namespace, wanted)
+            )
+
+    def _delete_scope(
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        namespace: str | None,
+        kinds: _Kinds,
+    ) -> int:
+        t = self._t(conn)
+        where, params = _filter_sql(namespace, kinds)
+        with write_tx(conn):
+            cur = conn.execute(
+                f"DELETE FROM {t.q(t.records)} WHERE owner = ?{where}", [owner, *params]
+            )
+            count = cur.rowcount
+            if count:
+                self._bump(conn, [owner])
+            return count
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._db.run(self._ping)
+
+    def _ping(self, conn: sqlite3.Connection) -> None:
+        self._t(conn)
+        conn.execute("SELECT 1").fetchone()
+
+    async def close(self) -> None:
+        if await self._life.begin_close():
+            await self._db.close()

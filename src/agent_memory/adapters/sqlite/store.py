@@ -80,6 +80,20 @@ def _filter_sql(
     return sql, params
 
 
+def _check_record(record: object, field: str) -> MemoryRecord:
+    """Validate what the store relies on, even for records built without validation."""
+    if not isinstance(record, MemoryRecord):
+        raise InvalidInput(field, f"MemoryRecord required, got {type(record).__name__}")
+    require_scope(record.owner, "record.owner")
+    require_scope(record.namespace, "record.namespace")
+    require_id(record.id, "record.id")
+    require_id(record.kind, "record.kind")
+    for name in ("content", "context"):
+        if not isinstance(getattr(record, name), str):
+            raise InvalidInput(f"record.{name}", "a string is required")
+    return record
+
+
 class _Matrix:
     """One owner's rows as a normalised matrix, valid for one counter value."""
 
@@ -205,8 +219,7 @@ class SqliteMemoryStore:
         async with self._life.op():
             batch = list(records)
             for r in batch:
-                if not isinstance(r, MemoryRecord):
-                    raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+                _check_record(r, "records")
                 require_dimension(self._space, r.vector)
             if not batch:
                 return
@@ -261,8 +274,7 @@ class SqliteMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
-            if not isinstance(record, MemoryRecord):
-                raise InvalidInput("record", f"MemoryRecord required, got {type(record).__name__}")
+            _check_record(record, "record")
             require_dimension(self._space, record.vector)
             await self._db.run(lambda conn: self._update(conn, record))
 

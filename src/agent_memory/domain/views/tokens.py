@@ -1,0 +1,129 @@
+"""Token estimation, byte budgets and the `max_inject_tokens` trimming helper.
+
+Views are budgeted in encoded UTF-8 bytes (`DEFAULT_BUDGET_BYTES` = 8,000, i.e.
+2,000 tokens at `BYTES_PER_TOKEN` = 4). Token counts come from a `Tokenizer`
+(the port in `agent_memory.ports.models`; any object with `count(text) -> int`
+fits) when the caller has one, else from `estimate_tokens`: about 1.3 tokens
+per Latin word unit and 1.5 per Han, Hiragana, Katakana or Hangul character,
+summed and rounded up, so space-free CJK text counts per character.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Generic, Protocol, TypeVar
+
+from attrs import frozen
+
+from agent_memory.domain.errors import InvalidInput
+
+__all__ = [
+    "BYTES_PER_TOKEN",
+    "DEFAULT_BUDGET_BYTES",
+    "DEFAULT_BUDGET_TOKENS",
+    "TokenCounter",
+    "TokenTrim",
+    "budget_bytes_for_tokens",
+    "count_tokens",
+    "estimate_tokens",
+    "trim_to_token_budget",
+]
+
+BYTES_PER_TOKEN = 4
+DEFAULT_BUDGET_TOKENS = 2_000
+DEFAULT_BUDGET_BYTES = DEFAULT_BUDGET_TOKENS * BYTES_PER_TOKEN
+
+_CJK_RANGES = (
+    "\u1100-\u11ff"  # Hangul Jamo
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u3130-\u318f"  # Hangul compatibility Jamo
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\ua960-\ua97f"  # Hangul Jamo extended A
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width Katakana
+    "\U00020000-\U0003134f"  # CJK extensions B-G
+)
+_CJK = re.compile(f"[{_CJK_RANGES}]")
+#: A Latin word unit: a run of letters/digits, or one punctuation/symbol character.
+_WORD_UNIT = re.compile(r"[^\W_]+|[^\w\s]|_")
+
+
+class TokenCounter(Protocol):
+    """Anything that counts tokens exactly (`agent_memory.ports.Tokenizer` fits)."""
+
+    def count(self, text: str) -> int: ...
+
+
+def estimate_tokens(text: str) -> int:
+    """Script-aware estimate: ceil(1.3 x Latin word units + 1.5 x CJK characters)."""
+    cjk = len(_CJK.findall(text))
+    rest = _CJK.sub(" ", text) if cjk else text
+    units = len(_WORD_UNIT.findall(rest))
+    return math.ceil((13 * units + 15 * cjk) / 10)
+
+
+def count_tokens(text: str, tokenizer: TokenCounter | None = None) -> int:
+    """Exact count from `tokenizer` when given, else `estimate_tokens`."""
+    return tokenizer.count(text) if tokenizer is not None else estimate_tokens(text)
+
+
+def budget_bytes_for_tokens(tokens: int) -> int:
+    """The byte budget of a view meant to stay within `tokens` tokens."""
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        raise InvalidInput("tokens", f"a non-negative integer is required, got {tokens!r}")
+    return tokens * BYTES_PER_TOKEN
+
+
+T = TypeVar("T")
+
+
+@frozen
+class TokenTrim(Generic[T]):
+    """What `trim_to_token_budget` kept (in the given order) and what it left out."""
+
+    kept: tuple[T, ...]
+    omitted: int
+    tokens_used: int
+    budget_tokens: int
+
+
+def trim_to_token_budget(
+    items: Sequence[T],
+    max_inject_tokens: int,
+    *,
+    text: Callable[[T], str] = str,
+    tokenizer: TokenCounter | None = None,
+) -> TokenTrim[T]:
+    """Keep retrieved memories, best first, within `max_inject_tokens`.
+
+    `items` come in priority order. Each is kept when its tokens still fit; one
+    that does not fit is left out and the next, smaller one may still fit, so a
+    kept item never displaced an earlier one that would have fit.
+    """
+    if (
+        not isinstance(max_inject_tokens, int)
+        or isinstance(max_inject_tokens, bool)
+        or max_inject_tokens < 0
+    ):
+        raise InvalidInput(
+            "max_inject_tokens", f"a non-negative integer is required, got {max_inject_tokens!r}"
+        )
+    kept: list[T] = []
+    used = 0
+    for item in items:
+        tokens = count_tokens(text(item), tokenizer)
+        if used + tokens <= max_inject_tokens:
+            kept.append(item)
+            used += tokens
+    return TokenTrim(
+        kept=tuple(kept),
+        omitted=len(items) - len(kept),
+        tokens_used=used,
+        budget_tokens=max_inject_tokens,
+    )

@@ -1,0 +1,119 @@
+"""`Cache` on Redis: a string per entry with PX expiry, and a per-scope key index.
+
+Per scope (hash tag = digest of the scope): value strings and a sorted set of
+raw keys (score 0), so `delete_prefix` finds its keys by ZRANGEBYLEX (no SCAN,
+no glob pattern, so no escaping of user prefixes is needed) and deletes them in
+one slot.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.redis._client import Client, connect
+from agent_memory.adapters.redis._errors import translate
+from agent_memory.adapters.redis._keys import KeySchema, lex_prefix_range
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import require_id, require_scope
+
+__all__ = ["RedisCache"]
+
+# KEYS: index, value keys...; ARGV: raw keys (members). -> number of live entries deleted
+_DELETE_MANY = """
+local n = 0
+for i = 2, #KEYS do n = n + redis.call('DEL', KEYS[i]) end
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+return n
+"""
+_BATCH = 500
+
+
+class RedisCache:
+    """`Cache` over redis.asyncio (no module needed)."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        prefix: str = "agent_memory",
+        deployment: str = "default",
+        owns_client: bool = False,
+    ) -> None:
+        self._r = client
+        self._keys = KeySchema(prefix, deployment)
+        self._owns = owns_client
+        self._life = Lifecycle("redis cache")
+        self._delete_many = client.register_script(_DELETE_MANY)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisCache:
+        options = kwargs.pop("client_options", {})
+        return cls(connect(url, **options), owns_client=True, **kwargs)
+
+    async def get(self, scope: str, key: str) -> bytes | None:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            with translate("cache get"):
+                value: Any = await self._r.get(self._keys.cache_value(scope, key))
+            return None if value is None else bytes(value)
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
+            ms = None
+            if ttl is not None:
+                if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
+                    raise InvalidInput(
+                        "ttl", f"a positive timedelta or None is required, got {ttl!r}"
+                    )
+                ms = max(1, ttl // timedelta(milliseconds=1))
+            with translate("cache put"):
+                pipe = self._r.pipeline(transaction=True)
+                pipe.set(self._keys.cache_value(scope, key), bytes(value), px=ms)
+                pipe.zadd(self._keys.cache_index(scope), {key.encode("utf-8", "surrogatepass"): 0})
+                await pipe.execute()
+
+    async def delete(self, scope: str, key: str) -> bool:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            with translate("cache delete"):
+                pipe = self._r.pipeline(transaction=True)
+                pipe.delete(self._keys.cache_value(scope, key))
+                pipe.zrem(self._keys.cache_index(scope), key.encode("utf-8", "surrogatepass"))
+                deleted, _ = await pipe.execute()
+            return bool(deleted)
+
+    async def delete_prefix(self, scope: str, prefix: str) -> int:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            if not isinstance(prefix, str):
+                raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+            lo, hi = lex_prefix_range(prefix)
+            index = self._keys.cache_index(scope)
+            total = 0
+            with translate("cache delete_prefix"):
+                while True:
+                    members: Any = await self._r.zrangebylex(index, lo, hi, start=0, num=_BATCH)
+                    if not members:
+                        return total
+                    keys = [
+                        self._keys.cache_value(scope, m.decode("utf-8", "surrogatepass"))
+                        for m in members
+                    ]
+                    total += int(await self._delete_many(keys=[index, *keys], args=members))
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            with translate("ping"):
+                await self._r.ping()
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns:
+            await self._r.aclose()

@@ -1,0 +1,212 @@
+"""`LeaseStore` on Redis: one Lua script per operation, server time, PX expiry.
+
+Per scope (hash tag = digest of the scope): a hash per lease (owner, token,
+expiry, payload, raw key) with PX expiry, a fencing counter per key that has no
+expiry (tokens only grow, across release and expiry), and a sorted set of raw
+keys (score 0) for ordered prefix scans by ZRANGEBYLEX.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.redis._client import Client, connect
+from agent_memory.adapters.redis._errors import translate
+from agent_memory.adapters.redis._keys import KeySchema, lex_prefix_range
+from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.domain.records import Lease
+from agent_memory.domain.validation import require_id, require_scope
+
+__all__ = ["RedisLeaseStore"]
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+"""
+
+# KEYS: lease, counter, index. ARGV: owner, ttl_ms, payload, raw key.
+_ACQUIRE = (
+    _NOW
+    + """
+local holder = redis.call('HGET', KEYS[1], 'owner')
+local token
+if holder then
+  if holder ~= ARGV[1] then return false end
+  token = tonumber(redis.call('HGET', KEYS[1], 'token'))
+else
+  token = redis.call('INCR', KEYS[2])
+end
+local exp = now + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'exp', exp, 'payload', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[3], 0, ARGV[4])
+return {token, exp}
+"""
+)
+
+# KEYS: lease. ARGV: owner, ttl_ms, has_payload, payload. -> {token, exp, payload} or {holder}
+_RENEW = (
+    _NOW
+    + """
+local holder = redis.call('HGET', KEYS[1], 'owner')
+if not holder then return {} end
+if holder ~= ARGV[1] then return {holder} end
+local exp = now + tonumber(ARGV[2])
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'payload', ARGV[4]) end
+redis.call('HSET', KEYS[1], 'exp', exp)
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {redis.call('HGET', KEYS[1], 'token'), exp, redis.call('HGET', KEYS[1], 'payload')}
+"""
+)
+
+# KEYS: lease, index. ARGV: owner, raw key.
+_RELEASE = """
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[2])
+return 1
+"""
+
+
+def _ttl_ms(ttl: timedelta) -> int:
+    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
+        raise InvalidInput("ttl", f"a positive timedelta is required, got {ttl!r}")
+    return max(1, ttl // timedelta(milliseconds=1))
+
+
+def _at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class RedisLeaseStore:
+    """`LeaseStore` over redis.asyncio; expiry by the server's clock (PX)."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        prefix: str = "agent_memory",
+        deployment: str = "default",
+        owns_client: bool = False,
+    ) -> None:
+        self._r = client
+        self._keys = KeySchema(prefix, deployment)
+        self._owns = owns_client
+        self._life = Lifecycle("redis lease store")
+        self._acquire = client.register_script(_ACQUIRE)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> RedisLeaseStore:
+        options = kwargs.pop("client_options", {})
+        return cls(connect(url, **options), owns_client=True, **kwargs)
+
+    async def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            require_id(owner, "owner")
+            ms = _ttl_ms(ttl)
+            if not isinstance(payload, bytes | bytearray | memoryview):
+                raise InvalidInput("payload", f"bytes are required, got {type(payload).__name__}")
+            k = self._keys
+            with translate("acquire"):
+                res = await self._acquire(
+                    keys=[k.lease(scope, key), k.lease_counter(scope, key), k.lease_index(scope)],
+                    args=[owner, ms, bytes(payload), key],
+                )
+            if not res:
+                return None
+            token, exp = int(res[0]), int(res[1])
+            return Lease(scope=scope, key=key, owner=owner, token=token,
+                         expires_at=_at(exp), payload=bytes(payload))  # fmt: skip
+
+    async def renew(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
+    ) -> Lease:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            require_id(owner, "owner")
+            ms = _ttl_ms(ttl)
+            if payload is not None and not isinstance(payload, bytes | bytearray | memoryview):
+                raise InvalidInput("payload", f"bytes are required, got {type(payload).__name__}")
+            with translate("renew"):
+                res = await self._renew(
+                    keys=[self._keys.lease(scope, key)],
+                    args=[owner, ms, "0" if payload is None else "1", bytes(payload or b"")],
+                )
+            if len(res) < 3:
+                holder = res[0].decode("utf-8", "surrogatepass") if res else None
+                raise LeaseNotHeld(key, owner, holder)
+            return Lease(scope=scope, key=key, owner=owner, token=int(res[0]),
+                         expires_at=_at(int(res[1])), payload=res[2])  # fmt: skip
+
+    async def release(self, scope: str, key: str, owner: str) -> bool:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            require_id(owner, "owner")
+            k = self._keys
+            with translate("release"):
+                done = await self._release(
+                    keys=[k.lease(scope, key), k.lease_index(scope)], args=[owner, key]
+                )
+            return bool(done)
+
+    @staticmethod
+    def _decode(scope: str, key: str, raw: dict[bytes, bytes]) -> Lease | None:
+        if not raw:
+            return None
+        return Lease(
+            scope=scope,
+            key=key,
+            owner=raw[b"owner"].decode("utf-8", "surrogatepass"),
+            token=int(raw[b"token"]),
+            expires_at=_at(int(raw[b"exp"])),
+            payload=raw.get(b"payload", b""),
+        )
+
+    async def get(self, scope: str, key: str) -> Lease | None:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            require_id(key, "key")
+            with translate("get"):
+                raw: Any = await self._r.hgetall(self._keys.lease(scope, key))
+            return self._decode(scope, key, raw)
+
+    async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
+        async with self._life.op():
+            require_scope(scope, "scope")
+            if not isinstance(prefix, str):
+                raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+            lo, hi = lex_prefix_range(prefix)
+            index = self._keys.lease_index(scope)
+            with translate("scan"):
+                members: Any = await self._r.zrangebylex(index, lo, hi)
+                keys = [m.decode("utf-8", "surrogatepass") for m in members]
+                pipe = self._r.pipeline(transaction=False)
+                for key in keys:
+                    pipe.hgetall(self._keys.lease(scope, key))
+                raws = await pipe.execute() if keys else []
+                gone = [m for m, raw in zip(members, raws, strict=True) if not raw]
+                if gone:  # expired leases: drop them from the index
+                    await self._r.zrem(index, *gone)
+            out = [self._decode(scope, key, raw) for key, raw in zip(keys, raws, strict=True)]
+            leases = [lease for lease in out if lease is not None]
+            leases.sort(key=lambda lease: lease.key)
+            return leases
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            with translate("ping"):
+                await self._r.ping()
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns:
+            await self._r.aclose()

@@ -1,0 +1,487 @@
+"""`MemoryStore` (+ `KeywordSearch`) on Redis: a hash per record and one Search index.
+
+The index (named after the embedding space identity) holds TAG fields with
+hex digests of owner, namespace and kind (digests: a TAG value would otherwise
+be split on its separator, folded to lower case, and need escaping), NUMERIC
+created_at, a sortable list key, TEXT content + context for BM25, and a
+VECTOR HNSW COSINE FLOAT32 field. Every query carries the owner filter inside
+it (`(@oh:{...} ...)=>[KNN k @vec $v AS score]`), so no other owner's record
+can ever be a candidate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.redis._client import Client, connect
+from agent_memory.adapters.redis._codec import decode_record, encode_record, sort_key, to_micros
+from agent_memory.adapters.redis._errors import (
+    BACKEND,
+    SEARCH_HINT,
+    is_missing_index,
+    is_unknown_command,
+    translate,
+)
+from agent_memory.adapters.redis._keys import KeySchema, digest
+from agent_memory.domain.errors import (
+    DuplicateRecord,
+    InvalidInput,
+    NotFound,
+    SearchModuleMissing,
+)
+from agent_memory.domain.ranking import decode_cursor, encode_cursor
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+    require_dimension,
+)
+from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+
+__all__ = ["RedisMemoryStore"]
+
+_ADD = """
+local dupes = {}
+for i, key in ipairs(KEYS) do
+  if redis.call('EXISTS', key) == 1 then dupes[#dupes + 1] = i end
+end
+if #dupes > 0 then return dupes end
+local pos = 1
+for _, key in ipairs(KEYS) do
+  local n = tonumber(ARGV[pos])
+  redis.call('HSET', key, unpack(ARGV, pos + 1, pos + n))
+  pos = pos + n + 1
+end
+return {}
+"""
+
+_UPDATE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+_Hits = list[ScoredRecord]
+_TERM = re.compile(r"\w+", re.UNICODE)
+_MAX_TERMS = 64
+_PAGE = 500
+
+
+def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
+    if namespace is not None:
+        require_scope(namespace, "namespace")
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
+    return sorted({require_id(k, "kinds") for k in kinds})
+
+
+def _escape_term(term: str) -> str:
+    return "".join(c if c.isalnum() else "\\" + c for c in term)
+
+
+def _fields(flat: list[Any]) -> dict[bytes, bytes]:
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
+class RedisMemoryStore:
+    """`MemoryStore` and `KeywordSearch` over redis.asyncio and the Search module.
+
+    Build with `RedisMemoryStore.from_url(url, space)` (owns its client) or pass a
+    `redis.asyncio.Redis` speaking RESP2 with bytes replies (then the caller closes it).
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        space: EmbeddingSpace,
+        *,
+        prefix: str = "agent_memory",
+        deployment: str = "default",
+        owns_client: bool = False,
+        ef_runtime: int = 64,
+    ) -> None:
+        self._r = client
+        self._space = space
+        self._keys = KeySchema(prefix, deployment)
+        self._owns = owns_client
+        self._ef = require_positive(ef_runtime, "ef_runtime")
+        self._sid = space.identity
+        self._index = self._keys.ms_index(self._sid)
+        self._index_ready = False
+        self._life = Lifecycle("redis memory store")
+        self._add = client.register_script(_ADD)
+        self._update = client.register_script(_UPDATE)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        space: EmbeddingSpace,
+        *,
+        prefix: str = "agent_memory",
+        deployment: str = "default",
+        **options: Any,
+    ) -> RedisMemoryStore:
+        return cls(
+            connect(url, **options), space, prefix=prefix, deployment=deployment, owns_client=True
+        )
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self._space
+
+    @property
+    def index_name(self) -> str:
+        return self._index
+
+    # -- index ----------------------------------------------------------------
+    async def ensure_index(self) -> None:
+        """Create the Search index for this space (idempotent)."""
+        if self._index_ready:
+            return
+        with translate("create index"):
+            try:
+                await self._cmd(
+                    "FT.CREATE", self._index, "ON", "HASH",
+                    "PREFIX", "1", self._keys.ms_record_prefix(self._sid),
+                    "SCHEMA",
+                    "oh", "TAG", "nh", "TAG", "kh", "TAG", "z", "TAG",
+                    "ca", "NUMERIC",
+                    "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
+                    "content", "TEXT", "context", "TEXT",
+                    "vec", "VECTOR", "HNSW", "6",
+                    "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
+                    "DISTANCE_METRIC", "COSINE",
+                )  # fmt: skip
+            except Exception as exc:
+                if is_unknown_command(exc):
+                    raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+                if "already exists" not in str(exc).lower():
+                    raise
+        self._index_ready = True
+
+    async def drop_index(self, *, delete_records: bool = True) -> None:
+        """Drop this space's index (and, by default, its records)."""
+        async with self._life.op():
+            with translate("drop index"):
+                args = ["FT.DROPINDEX", self._index] + (["DD"] if delete_records else [])
+                try:
+                    await self._cmd(*args)
+                except Exception as exc:
+                    if not is_missing_index(exc):
+                        raise
+            self._index_ready = False
+
+    async def _cmd(self, *args: Any) -> Any:
+        return await cast(Any, self._r).execute_command(*args)
+
+    async def _ft(self, *args: Any) -> Any:
+        """FT.* command on our index, recreating the index once if it vanished
+        (a restarted server without persistence)."""
+        await self.ensure_index()
+        try:
+            return await self._cmd(*args)
+        except Exception as exc:
+            if is_unknown_command(exc):
+                raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+            if not is_missing_index(exc):
+                raise
+        self._index_ready = False
+        await self.ensure_index()
+        return await self._cmd(*args)
+
+    # -- helpers ----------------------------------------------------------------
+    def _key(self, owner: str, id: str) -> str:
+        return self._keys.ms_record(self._sid, owner, id)
+
+    @staticmethod
+    def _tags(r: MemoryRecord) -> dict[str, str]:
+        return {"oh": digest(r.owner), "nh": digest(r.namespace), "kh": digest(r.kind)}
+
+    @staticmethod
+    def _filter(owner: str, namespace: str | None, kinds: list[str] | None) -> str:
+        parts = [f"@oh:{{{digest(owner)}}}"]
+        if namespace is not None:
+            parts.append(f"@nh:{{{digest(namespace)}}}")
+        if kinds is not None:
+            parts.append("@kh:{" + " | ".join(digest(k) for k in kinds) + "}")
+        return " ".join(parts)
+
+    def _check_records(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
+        if isinstance(records, MemoryRecord):
+            raise InvalidInput("records", "a sequence of MemoryRecord is required")
+        batch = list(records)
+        for r in batch:
+            if not isinstance(r, MemoryRecord):
+                raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+            require_dimension(self._space, r.vector)
+        return batch
+
+    # -- writes -----------------------------------------------------------------
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        async with self._life.op():
+            batch = self._check_records(records)
+            if not batch:
+                return
+            seen: set[tuple[str, str]] = set()
+            dupes: dict[str, list[str]] = {}
+            for r in batch:
+                if (r.owner, r.id) in seen:
+                    dupes.setdefault(r.owner, []).append(r.id)
+                seen.add((r.owner, r.id))
+            if dupes:
+                owner, ids = next(iter(dupes.items()))
+                raise DuplicateRecord(owner, tuple(ids))
+            keys: list[str] = []
+            args: list[Any] = []
+            for r in batch:
+                keys.append(self._key(r.owner, r.id))
+                flat: list[Any] = []
+                for name, value in encode_record(r, self._tags(r)).items():
+                    flat += [name, value]
+                args.append(len(flat))
+                args += flat
+            with translate("add"):
+                await self.ensure_index()
+                found = await self._add(keys=keys, args=args)
+            if found:
+                for i in found:
+                    r = batch[int(i) - 1]
+                    dupes.setdefault(r.owner, []).append(r.id)
+                owner, ids = next(iter(dupes.items()))
+                raise DuplicateRecord(owner, tuple(ids))
+
+    async def update(self, record: MemoryRecord) -> None:
+        async with self._life.op():
+            (r,) = self._check_records([record])
+            flat: list[Any] = []
+            for name, value in encode_record(r, self._tags(r)).items():
+                flat += [name, value]
+            with translate("update"):
+                await self.ensure_index()
+                ok = await self._update(keys=[self._key(r.owner, r.id)], args=flat)
+            if not ok:
+                raise NotFound(r.owner, r.id)
+
+    async def delete(self, owner: str, id: str) -> bool:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            with translate("delete"):
+                return bool(await self._r.delete(self._key(owner, id)))
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            wanted = _check_filters(namespace, kinds)
+            if wanted is not None and not wanted:
+                return 0
+            query = self._filter(owner, namespace, wanted)
+            total = 0
+            with translate("delete_scope"):
+                while True:
+                    res = await self._ft(
+                        "FT.SEARCH", self._index, query, "NOCONTENT",
+                        "LIMIT", "0", str(_PAGE), "DIALECT", "2",
+                    )  # fmt: skip
+                    doomed = res[1:]
+                    if not doomed:
+                        return total
+                    # Same owner -> same hash tag: one multi-key DEL in one slot.
+                    total += int(await self._r.delete(*doomed))
+
+    # -- reads ------------------------------------------------------------------
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            with translate("get"):
+                raw: Any = await self._r.hgetall(self._key(owner, id))
+            if not raw:
+                return None
+            record = decode_record(raw)
+            return record if (record.owner, record.id) == (owner, id) else None
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            query = as_vector(vector, "query vector")
+            require_dimension(self._space, query)
+            wanted = _check_filters(namespace, kinds)
+            if min_score is not None and (
+                isinstance(min_score, bool) or not isinstance(min_score, int | float)
+            ):
+                raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+            if wanted is not None and not wanted:
+                return []
+            filt = self._filter(owner, namespace, wanted)
+            with translate("search"):
+                if not np.any(query):
+                    hits = await self._zero_scored(filt, limit)
+                else:
+                    hits = await self._knn(filt, query, limit)
+                    if len(hits) < limit or hits[-1].score <= 0.0:
+                        # Zero vectors have no cosine in the index; their similarity is 0.
+                        hits += await self._zero_scored(filt + " @z:{1}", limit)
+                        hits.sort(key=lambda h: (-h.score, h.record.id))
+            if min_score is not None:
+                hits = [h for h in hits if h.score >= min_score]
+            return hits[:limit]
+
+    async def _knn(
+        self, filt: str, query: npt.NDArray[np.float32], limit: int
+    ) -> list[ScoredRecord]:
+        blob = np.ascontiguousarray(query, dtype=np.float32).tobytes()
+        k = limit + 1
+        while True:
+            ef = max(self._ef, k)
+            res = await self._ft(
+                "FT.SEARCH", self._index,
+                f"({filt})=>[KNN {k} @vec $v EF_RUNTIME {ef} AS __d]",
+                "PARAMS", "2", "v", blob,
+                "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
+            )  # fmt: skip
+            hits = []
+            for i in range(2, len(res), 2):
+                fields = _fields(res[i])
+                if fields.get(b"z") == b"1":
+                    continue  # zero vectors are scored by _zero_scored
+                score = min(1.0, max(-1.0, 1.0 - float(fields[b"__d"])))
+                hits.append(ScoredRecord(record=decode_record(fields), score=score))
+            hits.sort(key=lambda h: (-h.score, h.record.id))
+            # A tie across the cut may hide equal-scored records with smaller ids.
+            if len(hits) < k or hits[limit - 1].score != hits[limit].score:
+                return hits[:limit]
+            k *= 2
+
+    async def _zero_scored(self, filt: str, limit: int) -> list[ScoredRecord]:
+        """Records scoring exactly 0 (zero query or zero stored vectors), by id."""
+        found: list[MemoryRecord] = []
+        offset = 0
+        while True:
+            res = await self._ft(
+                "FT.SEARCH", self._index, filt,
+                "LIMIT", str(offset), str(_PAGE), "DIALECT", "2",
+            )  # fmt: skip
+            found += [decode_record(_fields(res[i])) for i in range(2, len(res), 2)]
+            offset += _PAGE
+            if offset >= int(res[0]):
+                break
+        found.sort(key=lambda r: r.id)
+        return [ScoredRecord(record=r, score=0.0) for r in found[:limit]]
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            wanted = _check_filters(namespace, kinds)
+            after = decode_cursor(cursor) if cursor is not None else None
+            if wanted is not None and not wanted:
+                return Page(records=(), next_cursor=None)
+            query = self._filter(owner, namespace, wanted)
+            after_sk = None
+            if after is not None:
+                query += f" @ca:[-inf {to_micros(after[0])}]"
+                after_sk = sort_key(*after)
+            rows: list[MemoryRecord] = []
+            offset, size = 0, limit + 1 + 16
+            with translate("list"):
+                while len(rows) <= limit:
+                    res = await self._ft(
+                        "FT.SEARCH", self._index, query, "SORTBY", "sk", "DESC",
+                        "LIMIT", str(offset), str(size), "DIALECT", "2",
+                    )  # fmt: skip
+                    for i in range(2, len(res), 2):
+                        fields = _fields(res[i])
+                        if after_sk is None or fields[b"sk"].decode() < after_sk:
+                            rows.append(decode_record(fields))
+                    offset += size
+                    if offset >= int(res[0]):
+                        break
+                    size *= 2
+            rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+            page = tuple(rows[:limit])
+            more = len(rows) > limit
+            next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
+            return Page(records=page, next_cursor=next_cursor)
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> _Hits:
+        """BM25 over content and context, owner and filters inside the query."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            if not isinstance(query, str):
+                raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
+            wanted = _check_filters(namespace, kinds)
+            terms = list(dict.fromkeys(t.lower() for t in _TERM.findall(query)))[:_MAX_TERMS]
+            if not terms or (wanted is not None and not wanted):
+                return []
+            text = "|".join(_escape_term(t) for t in terms)
+            q = f"({self._filter(owner, namespace, wanted)}) @content|context:({text})"
+            k = limit + 1
+            with translate("search_text"):
+                while True:
+                    res = await self._ft(
+                        "FT.SEARCH", self._index, q, "WITHSCORES", "SCORER", "BM25",
+                        "LIMIT", "0", str(k), "DIALECT", "2",
+                    )  # fmt: skip
+                    hits = [
+                        ScoredRecord(
+                            record=decode_record(_fields(res[i + 2])), score=float(res[i + 1])
+                        )
+                        for i in range(1, len(res), 3)
+                    ]
+                    hits.sort(key=lambda h: (-h.score, h.record.id))
+                    if len(hits) < k or hits[limit - 1].score != hits[limit].score:
+                        return hits[:limit]
+                    k *= 2
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            with translate("ping"):
+                await self._r.ping()
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns:
+            await self._r.aclose()

@@ -1,0 +1,162 @@
+"""Focused MemoryStore tests on a real server (the contract suite covers the rest)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from redis_helpers import SPACE, make_record
+
+from agent_memory.adapters.redis import RedisMemoryStore
+from agent_memory.domain.errors import DimensionMismatch, DuplicateRecord, NotFound, ScopeRequired
+from agent_memory.domain.records import EmbeddingSpace
+
+NASTY = ["a}b", "*", "@owner:{x}", "-1", "x|y", "ünï cödé", "a,b", "A", "a", "{a}", "a b", "\\"]
+
+
+async def test_roundtrip_get_update_delete(store: RedisMemoryStore) -> None:
+    r = make_record("r1", content="hello", context="ctx")
+    await store.add([r])
+    assert await store.get("alice", "r1") == r
+    assert await store.get("bob", "r1") is None
+    r2 = make_record("r1", content="changed")
+    await store.update(r2)
+    assert (await store.get("alice", "r1")) == r2
+    with pytest.raises(NotFound):
+        await store.update(make_record("missing"))
+    assert await store.delete("alice", "r1") is True
+    assert await store.delete("alice", "r1") is False
+
+
+async def test_duplicates_rejected_atomically(store: RedisMemoryStore) -> None:
+    await store.add([make_record("a")])
+    with pytest.raises(DuplicateRecord) as err:
+        await store.add([make_record("b"), make_record("a")])
+    assert err.value.ids == ("a",)
+    assert await store.get("alice", "b") is None
+    with pytest.raises(DuplicateRecord):
+        await store.add([make_record("c"), make_record("c")])
+    assert await store.get("alice", "c") is None
+
+
+async def test_concurrent_duplicate_add_exactly_one_wins(store: RedisMemoryStore) -> None:
+    import asyncio
+
+    results = await asyncio.gather(
+        *(store.add([make_record("same")]) for _ in range(5)), return_exceptions=True
+    )
+    assert sum(r is None for r in results) == 1
+    assert all(isinstance(r, DuplicateRecord) for r in results if r is not None)
+
+
+async def test_nasty_scopes_never_collide_or_widen(store: RedisMemoryStore) -> None:
+    recs = [make_record(f"id-{o}", owner=o, namespace=o, kind=o) for o in NASTY]
+    recs += [make_record(o, owner="shared") for o in NASTY]
+    await store.add(recs)
+    q = np.ones(8, dtype=np.float32)
+    for o in NASTY:
+        hits = await store.search(o, q, limit=50)
+        assert [h.record.owner for h in hits] == [o], o
+        page = await store.list(o, namespace=o, kinds=[o])
+        assert [r.id for r in page.records] == [f"id-{o}"]
+        assert await store.get(o, f"id-{o}") is not None
+    shared = await store.list("shared", limit=100)
+    assert sorted(r.id for r in shared.records) == sorted(NASTY)
+    assert await store.delete_scope("a", namespace="a") == 1
+    assert await store.get("a,b", "id-a,b") is not None
+    assert await store.get("A", "id-A") is not None
+
+
+async def test_search_scores_order_and_ties(store: RedisMemoryStore) -> None:
+    same = np.array([1, 0, 0, 0, 0, 0, 0, 0], dtype=np.float32)
+    recs = [make_record(f"t{i}", vector=same) for i in (5, 3, 9, 1)]
+    recs.append(make_record("opp", vector=-same))
+    recs.append(make_record("zero", vector=np.zeros(8)))
+    recs.append(make_record("half", vector=[1, 1, 0, 0, 0, 0, 0, 0]))
+    await store.add(recs)
+    hits = await store.search("alice", same, limit=2)
+    assert [h.record.id for h in hits] == ["t1", "t3"]
+    assert hits[0].score == pytest.approx(1.0, abs=1e-6)
+    hits = await store.search("alice", same, limit=10)
+    assert [h.record.id for h in hits] == ["t1", "t3", "t5", "t9", "half", "zero", "opp"]
+    assert hits[4].score == pytest.approx(2**-0.5, abs=1e-6)
+    assert hits[5].score == 0.0
+    assert hits[6].score == pytest.approx(-1.0, abs=1e-6)
+    hits = await store.search("alice", same, limit=10, min_score=0.5)
+    assert len(hits) == 5
+    zero_q = await store.search("alice", np.zeros(8, dtype=np.float32), limit=3)
+    assert [(h.record.id, h.score) for h in zero_q] == [("half", 0.0), ("opp", 0.0), ("t1", 0.0)]
+    assert await store.search("alice", same, kinds=[]) == []
+    with pytest.raises(DimensionMismatch):
+        await store.search("alice", np.ones(3, dtype=np.float32))
+    with pytest.raises(ScopeRequired):
+        await store.search("  ", same)
+
+
+async def test_list_keyset_pagination_with_equal_timestamps(store: RedisMemoryStore) -> None:
+    recs = [make_record(f"r{i:02d}", at=i // 4) for i in range(30)]
+    await store.add(recs)
+    expected = sorted(recs, key=lambda r: (r.created_at, r.id), reverse=True)
+    got, cursor = [], None
+    while True:
+        page = await store.list("alice", limit=7, cursor=cursor)
+        got += page.records
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert [r.id for r in got] == [r.id for r in expected]
+
+
+async def test_delete_scope_filters(store: RedisMemoryStore) -> None:
+    recs = [make_record(f"a{i}", namespace="n1", kind="k1") for i in range(3)]
+    recs += [make_record(f"b{i}", namespace="n2", kind="k2") for i in range(2)]
+    await store.add(recs)
+    assert await store.delete_scope("alice", kinds=[]) == 0
+    assert await store.delete_scope("alice", namespace="n1", kinds=["k2"]) == 0
+    assert await store.delete_scope("alice", kinds=["k2", "zz"]) == 2
+    assert await store.delete_scope("alice") == 3
+    assert (await store.list("alice")).records == ()
+
+
+async def test_keyword_search(store: RedisMemoryStore) -> None:
+    await store.add(
+        [
+            make_record("m1", content="The cat sat on the mat"),
+            make_record("m2", content="dogs bark loudly", context="a cat was nearby"),
+            make_record("m3", content="nothing relevant"),
+            make_record("x1", owner="bob", content="cat cat cat"),
+        ]
+    )
+    hits = await store.search_text("alice", "cat?")
+    assert {h.record.id for h in hits} == {"m1", "m2"}
+    assert all(h.score > 0 for h in hits)
+    assert await store.search_text("alice", "@owner:{bob} | *") == []
+    assert await store.search_text("alice", "cat", kinds=["other"]) == []
+    await store.delete_scope("alice")
+    assert await store.search_text("alice", "cat") == []
+
+
+async def test_spaces_never_mix(open_store) -> None:  # type: ignore[no-untyped-def]
+    a = open_store()
+    other = EmbeddingSpace(model="other-model", dimension=8)
+    b = open_store(other)
+    try:
+        await a.add([make_record("r1")])
+        assert a.index_name != b.index_name
+        assert SPACE.identity in a.index_name
+        assert await b.get("alice", "r1") is None
+        assert await b.search("alice", np.ones(8, dtype=np.float32)) == []
+        await b.add([make_record("r1")])  # same id, other space: no duplicate
+    finally:
+        await a.drop_index()
+        await b.drop_index()
+        await a.close()
+        await b.close()
+
+
+async def test_closed_store_rejects(store: RedisMemoryStore) -> None:
+    from agent_memory.domain.errors import StoreClosed
+
+    await store.close()
+    await store.close()
+    with pytest.raises(StoreClosed):
+        await store.get("alice", "x")

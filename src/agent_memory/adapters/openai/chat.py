@@ -1,0 +1,219 @@
+"""`LanguageModel` over an OpenAI-compatible `/v1/chat/completions` endpoint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import random
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Self
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.openai.endpoint import api_root, endpoint_identity
+from agent_memory.adapters.openai.retry import RetryPolicy
+from agent_memory.adapters.openai.transport import Answer, JsonClient
+from agent_memory.domain.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    import httpx
+
+__all__ = ["OpenAICompatibleChatModel", "is_pinned_model_name"]
+
+_WHAT = "openai-compatible chat"
+_FAMILY = "openai-compatible/chat-completions"
+
+# A dated snapshot: 2024-08-06 or 20241022 as a name segment ...
+_DATED = re.compile(
+    r"(?:^|[-_.:/@])20\d{2}-?(?:0[1-9]|1[0-2])-?(?:0[1-9]|[12]\d|3[01])(?:$|[-_.:])"
+)
+# ... or OpenAI's MMDD suffix (gpt-4-0613, gpt-3.5-turbo-0125, gpt-4-1106-preview) ...
+_MMDD = re.compile(r"-(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])(?:-preview)?$")
+# ... or a content digest (ollama/registry style `name@sha256:<hex>`).
+_DIGEST = re.compile(r"@sha256:[0-9a-f]{12,64}$", re.IGNORECASE)
+
+
+def is_pinned_model_name(model: str) -> bool:
+    """Whether a model name names one fixed set of weights by itself.
+
+    True for dated snapshots (`gpt-4o-2024-08-06`, `claude-3-5-sonnet-20241022`,
+    `gpt-4-0613`, `gpt-4-1106-preview`) and content digests (`...@sha256:<hex>`).
+    False for aliases that a provider may repoint (`gpt-4o`, `llama3.1:8b`,
+    `anything:latest`). A deployment that pins the model another way says so
+    with `pinned=True`.
+    """
+    if model.endswith(":latest"):
+        return False
+    return bool(_DIGEST.search(model) or _DATED.search(model) or _MMDD.search(model))
+
+
+class OpenAICompatibleChatModel:
+    """Completes prompts through `POST {root}/chat/completions` (root: `base_url`
+    normalised to end in `/v1`), returning `choices[0].message.content`.
+
+    `fingerprint` is a sha256 over the provider family, the endpoint's host,
+    port and path, the model name and the temperature: stable across processes
+    and free of secrets (the key and headers never enter it). `stable` is True
+    when temperature is 0 and the model is pinned (`pinned`, or when None,
+    `is_pinned_model_name(model)`): only then can a cached answer stand for a new one.
+
+    `complete(..., timeout=)` bounds the whole call, retries included
+    (`ModelTimeout`). `max_tokens_field` names the request field for the token
+    cap: `max_tokens` (default, widest support) or `max_completion_tokens`
+    (OpenAI reasoning models).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        temperature: float = 0.0,
+        pinned: bool | None = None,
+        retry: RetryPolicy | None = None,
+        max_tokens_field: str = "max_tokens",
+        headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise InvalidInput("model", f"a non-empty model name is required, got {model!r}")
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not math.isfinite(temperature)
+            or not 0 <= temperature <= 2
+        ):
+            raise InvalidInput(
+                "temperature", f"a number in [0, 2] is required, got {temperature!r}"
+            )
+        if pinned is not None and not isinstance(pinned, bool):
+            raise InvalidInput("pinned", f"a bool or None is required, got {pinned!r}")
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise InvalidInput(
+                "max_tokens_field",
+                f"'max_tokens' or 'max_completion_tokens' is required, got {max_tokens_field!r}",
+            )
+        if api_key is not None and not isinstance(api_key, str):
+            raise InvalidInput("api_key", f"a string or None is required, got {type(api_key)}")
+        self._model = model
+        self._temperature = float(temperature)
+        self._pinned = is_pinned_model_name(model) if pinned is None else pinned
+        self._max_tokens_field = max_tokens_field
+        self._http = JsonClient(
+            root=api_root(base_url),
+            what=_WHAT,
+            api_key=api_key,
+            headers=headers,
+            retry=retry if retry is not None else RetryPolicy(),
+            http_client=http_client,
+            rng=rng,
+        )
+        identity = {
+            "family": _FAMILY,
+            "endpoint": endpoint_identity(self._http.root),
+            "model": model,
+            "temperature": repr(self._temperature),
+        }
+        canonical = json.dumps(identity, sort_keys=True, ensure_ascii=True)
+        self._fingerprint = hashlib.sha256(canonical.encode("ascii")).hexdigest()
+        self._life = Lifecycle(_WHAT)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._http.root!r}, model={self._model!r})"
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    @property
+    def stable(self) -> bool:
+        return self._temperature == 0.0 and self._pinned
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The normalised API root (ends in `/v1`)."""
+        return self._http.root
+
+    async def complete(
+        self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
+    ) -> str:
+        """The model's text; `ModelTimeout` past `timeout` seconds, `ModelError` else."""
+        if not isinstance(prompt, str):
+            raise InvalidInput("prompt", f"a string is required, got {type(prompt).__name__}")
+        if system is not None and not isinstance(system, str):
+            raise InvalidInput("system", f"a string or None is required, got {type(system)}")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise InvalidInput("max_tokens", f"an integer >= 1 is required, got {max_tokens!r}")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not math.isfinite(timeout)
+            or timeout <= 0
+        ):
+            raise InvalidInput(
+                "timeout", f"a finite number of seconds > 0 is required, got {timeout!r}"
+            )
+        messages = [] if system is None else [{"role": "system", "content": system}]
+        messages.append({"role": "user", "content": prompt})
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": messages,
+            self._max_tokens_field: max_tokens,
+            "temperature": self._temperature,
+            "stream": False,
+        }
+        async with self._life.op():
+            answer = await self._http.post("/chat/completions", body, timeout=float(timeout))
+        return self._content(answer)
+
+    def _content(self, answer: Answer) -> str:
+        payload = answer.data
+        if not isinstance(payload, dict):
+            raise self._http.malformed(
+                answer, f"expected a JSON object, got {type(payload).__name__}"
+            )
+        choices = payload.get("choices")
+        if not isinstance(choices, list) or not choices:
+            got = "nothing" if choices is None else repr(choices)[:80]
+            raise self._http.malformed(answer, f"'choices' must be a non-empty list, got {got}")
+        first = choices[0]
+        message = first.get("message") if isinstance(first, dict) else None
+        if not isinstance(message, dict):
+            raise self._http.malformed(answer, "choices[0].message must be an object")
+        content = message.get("content")
+        if not isinstance(content, str):
+            reason = first.get("finish_reason") if isinstance(first, dict) else None
+            got = "null" if content is None else type(content).__name__
+            raise self._http.malformed(
+                answer,
+                f"choices[0].message.content must be a string, got {got} "
+                f"(finish_reason={reason!r})",
+            )
+        return content
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (idempotent); later calls raise `StoreClosed`."""
+        if await self._life.begin_close():
+            await self._http.aclose()
+
+    close = aclose
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()

@@ -6,6 +6,7 @@ it (the way two clients share one server); closing one handle leaves the data.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -13,6 +14,7 @@ import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.ranking import (
     cosine_scores,
     decode_cursor,
@@ -27,22 +29,42 @@ from agent_memory.domain.records import (
     ScoredRecord,
     require_dimension,
 )
-from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+from agent_memory.domain.validation import (
+    as_vector,
+    require_id,
+    require_positive,
+    require_scope,
+    require_text,
+)
 
 __all__ = ["InMemoryMemoryStore", "MemoryBackend"]
 
 
 class _OwnerIndex:
-    """One owner's records plus a lazily rebuilt, normalised matrix."""
+    """One owner's records plus a lazily rebuilt, normalised matrix and lazily
+    computed term counts (content + indexing context) for keyword search."""
 
     def __init__(self) -> None:
         self.records: dict[str, MemoryRecord] = {}
         self._ids: list[str] | None = None
         self._matrix: npt.NDArray[np.float32] | None = None
+        self._terms: dict[str, tuple[Counter[str], int]] = {}
 
-    def invalidate(self) -> None:
+    def invalidate(self, record_id: str | None = None) -> None:
         self._ids = None
         self._matrix = None
+        if record_id is None:
+            self._terms.clear()
+        else:
+            self._terms.pop(record_id, None)
+
+    def terms(self, record_id: str) -> tuple[Counter[str], int]:
+        found = self._terms.get(record_id)
+        if found is None:
+            record = self.records[record_id]
+            found = term_counts(f"{record.content}\n{record.context}")
+            self._terms[record_id] = found
+        return found
 
     def matrix(self) -> tuple[list[str], npt.NDArray[np.float32]]:
         if self._ids is None or self._matrix is None:
@@ -73,6 +95,16 @@ def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> frozen
     if isinstance(kinds, str):
         raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
     return frozenset(require_id(k, "kinds") for k in kinds)
+
+
+def _check_record(space: EmbeddingSpace, record: object) -> None:
+    """Records are validated when built; check again what a store relies on."""
+    if not isinstance(record, MemoryRecord):
+        raise InvalidInput("records", f"MemoryRecord required, got {type(record).__name__}")
+    require_scope(record.owner, "record.owner")
+    require_scope(record.namespace, "record.namespace")
+    require_id(record.id, "record.id")
+    require_dimension(space, record.vector)
 
 
 def _matches(record: MemoryRecord, namespace: str | None, kinds: frozenset[str] | None) -> bool:
@@ -107,6 +139,8 @@ class InMemoryMemoryStore:
         for r in batch:
             if not isinstance(r, MemoryRecord):
                 raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+            require_scope(r.owner, "record.owner")
+            require_scope(r.namespace, "record.namespace")
             require_dimension(self._space, r.vector)
         owners = self._owners()
         seen: set[tuple[str, str]] = set()
@@ -123,7 +157,7 @@ class InMemoryMemoryStore:
         for r in batch:
             index = owners.setdefault(r.owner, _OwnerIndex())
             index.records[r.id] = r
-            index.invalidate()
+            index.invalidate(r.id)
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
         self._life.check()
@@ -134,12 +168,14 @@ class InMemoryMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         self._life.check()
+        require_scope(record.owner, "record.owner")
+        require_scope(record.namespace, "record.namespace")
         require_dimension(self._space, record.vector)
         index = self._owners().get(record.owner)
         if index is None or record.id not in index.records:
             raise NotFound(record.owner, record.id)
         index.records[record.id] = record
-        index.invalidate()
+        index.invalidate(record.id)
 
     async def delete(self, owner: str, id: str) -> bool:
         self._life.check()
@@ -148,7 +184,7 @@ class InMemoryMemoryStore:
         index = self._owners().get(owner)
         if index is None or index.records.pop(id, None) is None:
             return False
-        index.invalidate()
+        index.invalidate(id)
         return True
 
     async def search(
@@ -184,6 +220,42 @@ class InMemoryMemoryStore:
         else:
             hits = top_k(scores, ids, limit, min_score)
         return [ScoredRecord(record=index.records[ids[i]], score=s) for i, s in hits]
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        """BM25 over content + indexing context of the owner's matching records."""
+        self._life.check()
+        require_scope(owner, "owner")
+        require_positive(limit, "limit")
+        require_text(query, "query")
+        wanted = _check_filters(namespace, kinds)
+        index = self._owners().get(owner)
+        terms = query_terms(query)
+        if index is None or not terms:
+            return []
+        ids = [i for i, r in index.records.items() if _matches(r, namespace, wanted)]
+        docs = [index.terms(i) for i in ids]
+        total_length = sum(length for _, length in docs)
+        doc_freq = {t: sum(1 for counts, _ in docs if t in counts) for t in terms}
+        scores = bm25_scores(
+            terms,
+            docs,
+            total_docs=len(docs),
+            avg_length=total_length / len(docs) if docs else 0.0,
+            doc_freq=doc_freq,
+        )
+        hits = sorted(
+            ((s, i) for s, i in zip(scores, ids, strict=True) if s > 0.0),
+            key=lambda pair: (-pair[0], pair[1]),
+        )[:limit]
+        return [ScoredRecord(record=index.records[i], score=s) for s, i in hits]
 
     async def list(
         self,
@@ -226,8 +298,7 @@ class InMemoryMemoryStore:
         doomed = [i for i, r in index.records.items() if _matches(r, namespace, wanted)]
         for i in doomed:
             del index.records[i]
-        if doomed:
-            index.invalidate()
+            index.invalidate(i)
         return len(doomed)
 
     async def ping(self) -> None:

@@ -1,0 +1,74 @@
+"""`agent-memory doctor`: configuration, reachability, server versions and the
+modules a backend needs (Search module on Redis, pgvector on PostgreSQL)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import attrs
+
+from agent_memory.bootstrap import ENV_VARS, Settings, connect, default_sqlite_url
+from agent_memory.domain.errors import AgentMemoryError
+
+__all__ = ["run_doctor"]
+
+
+def _line(label: str, value: object, ok: bool | None = None) -> None:
+    mark = "" if ok is None else ("ok   " if ok else "FAIL ")
+    print(f"  {mark:<5}{label:<24} {value}")
+
+
+async def run_doctor(url: str | None) -> int:
+    """Print a report; exit 0 only when every configured part is reachable."""
+    print("configuration")
+    try:
+        settings = Settings.from_env()
+    except AgentMemoryError as exc:
+        _line("environment", exc, ok=False)
+        return 1
+    target = url or settings.url or default_sqlite_url()
+    for field in attrs.fields(Settings):
+        value = getattr(settings, field.name)
+        if field.name == "api_key":
+            value = "set" if value else "not set"
+        _line(field.name, "-" if value is None else value)
+    _line("variables", f"{len(ENV_VARS)} AGENT_MEMORY_* settings (docs/configuration.md)")
+    print("storage")
+    failures = 0
+    try:
+        memory = await connect(target, settings=settings)
+    except AgentMemoryError as exc:
+        _line("connect", f"{type(exc).__name__}: {exc}", ok=False)
+        return 1
+    async with memory:
+        _line("url", memory.url)
+        _line("embedding space", memory.embedder.space.identity)
+        parts = {
+            "memory store": memory.store,
+            "event log": memory.events,
+            "lease store": memory.leases,
+            "cache": memory.cache,
+        }
+        for label, port in parts.items():
+            started = time.perf_counter()
+            try:
+                await port.ping()
+            except Exception as exc:
+                failures += 1
+                _line(label, f"{type(exc).__name__}: {exc}", ok=False)
+            else:
+                _line(
+                    label, f"reachable ({(time.perf_counter() - started) * 1000:.1f} ms)", ok=True
+                )
+        for stores in (memory.stores, memory.coordination):
+            if stores is None:
+                continue
+            for key, value in sorted(stores.details.items()):
+                _line(key, value)
+        print("models")
+        _line("embedder", memory.embedder.space.model)
+        _line("language model", memory.llm.fingerprint if memory.llm else "none (offline rules)")
+    print("result:", "healthy" if failures == 0 else f"{failures} problem(s)")
+    sys.stdout.flush()
+    return 0 if failures == 0 else 1

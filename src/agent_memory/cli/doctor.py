@@ -10,6 +10,7 @@ import attrs
 
 from agent_memory.bootstrap import ENV_VARS, Settings, connect, default_sqlite_url
 from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
 
 __all__ = ["run_doctor"]
 
@@ -44,7 +45,7 @@ async def run_doctor(url: str | None) -> int:
     async with memory:
         _line("url", memory.url)
         _line("embedding space", memory.embedder.space.identity)
-        parts = {
+        parts: dict[str, MemoryStore | EventLog | LeaseStore | Cache] = {
             "memory store": memory.store,
             "event log": memory.events,
             "lease store": memory.leases,

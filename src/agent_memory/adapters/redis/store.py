@@ -223,7 +223,12 @@ class RedisMemoryStore:
         for r in batch:
             if not isinstance(r, MemoryRecord):
                 raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
-            require_dimension(self._space, r.vector)
+            # Records may be built without validation (attrs.evolve, __new__): check again.
+            require_scope(r.owner, "record.owner")
+            require_scope(r.namespace, "record.namespace")
+            require_id(r.id, "record.id")
+            require_id(r.kind, "record.kind")
+            require_dimension(self._space, as_vector(r.vector, "record.vector"))
         return batch
 
     # -- writes -----------------------------------------------------------------

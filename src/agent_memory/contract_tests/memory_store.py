@@ -1,9 +1,1600 @@
-"""Placeholder: the MemoryStoreContract conformance class (being written)."""
+"""`MemoryStoreContract`: the conformance suite for `MemoryStore` backends.
+
+Subclass it once per backend and override the `store` fixture (and `reopen`
+when you declare `Capabilities(reopen=True)`, the default)::
+
+    class TestAcmeStore(MemoryStoreContract):
+        capabilities = Capabilities(keyword_search=True)
+
+        @pytest.fixture
+        async def store(self):
+            store = AcmeStore(space=EmbeddingSpace("test-model", 8), ...)
+            yield store            # EMPTY; vectors use store.space.dimension (>= 2)
+            await store.close()    # tests may already have closed it: close is idempotent
+
+        @pytest.fixture
+        async def reopen(self, store):
+            async def open_again():
+                return AcmeStore(...)  # a second handle on the same data
+            return open_again
+
+Every assertion message starts with a clause id and the rule it checks; every
+test's docstring says what to look at when it fails. Clauses:
+
+- MS-ADD-1 a record round-trips every field (attributes JSON, importance, context,
+  timestamps to the millisecond, vector to float32 precision).
+- MS-ADD-2 adding an id the owner already has raises DuplicateRecord and leaves the
+  stored record unchanged.
+- MS-ADD-3 an id twice in one batch raises DuplicateRecord.
+- MS-ADD-4 (atomic_batches) a batch rejected for a duplicate writes nothing.
+- MS-ADD-5 (concurrent_duplicate_rejection) of concurrent adds of one id exactly one
+  succeeds, the rest raise DuplicateRecord, and the winner is what is stored.
+- MS-ADD-6 an empty batch is a no-op.
+- MS-ADD-7 one id under two owners in one batch is not a duplicate.
+- MS-ADD-8 a large batch is stored completely.
+- MS-GET-1 get of a missing id returns None.
+- MS-GET-2 get after delete returns None.
+- MS-UPD-1 update replaces every field, visible to get, list and search.
+- MS-UPD-2 update of a missing id raises NotFound and creates nothing.
+- MS-UPD-3 update of a deleted id raises NotFound.
+- MS-DEL-1 delete returns True once, then False; the record is gone from get, list, search.
+- MS-DEL-2 delete_scope with no match returns 0 and deletes nothing.
+- MS-DEL-3 delete_scope(owner) removes every record of the owner, only of the owner.
+- MS-DEL-4 delete_scope with namespace/kinds removes exactly the matching records:
+  nothing of them in get, list or search; the rest untouched; the count is right.
+- MS-DEL-5 delete of a missing id returns False.
+- MS-SCOPE-1 an empty or blank owner/namespace is rejected with ScopeRequired by every
+  operation, and the rejected call changes nothing.
+- MS-SCOPE-2 an empty `kinds` list matches nothing: it never widens to every kind.
+- MS-ISO-1..6 the same id under two owners whose names are full of `: * { } | @ - \\`,
+  spaces and non-ASCII stays separate in get (1), search (2), list (3), update (4),
+  delete (5) and delete_scope (6).
+- MS-ISO-7 hostile ids of one owner never collide or match as patterns.
+- MS-ISO-8 a hostile namespace filter matches only that namespace, literally.
+- MS-ISO-9 hostile kinds match only those kinds, literally.
+- MS-SEARCH-1 results are ordered by score descending.
+- MS-SEARCH-2 the score is the cosine similarity, in [-1, 1], independent of norms.
+- MS-SEARCH-3 equal scores are ordered by id ascending, also across the limit cut.
+- MS-SEARCH-4 min_score drops exactly the records scoring below it.
+- MS-SEARCH-5 limit returns the best `limit` records.
+- MS-SEARCH-6 a non-positive limit raises InvalidInput.
+- MS-SEARCH-7 fewer matches than limit returns each match once.
+- MS-SEARCH-8 namespace/kinds filters apply inside the query (the best matching
+  records are found even when better non-matching ones exist).
+- MS-SEARCH-9 search of an owner without records returns [].
+- MS-SEARCH-10 search returns complete records.
+- MS-LIST-1 list orders by created_at desc, then id desc.
+- MS-LIST-2 cursor pagination yields the full order exactly once, full pages, and
+  next_cursor None on the last page.
+- MS-LIST-3 pagination stays stable while records are added between pages.
+- MS-LIST-4 namespace/kinds filters apply to list (and with the cursor).
+- MS-LIST-5 a non-positive limit raises InvalidInput.
+- MS-LIST-6 list of an owner without records is an empty last page.
+- MS-LIST-7 a malformed cursor raises InvalidInput.
+- MS-DIM-1 add with a vector of another dimension raises DimensionMismatch and
+  writes nothing of the batch.
+- MS-DIM-2 update with another dimension raises DimensionMismatch; record unchanged.
+- MS-DIM-3 search with another dimension raises DimensionMismatch.
+- MS-CLOSE-1 every operation after close raises StoreClosed.
+- MS-CLOSE-2 close is idempotent (sequential and concurrent).
+- MS-CLOSE-3 (reopen) a write racing close is completed before close returns or
+  rejected with StoreClosed; completed writes persist, rejected ones do not.
+- MS-CLOSE-4 (reopen) an add rejected after close is not persisted.
+- MS-CLOSE-5 (reopen) closing a handle keeps the data.
+- MS-CLOSE-6 ping succeeds on an open store.
+- MS-KW-1..8 (keyword_search) search_text finds terms in content (1) and context (2);
+  context is never returned as content (3); owners stay isolated (4); namespace and
+  kinds filters apply (5); deleted records are not findable (6); a record with more
+  of the query's terms ranks higher (7); blank owner, bad limit and closed store are
+  rejected (8).
+- MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
+  fixture does not leak data between tests).
+- MS-SM-1 random operation sequences agree with the in-memory oracle.
+"""
 
 from __future__ import annotations
 
-__all__ = ["MemoryStoreContract"]
+import asyncio
+import math
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta, timezone
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from agent_memory.contract_tests._support import BASE_TIME, clause, ms, require_capability
+from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.domain.errors import (
+    DimensionMismatch,
+    DuplicateRecord,
+    InvalidInput,
+    NotFound,
+    ScopeRequired,
+    StoreClosed,
+)
+from agent_memory.domain.records import MemoryRecord, Page, ScoredRecord
+from agent_memory.ports.storage import KeywordSearch, MemoryStore
+
+__all__ = ["MemoryStoreContract", "Reopen", "assert_same_record"]
+
+#: The `reopen` fixture's value: opens a second handle on the same data.
+Reopen = Callable[[], Awaitable[MemoryStore]]
+
+OWNER = "owner:ä{1}"
+OTHER = "owner:ö{2}"
+CANARY_OWNER = "contract-canary"
+NS = "ns"
+KIND = "fact"
+SCORE_TOL = 1e-4
+_TIME_TOL = timedelta(milliseconds=1)
+_BLANKS = ["", "   ", "\t", " \n "]
+
+_ISOLATION_CASES = [
+    ("a}b", "a", "id"),
+    ("*", "a", "*"),
+    ("@owner:{x}", "@owner:{y}", "{x}"),
+    ("-1", "1", "-1"),
+    ("x|y", "x", "x|y"),
+    ("ü 名", "u 名", "ü 名"),
+    ("a\\b", "a\\\\b", "a\\b"),
+    ("a:b", "a", "b:c"),
+    ("a b", "a", "a b"),
+    ("a*", "ab", "id*"),
+    ("%", "_", "%_"),
+    ("'; --", "x", "'"),
+]
+
+
+# ----------------------------------------------------------------- builders
+
+
+def _dim(store: MemoryStore) -> int:
+    dim = store.space.dimension
+    if dim < 2:
+        pytest.fail(clause("MS-DIM-0", "the contract needs store.space.dimension >= 2", dim))
+    return dim
+
+
+def _vec(dim: int, *components: float) -> npt.NDArray[np.float32]:
+    v = np.zeros(dim, dtype=np.float32)
+    v[: len(components)] = components
+    return v
+
+
+def _angle(dim: int, degrees: float, scale: float = 1.0) -> npt.NDArray[np.float32]:
+    rad = math.radians(degrees)
+    return _vec(dim, scale * math.cos(rad), scale * math.sin(rad))
+
+
+def _rec(
+    store: MemoryStore,
+    id: str,
+    *,
+    owner: str = OWNER,
+    namespace: str = NS,
+    kind: str = KIND,
+    content: str | None = None,
+    vector: npt.NDArray[np.float32] | None = None,
+    created_at_ms: int = 0,
+    importance: float = 0.5,
+    attributes: dict[str, Any] | None = None,
+    context: str = "",
+) -> MemoryRecord:
+    dim = _dim(store)
+    created = BASE_TIME + ms(created_at_ms)
+    return MemoryRecord(
+        id=id,
+        owner=owner,
+        namespace=namespace,
+        kind=kind,
+        content=f"content of {id}" if content is None else content,
+        vector=_vec(dim, 1.0) if vector is None else vector,
+        created_at=created,
+        updated_at=created,
+        importance=importance,
+        attributes={} if attributes is None else attributes,
+        context=context,
+    )
+
+
+def _unchecked(record: MemoryRecord, **changes: Any) -> MemoryRecord:
+    """A copy with `changes` applied WITHOUT record validation (to feed bad input)."""
+    with attrs.validators.disabled():
+        return attrs.evolve(record, **changes)
+
+
+def _ids(hits: Sequence[ScoredRecord]) -> list[str]:
+    return [h.record.id for h in hits]
+
+
+def _page_ids(page: Page) -> list[str]:
+    return [r.id for r in page.records]
+
+
+async def _all_pages(
+    store: MemoryStore,
+    owner: str,
+    *,
+    limit: int = 100,
+    namespace: str | None = None,
+    kinds: Sequence[str] | None = None,
+    cid: str = "MS-LIST-2",
+) -> list[MemoryRecord]:
+    out: list[MemoryRecord] = []
+    cursor: str | None = None
+    for _ in range(10_000):
+        page = await store.list(owner, namespace=namespace, kinds=kinds, limit=limit, cursor=cursor)
+        out.extend(page.records)
+        if page.next_cursor is None:
+            return out
+        assert page.records, clause(cid, "a page with a next_cursor is not empty", page)
+        cursor = page.next_cursor
+    raise AssertionError(clause(cid, "pagination terminates", "more than 10000 pages"))
+
+
+async def _raises(
+    cid: str, rule: str, exc_type: type[BaseException], awaitable: Awaitable[object]
+) -> BaseException:
+    """Await and return the expected exception; fail with the clause otherwise."""
+    try:
+        result = await awaitable
+    except exc_type as exc:
+        return exc
+    except Exception as exc:
+        raise AssertionError(clause(cid, rule, f"{type(exc).__name__}: {exc}")) from exc
+    raise AssertionError(clause(cid, rule, f"no error; returned {result!r}"))
+
+
+def assert_same_record(cid: str, got: MemoryRecord | None, want: MemoryRecord) -> None:
+    """Every field equal; timestamps within 1 ms, vectors within float32 precision."""
+    assert got is not None, clause(cid, f"record {want.id!r} of {want.owner!r} is stored", None)
+    for name in ("id", "owner", "namespace", "kind", "content", "context", "attributes"):
+        assert getattr(got, name) == getattr(want, name), clause(
+            cid, f"field {name} round-trips", (getattr(got, name), getattr(want, name))
+        )
+    assert math.isclose(got.importance, want.importance, abs_tol=1e-6), clause(
+        cid, "importance round-trips", (got.importance, want.importance)
+    )
+    for name in ("created_at", "updated_at"):
+        g, w = getattr(got, name), getattr(want, name)
+        assert g.tzinfo is not None, clause(
+            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
+        )
+        assert abs(g - w) <= _TIME_TOL, clause(
+            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
+        )
+    assert got.vector.dtype == np.float32, clause(
+        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
+    )
+    assert got.vector.shape == want.vector.shape, clause(
+        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
+    )
+    assert np.allclose(got.vector, want.vector, rtol=1e-6, atol=1e-7), clause(
+        cid,
+        "the vector round-trips to float32 precision",
+        float(abs(got.vector - want.vector).max()),
+    )
+
+
+# ------------------------------------------------- operations for the grids
+
+
+async def _scope_op(store: MemoryStore, op: str, blank: str) -> object:
+    dim = _dim(store)
+    good = _rec(store, "scope-new")
+    q = _vec(dim, 1.0)
+    if op == "add.owner":
+        await store.add([_unchecked(good, owner=blank)])
+        return None
+    if op == "add.namespace":
+        await store.add([_unchecked(good, namespace=blank)])
+        return None
+    if op == "update.owner":
+        await store.update(_unchecked(_rec(store, "seed"), owner=blank))
+        return None
+    if op == "update.namespace":
+        await store.update(_unchecked(_rec(store, "seed"), namespace=blank))
+        return None
+    if op == "get":
+        return await store.get(blank, "seed")
+    if op == "delete":
+        return await store.delete(blank, "seed")
+    if op == "search":
+        return await store.search(blank, q)
+    if op == "search.namespace":
+        return await store.search(OWNER, q, namespace=blank)
+    if op == "list":
+        return await store.list(blank)
+    if op == "list.namespace":
+        return await store.list(OWNER, namespace=blank)
+    if op == "delete_scope":
+        return await store.delete_scope(blank)
+    if op == "delete_scope.namespace":
+        return await store.delete_scope(OWNER, namespace=blank)
+    raise AssertionError(f"unknown op {op}")
+
+
+_SCOPE_OPS = [
+    "add.owner",
+    "add.namespace",
+    "update.owner",
+    "update.namespace",
+    "get",
+    "delete",
+    "search",
+    "search.namespace",
+    "list",
+    "list.namespace",
+    "delete_scope",
+    "delete_scope.namespace",
+]
+
+
+async def _closed_op(store: MemoryStore, op: str) -> object:
+    dim = _dim(store)
+    if op == "add":
+        await store.add([_rec(store, "after-close")])
+        return None
+    if op == "get":
+        return await store.get(OWNER, "seed")
+    if op == "update":
+        await store.update(_rec(store, "seed", content="changed after close"))
+        return None
+    if op == "delete":
+        return await store.delete(OWNER, "seed")
+    if op == "search":
+        return await store.search(OWNER, _vec(dim, 1.0))
+    if op == "list":
+        return await store.list(OWNER)
+    if op == "delete_scope":
+        return await store.delete_scope(OWNER)
+    if op == "ping":
+        await store.ping()
+        return None
+    raise AssertionError(f"unknown op {op}")
+
+
+# ------------------------------------------------------------ the contract
 
 
 class MemoryStoreContract:
-    """Not yet written."""
+    """All `MemoryStore` conformance tests. Override `store` (and `reopen`)."""
+
+    capabilities: Capabilities = Capabilities()
+
+    @pytest.fixture
+    async def store(self) -> MemoryStore:
+        """Override: yield an EMPTY store bound to a space of dimension >= 2."""
+        pytest.fail("override the `store` fixture in your MemoryStoreContract subclass")
+
+    @pytest.fixture
+    def reopen(self) -> Reopen | None:
+        """Override when `capabilities.reopen`: an async callable opening a second
+        handle on the store's data."""
+        return None
+
+    def _reopen(self, reopen: Reopen | None, cid: str) -> Reopen:
+        require_capability(
+            self.capabilities.reopen, "reopen", "a second handle is needed to check persistence"
+        )
+        if reopen is None:
+            pytest.fail(clause(cid, "capabilities.reopen is declared: override `reopen`", None))
+        return reopen
+
+    # ------------------------------------------------------------- canaries
+
+    async def test_canary_writes_records(self, store: MemoryStore) -> None:
+        """Writes canary records that later tests must not see. When a later canary
+        check fails, your fixture shares data between tests: clear it or use a
+        fresh database/prefix per test."""
+        dim = _dim(store)
+        await store.add(
+            [
+                _rec(store, "canary-1", owner=CANARY_OWNER),
+                _rec(store, "canary-2", owner=CANARY_OWNER, namespace="other"),
+                _rec(store, "canary-3", owner=OWNER, vector=_vec(dim, 0.0, 1.0)),
+            ]
+        )
+        page = await store.list(CANARY_OWNER)
+        assert len(page.records) == 2, clause(
+            "MS-CANARY-1", "canary records are visible in the test that wrote them", page
+        )
+
+    async def test_canary_fresh_store_is_empty(self, store: MemoryStore) -> None:
+        """The store this test gets must be empty. When it fails, the fixture leaks
+        data from earlier tests (the canary test above or any other)."""
+        await self._assert_no_leak(store)
+
+    async def _assert_no_leak(self, store: MemoryStore) -> None:
+        dim = _dim(store)
+        for owner in (CANARY_OWNER, OWNER, OTHER):
+            page = await store.list(owner)
+            assert not page.records, clause(
+                "MS-CANARY-1", f"a fresh store has no records of {owner!r}", _page_ids(page)
+            )
+            hits = await store.search(owner, _vec(dim, 1.0, 1.0), limit=5)
+            assert not hits, clause(
+                "MS-CANARY-1", f"a fresh store finds nothing of {owner!r}", _ids(hits)
+            )
+        got = await store.get(CANARY_OWNER, "canary-1")
+        assert got is None, clause("MS-CANARY-1", "a fresh store has no canary record", got)
+
+    # ------------------------------------------------------------------ add
+
+    @pytest.mark.parametrize("shape", ["plain", "rich", "empty-text"])
+    async def test_add_round_trips_every_field(self, store: MemoryStore, shape: str) -> None:
+        """When this fails, check your codec: attributes must round-trip as JSON,
+        timestamps keep at least milliseconds and come back timezone-aware UTC,
+        vectors keep float32 values, and `context` is stored apart from `content`."""
+        dim = _dim(store)
+        rng = np.random.default_rng(7)
+        if shape == "plain":
+            rec = _rec(store, "r1")
+        elif shape == "rich":
+            plus_two = timezone(timedelta(hours=2))
+            created = (BASE_TIME + timedelta(microseconds=123_456)).astimezone(plus_two)
+            rec = MemoryRecord(
+                id="r:1 {ü}",
+                owner=OWNER,
+                namespace="ns/ü 名",
+                kind="kind|x",
+                content="Ünïcode ✓ line1\nline2\t'quoted' \"dq\" \\ 名前",
+                vector=rng.standard_normal(dim).astype(np.float32) * 3.5,
+                created_at=created,
+                updated_at=created + timedelta(days=3, milliseconds=7),
+                importance=0.123456,
+                attributes={
+                    "nested": {"list": [1, 2.5, "x", None, True], "deep": {"k": "ü"}},
+                    "int": 2**40,
+                    "float": 0.1,
+                    "bool": False,
+                    "none": None,
+                    "empty": {},
+                    "ü key": "名",
+                },
+                context="neighbouring turn: the user asked about pricing",
+            )
+        else:
+            rec = _rec(store, "r-empty", content="", importance=0.0, context="")
+        await store.add([rec])
+        assert_same_record("MS-ADD-1", await store.get(rec.owner, rec.id), rec)
+        listed = await store.list(rec.owner)
+        assert len(listed.records) == 1, clause("MS-ADD-1", "list shows the record", listed)
+        assert_same_record("MS-ADD-1", listed.records[0], rec)
+
+    async def test_add_duplicate_of_stored_id_is_rejected(self, store: MemoryStore) -> None:
+        """When this fails, `add` overwrites: it must check existence (atomically
+        with the write, e.g. SET NX / INSERT without upsert) and raise DuplicateRecord."""
+        original = _rec(store, "dup", content="original")
+        await store.add([original])
+        await _raises(
+            "MS-ADD-2",
+            "adding an id the owner already has raises DuplicateRecord",
+            DuplicateRecord,
+            store.add([_rec(store, "dup", content="replacement")]),
+        )
+        got = await store.get(OWNER, "dup")
+        assert got is not None, clause(
+            "MS-ADD-2", "a rejected duplicate leaves the stored record unchanged", got
+        )
+        assert got.content == "original", clause(
+            "MS-ADD-2", "a rejected duplicate leaves the stored record unchanged", got
+        )
+
+    async def test_add_duplicate_within_batch_is_rejected(self, store: MemoryStore) -> None:
+        """When this fails, check that the batch is checked for repeated ids before
+        writing (a backend upsert would silently keep the last one)."""
+        batch = [_rec(store, "twice", content="first"), _rec(store, "twice", content="second")]
+        await _raises(
+            "MS-ADD-3",
+            "an id twice in one batch raises DuplicateRecord",
+            DuplicateRecord,
+            store.add(batch),
+        )
+        if self.capabilities.atomic_batches:
+            got = await store.get(OWNER, "twice")
+            assert got is None, clause(
+                "MS-ADD-4", "a batch rejected for a duplicate writes nothing", got
+            )
+
+    async def test_add_atomic_batch_writes_nothing_on_duplicate(self, store: MemoryStore) -> None:
+        """When this fails while you declare atomic_batches, your add writes records
+        one by one: check all ids first inside one transaction/script, or declare
+        atomic_batches=False."""
+        require_capability(
+            self.capabilities.atomic_batches, "atomic_batches", "partial batches are allowed"
+        )
+        await store.add([_rec(store, "existing")])
+        batch = [_rec(store, "new-1"), _rec(store, "existing"), _rec(store, "new-2")]
+        await _raises(
+            "MS-ADD-4",
+            "a batch with a duplicate raises DuplicateRecord",
+            DuplicateRecord,
+            store.add(batch),
+        )
+        for rid in ("new-1", "new-2"):
+            got = await store.get(OWNER, rid)
+            assert got is None, clause(
+                "MS-ADD-4", f"a batch rejected for a duplicate writes nothing ({rid})", got
+            )
+        page = await store.list(OWNER)
+        assert _page_ids(page) == ["existing"], clause(
+            "MS-ADD-4", "only the pre-existing record remains", _page_ids(page)
+        )
+
+    async def test_add_concurrent_duplicates_exactly_one_wins(self, store: MemoryStore) -> None:
+        """When this fails while you declare concurrent_duplicate_rejection, your
+        existence check and write are separate round trips: make them one atomic
+        operation (INSERT ... ON CONFLICT DO NOTHING + rowcount, SET NX, a script)."""
+        require_capability(
+            self.capabilities.concurrent_duplicate_rejection,
+            "concurrent_duplicate_rejection",
+            "check-then-write backends cannot promise it",
+        )
+        contenders = [_rec(store, "race", content=f"writer {i}") for i in range(12)]
+
+        async def attempt(rec: MemoryRecord) -> bool:
+            try:
+                await store.add([rec])
+            except DuplicateRecord:
+                return False
+            return True
+
+        wins = await asyncio.gather(*(attempt(r) for r in contenders))
+        winners = [r.content for r, won in zip(contenders, wins, strict=True) if won]
+        assert len(winners) == 1, clause(
+            "MS-ADD-5", "exactly one of concurrent adds of one id succeeds", winners
+        )
+        got = await store.get(OWNER, "race")
+        assert got is not None, clause("MS-ADD-5", "the winner's record is the one stored", got)
+        assert got.content == winners[0], clause(
+            "MS-ADD-5", "the winner's record is the one stored", got
+        )
+
+    async def test_add_empty_batch_is_noop(self, store: MemoryStore) -> None:
+        """When this fails, `add([])` raised or wrote something: an empty batch must
+        simply return (no empty MULTI/INSERT errors)."""
+        await store.add([])
+        page = await store.list(OWNER)
+        assert not page.records, clause("MS-ADD-6", "an empty batch writes nothing", page)
+
+    async def test_add_same_id_for_two_owners_in_one_batch(self, store: MemoryStore) -> None:
+        """When this fails, your duplicate check keys on id alone: key on (owner, id)."""
+        batch = [_rec(store, "shared", owner=OWNER), _rec(store, "shared", owner=OTHER)]
+        try:
+            await store.add(batch)
+        except DuplicateRecord as exc:
+            raise AssertionError(
+                clause("MS-ADD-7", "one id under two owners is not a duplicate", exc)
+            ) from exc
+        for owner in (OWNER, OTHER):
+            got = await store.get(owner, "shared")
+            assert got is not None, clause(
+                "MS-ADD-7", f"both owners have their record ({owner!r})", got
+            )
+            assert got.owner == owner, clause(
+                "MS-ADD-7", f"both owners have their record ({owner!r})", got
+            )
+
+    async def test_add_large_batch(self, store: MemoryStore) -> None:
+        """When this fails, check batching limits (pipeline/statement sizes) in add."""
+        dim = _dim(store)
+        batch = [
+            _rec(store, f"bulk-{i:04d}", vector=_angle(dim, i % 180), created_at_ms=i)
+            for i in range(300)
+        ]
+        await store.add(batch)
+        listed = await _all_pages(store, OWNER, limit=100, cid="MS-ADD-8")
+        assert len(listed) == 300, clause("MS-ADD-8", "a batch of 300 is stored", len(listed))
+
+    # ------------------------------------------------------------------ get
+
+    @pytest.mark.parametrize("populated", [False, True], ids=["empty-store", "other-ids"])
+    async def test_get_missing_returns_none(self, store: MemoryStore, populated: bool) -> None:
+        """When this fails, `get` raised or returned something for an id the owner
+        does not have (check prefix/pattern matching on keys)."""
+        if populated:
+            await store.add([_rec(store, "missing-not"), _rec(store, "missing", owner=OTHER)])
+        for rid in ("missing", "missing-", "missing*"):
+            got = await store.get(OWNER, rid)
+            assert got is None, clause("MS-GET-1", "get of a missing id returns None", got)
+
+    async def test_get_after_delete_returns_none(self, store: MemoryStore) -> None:
+        """When this fails, delete left the record readable (a cache? a soft delete?)."""
+        await store.add([_rec(store, "gone")])
+        assert await store.delete(OWNER, "gone")
+        got = await store.get(OWNER, "gone")
+        assert got is None, clause("MS-GET-2", "get after delete returns None", got)
+
+    # --------------------------------------------------------------- update
+
+    async def test_update_replaces_every_field(self, store: MemoryStore) -> None:
+        """When this fails, update kept stale data somewhere: the stored record, the
+        vector index, or the namespace/kind index used by filters."""
+        dim = _dim(store)
+        old = _rec(store, "u1", content="old", vector=_vec(dim, 1.0), attributes={"v": 1})
+        await store.add([old, _rec(store, "u2", vector=_angle(dim, 45))])
+        new = attrs.evolve(
+            old,
+            namespace="ns-new",
+            kind="kind-new",
+            content="new",
+            vector=_vec(dim, 0.0, 1.0),
+            updated_at=old.updated_at + timedelta(hours=1),
+            importance=0.9,
+            attributes={"v": 2, "x": [1]},
+            context="new context",
+        )
+        await store.update(new)
+        assert_same_record("MS-UPD-1", await store.get(OWNER, "u1"), new)
+        hits = await store.search(OWNER, _vec(dim, 0.0, 1.0), limit=1)
+        assert _ids(hits) == ["u1"], clause(
+            "MS-UPD-1", "search uses the updated vector", [(h.record.id, h.score) for h in hits]
+        )
+        assert hits[0].score > 1 - SCORE_TOL, clause(
+            "MS-UPD-1", "search uses the updated vector", [(h.record.id, h.score) for h in hits]
+        )
+        old_ns = await store.list(OWNER, namespace=NS)
+        assert _page_ids(old_ns) == ["u2"], clause(
+            "MS-UPD-1", "the old namespace no longer lists the record", _page_ids(old_ns)
+        )
+        new_kind = await store.list(OWNER, kinds=["kind-new"])
+        assert _page_ids(new_kind) == ["u1"], clause(
+            "MS-UPD-1", "the new kind lists the record", _page_ids(new_kind)
+        )
+
+    @pytest.mark.parametrize("where", ["empty-store", "other-owner-has-it"])
+    async def test_update_missing_raises_not_found(self, store: MemoryStore, where: str) -> None:
+        """When this fails, update upserts: it must require the (owner, id) to exist."""
+        if where == "other-owner-has-it":
+            await store.add([_rec(store, "nope", owner=OTHER)])
+        await _raises(
+            "MS-UPD-2",
+            "update of a missing id raises NotFound",
+            NotFound,
+            store.update(_rec(store, "nope", content="created by update?")),
+        )
+        got = await store.get(OWNER, "nope")
+        assert got is None, clause("MS-UPD-2", "a failed update creates nothing", got)
+        if where == "other-owner-has-it":
+            theirs = await store.get(OTHER, "nope")
+            assert theirs is not None, clause(
+                "MS-UPD-2", "the other owner's record is untouched", theirs
+            )
+            assert theirs.content == "content of nope", clause(
+                "MS-UPD-2", "the other owner's record is untouched", theirs
+            )
+
+    async def test_update_after_delete_raises_not_found(self, store: MemoryStore) -> None:
+        """When this fails, delete left something update treats as existing."""
+        await store.add([_rec(store, "d")])
+        await store.delete(OWNER, "d")
+        await _raises(
+            "MS-UPD-3",
+            "update of a deleted id raises NotFound",
+            NotFound,
+            store.update(_rec(store, "d")),
+        )
+
+    # --------------------------------------------------------------- delete
+
+    async def test_delete_then_gone_everywhere(self, store: MemoryStore) -> None:
+        """When this fails, delete misses one of the structures (index, list order
+        set, vector index) or returns the wrong flag."""
+        dim = _dim(store)
+        await store.add([_rec(store, "del"), _rec(store, "keep", vector=_angle(dim, 30))])
+        first = await store.delete(OWNER, "del")
+        assert first is True, clause("MS-DEL-1", "delete of a stored id returns True", first)
+        second = await store.delete(OWNER, "del")
+        assert second is False, clause("MS-DEL-1", "a second delete returns False", second)
+        page = await store.list(OWNER)
+        assert _page_ids(page) == ["keep"], clause(
+            "MS-DEL-1", "a deleted record is not listed", _page_ids(page)
+        )
+        hits = await store.search(OWNER, _vec(dim, 1.0), limit=10)
+        assert _ids(hits) == ["keep"], clause(
+            "MS-DEL-1", "a deleted record is not found by search", _ids(hits)
+        )
+
+    async def test_delete_missing_returns_false(self, store: MemoryStore) -> None:
+        """When this fails, delete raised or claimed to delete a record that did not exist."""
+        assert await store.delete(OWNER, "never") is False, clause(
+            "MS-DEL-5", "delete of a missing id returns False", True
+        )
+        await store.add([_rec(store, "never", owner=OTHER)])
+        assert await store.delete(OWNER, "never") is False, clause(
+            "MS-DEL-5", "delete of an id only another owner has returns False", True
+        )
+        assert await store.get(OTHER, "never") is not None, clause(
+            "MS-DEL-5", "the other owner's record survives", None
+        )
+
+    @pytest.mark.parametrize(
+        "case", ["empty-store", "other-namespace", "other-kind", "other-owner"]
+    )
+    async def test_delete_scope_no_match_returns_zero(self, store: MemoryStore, case: str) -> None:
+        """When this fails, delete_scope either raised on no match or deleted records
+        outside the filter (a filter ignored or widened)."""
+        if case != "empty-store":
+            await store.add([_rec(store, "a"), _rec(store, "b", kind="other-kind-x")])
+        if case == "other-namespace":
+            n = await store.delete_scope(OWNER, namespace="no-such-ns")
+        elif case == "other-kind":
+            n = await store.delete_scope(OWNER, kinds=["no-such-kind"])
+        else:
+            n = await store.delete_scope(OTHER if case == "other-owner" else OWNER)
+        assert n == 0, clause("MS-DEL-2", "delete_scope with no match returns 0", n)
+        remaining = _page_ids(await store.list(OWNER))
+        want = [] if case == "empty-store" else ["b", "a"]
+        assert remaining == want, clause(
+            "MS-DEL-2", "a no-match delete_scope deletes nothing", remaining
+        )
+
+    async def test_delete_scope_owner_removes_only_that_owner(self, store: MemoryStore) -> None:
+        """When this fails, delete_scope(owner) missed records (other namespaces or
+        kinds) or deleted another owner's (a key pattern like `owner*`)."""
+        dim = _dim(store)
+        mine = [
+            _rec(store, "m1"),
+            _rec(store, "m2", namespace="ns2", kind="k2", vector=_angle(dim, 20)),
+            _rec(store, "m3", namespace="ns3", vector=_angle(dim, 40)),
+        ]
+        prefix_owner = OWNER + "x"  # an owner whose name extends this one
+        theirs = [_rec(store, "m1", owner=OTHER), _rec(store, "t", owner=prefix_owner)]
+        await store.add(mine + theirs)
+        n = await store.delete_scope(OWNER)
+        assert n == 3, clause("MS-DEL-3", "delete_scope(owner) returns the number deleted", n)
+        for r in mine:
+            got = await store.get(OWNER, r.id)
+            assert got is None, clause("MS-DEL-3", "nothing of the owner is left in get", got)
+        left = _page_ids(await store.list(OWNER))
+        assert left == [], clause("MS-DEL-3", "nothing of the owner is left in list", left)
+        hits = await store.search(OWNER, _vec(dim, 1.0), limit=10)
+        assert hits == [], clause("MS-DEL-3", "nothing of the owner is left in search", _ids(hits))
+        for r in theirs:
+            got = await store.get(r.owner, r.id)
+            assert got is not None, clause(
+                "MS-DEL-3", f"other owners' records survive ({r.owner!r})", None
+            )
+
+    @pytest.mark.parametrize("by", ["namespace", "kinds", "namespace+kinds"])
+    async def test_delete_scope_filtered_leaves_nothing_of_scope(
+        self, store: MemoryStore, by: str
+    ) -> None:
+        """When this fails, the filtered delete_scope disagrees with the filters of
+        get/list/search, or leaves a stale entry in one index (e.g. the vector index)."""
+        dim = _dim(store)
+        records = [
+            _rec(store, f"{ns}-{kind}-{i}", namespace=ns, kind=kind, vector=_angle(dim, 10 * i))
+            for ns in ("docs", "chat")
+            for kind in ("fact", "summary", "route")
+            for i in range(3)
+        ]
+        await store.add(records)
+        namespace = "docs" if "namespace" in by else None
+        kinds = ["fact", "route"] if "kinds" in by else None
+
+        def doomed(r: MemoryRecord) -> bool:
+            return (namespace is None or r.namespace == namespace) and (
+                kinds is None or r.kind in kinds
+            )
+
+        gone = {r.id for r in records if doomed(r)}
+        kept = {r.id for r in records if not doomed(r)}
+        n = await store.delete_scope(OWNER, namespace=namespace, kinds=kinds)
+        assert n == len(gone), clause("MS-DEL-4", "delete_scope returns the count", (n, len(gone)))
+        for rid in sorted(gone):
+            got = await store.get(OWNER, rid)
+            assert got is None, clause("MS-DEL-4", "nothing of the scope is left in get", rid)
+        listed = {r.id for r in await _all_pages(store, OWNER, cid="MS-DEL-4")}
+        assert listed == kept, clause(
+            "MS-DEL-4", "list shows exactly the records outside the scope", sorted(listed ^ kept)
+        )
+        for query in (_vec(dim, 1.0), _vec(dim, 0.0, 1.0)):
+            hits = await store.search(OWNER, query, limit=len(records))
+            found = set(_ids(hits))
+            assert not found & gone, clause(
+                "MS-DEL-4", "nothing of the scope is findable by search", sorted(found & gone)
+            )
+            assert found == kept, clause(
+                "MS-DEL-4", "search finds every record outside the scope", sorted(kept - found)
+            )
+            scoped = await store.search(OWNER, query, namespace=namespace, kinds=kinds)
+            assert scoped == [], clause(
+                "MS-DEL-4", "a search restricted to the deleted scope is empty", _ids(scoped)
+            )
+
+    # ---------------------------------------------------------------- scope
+
+    @pytest.mark.parametrize("blank", _BLANKS, ids=["empty", "spaces", "tab", "newline"])
+    @pytest.mark.parametrize("op", _SCOPE_OPS)
+    async def test_blank_scope_rejected(self, store: MemoryStore, op: str, blank: str) -> None:
+        """When this fails, the operation does not call `require_scope` on its owner
+        or namespace (records built without validation reach the store, too): a
+        blank scope must never mean "everything" or "the default"."""
+        await store.add([_rec(store, "seed")])
+        await _raises(
+            "MS-SCOPE-1",
+            f"{op} with a blank scope {blank!r} raises ScopeRequired",
+            ScopeRequired,
+            _scope_op(store, op, blank),
+        )
+        page = await store.list(OWNER)
+        assert _page_ids(page) == ["seed"], clause(
+            "MS-SCOPE-1", "a call rejected for a blank scope changes nothing", _page_ids(page)
+        )
+        got = await store.get(OWNER, "seed")
+        assert got is not None, clause("MS-SCOPE-1", "the seed record is unchanged", got)
+        assert got.content == "content of seed", clause(
+            "MS-SCOPE-1", "the seed record is unchanged", got
+        )
+
+    @pytest.mark.parametrize("op", ["search", "list", "delete_scope"])
+    async def test_empty_kinds_matches_nothing(self, store: MemoryStore, op: str) -> None:
+        """When this fails, `kinds=[]` was treated like `kinds=None`: an empty filter
+        must match nothing (for delete_scope that bug deletes everything)."""
+        dim = _dim(store)
+        await store.add([_rec(store, "k1"), _rec(store, "k2", kind="other")])
+        if op == "search":
+            hits = await store.search(OWNER, _vec(dim, 1.0), kinds=[])
+            assert hits == [], clause(
+                "MS-SCOPE-2", "search with kinds=[] finds nothing", _ids(hits)
+            )
+        elif op == "list":
+            page = await store.list(OWNER, kinds=[])
+            assert not page.records, clause(
+                "MS-SCOPE-2", "list with kinds=[] lists nothing", _page_ids(page)
+            )
+        else:
+            n = await store.delete_scope(OWNER, kinds=[])
+            assert n == 0, clause("MS-SCOPE-2", "delete_scope with kinds=[] deletes nothing", n)
+            left = _page_ids(await store.list(OWNER))
+            assert sorted(left) == ["k1", "k2"], clause(
+                "MS-SCOPE-2", "delete_scope with kinds=[] leaves every record", left
+            )
+
+    # ------------------------------------------------------------ isolation
+
+    @pytest.mark.parametrize(("owner_a", "owner_b", "rid"), _ISOLATION_CASES)
+    async def test_owner_isolation_with_hostile_names(
+        self, store: MemoryStore, owner_a: str, owner_b: str, rid: str
+    ) -> None:
+        """When this fails, owners share keys or queries: escape or hash owner and id
+        in keys, and pass them as query parameters, never spliced into query text."""
+        dim = _dim(store)
+        q = _vec(dim, 1.0)
+        a = _rec(store, rid, owner=owner_a, content="A")
+        b = _rec(store, rid, owner=owner_b, content="B")
+        b_only = _rec(store, "b-only", owner=owner_b, content="B2", vector=_angle(dim, 10))
+        await store.add([a, b, b_only])
+        for owner, want in ((owner_a, "A"), (owner_b, "B")):
+            got = await store.get(owner, rid)
+            assert got is not None, clause(
+                "MS-ISO-1", f"get({owner!r}, {rid!r}) returns that owner's record", got
+            )
+            assert got.content == want, clause(
+                "MS-ISO-1", f"get({owner!r}, {rid!r}) returns that owner's record", got
+            )
+            assert got.owner == owner, clause(
+                "MS-ISO-1", f"get({owner!r}, {rid!r}) returns that owner's record", got
+            )
+        hits_a = await store.search(owner_a, q, limit=10)
+        assert [(h.record.owner, h.record.id) for h in hits_a] == [(owner_a, rid)], clause(
+            "MS-ISO-2",
+            "search returns only the owner's records",
+            [(h.record.owner, h.record.id) for h in hits_a],
+        )
+        hits_b = await store.search(owner_b, q, limit=10)
+        assert sorted(_ids(hits_b)) == sorted([rid, "b-only"]), clause(
+            "MS-ISO-2", "search returns only the owner's records", _ids(hits_b)
+        )
+        page_a = await store.list(owner_a)
+        assert [(r.owner, r.id) for r in page_a.records] == [(owner_a, rid)], clause(
+            "MS-ISO-3", "list returns only the owner's records", page_a.records
+        )
+        await store.update(attrs.evolve(a, content="A2"))
+        got_b = await store.get(owner_b, rid)
+        assert got_b is not None, clause(
+            "MS-ISO-4", "update of one owner's record leaves the other's", got_b
+        )
+        assert got_b.content == "B", clause(
+            "MS-ISO-4", "update of one owner's record leaves the other's", got_b
+        )
+        deleted = await store.delete(owner_a, "b-only")
+        assert deleted is False, clause(
+            "MS-ISO-5", "delete cannot reach another owner's record", deleted
+        )
+        assert await store.get(owner_b, "b-only") is not None, clause(
+            "MS-ISO-5", "the other owner's record survives delete", None
+        )
+        n = await store.delete_scope(owner_a)
+        assert n == 1, clause("MS-ISO-6", "delete_scope counts only the owner's records", n)
+        left_b = sorted(_page_ids(await store.list(owner_b)))
+        assert left_b == sorted([rid, "b-only"]), clause(
+            "MS-ISO-6", "delete_scope leaves other owners' records", left_b
+        )
+        hits_b = await store.search(owner_b, q, limit=10)
+        assert len(hits_b) == 2, clause(
+            "MS-ISO-6", "other owners' records stay searchable", _ids(hits_b)
+        )
+
+    async def test_hostile_ids_never_collide(self, store: MemoryStore) -> None:
+        """When this fails, ids are used as patterns or normalised (case folding,
+        trimming, escaping that maps two ids to one key)."""
+        hostile = [
+            "x", "X", "x*", "x:", "x:y", "x y", "x ", " x", "x\\", "x|", "{x}", "x-1",
+            "ü", "u", "名", "x%", "x_", "x'", 'x"', "x\n", "🙂",
+        ]  # fmt: skip
+        await store.add([_rec(store, h, content=f"content={h!r}") for h in hostile])
+        for h in hostile:
+            got = await store.get(OWNER, h)
+            assert got is not None, clause("MS-ISO-7", f"id {h!r} reads back its own record", got)
+            assert got.id == h, clause("MS-ISO-7", f"id {h!r} reads back its own record", got)
+            assert got.content == f"content={h!r}", clause(
+                "MS-ISO-7", f"id {h!r} reads back its own record", got
+            )
+        assert await store.delete(OWNER, "x*") is True
+        left = sorted(_page_ids(await store.list(OWNER, limit=100)))
+        assert left == sorted(h for h in hostile if h != "x*"), clause(
+            "MS-ISO-7", "deleting 'x*' deletes only that id", sorted(set(hostile) - set(left))
+        )
+
+    async def test_hostile_namespace_filter_is_literal(self, store: MemoryStore) -> None:
+        """When this fails, the namespace filter is matched as a pattern/prefix or
+        spliced into query syntax: compare it for exact equality."""
+        dim = _dim(store)
+        namespaces = ["n", "n*", "n:x", "n x", "*", "n|m", "{n}", "-n", "ü名"]
+        await store.add(
+            [_rec(store, f"r{i}", namespace=n, created_at_ms=i) for i, n in enumerate(namespaces)]
+        )
+        for i, n in enumerate(namespaces):
+            page = await store.list(OWNER, namespace=n)
+            assert _page_ids(page) == [f"r{i}"], clause(
+                "MS-ISO-8", f"list(namespace={n!r}) matches that namespace only", _page_ids(page)
+            )
+            hits = await store.search(OWNER, _vec(dim, 1.0), namespace=n)
+            assert _ids(hits) == [f"r{i}"], clause(
+                "MS-ISO-8", f"search(namespace={n!r}) matches that namespace only", _ids(hits)
+            )
+        count = await store.delete_scope(OWNER, namespace="*")
+        assert count == 1, clause(
+            "MS-ISO-8", "delete_scope(namespace='*') deletes one record", count
+        )
+
+    async def test_hostile_kinds_filter_is_literal(self, store: MemoryStore) -> None:
+        """When this fails, kinds are matched as patterns or joined into a query
+        without escaping (e.g. a tag query where `|` separates alternatives)."""
+        dim = _dim(store)
+        kinds = ["k", "k*", "k|j", "j", "k j", "{k}", "k-1", "ü"]
+        await store.add([_rec(store, f"r{i}", kind=k) for i, k in enumerate(kinds)])
+        for i, k in enumerate(kinds):
+            page = await store.list(OWNER, kinds=[k])
+            assert _page_ids(page) == [f"r{i}"], clause(
+                "MS-ISO-9", f"list(kinds=[{k!r}]) matches that kind only", _page_ids(page)
+            )
+            hits = await store.search(OWNER, _vec(dim, 1.0), kinds=[k])
+            assert _ids(hits) == [f"r{i}"], clause(
+                "MS-ISO-9", f"search(kinds=[{k!r}]) matches that kind only", _ids(hits)
+            )
+        n = await store.delete_scope(OWNER, kinds=["k|j", "*"])
+        assert n == 1, clause("MS-ISO-9", "delete_scope(kinds=['k|j', '*']) deletes one", n)
+
+    # --------------------------------------------------------------- search
+
+    async def _angles_fixture(self, store: MemoryStore) -> dict[str, float]:
+        """Records at known angles from the query e0; returns id -> expected score."""
+        dim = _dim(store)
+        layout = {"r-f": 0.0, "r-a": 30.0, "r-d": 60.0, "r-b": 90.0, "r-e": 120.0, "r-c": 180.0}
+        scales = {"r-f": 5.0, "r-a": 0.25, "r-d": 1.0, "r-b": 2.0, "r-e": 1.0, "r-c": 3.0}
+        await store.add(
+            [_rec(store, rid, vector=_angle(dim, deg, scales[rid])) for rid, deg in layout.items()]
+        )
+        return {rid: math.cos(math.radians(deg)) for rid, deg in layout.items()}
+
+    async def test_search_orders_by_cosine_score(self, store: MemoryStore) -> None:
+        """When this fails, check the distance metric (cosine, not L2 or inner
+        product on unnormalised vectors), the distance-to-score conversion
+        (score = 1 - cosine distance) and the sort direction."""
+        dim = _dim(store)
+        expected = await self._angles_fixture(store)
+        hits = await store.search(OWNER, _vec(dim, 2.0), limit=10)
+        want = sorted(expected, key=lambda rid: -expected[rid])
+        assert _ids(hits) == want, clause("MS-SEARCH-1", "results by score descending", _ids(hits))
+        for h in hits:
+            assert -1.0 - 1e-6 <= h.score <= 1.0 + 1e-6, clause(
+                "MS-SEARCH-2", "scores lie in [-1, 1]", h.score
+            )
+            assert abs(h.score - expected[h.record.id]) <= SCORE_TOL, clause(
+                "MS-SEARCH-2",
+                f"the score of {h.record.id} is its cosine similarity regardless of norms",
+                (h.score, expected[h.record.id]),
+            )
+
+    @pytest.mark.parametrize("limit", [10, 4, 2])
+    async def test_search_ties_by_id_ascending(self, store: MemoryStore, limit: int) -> None:
+        """When this fails, equal scores come back in insertion or engine order: add
+        the id as a secondary sort key (and fetch past the cut to break ties)."""
+        dim = _dim(store)
+        tied = ["t3", "t1", "t5", "t0", "t4", "t2"]
+        await store.add(
+            [_rec(store, "best", vector=_vec(dim, 1.0))]
+            + [_rec(store, t, vector=_angle(dim, 45)) for t in tied]
+            + [_rec(store, "worst", vector=_angle(dim, 170))]
+        )
+        hits = await store.search(OWNER, _vec(dim, 1.0), limit=limit)
+        want = (["best", *sorted(tied), "worst"])[:limit]
+        assert _ids(hits) == want, clause(
+            "MS-SEARCH-3", "equal scores are ordered by id ascending", _ids(hits)
+        )
+
+    @pytest.mark.parametrize("min_score", [0.95, 0.3, -0.6, -1.0])
+    async def test_search_min_score(self, store: MemoryStore, min_score: float) -> None:
+        """When this fails, min_score is applied to the distance instead of the
+        score, or with the wrong comparison direction."""
+        dim = _dim(store)
+        expected = await self._angles_fixture(store)
+        hits = await store.search(OWNER, _vec(dim, 1.0), limit=10, min_score=min_score)
+        want = sorted(
+            (r for r, s in expected.items() if s >= min_score), key=lambda r: -expected[r]
+        )
+        assert _ids(hits) == want, clause(
+            "MS-SEARCH-4", f"min_score={min_score} keeps exactly scores >= it", _ids(hits)
+        )
+
+    @pytest.mark.parametrize("limit", [1, 2, 5])
+    async def test_search_limit_returns_best(self, store: MemoryStore, limit: int) -> None:
+        """When this fails, the limit is applied before ranking, or not at all."""
+        dim = _dim(store)
+        expected = await self._angles_fixture(store)
+        hits = await store.search(OWNER, _vec(dim, 1.0), limit=limit)
+        want = sorted(expected, key=lambda r: -expected[r])[:limit]
+        assert _ids(hits) == want, clause(
+            "MS-SEARCH-5", f"limit={limit} returns the best", _ids(hits)
+        )
+
+    @pytest.mark.parametrize("limit", [0, -1])
+    async def test_search_rejects_non_positive_limit(self, store: MemoryStore, limit: int) -> None:
+        """When this fails, validate `limit` (require_positive) before querying."""
+        await store.add([_rec(store, "x")])
+        await _raises(
+            "MS-SEARCH-6",
+            f"search(limit={limit}) raises InvalidInput",
+            InvalidInput,
+            store.search(OWNER, _vec(_dim(store), 1.0), limit=limit),
+        )
+
+    async def test_search_fewer_matches_than_limit(self, store: MemoryStore) -> None:
+        """When this fails, search padded results, repeated records, or failed when
+        the engine had fewer than `limit` candidates."""
+        dim = _dim(store)
+        await store.add([_rec(store, f"f{i}", vector=_angle(dim, 20 * i)) for i in range(3)])
+        hits = await store.search(OWNER, _vec(dim, 1.0), limit=50)
+        assert _ids(hits) == ["f0", "f1", "f2"], clause(
+            "MS-SEARCH-7", "fewer matches than limit returns each match once", _ids(hits)
+        )
+
+    @pytest.mark.parametrize("by", ["namespace", "kinds", "namespace+kinds", "min_score"])
+    async def test_search_filters_inside_query(self, store: MemoryStore, by: str) -> None:
+        """When this fails, filters are applied after a top-k over all records (so
+        better non-matching records crowd out the matches): filter inside the query."""
+        dim = _dim(store)
+        noise = [
+            _rec(store, f"noise-{i:02d}", namespace="other", kind="noise", vector=_vec(dim, 1.0))
+            for i in range(25)
+        ]
+        near = [
+            _rec(store, "near-ns", namespace="target", kind="noise", vector=_angle(dim, 30)),
+            _rec(store, "near-kind", namespace="other", kind="wanted", vector=_angle(dim, 40)),
+            _rec(store, "near-both", namespace="target", kind="wanted", vector=_angle(dim, 50)),
+            _rec(store, "far-both", namespace="target", kind="wanted2", vector=_angle(dim, 80)),
+        ]
+        await store.add(noise + near)
+        q = _vec(dim, 1.0)
+        if by == "namespace":
+            hits = await store.search(OWNER, q, limit=3, namespace="target")
+            want = ["near-ns", "near-both", "far-both"]
+        elif by == "kinds":
+            hits = await store.search(OWNER, q, limit=2, kinds=["wanted", "wanted2"])
+            want = ["near-kind", "near-both"]
+        elif by == "namespace+kinds":
+            hits = await store.search(OWNER, q, limit=5, namespace="target", kinds=["wanted"])
+            want = ["near-both"]
+        else:
+            hits = await store.search(OWNER, q, limit=3, namespace="target", min_score=0.6)
+            want = ["near-ns", "near-both"]
+        assert _ids(hits) == want, clause(
+            "MS-SEARCH-8", f"the {by} filter applies inside the query", _ids(hits)
+        )
+
+    async def test_search_unknown_owner_is_empty(self, store: MemoryStore) -> None:
+        """When this fails, search of an owner without records raised or returned
+        other owners' records."""
+        await store.add([_rec(store, "x", owner=OTHER)])
+        hits = await store.search(OWNER, _vec(_dim(store), 1.0))
+        assert hits == [], clause("MS-SEARCH-9", "an owner without records finds nothing", hits)
+
+    async def test_search_returns_complete_records(self, store: MemoryStore) -> None:
+        """When this fails, search decodes records differently from get (missing
+        attributes/context, truncated timestamps or vectors)."""
+        dim = _dim(store)
+        rec = _rec(
+            store,
+            "full",
+            vector=_angle(dim, 10, 2.0),
+            attributes={"a": [1, {"b": None}]},
+            importance=0.75,
+            context="ctx",
+            created_at_ms=1234,
+        )
+        await store.add([rec])
+        hits = await store.search(OWNER, _vec(dim, 1.0))
+        assert len(hits) == 1, clause("MS-SEARCH-10", "the record is found", _ids(hits))
+        assert_same_record("MS-SEARCH-10", hits[0].record, rec)
+
+    # ----------------------------------------------------------------- list
+
+    async def _list_fixture(self, store: MemoryStore) -> list[MemoryRecord]:
+        """12 records with repeated created_at values; returns them in list order."""
+        order = [5, 1, 3, 3, 0, 7, 3, 1, 9, 7, 2, 3]
+        records = [_rec(store, f"l{i:02d}", created_at_ms=t * 1000) for i, t in enumerate(order)]
+        random.Random(3).shuffle(records)
+        await store.add(records)
+        return sorted(records, key=lambda r: (r.created_at, r.id), reverse=True)
+
+    async def test_list_orders_by_created_desc_then_id_desc(self, store: MemoryStore) -> None:
+        """When this fails, list sorts by insertion order or by id only: sort by
+        (created_at desc, id desc)."""
+        want = [r.id for r in await self._list_fixture(store)]
+        page = await store.list(OWNER, limit=50)
+        assert _page_ids(page) == want, clause(
+            "MS-LIST-1", "list orders by created_at desc, then id desc", _page_ids(page)
+        )
+        assert page.next_cursor is None, clause(
+            "MS-LIST-2", "next_cursor is None on the last page", page.next_cursor
+        )
+
+    @pytest.mark.parametrize("limit", [1, 3, 4, 5, 12])
+    async def test_list_pagination(self, store: MemoryStore, limit: int) -> None:
+        """When this fails, the keyset cursor is wrong: it must encode the last
+        record's (created_at, id) and the next page start strictly after it
+        (ties on created_at broken by id)."""
+        want = [r.id for r in await self._list_fixture(store)]
+        got: list[str] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            page = await store.list(OWNER, limit=limit, cursor=cursor)
+            pages += 1
+            assert len(page.records) <= limit, clause(
+                "MS-LIST-2", f"a page holds at most limit={limit}", len(page.records)
+            )
+            got.extend(_page_ids(page))
+            if page.next_cursor is None:
+                break
+            assert len(page.records) == limit, clause(
+                "MS-LIST-2", "every page but the last is full", len(page.records)
+            )
+            cursor = page.next_cursor
+            assert pages <= len(want), clause("MS-LIST-2", "pagination terminates", pages)
+        assert got == want, clause(
+            "MS-LIST-2", "pages concatenate to the full order, each record once", got
+        )
+        assert pages == max(1, math.ceil(len(want) / limit)), clause(
+            "MS-LIST-2", "the last page (even when exactly full) has next_cursor None", pages
+        )
+
+    async def test_list_pagination_stable_while_adding(self, store: MemoryStore) -> None:
+        """When this fails, the cursor is an offset (or otherwise positional): new
+        records shift pages. Use a keyset cursor on (created_at, id)."""
+        before = await self._list_fixture(store)
+        pre_ids = [r.id for r in before]
+        seen: list[MemoryRecord] = []
+        cursor: str | None = None
+        round_ = 0
+        while True:
+            page = await store.list(OWNER, limit=3, cursor=cursor)
+            seen.extend(page.records)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+            round_ += 1
+            last = page.records[-1]
+            await store.add(
+                [
+                    _rec(store, f"new-top-{round_}", created_at_ms=100_000 + round_),
+                    _rec(store, f"new-bottom-{round_}", created_at_ms=-100_000 - round_),
+                    attrs.evolve(last, id=last.id + "~tie-ahead", content="tie"),
+                ]
+            )
+        ids = [r.id for r in seen]
+        assert len(ids) == len(set(ids)), clause(
+            "MS-LIST-3", "no record appears twice across pages", ids
+        )
+        missing = [i for i in pre_ids if i not in ids]
+        assert not missing, clause("MS-LIST-3", "no pre-existing record is skipped", missing)
+        keys = [(r.created_at, r.id) for r in seen]
+        assert keys == sorted(keys, reverse=True), clause(
+            "MS-LIST-3", "pages continue in list order after the cursor", ids
+        )
+
+    async def test_list_filters(self, store: MemoryStore) -> None:
+        """When this fails, list ignores namespace/kinds or combines them wrongly
+        with the cursor."""
+        records = [
+            _rec(store, f"{ns}-{k}-{i}", namespace=ns, kind=k, created_at_ms=i)
+            for ns in ("a", "b")
+            for k in ("x", "y", "z")
+            for i in range(3)
+        ]
+        await store.add(records)
+        for namespace, kinds in (("a", None), (None, ["x", "z"]), ("b", ["y"])):
+            want = [
+                r.id
+                for r in sorted(records, key=lambda r: (r.created_at, r.id), reverse=True)
+                if (namespace is None or r.namespace == namespace)
+                and (kinds is None or r.kind in kinds)
+            ]
+            got = [
+                r.id
+                for r in await _all_pages(
+                    store, OWNER, limit=2, namespace=namespace, kinds=kinds, cid="MS-LIST-4"
+                )
+            ]
+            assert got == want, clause(
+                "MS-LIST-4", f"list(namespace={namespace!r}, kinds={kinds!r}) pages", got
+            )
+
+    @pytest.mark.parametrize("limit", [0, -5])
+    async def test_list_rejects_non_positive_limit(self, store: MemoryStore, limit: int) -> None:
+        """When this fails, validate `limit` (require_positive) in list."""
+        await _raises(
+            "MS-LIST-5",
+            f"list(limit={limit}) raises InvalidInput",
+            InvalidInput,
+            store.list(OWNER, limit=limit),
+        )
+
+    async def test_list_unknown_owner_is_empty_last_page(self, store: MemoryStore) -> None:
+        """When this fails, list of an owner without records raised or returned a cursor."""
+        await store.add([_rec(store, "x", owner=OTHER)])
+        page = await store.list(OWNER)
+        assert page.records == (), clause(
+            "MS-LIST-6", "an owner without records gets an empty last page", page
+        )
+        assert page.next_cursor is None, clause(
+            "MS-LIST-6", "an owner without records gets an empty last page", page
+        )
+
+    async def test_list_rejects_malformed_cursor(self, store: MemoryStore) -> None:
+        """When this fails, decode cursors with `domain.ranking.decode_cursor` (which
+        raises InvalidInput) instead of failing with a raw error."""
+        await store.add([_rec(store, "x")])
+        await _raises(
+            "MS-LIST-7",
+            "a malformed cursor raises InvalidInput",
+            InvalidInput,
+            store.list(OWNER, cursor="not a cursor!"),
+        )
+
+    # ------------------------------------------------------------ dimension
+
+    @pytest.mark.parametrize("delta", [1, -1])
+    async def test_add_dimension_mismatch(self, store: MemoryStore, delta: int) -> None:
+        """When this fails, add does not compare each vector with space.dimension
+        before writing (check the whole batch first)."""
+        dim = _dim(store)
+        good = _rec(store, "good")
+        bad = _rec(store, "bad", vector=np.ones(dim + delta, dtype=np.float32))
+        await _raises(
+            "MS-DIM-1",
+            f"add with a vector of dimension {dim + delta} raises DimensionMismatch",
+            DimensionMismatch,
+            store.add([good, bad]),
+        )
+        page = await store.list(OWNER)
+        assert not page.records, clause(
+            "MS-DIM-1", "a batch with a wrongly sized vector writes nothing", _page_ids(page)
+        )
+
+    @pytest.mark.parametrize("delta", [1, -1])
+    async def test_update_dimension_mismatch(self, store: MemoryStore, delta: int) -> None:
+        """When this fails, update does not check the vector's dimension."""
+        dim = _dim(store)
+        rec = _rec(store, "u")
+        await store.add([rec])
+        await _raises(
+            "MS-DIM-2",
+            "update with another dimension raises DimensionMismatch",
+            DimensionMismatch,
+            store.update(attrs.evolve(rec, vector=np.ones(dim + delta, dtype=np.float32))),
+        )
+        assert_same_record("MS-DIM-2", await store.get(OWNER, "u"), rec)
+
+    @pytest.mark.parametrize("delta", [1, -1])
+    async def test_search_dimension_mismatch(self, store: MemoryStore, delta: int) -> None:
+        """When this fails, search does not check the query vector's dimension."""
+        dim = _dim(store)
+        await store.add([_rec(store, "s")])
+        await _raises(
+            "MS-DIM-3",
+            "search with another dimension raises DimensionMismatch",
+            DimensionMismatch,
+            store.search(OWNER, np.ones(dim + delta, dtype=np.float32)),
+        )
+
+    # ---------------------------------------------------------------- close
+
+    @pytest.mark.parametrize(
+        "op", ["add", "get", "update", "delete", "search", "list", "delete_scope", "ping"]
+    )
+    async def test_operation_after_close_raises(
+        self, store: MemoryStore, reopen: Reopen | None, op: str
+    ) -> None:
+        """When this fails, the operation does not check the closed flag first (use
+        `Lifecycle.op()`); with reopen, an add rejected after close was still written."""
+        await store.add([_rec(store, "seed")])
+        await store.close()
+        await _raises(
+            "MS-CLOSE-1",
+            f"{op} after close raises StoreClosed",
+            StoreClosed,
+            _closed_op(store, op),
+        )
+        if op == "add" and self.capabilities.reopen and reopen is not None:
+            await asyncio.sleep(0.05)
+            other = await reopen()
+            try:
+                got = await other.get(OWNER, "after-close")
+                assert got is None, clause(
+                    "MS-CLOSE-4", "an add rejected after close is not persisted", got
+                )
+            finally:
+                await other.close()
+
+    async def test_close_is_idempotent(self, store: MemoryStore) -> None:
+        """When this fails, a second close (or two concurrent ones) raised: close
+        must be idempotent (`Lifecycle.begin_close` returns False to later callers)."""
+        await store.close()
+        try:
+            await store.close()
+            await asyncio.gather(store.close(), store.close())
+        except Exception as exc:
+            raise AssertionError(clause("MS-CLOSE-2", "close is idempotent", exc)) from exc
+
+    async def test_close_racing_writes(self, store: MemoryStore, reopen: Reopen | None) -> None:
+        """When this fails, close does not wait for in-flight writes, or a write
+        that started after close still lands: gate every operation with
+        `Lifecycle.op()` and release resources only after `begin_close()`."""
+        opener = self._reopen(reopen, "MS-CLOSE-3")
+        log: list[tuple[str, str]] = []
+        records = [_rec(store, f"race-{i:03d}") for i in range(60)]
+
+        async def write(rec: MemoryRecord) -> None:
+            try:
+                await store.add([rec])
+            except StoreClosed:
+                log.append(("rejected", rec.id))
+                return
+            log.append(("ok", rec.id))
+
+        async def closer() -> None:
+            await store.close()
+            log.append(("closed", ""))
+
+        tasks = [asyncio.create_task(write(r)) for r in records[:30]]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(closer()))
+        tasks += [asyncio.create_task(write(r)) for r in records[30:]]
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert not errors, clause(
+            "MS-CLOSE-3", "a write racing close succeeds or raises StoreClosed", errors[:3]
+        )
+        closed_at = log.index(("closed", ""))
+        late = [rid for kind, rid in log[closed_at:] if kind == "ok"]
+        assert not late, clause("MS-CLOSE-3", "no write completes after close returned", late)
+        ok = {rid for kind, rid in log if kind == "ok"}
+        rejected = {rid for kind, rid in log if kind == "rejected"}
+        await asyncio.sleep(0.05)
+        other = await opener()
+        try:
+            for rid in sorted(ok):
+                assert await other.get(OWNER, rid) is not None, clause(
+                    "MS-CLOSE-3", "a write completed before close persists", rid
+                )
+            for rid in sorted(rejected):
+                got = await other.get(OWNER, rid)
+                assert got is None, clause(
+                    "MS-CLOSE-3", "a write rejected by close is never persisted", rid
+                )
+        finally:
+            await other.close()
+
+    async def test_close_keeps_data(self, store: MemoryStore, reopen: Reopen | None) -> None:
+        """When this fails, close deletes data (e.g. drops a temporary index)
+        instead of only releasing the connection."""
+        opener = self._reopen(reopen, "MS-CLOSE-5")
+        rec = _rec(store, "durable")
+        await store.add([rec])
+        await store.close()
+        other = await opener()
+        try:
+            assert_same_record("MS-CLOSE-5", await other.get(OWNER, "durable"), rec)
+        finally:
+            await other.close()
+
+    async def test_ping_on_open_store(self, store: MemoryStore) -> None:
+        """When this fails, ping raised on a healthy, open store."""
+        try:
+            await store.ping()
+        except Exception as exc:
+            raise AssertionError(
+                clause("MS-CLOSE-6", "ping succeeds on an open store", exc)
+            ) from exc
+
+    # -------------------------------------------------------- keyword search
+
+    def _keyword(self, store: MemoryStore) -> KeywordSearch:
+        require_capability(
+            self.capabilities.keyword_search, "keyword_search", "no full-text search"
+        )
+        if not isinstance(store, KeywordSearch):
+            pytest.fail(clause("MS-KW-0", "keyword_search is declared: implement search_text"))
+        return store
+
+    async def test_keyword_finds_term_in_content(self, store: MemoryStore) -> None:
+        """When this fails, the full-text index does not cover `content` or the
+        query is not tokenised like the documents."""
+        kw = self._keyword(store)
+        await store.add(
+            [
+                _rec(store, "k1", content="the quick zebra crosses the road"),
+                _rec(store, "k2", content="a slow turtle"),
+            ]
+        )
+        hits = await kw.search_text(OWNER, "zebra")
+        assert _ids(hits)[:1] == ["k1"], clause("MS-KW-1", "a content term is found", _ids(hits))
+        assert "k2" not in _ids(hits) or hits[-1].score < hits[0].score, clause(
+            "MS-KW-1", "a record without the term does not tie with one with it", _ids(hits)
+        )
+
+    async def test_keyword_finds_term_in_context_not_returned_as_content(
+        self, store: MemoryStore
+    ) -> None:
+        """When this fails, `context` is not indexed, or is stored into/merged with
+        `content` (context is searchable but never part of the content)."""
+        kw = self._keyword(store)
+        rec = _rec(store, "c1", content="plain words only", context="earlier turn: aardvark")
+        await store.add([rec, _rec(store, "c2", content="nothing here")])
+        hits = await kw.search_text(OWNER, "aardvark")
+        assert _ids(hits)[:1] == ["c1"], clause("MS-KW-2", "a context term is found", _ids(hits))
+        assert hits[0].record.content == "plain words only", clause(
+            "MS-KW-3", "context is never returned as content", hits[0].record.content
+        )
+        assert hits[0].record.context == rec.context, clause(
+            "MS-KW-3", "context round-trips separately", hits[0].record.context
+        )
+
+    @pytest.mark.parametrize(("owner_a", "owner_b", "rid"), _ISOLATION_CASES[:6])
+    async def test_keyword_isolation(
+        self, store: MemoryStore, owner_a: str, owner_b: str, rid: str
+    ) -> None:
+        """When this fails, the owner is not part of the full-text query (or is
+        spliced in unescaped)."""
+        kw = self._keyword(store)
+        await store.add(
+            [
+                _rec(store, rid, owner=owner_a, content="zebra in a"),
+                _rec(store, rid, owner=owner_b, content="zebra in b"),
+                _rec(store, "b2", owner=owner_b, content="zebra zebra zebra"),
+            ]
+        )
+        hits = await kw.search_text(owner_a, "zebra", limit=10)
+        assert [(h.record.owner, h.record.content) for h in hits] == [(owner_a, "zebra in a")], (
+            clause("MS-KW-4", "keyword search returns only the owner's records", _ids(hits))
+        )
+
+    async def test_keyword_filters(self, store: MemoryStore) -> None:
+        """When this fails, namespace/kinds are applied after the full-text top-k
+        (or not at all): put them inside the query."""
+        kw = self._keyword(store)
+        noise = [
+            _rec(store, f"n{i}", namespace="other", kind="noise", content="zebra zebra zebra")
+            for i in range(15)
+        ]
+        await store.add(
+            [
+                *noise,
+                _rec(store, "in-ns", namespace="target", kind="noise", content="zebra"),
+                _rec(store, "in-kind", namespace="other", kind="wanted", content="zebra"),
+                _rec(store, "in-both", namespace="target", kind="wanted", content="zebra"),
+            ]
+        )
+        got = set(_ids(await kw.search_text(OWNER, "zebra", limit=2, namespace="target")))
+        assert got == {"in-ns", "in-both"}, clause("MS-KW-5", "namespace filter", sorted(got))
+        got = set(_ids(await kw.search_text(OWNER, "zebra", limit=2, kinds=["wanted"])))
+        assert got == {"in-kind", "in-both"}, clause("MS-KW-5", "kinds filter", sorted(got))
+        got = set(_ids(await kw.search_text(OWNER, "zebra", namespace="target", kinds=["wanted"])))
+        assert got == {"in-both"}, clause("MS-KW-5", "namespace + kinds filter", sorted(got))
+
+    async def test_keyword_deleted_not_findable(self, store: MemoryStore) -> None:
+        """When this fails, the full-text index keeps deleted documents."""
+        kw = self._keyword(store)
+        await store.add(
+            [
+                _rec(store, "d1", namespace="gone", content="zebra"),
+                _rec(store, "d2", namespace="gone", context="zebra"),
+                _rec(store, "d3", namespace="kept", content="zebra"),
+                _rec(store, "d4", namespace="kept", content="zebra again"),
+            ]
+        )
+        await store.delete_scope(OWNER, namespace="gone")
+        await store.delete(OWNER, "d4")
+        got = _ids(await kw.search_text(OWNER, "zebra"))
+        assert got == ["d3"], clause("MS-KW-6", "deleted records are not findable", got)
+
+    async def test_keyword_more_terms_rank_higher(self, store: MemoryStore) -> None:
+        """When this fails, the ranking does not reward matching terms (check the
+        scoring direction: higher is better)."""
+        kw = self._keyword(store)
+        await store.add(
+            [
+                _rec(store, "a-one", content="kiwi is a fruit"),
+                _rec(store, "b-both", content="giraffe eats kiwi"),
+                _rec(store, "c-none", content="nothing relevant here"),
+            ]
+        )
+        hits = await kw.search_text(OWNER, "giraffe kiwi")
+        ids = _ids(hits)
+        assert ids[:2] == ["b-both", "a-one"], clause(
+            "MS-KW-7", "a record with more query terms ranks higher", ids
+        )
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True), clause(
+            "MS-KW-7", "scores are descending (higher is better)", scores
+        )
+
+    async def test_keyword_rejects_bad_input_and_closed(self, store: MemoryStore) -> None:
+        """When this fails, search_text skips the checks every operation makes."""
+        kw = self._keyword(store)
+        await store.add([_rec(store, "x", content="zebra")])
+        for blank in _BLANKS:
+            await _raises(
+                "MS-KW-8",
+                f"search_text with blank owner {blank!r} raises ScopeRequired",
+                ScopeRequired,
+                kw.search_text(blank, "zebra"),
+            )
+        await _raises(
+            "MS-KW-8",
+            "search_text(limit=0) raises InvalidInput",
+            InvalidInput,
+            kw.search_text(OWNER, "zebra", limit=0),
+        )
+        await store.close()
+        await _raises(
+            "MS-KW-8",
+            "search_text after close raises StoreClosed",
+            StoreClosed,
+            kw.search_text(OWNER, "zebra"),
+        )
+
+    # -------------------------------------------------------- state machine
+
+    async def test_state_machine_agrees_with_oracle(self, store: MemoryStore) -> None:
+        """When this fails, hypothesis prints the shortest operation sequence on
+        which this store and the in-memory oracle disagree: replay it by hand."""
+        from agent_memory.contract_tests.state_machine import run_against_oracle
+
+        await run_against_oracle(store, self.capabilities)
+
+    # ------------------------------------------------------- final canary
+
+    async def test_canary_still_empty_at_the_end(self, store: MemoryStore) -> None:
+        """Same check as the first canary, after every other test ran. When it
+        fails, some test's data survived into this fresh store."""
+        await self._assert_no_leak(store)

@@ -1,0 +1,319 @@
+"""A hypothesis state machine that runs random add/get/update/delete/search/
+list/delete_scope sequences against the store under test and the in-memory
+oracle (`InMemoryMemoryStore`) and asserts they agree (clause MS-SM-1).
+
+The store lives on pytest-asyncio's event loop; hypothesis drives the machine
+from a worker thread and each rule submits its coroutines to that loop. Every
+example uses fresh random owners, so examples never see each other's data even
+though they share one store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import uuid
+from collections.abc import Coroutine, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar, cast
+
+import numpy as np
+import numpy.typing as npt
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+from agent_memory.adapters.memory import InMemoryMemoryStore
+from agent_memory.contract_tests._support import BASE_TIME, clause
+from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.contract_tests.memory_store import assert_same_record
+from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord
+from agent_memory.domain.records import MemoryRecord, ScoredRecord
+from agent_memory.ports.storage import MemoryStore
+
+__all__ = ["STEP_COUNT", "run_against_oracle"]
+
+#: Steps per example; the example count comes from the active hypothesis profile.
+STEP_COUNT = 20
+SCORE_TOL = 1e-4
+_T = TypeVar("_T")
+
+_OWNER_SUFFIXES = ("a", "b:*", "c ü{x}")
+_IDS = ("i0", "i1", "i2", "I0", "i:*", "i 1", "ü")
+_NAMESPACES = ("n1", "n|2")
+_KINDS = ("k1", "k2", "k*")
+_WORDS = ("alpha", "beta", "gamma", "", "ünï")
+
+_owner_idx = st.integers(0, len(_OWNER_SUFFIXES) - 1)
+_ids = st.sampled_from(_IDS)
+_vec4 = st.lists(st.integers(-2, 2), min_size=4, max_size=4)
+_namespace_filter = st.none() | st.sampled_from(_NAMESPACES)
+_kinds_filter = st.none() | st.lists(st.sampled_from(_KINDS), min_size=1, max_size=2, unique=True)
+_record_spec = st.tuples(
+    _owner_idx,
+    _ids,
+    st.sampled_from(_NAMESPACES),
+    st.sampled_from(_KINDS),
+    _vec4,
+    st.integers(0, 4),
+    st.sampled_from(_WORDS),
+    st.sampled_from((0.0, 0.5, 1.0)),
+)
+RecordSpec = tuple[int, str, str, str, list[int], int, str, float]
+
+
+class _Failed:
+    """An operation's error outcome, compared by type."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.type = type(exc)
+        self.exc = exc
+
+    def __repr__(self) -> str:
+        return f"raised {self.type.__name__}: {self.exc}"
+
+
+class _StoreVsOracle(RuleBasedStateMachine):
+    def __init__(
+        self, store: MemoryStore, loop: asyncio.AbstractEventLoop, caps: Capabilities
+    ) -> None:
+        super().__init__()
+        self.store = store
+        self.loop = loop
+        self.caps = caps
+        self.dim = store.space.dimension
+        self.oracle = InMemoryMemoryStore(store.space)
+        prefix = f"sm-{uuid.uuid4().hex[:10]}"
+        self.owners = [f"{prefix}-{s}" for s in _OWNER_SUFFIXES]
+        self.counter = 0
+
+    # ----------------------------------------------------------- plumbing
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=60)
+
+    def _both(
+        self, store_coro: Coroutine[Any, Any, _T], oracle_coro: Coroutine[Any, Any, _T]
+    ) -> tuple[_T | _Failed, _T | _Failed]:
+        out: list[Any] = []
+        for coro in (oracle_coro, store_coro):
+            try:
+                out.append(self._run(coro))
+            except AgentMemoryError as exc:
+                out.append(_Failed(exc))
+        return out[1], out[0]
+
+    def _same_outcome(self, op: str, got: object, want: object) -> None:
+        if isinstance(want, _Failed) or isinstance(got, _Failed):
+            same = isinstance(want, _Failed) and isinstance(got, _Failed) and got.type is want.type
+            assert same, clause("MS-SM-1", f"{op}: the store agrees with the oracle", (got, want))
+
+    def _vector(self, comps: Sequence[int]) -> npt.NDArray[np.float32]:
+        v = np.zeros(self.dim, dtype=np.float32)
+        n = min(self.dim, len(comps))
+        v[:n] = comps[:n]
+        if not v.any():
+            v[0] = 1.0
+        return v
+
+    def _record(self, spec: RecordSpec) -> MemoryRecord:
+        owner_i, rid, ns, kind, comps, created, word, importance = spec
+        self.counter += 1
+        created_at = BASE_TIME + timedelta(seconds=created)
+        return MemoryRecord(
+            id=rid,
+            owner=self.owners[owner_i],
+            namespace=ns,
+            kind=kind,
+            content=f"{word} #{self.counter}",
+            vector=self._vector(comps),
+            created_at=created_at,
+            updated_at=created_at + timedelta(milliseconds=self.counter),
+            importance=importance,
+            attributes={"n": self.counter, "w": [word]},
+            context=word,
+        )
+
+    # -------------------------------------------------------------- rules
+
+    @rule(specs=st.lists(_record_spec, min_size=1, max_size=3))
+    def add(self, specs: list[RecordSpec]) -> None:
+        batch = [self._record(s) for s in specs]
+        got, want = self._both(self.store.add(batch), self.oracle.add(batch))
+        self._same_outcome("add", got, want)
+        if (
+            isinstance(got, _Failed)
+            and got.type is DuplicateRecord
+            and not self.caps.atomic_batches
+        ):
+            # A partial batch is allowed: mirror what the store kept.
+            for rec in batch:
+                stored = self._run(self.store.get(rec.owner, rec.id))
+                known = self._run(self.oracle.get(rec.owner, rec.id))
+                if stored is not None and known is None:
+                    self._run(self.oracle.add([stored]))
+
+    @rule(owner_i=_owner_idx, rid=_ids)
+    def get(self, owner_i: int, rid: str) -> None:
+        owner = self.owners[owner_i]
+        got = self._run(self.store.get(owner, rid))
+        want = self._run(self.oracle.get(owner, rid))
+        if want is None:
+            assert got is None, clause("MS-SM-1", f"get({rid!r}): the oracle has none", got)
+        else:
+            assert_same_record("MS-SM-1", got, want)
+
+    @rule(spec=_record_spec)
+    def update(self, spec: RecordSpec) -> None:
+        rec = self._record(spec)
+        got, want = self._both(self.store.update(rec), self.oracle.update(rec))
+        self._same_outcome("update", got, want)
+
+    @rule(owner_i=_owner_idx, rid=_ids)
+    def delete(self, owner_i: int, rid: str) -> None:
+        owner = self.owners[owner_i]
+        got, want = self._both(self.store.delete(owner, rid), self.oracle.delete(owner, rid))
+        assert got == want, clause(
+            "MS-SM-1", f"delete({rid!r}) returns the oracle's flag", (got, want)
+        )
+
+    @rule(
+        owner_i=_owner_idx,
+        comps=_vec4,
+        limit=st.integers(1, 6),
+        namespace=_namespace_filter,
+        kinds=_kinds_filter,
+        min_score=st.none() | st.sampled_from((-0.5, 0.123, 0.6)),
+    )
+    def search(
+        self,
+        owner_i: int,
+        comps: list[int],
+        limit: int,
+        namespace: str | None,
+        kinds: list[str] | None,
+        min_score: float | None,
+    ) -> None:
+        owner = self.owners[owner_i]
+        q = self._vector(comps)
+        got = self._run(
+            self.store.search(
+                owner, q, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+            )
+        )
+        full = self._run(
+            self.oracle.search(owner, q, limit=10_000, namespace=namespace, kinds=kinds)
+        )
+        _check_search(got, full, limit, min_score)
+
+    @rule(
+        owner_i=_owner_idx,
+        namespace=_namespace_filter,
+        kinds=_kinds_filter,
+        page=st.integers(1, 5),
+    )
+    def list_all(
+        self, owner_i: int, namespace: str | None, kinds: list[str] | None, page: int
+    ) -> None:
+        owner = self.owners[owner_i]
+        got = self._walk(self.store, owner, namespace, kinds, page)
+        want = self._walk(self.oracle, owner, namespace, kinds, 1000)
+        assert [(r.id, r.content) for r in got] == [(r.id, r.content) for r in want], clause(
+            "MS-SM-1",
+            f"list (pages of {page}) agrees with the oracle",
+            ([r.id for r in got], [r.id for r in want]),
+        )
+
+    @rule(owner_i=_owner_idx, namespace=_namespace_filter, kinds=_kinds_filter)
+    def delete_scope(self, owner_i: int, namespace: str | None, kinds: list[str] | None) -> None:
+        owner = self.owners[owner_i]
+        got, want = self._both(
+            self.store.delete_scope(owner, namespace=namespace, kinds=kinds),
+            self.oracle.delete_scope(owner, namespace=namespace, kinds=kinds),
+        )
+        assert got == want, clause(
+            "MS-SM-1", "delete_scope deletes as many records as the oracle", (got, want)
+        )
+
+    def _walk(
+        self,
+        store: MemoryStore,
+        owner: str,
+        namespace: str | None,
+        kinds: list[str] | None,
+        page: int,
+    ) -> list[MemoryRecord]:
+        out: list[MemoryRecord] = []
+        cursor: str | None = None
+        for _ in range(1000):
+            p = self._run(
+                store.list(owner, namespace=namespace, kinds=kinds, limit=page, cursor=cursor)
+            )
+            out.extend(p.records)
+            if p.next_cursor is None:
+                return out
+            cursor = p.next_cursor
+        raise AssertionError(clause("MS-SM-1", "list pagination terminates", len(out)))
+
+    def teardown(self) -> None:
+        for owner in self.owners:
+            self._run(self.store.delete_scope(owner))
+
+
+def _check_search(
+    got: list[ScoredRecord], full: list[ScoredRecord], limit: int, min_score: float | None
+) -> None:
+    """Agreement up to float noise: same records (near-ties at the cut may swap),
+    same scores within SCORE_TOL, the store's own order score desc then id asc."""
+    want = {h.record.id: h.score for h in full}
+    ids = [h.record.id for h in got]
+    assert len(ids) == len(set(ids)), clause("MS-SM-1", "search returns each record once", ids)
+    assert len(got) <= limit, clause("MS-SM-1", f"search returns at most limit={limit}", ids)
+    for h in got:
+        rid = h.record.id
+        assert rid in want, clause(
+            "MS-SM-1", "search returns only records the oracle would (owner, filters)", rid
+        )
+        assert abs(h.score - want[rid]) <= SCORE_TOL, clause(
+            "MS-SM-1", f"the score of {rid!r} agrees with the oracle", (h.score, want[rid])
+        )
+        assert min_score is None or want[rid] >= min_score - SCORE_TOL, clause(
+            "MS-SM-1", f"min_score={min_score} excludes {rid!r}", want[rid]
+        )
+    for a, b in itertools.pairwise(got):
+        assert a.score >= b.score - SCORE_TOL, clause(
+            "MS-SM-1", "search orders by score descending", (a.score, b.score)
+        )
+        if a.score == b.score and want[a.record.id] == want[b.record.id]:
+            assert a.record.id < b.record.id, clause(
+                "MS-SM-1", "equal scores are ordered by id ascending", (a.record.id, b.record.id)
+            )
+    certain = {r for r, s in want.items() if min_score is None or s >= min_score + SCORE_TOL}
+    missed = certain - set(ids)
+    if len(got) < limit:
+        assert not missed, clause(
+            "MS-SM-1", "search with room left returns every matching record", sorted(missed)
+        )
+    elif got:
+        worst = min(h.score for h in got)
+        better = sorted(r for r in missed if want[r] > worst + SCORE_TOL)
+        assert not better, clause("MS-SM-1", "search skipped better records", better)
+
+
+async def run_against_oracle(
+    store: MemoryStore, capabilities: Capabilities, *, step_count: int = STEP_COUNT
+) -> None:
+    """Run the state machine against `store` (which must be open, on this loop)."""
+    loop = asyncio.get_running_loop()
+    base = settings.default
+    inherited = list(base.suppress_health_check) if base is not None else []
+    suppressed = [*inherited, HealthCheck.too_slow]
+    config = settings(
+        deadline=None, stateful_step_count=step_count, suppress_health_check=suppressed
+    )
+
+    def factory() -> _StoreVsOracle:
+        return _StoreVsOracle(store, loop, capabilities)
+
+    machine = cast(type[RuleBasedStateMachine], factory)  # any zero-arg factory works
+    await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)

@@ -1,0 +1,126 @@
+"""Open a `QdrantMemoryStore` from a URL.
+
+| URL | client |
+| --- | --- |
+| `qdrant://host:6333` | a Qdrant server over HTTP (options below) |
+| `qdrant://:API_KEY@host:6333` | the same, with an API key (the password part of the URL) |
+| `qdrant+local:///abs/path` | local mode persisted in a directory (one process at a time) |
+| `qdrant+memory://` | qdrant-client local mode in memory (tests, demos) |
+
+Server options: `?tls=true` (HTTPS), `?grpc=true` (prefer gRPC), `?grpc_port=6334`,
+`?timeout=SECONDS`. Every form takes `?prefix=NAME_` (the collection name prefix,
+default `agent_memory_`).
+Building the client does no network I/O; the first operation connects.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from qdrant_client import AsyncQdrantClient
+
+from agent_memory.adapters.qdrant.store import DEFAULT_COLLECTION_PREFIX, QdrantMemoryStore
+from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.records import EmbeddingSpace
+
+__all__ = ["open_qdrant_store", "open_stores", "qdrant_client_from_url"]
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _flag(params: dict[str, list[str]], name: str) -> bool:
+    raw = params.get(name, ["false"])[-1].lower()
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ConfigurationError(f"qdrant URL option {name}={raw!r}: expected true or false")
+
+
+def _parse(url: str) -> tuple[str, dict[str, Any], str]:
+    """(kind, client kwargs, collection prefix) of a qdrant URL."""
+    if not isinstance(url, str):
+        raise ConfigurationError(f"a qdrant URL string is required, got {type(url).__name__}")
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    params = parse_qs(parts.query, keep_blank_values=True)
+    known = {"prefix", "tls", "grpc", "grpc_port", "timeout"}
+    unknown = sorted(set(params) - known)
+    if unknown:
+        raise ConfigurationError(f"unknown qdrant URL option(s) {unknown}; known: {sorted(known)}")
+    prefix = params.get("prefix", [DEFAULT_COLLECTION_PREFIX])[-1]
+    if scheme == "qdrant+memory":
+        return "memory", {"location": ":memory:"}, prefix
+    if scheme == "qdrant+local":
+        path = unquote(parts.path)
+        if parts.netloc or not path or path == "/":
+            raise ConfigurationError(
+                f"qdrant+local URL needs an absolute directory path, e.g. qdrant+local:///var/"
+                f"lib/agent-memory/qdrant; got {url!r}"
+            )
+        return "local", {"path": path}, prefix
+    if scheme == "qdrant":
+        if not parts.hostname:
+            raise ConfigurationError("qdrant URL needs a host, e.g. qdrant://localhost:6333")
+        tls = _flag(params, "tls")
+        try:
+            port = parts.port or 6333
+        except ValueError as exc:
+            raise ConfigurationError(f"qdrant URL port: {exc}") from None
+        kwargs: dict[str, Any] = {
+            "url": f"{'https' if tls else 'http'}://{parts.hostname}:{port}",
+            "prefer_grpc": _flag(params, "grpc"),
+            # The version check runs a request in a thread at construction: no I/O
+            # before the first operation.
+            "check_compatibility": False,
+        }
+        if "grpc_port" in params:
+            try:
+                kwargs["grpc_port"] = int(params["grpc_port"][-1])
+            except ValueError:
+                raise ConfigurationError("qdrant URL option grpc_port must be an integer") from None
+        if "timeout" in params:
+            try:
+                kwargs["timeout"] = int(params["timeout"][-1])
+            except ValueError:
+                raise ConfigurationError("qdrant URL option timeout must be an integer") from None
+        if parts.password:
+            kwargs["api_key"] = unquote(parts.password)
+        return "server", kwargs, prefix
+    raise ConfigurationError(
+        f"not a qdrant URL: {scheme!r}; use qdrant://host:port, qdrant+local:///path "
+        "or qdrant+memory://"
+    )
+
+
+def qdrant_client_from_url(url: str) -> tuple[AsyncQdrantClient, str]:
+    """An `AsyncQdrantClient` for `url` and the collection prefix it names."""
+    _kind, kwargs, prefix = _parse(url)
+    return AsyncQdrantClient(**kwargs), prefix
+
+
+def open_qdrant_store(url: str, space: EmbeddingSpace) -> QdrantMemoryStore:
+    """A store that owns a new client for `url` (closing the store closes it)."""
+    client, prefix = qdrant_client_from_url(url)
+    return QdrantMemoryStore(client, space, collection_prefix=prefix, owns_client=True)
+
+
+async def open_stores(
+    url: str,
+    *,
+    space: EmbeddingSpace,
+    retention: timedelta | None = None,
+    deployment: str | None = None,
+    clock: object | None = None,
+) -> dict[str, Any]:
+    """The bootstrap hook: Qdrant serves the memory store only."""
+    del retention, deployment, clock  # events, leases and cache come from another URL
+    kind, _kwargs, prefix = _parse(url)
+    store = open_qdrant_store(url, space)
+    return {
+        "store": store,
+        "details": {"qdrant": kind, "collection": store.collection_name, "prefix": prefix},
+    }

@@ -1,0 +1,618 @@
+"""`MemoryStore` on Qdrant (qdrant-client's `AsyncQdrantClient`).
+
+One collection per embedding space (`<prefix><space.identity>`, cosine
+distance, the space's dimension) holds every owner's records; the owner filter
+is part of every query. Ranking agrees with the in-process oracle: Qdrant
+selects the candidates, and the exact cosine scores are recomputed from the
+stored vector so that scores and ties (id ascending) match. Works the same on
+a Qdrant server and on qdrant-client's local mode (`location=":memory:"` or a
+path).
+
+Qdrant upserts silently, so `add` reads the batch's point ids first and
+rejects duplicates before writing anything. The check and the write are
+serialised per (client, collection) inside this process; two processes adding
+the same id at the same moment can both succeed (the later write wins), which
+is why the adapter declares `concurrent_duplicate_rejection=False`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import warnings
+import weakref
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
+
+import httpx
+import numpy as np
+import numpy.typing as npt
+from qdrant_client import AsyncQdrantClient
+from qdrant_client import models as qm
+from qdrant_client.http.exceptions import ApiException
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.qdrant._codec import (
+    FIELD_CONTENT,
+    FIELD_CONTEXT,
+    FIELD_CREATED,
+    FIELD_ID,
+    FIELD_KIND,
+    FIELD_NAMESPACE,
+    FIELD_OWNER,
+    FIELD_TOKENS,
+    from_micros,
+    point_id,
+    record_from_payload,
+    record_to_payload,
+    to_micros,
+    vector_from_payload,
+)
+from agent_memory.adapters.qdrant._lexical import bm25_scores, query_terms, tokenize
+from agent_memory.domain.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    DimensionMismatch,
+    DuplicateRecord,
+    InvalidInput,
+    NotFound,
+)
+from agent_memory.domain.ranking import (
+    cosine_scores,
+    decode_cursor,
+    encode_cursor,
+    normalise_rows,
+    top_k,
+)
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+    require_dimension,
+)
+from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+
+__all__ = ["DEFAULT_COLLECTION_PREFIX", "QdrantMemoryStore"]
+
+DEFAULT_COLLECTION_PREFIX = "agent_memory_"
+_T = TypeVar("_T")
+_BACKEND = "qdrant"
+# Candidates asked for beyond `limit`, so that ties at the cut resolve by id.
+_SEARCH_SLACK = 8
+# Largest gap between Qdrant's float32 score and the exact recomputed one.
+_SCORE_EPS = 1e-4
+_SCROLL_BATCH = 1024
+_UPSERT_BATCH = 1024
+# grpc ships no type stubs; qdrant-client imports it anyway.
+_GRPC_ERROR: type[BaseException] = importlib.import_module("grpc").RpcError
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    ApiException,
+    httpx.HTTPError,
+    _GRPC_ERROR,
+    OSError,
+    TimeoutError,
+)
+
+# Writes (check-then-upsert) are serialised per client and collection, so that
+# every store handle sharing a client in this process sees one order.
+_Keys = list[tuple[int, str]]
+_Conditions = list[qm.Condition]
+_Hits = list[ScoredRecord]
+
+_WRITE_LOCKS: weakref.WeakKeyDictionary[AsyncQdrantClient, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _write_lock(client: AsyncQdrantClient, collection: str) -> asyncio.Lock:
+    locks = _WRITE_LOCKS.setdefault(client, {})
+    lock = locks.get(collection)
+    if lock is None:
+        lock = locks[collection] = asyncio.Lock()
+    return lock
+
+
+def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
+    if namespace is not None:
+        require_scope(namespace, "namespace")
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
+    return sorted({require_id(k, "kinds") for k in kinds})
+
+
+def _match(key: str, value: str) -> qm.FieldCondition:
+    return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
+
+
+def _scope_conditions(
+    owner: str, namespace: str | None, kinds: list[str] | None
+) -> list[qm.Condition]:
+    """The owner (always) plus the optional namespace and kinds, as `must` conditions."""
+    must: list[qm.Condition] = [_match(FIELD_OWNER, owner)]
+    if namespace is not None:
+        must.append(_match(FIELD_NAMESPACE, namespace))
+    if kinds is not None:
+        must.append(qm.FieldCondition(key=FIELD_KIND, match=qm.MatchAny(any=list(kinds))))
+    return must
+
+
+def _created(condition: qm.Range) -> qm.FieldCondition:
+    return qm.FieldCondition(key=FIELD_CREATED, range=condition)
+
+
+def _payload(point: qm.Record | qm.ScoredPoint) -> dict[str, Any]:
+    return point.payload or {}
+
+
+class QdrantMemoryStore:
+    """`MemoryStore` (and `KeywordSearch`) on a Qdrant collection.
+
+    `client` may be shared by several store handles (the way several
+    processes share a server); the store closes it only when `owns_client`.
+    """
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        space: EmbeddingSpace,
+        *,
+        collection_prefix: str = DEFAULT_COLLECTION_PREFIX,
+        owns_client: bool = False,
+    ) -> None:
+        if not isinstance(space, EmbeddingSpace):
+            raise InvalidInput("space", f"an EmbeddingSpace is required, got {space!r}")
+        self._client = client
+        self._space = space
+        self._collection_name = f"{collection_prefix}{space.identity}"
+        self._owns_client = owns_client
+        self._life = Lifecycle("qdrant memory store")
+        self._ready = False
+        self._init_lock = asyncio.Lock()
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self._space
+
+    @property
+    def collection_name(self) -> str:
+        """The collection this store reads and writes."""
+        return self._collection_name
+
+    @property
+    def client(self) -> AsyncQdrantClient:
+        return self._client
+
+    # -- plumbing -------------------------------------------------------------
+
+    async def _call(self, what: str, awaitable: Awaitable[_T]) -> _T:
+        """Await one client call; transport and server failures -> `BackendUnavailable`."""
+        try:
+            return await awaitable
+        except _TRANSPORT_ERRORS as exc:
+            raise BackendUnavailable(_BACKEND, f"{what}: {type(exc).__name__}: {exc}") from exc
+
+    async def _collection(self) -> str:
+        """The collection name, once it exists with this space's dimension and indexes."""
+        if not self._ready:
+            async with self._init_lock:
+                if not self._ready:
+                    await self._prepare()
+                    self._ready = True
+        return self._collection_name
+
+    async def _prepare(self) -> None:
+        name = self._collection_name
+        client = self._client
+        if not await self._call("collection_exists", client.collection_exists(name)):
+            try:
+                await self._call(
+                    "create_collection",
+                    client.create_collection(
+                        name,
+                        vectors_config=qm.VectorParams(
+                            size=self._space.dimension, distance=qm.Distance.COSINE
+                        ),
+                    ),
+                )
+            except BackendUnavailable:
+                # Another process may have created it first; anything else re-raises.
+                if not await self._call("collection_exists", client.collection_exists(name)):
+                    raise
+        info = await self._call("get_collection", client.get_collection(name))
+        vectors = info.config.params.vectors
+        if not isinstance(vectors, qm.VectorParams):
+            names = sorted(vectors or {})
+            raise ConfigurationError(
+                f"qdrant collection {name!r} has named vectors {names}; this store needs one "
+                f"unnamed vector of dimension {self._space.dimension}"
+            )
+        if vectors.size != self._space.dimension:
+            raise DimensionMismatch(
+                self._space.dimension, vectors.size, where=f"qdrant collection {name!r}"
+            )
+        if vectors.distance != qm.Distance.COSINE:
+            raise ConfigurationError(
+                f"qdrant collection {name!r} uses {vectors.distance} distance; "
+                "this store needs Cosine"
+            )
+        await self._ensure_indexes(name, info.payload_schema or {})
+
+    async def _ensure_indexes(self, name: str, existing: dict[str, Any]) -> None:
+        text = qm.TextIndexParams(
+            type=qm.TextIndexType.TEXT, tokenizer=qm.TokenizerType.WORD, lowercase=True
+        )
+        wanted: list[tuple[str, qm.PayloadSchemaType | qm.PayloadSchemaParams]] = [
+            (FIELD_OWNER, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)),
+            (FIELD_NAMESPACE, qm.PayloadSchemaType.KEYWORD),
+            (FIELD_KIND, qm.PayloadSchemaType.KEYWORD),
+            (FIELD_CREATED, qm.PayloadSchemaType.INTEGER),
+            (FIELD_CONTENT, text),
+            (FIELD_CONTEXT, text),
+        ]
+        for field_name, schema in wanted:
+            if field_name in existing:
+                continue
+            with warnings.catch_warnings():
+                # Local mode warns that it builds no payload indexes (it scans).
+                warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+                await self._call(
+                    f"create_payload_index {field_name}",
+                    self._client.create_payload_index(name, field_name, field_schema=schema),
+                )
+
+    async def _scan(self, name: str, flt: qm.Filter, fields: list[str]) -> list[dict[str, Any]]:
+        """Every point matching `flt` (payload `fields` only), in bounded batches."""
+        out: list[dict[str, Any]] = []
+        offset: qm.ExtendedPointId | None = None
+        while True:
+            points, offset = await self._call(
+                "scroll",
+                self._client.scroll(
+                    name,
+                    scroll_filter=flt,
+                    limit=_SCROLL_BATCH,
+                    offset=offset,
+                    with_payload=fields,
+                    with_vectors=False,
+                ),
+            )
+            out.extend(_payload(p) for p in points)
+            if offset is None:
+                return out
+
+    async def _retrieve(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Full payloads by point id (missing points are absent)."""
+        if not ids:
+            return {}
+        points = await self._call(
+            "retrieve",
+            self._client.retrieve(name, ids=ids, with_payload=True, with_vectors=False),
+        )
+        return {str(p.id): _payload(p) for p in points}
+
+    async def _existing(self, name: str, ids: list[str]) -> set[str]:
+        points = await self._call(
+            "retrieve",
+            self._client.retrieve(name, ids=ids, with_payload=False, with_vectors=False),
+        )
+        return {str(p.id) for p in points}
+
+    async def _upsert(self, name: str, records: Sequence[MemoryRecord]) -> None:
+        for start in range(0, len(records), _UPSERT_BATCH):
+            chunk = records[start : start + _UPSERT_BATCH]
+            batch = qm.Batch(
+                ids=[point_id(r.owner, r.id) for r in chunk],
+                vectors=[r.vector.tolist() for r in chunk],
+                payloads=[record_to_payload(r) for r in chunk],
+            )
+            await self._call("upsert", self._client.upsert(name, points=batch, wait=True))
+
+    # -- MemoryStore ----------------------------------------------------------
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        async with self._life.op():
+            batch = list(records)
+            for r in batch:
+                if not isinstance(r, MemoryRecord):
+                    raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+                require_dimension(self._space, r.vector)
+            if not batch:
+                return
+            seen: set[tuple[str, str]] = set()
+            dupes: dict[str, list[str]] = {}
+            for r in batch:
+                if (r.owner, r.id) in seen:
+                    dupes.setdefault(r.owner, []).append(r.id)
+                seen.add((r.owner, r.id))
+            name = await self._collection()
+            async with _write_lock(self._client, name):
+                ids = [point_id(r.owner, r.id) for r in batch]
+                stored = await self._existing(name, ids)
+                for r, pid in zip(batch, ids, strict=True):
+                    if pid in stored and r.id not in dupes.get(r.owner, ()):
+                        dupes.setdefault(r.owner, []).append(r.id)
+                if dupes:
+                    owner, dupe_ids = next(iter(dupes.items()))
+                    raise DuplicateRecord(owner, tuple(dupe_ids))
+                await self._upsert(name, batch)
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            name = await self._collection()
+            payload = (await self._retrieve(name, [point_id(owner, id)])).get(point_id(owner, id))
+            if payload is None or payload.get(FIELD_OWNER) != owner or payload.get(FIELD_ID) != id:
+                return None
+            return record_from_payload(payload)
+
+    async def update(self, record: MemoryRecord) -> None:
+        async with self._life.op():
+            if not isinstance(record, MemoryRecord):
+                raise InvalidInput("record", f"MemoryRecord required, got {type(record).__name__}")
+            require_dimension(self._space, record.vector)
+            name = await self._collection()
+            async with _write_lock(self._client, name):
+                if not await self._existing(name, [point_id(record.owner, record.id)]):
+                    raise NotFound(record.owner, record.id)
+                await self._upsert(name, [record])
+
+    async def delete(self, owner: str, id: str) -> bool:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            name = await self._collection()
+            pid = point_id(owner, id)
+            async with _write_lock(self._client, name):
+                if not await self._existing(name, [pid]):
+                    return False
+                await self._call(
+                    "delete",
+                    self._client.delete(
+                        name, points_selector=qm.PointIdsList(points=[pid]), wait=True
+                    ),
+                )
+                return True
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> _Hits:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            query = as_vector(vector, "query vector")
+            require_dimension(self._space, query)
+            wanted = _check_filters(namespace, kinds)
+            if min_score is not None and (
+                isinstance(min_score, bool) or not isinstance(min_score, int | float)
+            ):
+                raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+            if wanted == []:
+                return []
+            name = await self._collection()
+            flt = qm.Filter(must=_scope_conditions(owner, namespace, wanted))
+            threshold = None if min_score is None else float(min_score) - _SCORE_EPS
+            as_list = query.tolist()
+            fetch = limit + _SEARCH_SLACK
+            while True:
+                response = await self._call(
+                    "query_points",
+                    self._client.query_points(
+                        name,
+                        query=as_list,
+                        query_filter=flt,
+                        limit=fetch,
+                        with_payload=True,
+                        with_vectors=False,
+                        score_threshold=threshold,
+                    ),
+                )
+                points = response.points
+                if not points:
+                    return []
+                payloads = [_payload(p) for p in points]
+                ids = [str(p[FIELD_ID]) for p in payloads]
+                matrix = normalise_rows(np.stack([vector_from_payload(p) for p in payloads]))
+                scores = cosine_scores(matrix, query)
+                hits = top_k(scores, ids, limit, min_score)
+                if len(points) < fetch:
+                    break  # every match was seen
+                # Anything not fetched scored at most the lowest engine score; stop
+                # once that is clearly below the score at the cut.
+                if len(hits) == limit:
+                    cut = hits[-1][1]
+                else:
+                    cut = -1.0 if min_score is None else float(min_score)
+                if min(p.score for p in points) + _SCORE_EPS < cut:
+                    break
+                fetch *= 2
+            return [ScoredRecord(record=record_from_payload(payloads[i]), score=s) for i, s in hits]
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            wanted = _check_filters(namespace, kinds)
+            after = decode_cursor(cursor) if cursor is not None else None
+            if wanted == []:
+                return Page(records=(), next_cursor=None)
+            name = await self._collection()
+            scope = _scope_conditions(owner, namespace, wanted)
+            keys = await self._list_keys(name, scope, limit, after)
+            page_keys = keys[:limit]
+            ids = [point_id(owner, rid) for _, rid in page_keys]
+            found = await self._retrieve(name, ids)
+            records = tuple(record_from_payload(found[pid]) for pid in ids if pid in found)
+            next_cursor = None
+            if len(keys) > limit:
+                last_us, last_id = page_keys[-1]
+                next_cursor = encode_cursor(from_micros(last_us), last_id)
+            return Page(records=records, next_cursor=next_cursor)
+
+    async def _list_keys(
+        self,
+        name: str,
+        scope: _Conditions,
+        limit: int,
+        after: tuple[Any, str] | None,
+    ) -> _Keys:
+        """At least `limit + 1` (created_us, id) keys after the cursor, in list order,
+        or all of them when fewer remain.
+
+        Qdrant orders by `created_us` (order_by) but not by id within equal
+        timestamps, so a timestamp group that a page boundary may cut is read
+        whole (light payload, bounded batches) and sorted here.
+        """
+        light = [FIELD_ID, FIELD_CREATED]
+        keys: _Keys = []
+        upper: _Conditions = []
+        if after is not None:
+            c_us, c_id = to_micros(after[0]), after[1]
+            same = qm.Filter(must=[*scope, _created(qm.Range(gte=c_us, lte=c_us))])
+            group = await self._scan(name, same, light)
+            keys.extend((c_us, str(p[FIELD_ID])) for p in group if str(p[FIELD_ID]) < c_id)
+            upper = [_created(qm.Range(lt=c_us))]
+        need = limit + 1 - len(keys)
+        if need > 0:
+            points, _ = await self._call(
+                "scroll",
+                self._client.scroll(
+                    name,
+                    scroll_filter=qm.Filter(must=[*scope, *upper]),
+                    limit=need,
+                    order_by=qm.OrderBy(key=FIELD_CREATED, direction=qm.Direction.DESC),
+                    with_payload=light,
+                    with_vectors=False,
+                ),
+            )
+            batch = [(int(_payload(p)[FIELD_CREATED]), str(_payload(p)[FIELD_ID])) for p in points]
+            if len(batch) == need:
+                # The last timestamp group may be cut: read it whole.
+                v_last = batch[-1][0]
+                batch = [k for k in batch if k[0] != v_last]
+                same = qm.Filter(must=[*scope, _created(qm.Range(gte=v_last, lte=v_last))])
+                group = await self._scan(name, same, light)
+                batch.extend((v_last, str(p[FIELD_ID])) for p in group)
+            keys.extend(batch)
+        keys.sort(reverse=True)
+        return keys
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            wanted = _check_filters(namespace, kinds)
+            if wanted == []:
+                return 0
+            name = await self._collection()
+            flt = qm.Filter(must=_scope_conditions(owner, namespace, wanted))
+            async with _write_lock(self._client, name):
+                result = await self._call(
+                    "count", self._client.count(name, count_filter=flt, exact=True)
+                )
+                if result.count == 0:
+                    return 0
+                await self._call(
+                    "delete",
+                    self._client.delete(
+                        name, points_selector=qm.FilterSelector(filter=flt), wait=True
+                    ),
+                )
+                return int(result.count)
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._call("get_collections", self._client.get_collections())
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns_client:
+            # Closing a client whose server is gone: nothing is left to release.
+            with contextlib.suppress(*_TRANSPORT_ERRORS):
+                await self._client.close()
+
+    # -- KeywordSearch --------------------------------------------------------
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> _Hits:
+        """BM25 over content + context. Qdrant's text index selects the owner's
+        candidates holding any query term (filters inside the query); the
+        scores use statistics over the owner's filtered records only."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            if not isinstance(query, str):
+                raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
+            wanted = _check_filters(namespace, kinds)
+            terms = query_terms(query)
+            if not terms or wanted == []:
+                return []
+            name = await self._collection()
+            scope = _scope_conditions(owner, namespace, wanted)
+            should: _Conditions = [
+                qm.FieldCondition(key=field_name, match=qm.MatchText(text=term))
+                for field_name in (FIELD_CONTENT, FIELD_CONTEXT)
+                for term in terms
+            ]
+            candidates = await self._scan(
+                name,
+                qm.Filter(must=scope, should=should),
+                [FIELD_ID, FIELD_CONTENT, FIELD_CONTEXT],
+            )
+            if not candidates:
+                return []
+            corpus = await self._scan(name, qm.Filter(must=scope), [FIELD_TOKENS])
+            tokens = [
+                tokenize(str(p.get(FIELD_CONTENT, ""))) + tokenize(str(p.get(FIELD_CONTEXT, "")))
+                for p in candidates
+            ]
+            scores = bm25_scores(
+                terms,
+                tokens,
+                total_docs=len(corpus),
+                total_length=sum(int(p.get(FIELD_TOKENS, 0)) for p in corpus),
+            )
+            ranked = sorted(
+                (
+                    (-score, str(p[FIELD_ID]))
+                    for p, score in zip(candidates, scores, strict=True)
+                    if score > 0.0
+                ),
+            )[:limit]
+            ids = [point_id(owner, rid) for _, rid in ranked]
+            found = await self._retrieve(name, ids)
+            return [
+                ScoredRecord(record=record_from_payload(found[pid]), score=-neg)
+                for (neg, _), pid in zip(ranked, ids, strict=True)
+                if pid in found
+            ]

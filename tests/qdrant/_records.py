@@ -1,0 +1,42 @@
+"""Record builders shared by the Qdrant tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from agent_memory.domain.records import MemoryRecord
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def rec(
+    id: str,
+    owner: str = "alice",
+    *,
+    vector: Any = None,
+    namespace: str = "notes",
+    kind: str = "fact",
+    content: str = "",
+    context: str = "",
+    seconds: int = 0,
+    attributes: dict[str, Any] | None = None,
+    dimension: int = 8,
+) -> MemoryRecord:
+    if vector is None:
+        seed = abs(hash((owner, id))) % (2**32)
+        vector = np.random.default_rng(seed).standard_normal(dimension).astype(np.float32)
+    return MemoryRecord(
+        id=id,
+        owner=owner,
+        namespace=namespace,
+        kind=kind,
+        content=content or f"content of {id}",
+        context=context,
+        vector=vector,
+        created_at=T0 + timedelta(seconds=seconds),
+        updated_at=T0 + timedelta(seconds=seconds, microseconds=7),
+        attributes=attributes or {},
+    )

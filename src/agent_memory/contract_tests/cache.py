@@ -1,9 +1,513 @@
-"""Placeholder: the CacheContract conformance class (being written)."""
+"""`CacheContract`: the conformance suite every `Cache` backend must pass.
+
+Subclass it, declare `capabilities`, and override the `cache` fixture (yield
+an EMPTY cache; clean up after the yield). With `Capabilities(reopen=True)`
+also override `reopen`: a fixture returning an async zero-argument callable
+that opens a SECOND handle on the same data (the suite closes it itself)::
+
+    class TestAcmeCache(CacheContract):
+        capabilities = Capabilities(ttl_resolution_ms=10)
+
+        @pytest.fixture
+        async def cache(self):
+            cache = AcmeCache(...)
+            yield cache
+            await cache.close()
+
+Short TTLs are scaled to `capabilities.ttl_resolution_ms` (4x the resolution,
+then a sleep of 3x past it).
+
+Clause ids (each assertion message starts with one):
+
+- C-RT-1    put then get returns the same bytes: b"", NUL, non-UTF-8, large.
+- C-RT-2    property: adversarial keys and arbitrary bytes round-trip.
+- C-RT-3    get of a missing key is None (not b"").
+- C-OVR-1   put overwrites the value.
+- C-OVR-2   put overwrites the TTL too: ttl=None after a TTL makes it
+            persistent, a TTL after ttl=None makes it expire.
+- C-TTL-1   an entry expires after its ttl: get None, delete False,
+            delete_prefix does not count it.
+- C-TTL-2   ttl=None keeps an entry past other entries' expiry.
+- C-DEL-1   delete returns True once for a present entry, then False; the entry
+            is gone; other keys stay.
+- C-DELP-1  delete_prefix deletes exactly the keys starting with the prefix and
+            returns their count (0 when none).
+- C-DELP-2  prefix characters such as `* ? [ % _ \\` are literal.
+- C-ISO-1   scopes are isolated, whatever characters their names hold.
+- C-ISO-2   (scope, key) pairs that join to the same string stay distinct.
+- C-SCOPE-1 an empty or whitespace-only scope raises `ScopeRequired` everywhere.
+- C-INPUT-1 a non-positive or non-timedelta ttl, a blank key, a non-bytes value
+            raise `InvalidInput` and store nothing.
+- C-CLOSE-1 after close every operation raises `StoreClosed`; close is idempotent.
+- C-CLOSE-2 a put racing close either completed before close returned (and is
+            visible from another handle) or was rejected with `StoreClosed` (and
+            is never persisted). Needs `reopen`.
+- C-SHARED-1 a second handle sees the first one's entries. Needs `reopen`.
+- C-CANARY-1 the fixture yields an empty cache: nothing written by an earlier
+            test is visible.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from agent_memory.contract_tests._support import clause, require_capability
+from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.contract_tests.event_strategies import (
+    ADVERSARIAL_SCOPE_PAIRS,
+    cache_keys,
+    cache_values,
+)
+from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
+from agent_memory.ports.storage import Cache
+
 __all__ = ["CacheContract"]
+
+ReopenCache = Callable[[], Awaitable[Cache]]
+
+CANARY_SCOPE = "agent-memory-contract-canary"
+_PROPERTY = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+_LITERAL = ["*", "?", "[", "%", "_", "\\"]
+_SEPARATORS = [":", "|", "/", "}"]
+_VALUES = {
+    "empty": b"",
+    "nul": b"\x00",
+    "non-utf8": b"\xff\xfe\xfd\xc3\x28",
+    "latin1": "é".encode("latin-1"),
+    "every-byte": bytes(range(256)),
+    "large": bytes(range(256)) * 256,
+}
+
+
+async def _expect_raises(
+    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
+) -> None:
+    try:
+        result = await op
+    except exc:
+        return
+    except Exception as other:
+        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
+    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
+
+
+def _short_repr(value: bytes | None) -> object:
+    if value is None or len(value) <= 40:
+        return value
+    return f"<{len(value)} bytes starting {value[:16]!r}>"
 
 
 class CacheContract:
-    """Not yet written."""
+    """Conformance tests for `Cache`; override `cache` (and `reopen`)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @pytest.fixture
+    async def cache(self) -> Cache:
+        """Override: yield an EMPTY Cache, close/clean it after the yield."""
+        pytest.fail("CacheContract: override the `cache` fixture in your subclass")
+
+    @pytest.fixture
+    def reopen(self) -> ReopenCache | None:
+        """Override when `capabilities.reopen`: an async callable opening a second
+        handle on the same data as `cache`."""
+        return None
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _res(self) -> timedelta:
+        return timedelta(milliseconds=max(self.capabilities.ttl_resolution_ms, 1))
+
+    def _short(self) -> timedelta:
+        return self._res() * 4
+
+    async def _outlive_short(self) -> None:
+        await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
+
+    def _reopen(self, cid: str, reopen: ReopenCache | None) -> ReopenCache:
+        require_capability(
+            self.capabilities.reopen, "reopen", "a second handle is needed to observe this"
+        )
+        if reopen is None:
+            pytest.fail(
+                clause(cid, "capabilities.reopen is declared but the `reopen` fixture is None")
+            )
+        return reopen
+
+    # -- canary (first) --------------------------------------------------------
+
+    async def test_canary_write(self, cache: Cache) -> None:
+        """Writes under a well-known scope for the last test to look for.
+
+        When this fails, check that put/get work at all (C-RT-1).
+        """
+        await cache.put(CANARY_SCOPE, "canary", b"canary")
+        got = await cache.get(CANARY_SCOPE, "canary")
+        assert got == b"canary", clause("C-CANARY-1", "the canary entry is stored", got)
+
+    # -- round trip ------------------------------------------------------------
+
+    @pytest.mark.parametrize("name", list(_VALUES))
+    async def test_round_trip(self, cache: Cache, name: str) -> None:
+        """put then get returns exactly the bytes stored.
+
+        When this fails, check the codec: bytes, not text (no decode/encode), and
+        b"" must come back as b"" (not None).
+        """
+        value = _VALUES[name]
+        await cache.put("s", f"k-{name}", value)
+        got = await cache.get("s", f"k-{name}")
+        assert got == value, clause(
+            "C-RT-1", f"{name} value reads back unchanged", _short_repr(got)
+        )
+        assert type(got) is bytes, clause("C-RT-1", "get returns bytes", type(got).__name__)
+
+    @_PROPERTY
+    @given(key=cache_keys(), value=cache_values())
+    async def test_round_trip_property(self, cache: Cache, key: str, value: bytes) -> None:
+        """Property: adversarial keys and arbitrary bytes round-trip.
+
+        When this fails, read the falsifying key/value: which character breaks the
+        key layout, which bytes the codec?
+        """
+        scope = f"rt-{uuid.uuid4().hex}"
+        await cache.put(scope, key, value)
+        got = await cache.get(scope, key)
+        assert got == value, clause("C-RT-2", "any bytes under any key read back", got)
+        deleted = await cache.delete_prefix(scope, key)
+        assert deleted == 1, clause("C-RT-2", "delete_prefix(key) finds exactly it", deleted)
+
+    async def test_get_missing(self, cache: Cache) -> None:
+        """A missing key reads as None.
+
+        When this fails, check that a miss is not turned into b"" or an error.
+        """
+        await cache.put("s", "present", b"")
+        got = await cache.get("s", "absent")
+        assert got is None, clause("C-RT-3", "get of a missing key is None", got)
+
+    async def test_overwrite(self, cache: Cache) -> None:
+        """put on an existing key replaces the value.
+
+        When this fails, check that put is an upsert (no insert-if-absent).
+        """
+        await cache.put("s", "k", b"first")
+        await cache.put("s", "k", b"second")
+        got = await cache.get("s", "k")
+        assert got == b"second", clause("C-OVR-1", "put overwrites the value", got)
+
+    async def test_overwrite_replaces_ttl(self, cache: Cache) -> None:
+        """An overwrite also replaces the TTL (None makes it persistent).
+
+        When this fails, check that put without a ttl clears an earlier expiry
+        (e.g. Redis SET without KEEPTTL, expires_at = NULL in SQL).
+        """
+        await cache.put("s", "to-persistent", b"a", self._short())
+        await cache.put("s", "to-persistent", b"b", None)
+        await cache.put("s", "to-expiring", b"a", None)
+        await cache.put("s", "to-expiring", b"b", self._short())
+        await self._outlive_short()
+        kept = await cache.get("s", "to-persistent")
+        assert kept == b"b", clause("C-OVR-2", "ttl=None on overwrite makes it persist", kept)
+        gone = await cache.get("s", "to-expiring")
+        assert gone is None, clause("C-OVR-2", "a ttl on overwrite makes it expire", gone)
+
+    # -- ttl -------------------------------------------------------------------
+
+    async def test_ttl_expiry(self, cache: Cache) -> None:
+        """An entry expires after its ttl: gone for get, delete and delete_prefix.
+
+        When this fails, check the expiry comparison on read (expires_at <= now is
+        expired) and that delete/delete_prefix ignore expired entries.
+        """
+        await cache.put("s", "t/a", b"x", self._short())
+        await cache.put("s", "t/b", b"y", self._short())
+        await cache.put("s", "t/c", b"z", self._short())
+        present = await cache.get("s", "t/a")
+        assert present == b"x", clause("C-TTL-1", "an entry is readable before its ttl", present)
+        await self._outlive_short()
+        got = await cache.get("s", "t/a")
+        assert got is None, clause("C-TTL-1", "get after the ttl is None", got)
+        deleted = await cache.delete("s", "t/b")
+        assert deleted is False, clause("C-TTL-1", "delete of an expired entry is False", deleted)
+        count = await cache.delete_prefix("s", "t/")
+        assert count == 0, clause("C-TTL-1", "delete_prefix does not count expired", count)
+
+    async def test_ttl_none_persists(self, cache: Cache) -> None:
+        """ttl=None keeps an entry past the expiry of others.
+
+        When this fails, check that None means 'no expiry' (not 0 or a default ttl).
+        """
+        await cache.put("s", "forever", b"f")
+        await cache.put("s", "brief", b"b", self._short())
+        await self._outlive_short()
+        got = (await cache.get("s", "forever"), await cache.get("s", "brief"))
+        assert got == (b"f", None), clause(
+            "C-TTL-2", "ttl=None persists while the short ttl expired", got
+        )
+
+    # -- delete ----------------------------------------------------------------
+
+    async def test_delete(self, cache: Cache) -> None:
+        """delete is True once for a present entry, then False; others stay.
+
+        When this fails, check the return value (whether something was deleted).
+        """
+        await cache.put("s", "a", b"1")
+        await cache.put("s", "ab", b"2")
+        first = await cache.delete("s", "a")
+        second = await cache.delete("s", "a")
+        assert (first, second) == (True, False), clause(
+            "C-DEL-1", "delete returns True then False", (first, second)
+        )
+        got = (await cache.get("s", "a"), await cache.get("s", "ab"))
+        assert got == (None, b"2"), clause("C-DEL-1", "only the deleted key is gone", got)
+        missing = await cache.delete("s", "never")
+        assert missing is False, clause("C-DEL-1", "delete of a missing key is False", missing)
+
+    async def test_delete_prefix(self, cache: Cache) -> None:
+        """delete_prefix deletes exactly the matching keys and returns the count.
+
+        When this fails, check the prefix match (starts-with on the key only, in
+        this scope only) and the count.
+        """
+        keys = ["d/1", "d/2", "d/", "d", "dx", "e/1", "D/1"]
+        for k in keys:
+            await cache.put("s", k, k.encode())
+        count = await cache.delete_prefix("s", "d/")
+        assert count == 3, clause("C-DELP-1", "delete_prefix('d/') deletes 3", count)
+        left = {k: await cache.get("s", k) for k in keys}
+        want = {k: (None if k.startswith("d/") else k.encode()) for k in keys}
+        assert left == want, clause("C-DELP-1", "only keys starting with 'd/' are gone", left)
+        none = await cache.delete_prefix("s", "zz")
+        assert none == 0, clause("C-DELP-1", "no match deletes nothing and returns 0", none)
+
+    @pytest.mark.parametrize("char", _LITERAL)
+    async def test_delete_prefix_is_literal(self, cache: Cache, char: str) -> None:
+        """Pattern characters in the prefix match only themselves.
+
+        When this fails, escape the prefix for the backend's pattern language
+        (Redis SCAN MATCH glob, SQL LIKE ... ESCAPE) or compare prefixes directly.
+        """
+        keys = [f"k{char}1", f"k{char}", f"k{char}{char}", "kx1", "k1", "k", "kk", "x"]
+        for k in keys:
+            await cache.put("s", k, b"v")
+        count = await cache.delete_prefix("s", f"k{char}")
+        survivors = sorted([k for k in keys if await cache.get("s", k) is not None])
+        want = sorted(k for k in keys if not k.startswith(f"k{char}"))
+        assert (count, survivors) == (3, want), clause(
+            "C-DELP-2", f"prefix 'k{char}' is matched literally (3 deleted)", (count, survivors)
+        )
+
+    # -- isolation -------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("first", "second"), ADVERSARIAL_SCOPE_PAIRS, ids=[repr(p) for p in ADVERSARIAL_SCOPE_PAIRS]
+    )
+    async def test_scopes_isolated(self, cache: Cache, first: str, second: str) -> None:
+        """The same key in two scopes is two entries, however the scopes are spelled.
+
+        When this fails, check how the scope is put into keys or queries: escape
+        or hash it; no glob/LIKE/regex; no case or Unicode folding.
+        """
+        await cache.put(first, "k", b"first")
+        await cache.put(second, "k", b"second")
+        got = (await cache.get(first, "k"), await cache.get(second, "k"))
+        assert got == (b"first", b"second"), clause(
+            "C-ISO-1", f"scopes {first!r} and {second!r} keep their own values", got
+        )
+        count = await cache.delete_prefix(first, "")
+        assert count == 1, clause("C-ISO-1", f"delete_prefix in {first!r} deletes 1", count)
+        left = await cache.get(second, "k")
+        assert left == b"second", clause(
+            "C-ISO-1", f"clearing {first!r} leaves {second!r} intact", left
+        )
+
+    @pytest.mark.parametrize("sep", _SEPARATORS)
+    async def test_scope_key_join_collision(self, cache: Cache, sep: str) -> None:
+        """(scope 'a{sep}b', key 'c') and (scope 'a', key 'b{sep}c') are distinct.
+
+        When this fails, the storage key is scope + separator + key without
+        escaping: escape or length-prefix the parts.
+        """
+        await cache.put(f"a{sep}b", "c", b"outer")
+        await cache.put("a", f"b{sep}c", b"inner")
+        got = (await cache.get(f"a{sep}b", "c"), await cache.get("a", f"b{sep}c"))
+        assert got == (b"outer", b"inner"), clause(
+            "C-ISO-2", "joined-looking (scope, key) pairs keep their own values", got
+        )
+        deleted = await cache.delete("a", f"b{sep}c")
+        outer = await cache.get(f"a{sep}b", "c")
+        assert (deleted, outer) == (True, b"outer"), clause(
+            "C-ISO-2", "deleting one pair leaves the other", (deleted, outer)
+        )
+
+    # -- bad input -------------------------------------------------------------
+
+    @pytest.mark.parametrize("op", ["get", "put", "delete", "delete_prefix"])
+    async def test_blank_scope(self, cache: Cache, op: str) -> None:
+        """An empty or whitespace-only scope raises `ScopeRequired`.
+
+        When this fails, check that the operation validates its scope first
+        (`domain.validation.require_scope`).
+        """
+        calls: dict[str, Callable[[str], Awaitable[object]]] = {
+            "get": lambda scope: cache.get(scope, "k"),
+            "put": lambda scope: cache.put(scope, "k", b"v"),
+            "delete": lambda scope: cache.delete(scope, "k"),
+            "delete_prefix": lambda scope: cache.delete_prefix(scope, ""),
+        }
+        for blank in ("", " ", "\t\n"):
+            await _expect_raises(
+                "C-SCOPE-1",
+                f"{op} with scope {blank!r} raises ScopeRequired",
+                ScopeRequired,
+                calls[op](blank),
+            )
+
+    @pytest.mark.parametrize(
+        "case", ["ttl-zero", "ttl-negative", "ttl-not-timedelta", "blank-key", "value-not-bytes"]
+    )
+    async def test_invalid_input(self, cache: Cache, case: str) -> None:
+        """Bad ttl, blank key or non-bytes value raise `InvalidInput`; nothing stored.
+
+        When this fails, check the argument validation at the top of put (and get/
+        delete for keys).
+        """
+        key, value, ttl = "k", b"v", None
+        bad: Any = None
+        if case == "ttl-zero":
+            ttl = timedelta(0)
+        elif case == "ttl-negative":
+            ttl = timedelta(seconds=-1)
+        elif case == "ttl-not-timedelta":
+            bad = 5
+            ttl = bad
+        elif case == "blank-key":
+            key = "  "
+        else:
+            bad = "text"
+            value = bad
+        await _expect_raises(
+            "C-INPUT-1",
+            f"put with {case} raises InvalidInput",
+            InvalidInput,
+            cache.put("s", key, value, ttl),
+        )
+        if case == "blank-key":
+            key_ops: dict[str, Callable[[], Awaitable[object]]] = {
+                "get": lambda: cache.get("s", key),
+                "delete": lambda: cache.delete("s", key),
+            }
+            for name, op in key_ops.items():
+                await _expect_raises(
+                    "C-INPUT-1", f"{name} with a blank key raises InvalidInput", InvalidInput, op()
+                )
+        else:
+            got = await cache.get("s", key)
+            assert got is None, clause("C-INPUT-1", "a rejected put stores nothing", got)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def test_operations_after_close(self, cache: Cache) -> None:
+        """After close (twice), every operation raises `StoreClosed`.
+
+        When this fails, check that every method goes through the lifecycle guard
+        and that a second close is a no-op.
+        """
+        await cache.put("s", "k", b"v")
+        await cache.close()
+        try:
+            await cache.close()
+        except Exception as exc:
+            pytest.fail(clause("C-CLOSE-1", "a second close does not raise", repr(exc)))
+        ops: dict[str, Callable[[], Awaitable[object]]] = {
+            "get": lambda: cache.get("s", "k"),
+            "put": lambda: cache.put("s", "k2", b"v"),
+            "delete": lambda: cache.delete("s", "k"),
+            "delete_prefix": lambda: cache.delete_prefix("s", ""),
+            "ping": lambda: cache.ping(),
+        }
+        for name, op in ops.items():
+            await _expect_raises(
+                "C-CLOSE-1", f"{name} after close raises StoreClosed", StoreClosed, op()
+            )
+
+    async def test_put_racing_close(self, cache: Cache, reopen: ReopenCache | None) -> None:
+        """Puts racing close: completed before close returned, or rejected.
+
+        When this fails, check that close waits for in-flight operations before
+        releasing resources and that no write is queued to run after close.
+        """
+        opener = self._reopen("C-CLOSE-2", reopen)
+        keys = [f"race-{i:02d}" for i in range(20)]
+        tasks: list[asyncio.Task[None]] = []
+        for i, k in enumerate(keys):
+            tasks.append(asyncio.create_task(cache.put("s", k, k.encode())))
+            if i % 7 == 6:
+                await asyncio.sleep(0)
+        await cache.close()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+        for k, r in zip(keys, results, strict=True):
+            if isinstance(r, BaseException) and not isinstance(r, StoreClosed):
+                pytest.fail(clause("C-CLOSE-2", f"put {k} fails only with StoreClosed", r))
+        done = sorted(k for k, r in zip(keys, results, strict=True) if r is None)
+        other = await opener()
+        try:
+            for _ in range(2):
+                stored = sorted([k for k in keys if await other.get("s", k) is not None])
+                assert stored == done, clause(
+                    "C-CLOSE-2",
+                    "exactly the puts that completed before close are persisted",
+                    {"completed": done, "persisted": stored},
+                )
+                await asyncio.sleep(self._res().total_seconds() * 2)
+        finally:
+            await other.close()
+
+    async def test_second_handle_shares_entries(
+        self, cache: Cache, reopen: ReopenCache | None
+    ) -> None:
+        """A second handle reads, overwrites and deletes the same entries.
+
+        When this fails, check that handles share the backend (no per-handle
+        in-process cache in front of it).
+        """
+        opener = self._reopen("C-SHARED-1", reopen)
+        await cache.put("s", "k", b"one")
+        other = await opener()
+        try:
+            seen = await other.get("s", "k")
+            assert seen == b"one", clause("C-SHARED-1", "the second handle reads it", seen)
+            await other.put("s", "k", b"two")
+            again = await cache.get("s", "k")
+            assert again == b"two", clause("C-SHARED-1", "the first handle sees it", again)
+            deleted = await other.delete("s", "k")
+            gone = await cache.get("s", "k")
+            assert (deleted, gone) == (True, None), clause(
+                "C-SHARED-1", "a delete on one handle shows on the other", (deleted, gone)
+            )
+        finally:
+            await other.close()
+
+    # -- canary (last) ---------------------------------------------------------
+
+    async def test_canary_fixture_is_empty(self, cache: Cache) -> None:
+        """The fixture must yield an EMPTY cache: the first test's canary is gone.
+
+        When this fails, your `cache` fixture leaks data between tests: use a
+        fresh key prefix/schema per test, or delete everything after the yield.
+        """
+        got = await cache.get(CANARY_SCOPE, "canary")
+        assert got is None, clause("C-CANARY-1", "a fresh fixture holds no entries", got)

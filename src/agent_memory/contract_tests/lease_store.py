@@ -594,19 +594,19 @@ class LeaseStoreContract:
         When this fails, check that the operation validates its scope first
         (`domain.validation.require_scope`).
         """
+        calls: dict[str, Callable[[str], Awaitable[object]]] = {
+            "acquire": lambda scope: leases.acquire(scope, "k", "o", LONG),
+            "renew": lambda scope: leases.renew(scope, "k", "o", LONG),
+            "release": lambda scope: leases.release(scope, "k", "o"),
+            "get": lambda scope: leases.get(scope, "k"),
+            "scan": lambda scope: leases.scan(scope, ""),
+        }
         for blank in ("", " ", "\t\n"):
-            call: dict[str, Callable[[], Awaitable[object]]] = {
-                "acquire": lambda b=blank: leases.acquire(b, "k", "o", LONG),
-                "renew": lambda b=blank: leases.renew(b, "k", "o", LONG),
-                "release": lambda b=blank: leases.release(b, "k", "o"),
-                "get": lambda b=blank: leases.get(b, "k"),
-                "scan": lambda b=blank: leases.scan(b, ""),
-            }
             await _expect_raises(
                 "LS-SCOPE-1",
                 f"{op} with scope {blank!r} raises ScopeRequired",
                 ScopeRequired,
-                call[op](),
+                calls[op](blank),
             )
 
     @pytest.mark.parametrize(

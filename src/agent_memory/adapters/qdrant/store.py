@@ -124,6 +124,18 @@ def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[s
     return sorted({require_id(k, "kinds") for k in kinds})
 
 
+def _check_record(record: object, field: str) -> MemoryRecord:
+    """Re-check what the record's constructor checks: a record built around its
+    validators must not reach the payload with a blank owner or namespace."""
+    if not isinstance(record, MemoryRecord):
+        raise InvalidInput(field, f"MemoryRecord required, got {type(record).__name__}")
+    require_scope(record.owner, "record.owner")
+    require_scope(record.namespace, "record.namespace")
+    require_id(record.id, "record.id")
+    require_id(record.kind, "record.kind")
+    return record
+
+
 def _match(key: str, value: str) -> qm.FieldCondition:
     return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
 
@@ -317,8 +329,7 @@ class QdrantMemoryStore:
         async with self._life.op():
             batch = list(records)
             for r in batch:
-                if not isinstance(r, MemoryRecord):
-                    raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
+                _check_record(r, "records")
                 require_dimension(self._space, r.vector)
             if not batch:
                 return
@@ -352,8 +363,7 @@ class QdrantMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
-            if not isinstance(record, MemoryRecord):
-                raise InvalidInput("record", f"MemoryRecord required, got {type(record).__name__}")
+            _check_record(record, "record")
             require_dimension(self._space, record.vector)
             name = await self._collection()
             async with _write_lock(self._client, name):

@@ -1,1 +1,66 @@
-"""postgres adapter."""
+"""PostgreSQL + pgvector adapters for every storage port (psycopg 3, async pool).
+
+`open_stores(url, ...)` is the factory `agent_memory.connect("postgresql://...")`
+uses: the four ports share one `PostgresDatabase` (one pool, one schema per
+deployment) that closes when the last of them is closed.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from agent_memory.adapters.postgres._database import PostgresDatabase, schema_for_deployment
+from agent_memory.adapters.postgres._migrations import SCHEMA_VERSION
+from agent_memory.adapters.postgres.cache import PostgresCache
+from agent_memory.adapters.postgres.events import PostgresEventLog
+from agent_memory.adapters.postgres.leases import PostgresLeaseStore
+from agent_memory.adapters.postgres.store import PostgresMemoryStore
+from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.ports.models import Clock
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresCache",
+    "PostgresDatabase",
+    "PostgresEventLog",
+    "PostgresLeaseStore",
+    "PostgresMemoryStore",
+    "open_stores",
+    "schema_for_deployment",
+]
+
+
+async def open_stores(
+    url: str,
+    *,
+    space: EmbeddingSpace,
+    retention: timedelta,
+    deployment: str = "default",
+    clock: Clock | None = None,
+    schema: str | None = None,
+) -> dict[str, Any]:
+    """Open the four ports on one database; migrations run here, under an advisory lock.
+
+    `details` carries what `agent-memory doctor` shows: schema, schema version,
+    pgvector and server versions.
+    """
+    url = url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url
+    database = PostgresDatabase(url, schema=schema or schema_for_deployment(deployment))
+    try:
+        await database.open()
+        store = PostgresMemoryStore(database, space, owns_database=True)
+        events = PostgresEventLog(database, retention=retention, clock=clock, owns_database=True)
+        leases = PostgresLeaseStore(database, clock=clock, owns_database=True)
+        cache = PostgresCache(database, clock=clock, owns_database=True)
+        details = {
+            "backend": "postgres",
+            "schema": database.schema,
+            "schema_version": str(await database.schema_version()),
+            "pgvector": str(await database.pgvector_version()),
+            "server": await database.server_version(),
+        }
+    except BaseException:
+        await database.close()
+        raise
+    return {"store": store, "events": events, "leases": leases, "cache": cache, "details": details}

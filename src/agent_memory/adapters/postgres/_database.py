@@ -1,0 +1,314 @@
+"""One PostgreSQL database: connection pool, migrations, space tables, errors.
+
+`PostgresDatabase` is shared by the four port adapters. Nothing connects when
+it is built; `open()` (called by the adapters on first use) applies the
+migrations on a single connection under an advisory lock, then opens an
+`AsyncConnectionPool` whose connections know pgvector's `vector` type and use
+HNSW iterative scans, so filtered vector queries return the full limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
+from typing import Any
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from agent_memory.adapters.postgres._migrations import MIGRATION_LOCK, SCHEMA_VERSION, migrate
+from agent_memory.adapters.postgres._vector import register_vector
+from agent_memory.domain.errors import (
+    BackendUnavailable,
+    ConfigurationError,
+    DimensionMismatch,
+    InvalidInput,
+)
+from agent_memory.domain.records import EmbeddingSpace
+
+__all__ = ["BACKEND", "HNSW_MAX_DIMENSION", "PostgresDatabase", "schema_for_deployment"]
+
+BACKEND = "postgres"
+HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+def schema_for_deployment(deployment: str) -> str:
+    """`agent_memory` for the default deployment, else a slug plus a hash (never colliding)."""
+    if deployment == "default":
+        return "agent_memory"
+    slug = _SLUG.sub("_", deployment.lower()).strip("_")[:24]
+    digest = hashlib.sha256(deployment.encode()).hexdigest()[:10]
+    return f"agent_memory_{slug}_{digest}" if slug else f"agent_memory_{digest}"
+
+
+def _is_nul_error(exc: BaseException) -> bool:
+    return "NUL" in str(exc) and "0x00" in str(exc)
+
+
+class PostgresDatabase:
+    """Connection pool + schema for one database (and one schema in it)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "agent_memory",
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 5.0,
+        ef_search: int = 100,
+    ) -> None:
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigurationError("postgres: a connection URL is required")
+        if not isinstance(schema, str) or not _SCHEMA_NAME.match(schema):
+            raise InvalidInput("schema", f"a lower-case SQL identifier is required, got {schema!r}")
+        if min_size < 0 or max_size < max(1, min_size):
+            raise InvalidInput("max_size", f"pool sizes {min_size}..{max_size} are invalid")
+        self._url = url
+        self._schema = schema
+        self._min_size = min_size
+        self._max_size = max_size
+        self._connect_timeout = connect_timeout
+        self._ef_search = ef_search
+        self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
+        self._vector_oid: int | None = None
+        self._open_lock = asyncio.Lock()
+        self._spaces: dict[str, sql.Identifier] = {}
+        self._closed = False
+        self._refs = 0
+        self._recheck: asyncio.Task[None] | None = None
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def vector_oid(self) -> int | None:
+        """The oid of pgvector's `vector` type (known once the database is open)."""
+        return self._vector_oid
+
+    def table(self, name: str) -> sql.Identifier:
+        """A schema-qualified, quoted table name."""
+        return sql.Identifier(self._schema, name)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def open(self) -> None:
+        """Apply migrations and open the pool (idempotent; concurrent callers wait)."""
+        if self._pool is not None:
+            return
+        async with self._open_lock:
+            if self._pool is not None:
+                return
+            if self._closed:
+                raise BackendUnavailable(BACKEND, "the database handle is closed")
+            try:
+                conn = await AsyncConnection.connect(
+                    self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
+                )
+            except psycopg.Error as exc:
+                raise BackendUnavailable(BACKEND, f"cannot connect: {exc}") from exc
+            try:
+                async with conn:
+                    await migrate(conn, self._schema)
+                    cur = await conn.execute("SELECT 'vector'::regtype::oid")
+                    row = await cur.fetchone()
+                    assert row is not None
+                    self._vector_oid = int(row[0])
+            except psycopg.Error as exc:
+                raise BackendUnavailable(BACKEND, f"migrations failed: {exc}") from exc
+            pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
+                self._url,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs={
+                    "autocommit": True,
+                    "connect_timeout": max(1, int(self._connect_timeout)),
+                },
+                configure=self._configure,
+                timeout=self._connect_timeout,
+                open=False,
+                name=f"agent-memory-{self._schema}",
+            )
+            try:
+                await pool.open(wait=True, timeout=self._connect_timeout)
+            except (PoolTimeout, psycopg.Error) as exc:
+                await pool.close()
+                raise BackendUnavailable(BACKEND, f"cannot open the pool: {exc}") from exc
+            self._pool = pool
+
+    async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        assert self._vector_oid is not None
+        register_vector(conn, self._vector_oid)
+        # Filtered HNSW scans keep going until the LIMIT is met (pgvector >= 0.8);
+        # candidates are re-ranked exactly afterwards, so relaxed order is enough.
+        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        await conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
+
+    def retain(self) -> None:
+        """Count one more adapter that closes this database when it is closed."""
+        self._refs += 1
+
+    async def release(self) -> None:
+        """An owning adapter closed: close the database once the last one has."""
+        self._refs -= 1
+        if self._refs <= 0:
+            await self.close()
+
+    async def close(self) -> None:
+        """Close the pool; later operations raise `BackendUnavailable`."""
+        self._closed = True
+        if self._recheck is not None:
+            self._recheck.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await self._recheck
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.close()
+
+    # -- connections and errors -------------------------------------------
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A pooled autocommit connection; client failures become typed errors."""
+        await self.open()
+        pool = self._pool
+        if pool is None:
+            raise BackendUnavailable(BACKEND, "the database handle is closed")
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.DataError as exc:
+            if _is_nul_error(exc):
+                raise InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)") from exc
+            raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            self._schedule_recheck()
+            raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
+
+    def _schedule_recheck(self) -> None:
+        """After a connection failure, test every idle connection so that the pool
+        drops the dead ones (a restarted server) instead of handing them out."""
+        pool = self._pool
+        if pool is None or (self._recheck is not None and not self._recheck.done()):
+            return
+
+        async def check() -> None:
+            with suppress(Exception):
+                await pool.check()
+
+        self._recheck = asyncio.get_running_loop().create_task(check())
+
+    async def ping(self) -> None:
+        async with self.connection() as conn:
+            await conn.execute("SELECT 1")
+
+    # -- metadata -----------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        """The highest migration applied to this schema."""
+        async with self.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
+                    self.table("schema_version")
+                )
+            )
+            row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
+
+    async def pgvector_version(self) -> str | None:
+        """The installed pgvector extension version, e.g. '0.8.1'."""
+        async with self.connection() as conn:
+            cur = await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+            row = await cur.fetchone()
+        return None if row is None else str(row[0])
+
+    async def server_version(self) -> str:
+        async with self.connection() as conn:
+            cur = await conn.execute("SHOW server_version")
+            row = await cur.fetchone()
+        return "" if row is None else str(row[0])
+
+    @staticmethod
+    def expected_schema_version() -> int:
+        return SCHEMA_VERSION
+
+    # -- per-space tables ---------------------------------------------------
+
+    async def space_table(self, space: EmbeddingSpace, text_config: str) -> sql.Identifier:
+        """The records table of an embedding space, created on first use."""
+        known = self._spaces.get(space.identity)
+        if known is not None:
+            return known
+        name = f"mem_{space.identity}"[:63]
+        table = self.table(name)
+        async with self.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            cur = await conn.execute(
+                sql.SQL("SELECT dimension, table_name FROM {} WHERE identity = %s").format(
+                    self.table("spaces")
+                ),
+                (space.identity,),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                if int(row[0]) != space.dimension:
+                    raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")
+                table = self.table(str(row[1]))
+            else:
+                for statement in _space_ddl(table, name, space.dimension, text_config):
+                    await conn.execute(statement)
+                await conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (identity, model, dimension, revision, table_name)"
+                        " VALUES (%s, %s, %s, %s, %s)"
+                    ).format(self.table("spaces")),
+                    (space.identity, space.model, space.dimension, space.revision, name),
+                )
+        self._spaces[space.identity] = table
+        return table
+
+
+def _space_ddl(
+    table: sql.Identifier, name: str, dimension: int, text_config: str
+) -> list[sql.Composable]:
+    cfg = sql.Literal(text_config)
+    statements: list[sql.Composable] = [
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {table} ("
+            ' owner text COLLATE "C" NOT NULL, id text COLLATE "C" NOT NULL,'
+            ' namespace text COLLATE "C" NOT NULL, kind text COLLATE "C" NOT NULL,'
+            " content text NOT NULL, context text NOT NULL,"
+            " embedding vector({dim}) NOT NULL,"
+            " created_at timestamptz NOT NULL, updated_at timestamptz NOT NULL,"
+            " importance double precision NOT NULL, attributes json NOT NULL,"
+            " tsv tsvector GENERATED ALWAYS AS ("
+            "  setweight(to_tsvector({cfg}::regconfig, content), 'A') ||"
+            "  setweight(to_tsvector({cfg}::regconfig, context), 'B')) STORED,"
+            " PRIMARY KEY (owner, id))"
+        ).format(table=table, dim=sql.Literal(dimension), cfg=cfg),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner, namespace, kind)").format(
+            sql.Identifier(f"{name}_scope"[:63]), table
+        ),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner, created_at DESC, id DESC)").format(
+            sql.Identifier(f"{name}_list"[:63]), table
+        ),
+        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
+            sql.Identifier(f"{name}_tsv"[:63]), table
+        ),
+    ]
+    if dimension <= HNSW_MAX_DIMENSION:
+        statements.append(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
+            ).format(sql.Identifier(f"{name}_hnsw"[:63]), table)
+        )
+    return statements

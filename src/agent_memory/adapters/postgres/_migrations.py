@@ -1,0 +1,120 @@
+"""Versioned schema migrations, applied at startup under an advisory lock.
+
+Every statement is built with `psycopg.sql` (identifiers quoted); the schema
+name is the only variable part. Each migration runs once per schema; the
+applied versions are recorded in `<schema>.schema_version`. Two processes
+starting together serialise on `pg_advisory_xact_lock(MIGRATION_LOCK)`, so the
+second one finds the work done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "migrate"]
+
+# A fixed 64-bit key for pg_advisory_xact_lock (the ASCII of "agmemmig").
+MIGRATION_LOCK = 0x61676D656D6D6967
+
+_Builder = Callable[[str], list[sql.Composable]]
+
+
+def _v1(schema: str) -> list[sql.Composable]:
+    s = sql.Identifier(schema)
+
+    def t(name: str) -> sql.Identifier:
+        return sql.Identifier(schema, name)
+
+    return [
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            " identity text COLLATE \"C\" PRIMARY KEY,"
+            " model text NOT NULL, dimension integer NOT NULL, revision text NOT NULL,"
+            " table_name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
+        ).format(t("spaces")),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            ' domain text COLLATE "C" NOT NULL, id text COLLATE "C" NOT NULL,'
+            " agent text NOT NULL, action text NOT NULL, outcome text NOT NULL,"
+            " summary text NOT NULL, occurred_at timestamptz NOT NULL,"
+            " recorded_at timestamptz NOT NULL, origin_request_id text,"
+            " summary_source text NOT NULL, fallback_reason text, time_basis text NOT NULL,"
+            ' entities text[] COLLATE "C" NOT NULL, entity_source text NOT NULL,'
+            ' user_id text COLLATE "C", importance double precision NOT NULL,'
+            " metadata json NOT NULL, is_global boolean NOT NULL,"
+            " PRIMARY KEY (domain, id))"
+        ).format(t("events")),
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS events_domain_time ON {} (domain, occurred_at DESC, id DESC)"
+        ).format(t("events")),
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS events_global_time ON {} (occurred_at DESC, id DESC)"
+            " WHERE is_global"
+        ).format(t("events")),
+        sql.SQL("CREATE INDEX IF NOT EXISTS events_entities ON {} USING gin (entities)").format(
+            t("events")
+        ),
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS events_user ON {} (user_id) WHERE user_id IS NOT NULL"
+        ).format(t("events")),
+        sql.SQL("CREATE INDEX IF NOT EXISTS events_time ON {} (occurred_at)").format(t("events")),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            ' scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,'
+            ' owner text COLLATE "C", token bigint NOT NULL,'
+            " expires_at timestamptz NOT NULL, payload bytea NOT NULL,"
+            " PRIMARY KEY (scope, key))"
+        ).format(t("leases")),
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            ' scope text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,'
+            " value bytea NOT NULL, expires_at timestamptz,"
+            " PRIMARY KEY (scope, key))"
+        ).format(t("cache")),
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS cache_expiry ON {} (expires_at)"
+            " WHERE expires_at IS NOT NULL"
+        ).format(t("cache")),
+        sql.SQL("COMMENT ON SCHEMA {} IS 'agent-memory storage'").format(s),
+    ]
+
+
+# (version, description, builder). Append only; never edit an applied migration.
+MIGRATIONS: tuple[tuple[int, str, _Builder], ...] = (
+    (1, "spaces registry, events, leases, cache", _v1),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+async def migrate(conn: AsyncConnection[Any], schema: str) -> int:
+    """Bring `schema` up to `SCHEMA_VERSION` in one transaction; the version reached."""
+    versions = sql.Identifier(schema, "schema_version")
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        cur = await conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        if await cur.fetchone() is None:
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        await conn.execute(
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY,"
+                " description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            ).format(versions)
+        )
+        cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(versions))
+        row = await cur.fetchone()
+        current = int(row[0]) if row is not None else 0
+        for version, description, build in MIGRATIONS:
+            if version <= current:
+                continue
+            for statement in build(schema):
+                await conn.execute(statement)
+            await conn.execute(
+                sql.SQL("INSERT INTO {} (version, description) VALUES (%s, %s)").format(versions),
+                (version, description),
+            )
+            current = version
+    return current

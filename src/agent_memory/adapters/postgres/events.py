@@ -1,0 +1,287 @@
+"""`EventLog` on PostgreSQL.
+
+Events live in `<schema>.events`, primary key `(domain, id)`; indexes on
+`(domain, occurred_at DESC, id DESC)`, on global events by time, a GIN index on
+the entity array and one on `user_id`. A batch append is one
+`INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` (idempotent; the
+row count is the number newly stored). A window is the domain's branch and the
+global branch, each read in index order, merged and cut at `limit + 1`.
+Retention applies on read (the floor is `max(since, now - retention)`) and
+`purge_expired` deletes what fell out of it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from psycopg import sql
+
+from agent_memory.adapters._common.clock import SystemClock
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.records import Entity, Event, EventWindow
+from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
+from agent_memory.ports.models import Clock
+
+__all__ = ["DEFAULT_RETENTION", "PostgresEventLog", "encode_entity"]
+
+DEFAULT_RETENTION = timedelta(days=60)
+
+_COLUMNS = (
+    "domain",
+    "id",
+    "agent",
+    "action",
+    "outcome",
+    "summary",
+    "occurred_at",
+    "recorded_at",
+    "origin_request_id",
+    "summary_source",
+    "fallback_reason",
+    "time_basis",
+    "entities",
+    "entity_source",
+    "user_id",
+    "importance",
+    "metadata",
+    "is_global",
+)
+_ARRAY_TYPES = (
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "timestamptz",
+    "timestamptz",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",  # entities: one JSON array of encoded entities per event, expanded below
+    "text",
+    "text",
+    "float8",
+    "text",
+    "bool",
+)
+
+
+def encode_entity(entity: Entity) -> str:
+    """An injective text form of an entity (JSON of `[type, id]`), for the GIN array."""
+    return json.dumps([entity.type, entity.id])
+
+
+def _decode_entities(values: Sequence[str]) -> tuple[Entity, ...]:
+    out = []
+    for value in values:
+        etype, eid = json.loads(value)
+        out.append(Entity(type=etype, id=eid))
+    return tuple(out)
+
+
+def _event(row: Sequence[Any]) -> Event:
+    metadata = row[16]
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    return Event(
+        domain=row[0],
+        id=row[1],
+        agent=row[2],
+        action=row[3],
+        outcome=row[4],
+        summary=row[5],
+        occurred_at=row[6],
+        recorded_at=row[7],
+        origin_request_id=row[8],
+        summary_source=row[9],
+        fallback_reason=row[10],
+        time_basis=row[11],
+        entities=_decode_entities(row[12]),
+        entity_source=row[13],
+        user_id=row[14],
+        importance=row[15],
+        metadata=metadata,
+        is_global=row[17],
+    )
+
+
+def append_statement(table: sql.Identifier) -> sql.Composed:
+    """The one statement `append` runs (public for the overhead benchmark)."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+    selects = []
+    for i, name in enumerate(_COLUMNS):
+        if name == "entities":
+            expr = sql.SQL(
+                'ARRAY(SELECT json_array_elements_text(u.c{i}::json))'
+            ).format(i=sql.SQL(str(i)))
+        elif name == "metadata":
+            expr = sql.SQL("u.c{i}::json").format(i=sql.SQL(str(i)))
+        else:
+            expr = sql.SQL("u.c{i}").format(i=sql.SQL(str(i)))
+        selects.append(expr)
+    unnest_args = sql.SQL(", ").join(
+        sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in _ARRAY_TYPES
+    )
+    aliases = sql.SQL(", ").join(sql.SQL(f"c{i}") for i in range(len(_COLUMNS)))
+    return sql.SQL(
+        "INSERT INTO {t} ({cols}) SELECT {sel} FROM unnest({args}) AS u({aliases})"
+        " ON CONFLICT (domain, id) DO NOTHING"
+    ).format(
+        t=table,
+        cols=cols,
+        sel=sql.SQL(", ").join(selects),
+        args=unnest_args,
+        aliases=aliases,
+    )
+
+
+def append_params(events: Sequence[Event]) -> list[list[Any]]:
+    """Column arrays for `append_statement`."""
+    columns: list[list[Any]] = [[] for _ in _COLUMNS]
+    for e in events:
+        values = (
+            e.domain,
+            e.id,
+            e.agent,
+            e.action,
+            e.outcome,
+            e.summary,
+            e.occurred_at,
+            e.recorded_at,
+            e.origin_request_id,
+            e.summary_source.value,
+            e.fallback_reason,
+            e.time_basis.value,
+            json.dumps([encode_entity(x) for x in e.entities]),
+            e.entity_source.value,
+            e.user_id,
+            e.importance,
+            json.dumps(e.metadata, allow_nan=False),
+            e.is_global,
+        )
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    return columns
+
+
+def window_statement(table: sql.Identifier, with_entity: bool) -> sql.Composed:
+    """The one statement `window` runs (public for the overhead benchmark)."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+    entity = sql.SQL(" AND entities @> ARRAY[%(entity)s::text]") if with_entity else sql.SQL("")
+    return sql.SQL(
+        "SELECT {c} FROM ("
+        " (SELECT {c} FROM {t} WHERE domain = %(domain)s AND occurred_at >= %(floor)s{e}"
+        "  ORDER BY occurred_at DESC, id DESC LIMIT %(n)s)"
+        " UNION ALL"
+        " (SELECT {c} FROM {t} WHERE is_global AND domain <> %(domain)s"
+        "  AND occurred_at >= %(floor)s{e} ORDER BY occurred_at DESC, id DESC LIMIT %(n)s)"
+        ") AS w ORDER BY occurred_at DESC, id DESC LIMIT %(n)s"
+    ).format(c=cols, t=table, e=entity)
+
+
+class PostgresEventLog:
+    """`EventLog` on one PostgreSQL schema."""
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        *,
+        retention: timedelta = DEFAULT_RETENTION,
+        clock: Clock | None = None,
+        owns_database: bool = False,
+    ) -> None:
+        if not isinstance(retention, timedelta) or retention <= timedelta(0):
+            raise InvalidInput("retention", f"must be a positive timedelta, got {retention!r}")
+        self._db = database
+        self._retention = retention
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._owns = owns_database
+        if owns_database:
+            database.retain()
+        self._life = Lifecycle("postgres event log")
+        self._table = database.table("events")
+
+    @property
+    def retention(self) -> timedelta:
+        return self._retention
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    def _cutoff(self) -> datetime:
+        return self._clock.now() - self._retention
+
+    async def append(self, events: Sequence[Event]) -> int:
+        async with self._life.op():
+            batch = list(events)
+            for e in batch:
+                if not isinstance(e, Event):
+                    raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+            if not batch:
+                return 0
+            async with self._db.connection() as conn:
+                cur = await conn.execute(append_statement(self._table), append_params(batch))
+                return max(cur.rowcount, 0)
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+    ) -> EventWindow:
+        async with self._life.op():
+            require_scope(domain, "domain")
+            since = require_utc(since, "since")
+            require_positive(limit, "limit")
+            if entity is not None and not isinstance(entity, Entity):
+                raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
+            params: dict[str, Any] = {
+                "domain": domain,
+                "floor": max(since, self._cutoff()),
+                "n": limit + 1,
+                "entity": None if entity is None else encode_entity(entity),
+            }
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    window_statement(self._table, entity is not None), params, binary=True
+                )
+                rows = await cur.fetchall()
+            return EventWindow(
+                events=tuple(_event(r) for r in rows[:limit]), limited=len(rows) > limit
+            )
+
+    async def erase_user(self, user_id: str) -> int:
+        async with self._life.op():
+            require_id(user_id, "user_id")
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE user_id = %s").format(self._table), (user_id,)
+                )
+                return max(cur.rowcount, 0)
+
+    async def purge_expired(self) -> int:
+        async with self._life.op():
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE occurred_at < %s").format(self._table),
+                    (self._cutoff(),),
+                )
+                return max(cur.rowcount, 0)
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._db.ping()
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns:
+            await self._db.release()

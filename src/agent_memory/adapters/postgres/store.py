@@ -1,0 +1,526 @@
+"""`MemoryStore` + `KeywordSearch` on PostgreSQL with pgvector.
+
+One table per embedding space (`mem_<identity>`), primary key `(owner, id)`,
+a `vector(d)` column with an HNSW cosine index and a generated `tsvector`
+(content weighted A, indexing context B) with a GIN index.
+
+Vector search runs one statement that first counts the filtered rows (up to a
+threshold): small scopes are ranked exactly (`ORDER BY distance, id`), large
+ones through the HNSW index with iterative scans, so owner/namespace/kind
+filters are applied inside the index scan and the limit is still met. Either
+way the statement returns a few more candidates than asked for, and they are
+re-ranked with the domain's float32 cosine (`domain.ranking`), so scores and
+tie order agree with every other backend.
+
+Keyword search is BM25 (k1, b) computed in SQL over the tsvector: the query's
+lexemes are OR-ed (`to_tsvector` of the user text, so no query syntax can
+fail), document frequencies come from the owner's filtered records.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Json
+
+from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.adapters.postgres._vector import PgVector
+from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.ranking import (
+    cosine_scores,
+    decode_cursor,
+    encode_cursor,
+    normalise_rows,
+    top_k,
+)
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+    require_dimension,
+)
+from agent_memory.domain.validation import (
+    as_vector,
+    require_id,
+    require_positive,
+    require_scope,
+    require_text,
+)
+
+__all__ = ["PostgresMemoryStore"]
+
+_COLUMNS = (
+    "owner",
+    "id",
+    "namespace",
+    "kind",
+    "content",
+    "context",
+    "embedding",
+    "created_at",
+    "updated_at",
+    "importance",
+    "attributes",
+)
+_COLS = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+_COPY_TYPES = ["text", "text", "text", "text", "text", "text", 0, "timestamptz", "timestamptz"]
+
+
+def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
+    if namespace is not None:
+        require_scope(namespace, "namespace")
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
+    return sorted({require_id(k, "kinds") for k in kinds})
+
+
+def _filters(namespace: str | None, kinds: list[str] | None) -> sql.Composable:
+    parts = [sql.SQL("owner = %(owner)s")]
+    if namespace is not None:
+        parts.append(sql.SQL("namespace = %(namespace)s"))
+    if kinds is not None:
+        parts.append(sql.SQL("kind = ANY(%(kinds)s::text[])"))
+    return sql.SQL(" AND ").join(parts)
+
+
+def _check_record(space: EmbeddingSpace, record: object, field: str) -> MemoryRecord:
+    """Records are validated when built; check again what the table relies on."""
+    if not isinstance(record, MemoryRecord):
+        raise InvalidInput(field, f"MemoryRecord required, got {type(record).__name__}")
+    require_scope(record.owner, "record.owner")
+    require_scope(record.namespace, "record.namespace")
+    require_id(record.id, "record.id")
+    require_id(record.kind, "record.kind")
+    require_dimension(space, record.vector)
+    return record
+
+
+def _record(row: Sequence[Any]) -> MemoryRecord:
+    attributes = row[10]
+    if isinstance(attributes, str):  # pragma: no cover - json loader normally decodes
+        attributes = json.loads(attributes)
+    return MemoryRecord(
+        owner=row[0],
+        id=row[1],
+        namespace=row[2],
+        kind=row[3],
+        content=row[4],
+        context=row[5],
+        vector=row[6],
+        created_at=row[7],
+        updated_at=row[8],
+        importance=row[9],
+        attributes=attributes,
+    )
+
+
+def _dump_attributes(attributes: dict[str, Any]) -> Json:
+    return Json(attributes, dumps=lambda v: json.dumps(v, allow_nan=False))
+
+
+class PostgresMemoryStore:
+    """`MemoryStore` (and `KeywordSearch`) on one PostgreSQL schema."""
+
+    def __init__(
+        self,
+        database: PostgresDatabase,
+        space: EmbeddingSpace,
+        *,
+        owns_database: bool = False,
+        exact_threshold: int = 1000,
+        text_config: str = "english",
+        bm25_k1: float = 1.2,
+        bm25_b: float = 0.75,
+        context_weight: float = 0.5,
+    ) -> None:
+        if not isinstance(space, EmbeddingSpace):
+            raise InvalidInput("space", f"EmbeddingSpace required, got {type(space).__name__}")
+        if not isinstance(exact_threshold, int) or exact_threshold < 0:
+            raise InvalidInput("exact_threshold", f"a non-negative integer, got {exact_threshold}")
+        self._db = database
+        self._space = space
+        self._owns = owns_database
+        if owns_database:
+            database.retain()
+        self._exact_threshold = exact_threshold
+        self._text_config = text_config
+        self._k1 = float(bm25_k1)
+        self._b = float(bm25_b)
+        self._context_weight = float(context_weight)
+        self._life = Lifecycle("postgres memory store")
+        self._table: sql.Identifier | None = None
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self._space
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    async def _tbl(self) -> sql.Identifier:
+        if self._table is None:
+            self._table = await self._db.space_table(self._space, self._text_config)
+        return self._table
+
+    # -- writes -------------------------------------------------------------
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        async with self._life.op():
+            batch = [_check_record(self._space, r, "records") for r in records]
+            seen: set[tuple[str, str]] = set()
+            repeated: dict[str, list[str]] = {}
+            for r in batch:
+                if (r.owner, r.id) in seen:
+                    repeated.setdefault(r.owner, []).append(r.id)
+                seen.add((r.owner, r.id))
+            if not batch:
+                return
+            table = await self._tbl()
+            copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, _COLS)
+            types: list[int | str] = [*_COPY_TYPES, "float8", "json"]
+            types[6] = self._db_vector_oid()
+            async with self._db.connection() as conn:
+                if not repeated:
+                    try:
+                        async with conn.transaction(), conn.cursor() as cur:
+                            async with cur.copy(copy_sql) as copy:
+                                copy.set_types(types)
+                                for r in batch:
+                                    await copy.write_row(
+                                        (
+                                            r.owner,
+                                            r.id,
+                                            r.namespace,
+                                            r.kind,
+                                            r.content,
+                                            r.context,
+                                            PgVector(r.vector),
+                                            r.created_at,
+                                            r.updated_at,
+                                            r.importance,
+                                            _dump_attributes(r.attributes),
+                                        )
+                                    )
+                        return
+                    except psycopg.errors.UniqueViolation:
+                        pass
+                existing = await self._existing(conn, table, batch)
+            dupes: dict[str, list[str]] = {}
+            seen.clear()
+            for r in batch:
+                if (r.owner, r.id) in seen or (r.owner, r.id) in existing:
+                    dupes.setdefault(r.owner, []).append(r.id)
+                seen.add((r.owner, r.id))
+            if not dupes:  # a concurrent writer's row went away again: report the race
+                dupes = repeated or {batch[0].owner: [batch[0].id]}
+            owner, ids = next(iter(dupes.items()))
+            raise DuplicateRecord(owner, tuple(ids))
+
+    async def _existing(
+        self, conn: psycopg.AsyncConnection[Any], table: sql.Identifier, batch: list[MemoryRecord]
+    ) -> set[tuple[str, str]]:
+        cur = await conn.execute(
+            sql.SQL(
+                "SELECT t.owner, t.id FROM {} t"
+                " JOIN unnest(%s::text[], %s::text[]) AS b(owner, id)"
+                " ON t.owner = b.owner AND t.id = b.id"
+            ).format(table),
+            ([r.owner for r in batch], [r.id for r in batch]),
+        )
+        return {(str(o), str(i)) for o, i in await cur.fetchall()}
+
+    def _db_vector_oid(self) -> int:
+        oid = self._db.vector_oid
+        assert oid is not None, "the database is opened before any statement"
+        return oid
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            table = await self._tbl()
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL("SELECT {} FROM {} WHERE owner = %s AND id = %s").format(_COLS, table),
+                    (owner, id),
+                    binary=True,
+                )
+                row = await cur.fetchone()
+            return None if row is None else _record(row)
+
+    async def update(self, record: MemoryRecord) -> None:
+        async with self._life.op():
+            _check_record(self._space, record, "record")
+            table = await self._tbl()
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET namespace = %s, kind = %s, content = %s, context = %s,"
+                        " embedding = %b, created_at = %s, updated_at = %s, importance = %s,"
+                        " attributes = %s WHERE owner = %s AND id = %s"
+                    ).format(table),
+                    (
+                        record.namespace,
+                        record.kind,
+                        record.content,
+                        record.context,
+                        PgVector(record.vector),
+                        record.created_at,
+                        record.updated_at,
+                        record.importance,
+                        _dump_attributes(record.attributes),
+                        record.owner,
+                        record.id,
+                    ),
+                )
+                if cur.rowcount == 0:
+                    raise NotFound(record.owner, record.id)
+
+    async def delete(self, owner: str, id: str) -> bool:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            table = await self._tbl()
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE owner = %s AND id = %s").format(table),
+                    (owner, id),
+                )
+                return cur.rowcount > 0
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            wanted = _check_filters(namespace, kinds)
+            table = await self._tbl()
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE {}").format(table, _filters(namespace, wanted)),
+                    {"owner": owner, "namespace": namespace, "kinds": wanted},
+                )
+                return max(cur.rowcount, 0)
+
+    # -- reads --------------------------------------------------------------
+
+    def search_statement(
+        self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
+    ) -> sql.Composed:
+        """The one statement `search` runs (public so the overhead benchmark can
+        time the very same SQL through psycopg directly)."""
+        where = _filters(namespace, kinds)
+        return sql.SQL(
+            "WITH n AS (SELECT count(*) AS n FROM"
+            " (SELECT 1 FROM {t} WHERE {w} LIMIT %(probe)s) s)"
+            " (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) <= %(threshold)s"
+            "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
+            " UNION ALL"
+            " (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) > %(threshold)s"
+            "  ORDER BY embedding <=> %(q)b LIMIT %(k)s)"
+        ).format(t=table, w=where, c=_COLS)
+
+    def search_params(
+        self,
+        owner: str,
+        query: npt.NDArray[np.float32],
+        limit: int,
+        namespace: str | None,
+        kinds: list[str] | None,
+    ) -> dict[str, Any]:
+        return {
+            "owner": owner,
+            "namespace": namespace,
+            "kinds": kinds,
+            "q": PgVector(query),
+            "k": limit + max(limit, 40),
+            "threshold": self._exact_threshold,
+            "probe": self._exact_threshold + 1,
+        }
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            query = as_vector(vector, "query vector")
+            require_dimension(self._space, query)
+            wanted = _check_filters(namespace, kinds)
+            if min_score is not None and (
+                isinstance(min_score, bool) or not isinstance(min_score, int | float)
+            ):
+                raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+            table = await self._tbl()
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    self.search_statement(table, namespace, wanted),
+                    self.search_params(owner, query, limit, namespace, wanted),
+                    binary=True,
+                )
+                rows = await cur.fetchall()
+            if not rows:
+                return []
+            ids = [str(r[1]) for r in rows]
+            matrix = normalise_rows(np.stack([r[6] for r in rows]))
+            scores = cosine_scores(matrix, query)
+            hits = top_k(scores, ids, limit, min_score)
+            return [ScoredRecord(record=_record(rows[i]), score=s) for i, s in hits]
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            wanted = _check_filters(namespace, kinds)
+            after = decode_cursor(cursor) if cursor is not None else None
+            table = await self._tbl()
+            where = _filters(namespace, wanted)
+            if after is not None:
+                where = sql.SQL("{} AND (created_at, id) < (%(after_at)s, %(after_id)s)").format(
+                    where
+                )
+            params: dict[str, Any] = {
+                "owner": owner,
+                "namespace": namespace,
+                "kinds": wanted,
+                "limit": limit + 1,
+                "after_at": None if after is None else after[0],
+                "after_id": None if after is None else after[1],
+            }
+            async with self._db.connection() as conn:
+                cur = await conn.execute(
+                    sql.SQL(
+                        "SELECT {} FROM {} WHERE {} ORDER BY created_at DESC, id DESC"
+                        " LIMIT %(limit)s"
+                    ).format(_COLS, table, where),
+                    params,
+                    binary=True,
+                )
+                rows = await cur.fetchall()
+            page = tuple(_record(r) for r in rows[:limit])
+            more = len(rows) > limit
+            next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
+            return Page(records=page, next_cursor=next_cursor)
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        """BM25 over content (and, down-weighted, the indexing context)."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_positive(limit, "limit")
+            require_text(query, "query")
+            wanted = _check_filters(namespace, kinds)
+            if not query.strip():
+                return []
+            table = await self._tbl()
+            where = _filters(namespace, wanted)
+            statement = sql.SQL(_BM25).format(
+                t=table, w=where, c=sql.SQL(", ").join(sql.Identifier("r", c) for c in _COLUMNS)
+            )
+            params = {
+                "owner": owner,
+                "namespace": namespace,
+                "kinds": wanted,
+                "query": query,
+                "cfg": self._text_config,
+                "k1": self._k1,
+                "b": self._b,
+                "ctx": self._context_weight,
+                "limit": limit,
+            }
+            async with self._db.connection() as conn:
+                cur = await conn.execute(statement, params, binary=True)
+                rows = await cur.fetchall()
+            return [ScoredRecord(record=_record(r), score=float(r[-1])) for r in rows]
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._db.ping()
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns:
+            await self._db.release()
+
+
+# BM25 in one statement. Query lexemes come from to_tsvector (never a syntax
+# error), OR-ed into a tsquery built from quoted lexemes; the GIN index finds
+# the hits, document frequencies and the average length come from the owner's
+# filtered records; term frequency counts content positions as 1 and context
+# positions as %(ctx)s.
+_BM25 = """
+WITH terms AS (
+    SELECT coalesce(array_agg(lex), '{{}}') AS lexemes
+    FROM unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(query)s))) AS lex
+), tq AS (
+    SELECT lexemes, (
+        SELECT string_agg(
+            '''' || replace(replace(x, '\\', '\\\\'), '''', '''''') || '''', ' | ')
+        FROM unnest(lexemes) AS x
+    )::tsquery AS q
+    FROM terms
+), hits AS (
+    SELECT r.id, r.tsv FROM {t} AS r, tq WHERE {w} AND r.tsv @@ tq.q
+), corpus AS (
+    SELECT count(*)::float8 AS n, coalesce(avg(length(tsv)), 1)::float8 AS avgdl
+    FROM {t} WHERE {w}
+), tf AS (
+    SELECT h.id, length(h.tsv)::float8 AS dl, u.lexeme,
+           (SELECT sum(CASE WHEN w = 'A' THEN 1.0 ELSE %(ctx)s END) FROM unnest(u.weights) AS w)
+               AS f
+    FROM hits AS h, unnest(h.tsv) AS u, tq
+    WHERE u.lexeme = ANY(tq.lexemes)
+), df AS (
+    SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme
+), scored AS (
+    SELECT tf.id,
+           sum(ln(1.0 + (c.n - df.df + 0.5) / (df.df + 0.5))
+               * tf.f * (%(k1)s + 1.0)
+               / (tf.f + %(k1)s * (1.0 - %(b)s + %(b)s * tf.dl / greatest(c.avgdl, 1.0)))
+           ) AS score
+    FROM tf JOIN df USING (lexeme) CROSS JOIN corpus AS c
+    GROUP BY tf.id
+)
+SELECT {c}, s.score
+FROM scored AS s JOIN {t} AS r ON r.owner = %(owner)s AND r.id = s.id
+ORDER BY s.score DESC, r.id ASC
+LIMIT %(limit)s
+"""

@@ -171,6 +171,7 @@ class FakeOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAIServer
     protocol_version = "HTTP/1.1"  # keep-alive, like real providers
+    disable_nagle_algorithm = True  # headers and body go out in separate writes
 
     def log_message(self, format: str, *args: Any) -> None:  # silence
         return

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Iterator
 
+import httpx
 import numpy as np
 import pytest
 from fake_openai_server import EMBEDDINGS, FakeOpenAIServer, Reply, vector_for
@@ -233,22 +235,35 @@ def test_repr_shows_url_and_model_only() -> None:
     assert "org-secret" not in text
 
 
-@settings(max_examples=25)
+@pytest.fixture(scope="module")
+def loop_and_client() -> Iterator[tuple[asyncio.Runner, httpx.AsyncClient]]:
+    """One event loop and one HTTP client for all examples of the property below."""
+    with asyncio.Runner() as runner:
+        client = runner.run(_make_client())
+        yield runner, client
+        runner.run(client.aclose())
+
+
+async def _make_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient()
+
+
+@settings(max_examples=40)
 @given(
     texts=st.lists(st.text(max_size=12), min_size=1, max_size=20),
     batch_size=st.integers(min_value=1, max_value=8),
 )
 def test_rows_in_input_order_for_any_batch_size(
-    fake: FakeOpenAIServer, texts: list[str], batch_size: int
+    fake: FakeOpenAIServer,
+    loop_and_client: tuple[asyncio.Runner, httpx.AsyncClient],
+    texts: list[str],
+    batch_size: int,
 ) -> None:
     """Property: row i is texts[i]'s vector, whatever the batching; one request per batch."""
     fake.reset()
-
-    async def run() -> np.ndarray:
-        async with make(fake, batch_size=batch_size) as embedder:
-            return await embedder.embed(texts)
-
-    matrix = asyncio.run(run())
+    runner, client = loop_and_client
+    embedder = make(fake, batch_size=batch_size, http_client=client)
+    matrix = runner.run(embedder.embed(texts))
     np.testing.assert_array_equal(matrix, expected(texts))
     sent = fake.requests_to(EMBEDDINGS)
     assert len(sent) == math.ceil(len(texts) / batch_size)

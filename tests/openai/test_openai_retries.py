@@ -12,6 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
+import httpx
 import pytest
 from fake_openai_server import CHAT, EMBEDDINGS, FakeOpenAIServer, Reply
 
@@ -21,7 +22,7 @@ from agent_memory.adapters.openai import (
     ProviderError,
     RetryPolicy,
 )
-from agent_memory.adapters.openai.retry import parse_retry_after
+from agent_memory.adapters.openai.retry import is_retryable_status, parse_retry_after
 from agent_memory.domain.errors import InvalidInput, ModelError, ModelTimeout
 
 KEY = "sk-live-SECRET-0123456789abcdef"
@@ -322,3 +323,32 @@ def test_bad_retry_policy_names_the_field(kwargs: dict[str, object], field: str)
     with pytest.raises(InvalidInput) as info:
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [(408, True), (429, True), (500, True), (502, True), (599, True), (400, False), (401, False),
+     (404, False), (409, False), (422, False), (307, False)],
+)  # fmt: skip
+def test_which_statuses_are_retried(status: int, retryable: bool) -> None:
+    assert is_retryable_status(status) is retryable
+
+
+async def test_408_is_retried(fake: FakeOpenAIServer) -> None:
+    fake.script(CHAT, Reply(408, {"error": {"message": "request timeout"}}), OK_CHAT)
+    async with chat(fake) as model:
+        assert await model.complete("p", max_tokens=5, timeout=5) == "fine"
+    assert len(fake.requests) == 2
+
+
+async def test_a_shared_http_client_is_used_and_left_open(fake: FakeOpenAIServer) -> None:
+    async with httpx.AsyncClient() as shared:
+        emb = OpenAICompatibleEmbedder(fake.url, "e", 8, http_client=shared, retry=FAST)
+        model = OpenAICompatibleChatModel(fake.url, "m", http_client=shared, retry=FAST)
+        async with emb, model:
+            await emb.embed(("tuple", "input"))
+            await model.complete("p", max_tokens=5, timeout=5)
+        assert not shared.is_closed, "a client passed in belongs to the caller"
+        response = await shared.post(f"{fake.url}/v1/chat/completions", json={"messages": []})
+        assert response.status_code == 200
+    assert [r.path for r in fake.requests] == [EMBEDDINGS, CHAT, CHAT]

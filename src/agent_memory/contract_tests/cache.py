@@ -76,7 +76,11 @@ CANARY_SCOPE = "agent-memory-contract-canary"
 _PROPERTY = settings(
     max_examples=25,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.differing_executors,
+        HealthCheck.too_slow,
+    ],
 )
 _LITERAL = ["*", "?", "[", "%", "_", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]

@@ -112,7 +112,11 @@ _CANARY_IDS = ("canary-local", "canary-global")
 _PROPERTY = settings(
     max_examples=25,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.differing_executors,
+        HealthCheck.too_slow,
+    ],
 )
 _BIG = 10_000
 
@@ -278,7 +282,7 @@ class EventLogContract:
         limit=st.integers(1, 15),
         seed=st.randoms(use_true_random=False),
     )
-    async def test_window_matches_oracle(
+    async def test_window_matches_oracle_property(
         self,
         event_log: EventLog,
         evs: list[Event],

@@ -91,7 +91,11 @@ LONG = timedelta(seconds=60)
 _PROPERTY = settings(
     max_examples=25,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.differing_executors,
+        HealthCheck.too_slow,
+    ],
 )
 _LITERAL = ["*", "%", "_", "[", "?", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
@@ -450,7 +454,7 @@ class LeaseStoreContract:
             max_size=20,
         )
     )
-    async def test_acquire_release_model(
+    async def test_acquire_release_model_property(
         self, leases: LeaseStore, ops: list[tuple[str, str]]
     ) -> None:
         """Property: acquire/release sequences agree with a model of one lease.
@@ -565,7 +569,9 @@ class LeaseStoreContract:
 
     @_PROPERTY
     @given(key=cache_keys(), payload=lease_payloads())
-    async def test_payload_round_trip(self, leases: LeaseStore, key: str, payload: bytes) -> None:
+    async def test_payload_round_trip_property(
+        self, leases: LeaseStore, key: str, payload: bytes
+    ) -> None:
         """Property: adversarial keys and any payload bytes round-trip.
 
         When this fails, check the codec (bytes, not text; b"" stays b"") and key

@@ -1,0 +1,167 @@
+"""Deliberately broken EventLog, LeaseStore and Cache adapters.
+
+Each one is the in-process reference adapter with exactly one realistic bug.
+`tests/broken/test_broken_port_adapters.py` runs the shipped contract classes
+against them and asserts that the suite fails, naming the expected clause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from agent_memory.adapters.memory import InMemoryCache, InMemoryEventLog, InMemoryLeaseStore
+from agent_memory.adapters.memory.leases import check_lease_args
+from agent_memory.domain.errors import LeaseNotHeld
+from agent_memory.domain.records import Entity, Event, EventWindow, Lease
+from agent_memory.domain.validation import require_positive, require_scope, require_utc
+
+__all__ = [
+    "AnyoneRenewsLeaseStore",
+    "ArrivalOrderEventLog",
+    "DuplicatingEventLog",
+    "GlobPrefixCache",
+    "GlobalsReserveRoomEventLog",
+    "RacyAcquireLeaseStore",
+    "TokenResetLeaseStore",
+    "TtlIgnoringCache",
+]
+
+
+class ArrivalOrderEventLog(InMemoryEventLog):
+    """Bug: the window is newest-ARRIVAL first (like reading a stream backwards)."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+    ) -> EventWindow:
+        self._life.check()
+        require_scope(domain, "domain")
+        since = require_utc(since, "since")
+        require_positive(limit, "limit")
+        floor = max(since, self._cutoff())
+        rows = [
+            e
+            for e in reversed(list(self.backend.events.values()))
+            if (e.domain == domain or e.is_global)
+            and e.occurred_at >= floor
+            and (entity is None or entity in e.entities)
+        ]
+        return EventWindow(events=tuple(rows[:limit]), limited=len(rows) > limit)
+
+
+class DuplicatingEventLog(InMemoryEventLog):
+    """Bug: append is not idempotent; every event is stored again (like XADD)."""
+
+    _serial = 0
+
+    async def append(self, events: Sequence[Event]) -> int:
+        self._life.check()
+        batch = list(events)
+        for e in batch:
+            DuplicatingEventLog._serial += 1
+            self.backend.events[(e.domain, f"{e.id}\x00{self._serial}")] = e
+        return len(batch)
+
+
+class GlobalsReserveRoomEventLog(InMemoryEventLog):
+    """Bug: the page is `limit` domain events first, then globals appended after."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+    ) -> EventWindow:
+        require_positive(limit, "limit")
+        full = await super().window(domain, since=since, limit=10_000, entity=entity)
+        own = [e for e in full.events if e.domain == domain and not e.is_global]
+        glob = [e for e in full.events if e.is_global]
+        page = (own[:limit] + glob)[:limit]
+        return EventWindow(events=tuple(page), limited=len(own) > limit)
+
+
+class RacyAcquireLeaseStore(InMemoryLeaseStore):
+    """Bug: acquire is check-then-act across an await (GET, then SET)."""
+
+    async def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        self._life.check()
+        check_lease_args(scope, key, owner, ttl)
+        current = self._live(scope, key)
+        await asyncio.sleep(0)  # the round trip between the read and the write
+        if current is not None and current.owner != owner:
+            return None
+        if current is not None:
+            token = current.token
+        else:
+            token = self._backend.counters.get((scope, key), 0) + 1
+            self._backend.counters[(scope, key)] = token
+        lease = Lease(
+            scope=scope,
+            key=key,
+            owner=owner,
+            token=token,
+            expires_at=self._clock.now() + ttl,
+            payload=payload,
+        )
+        self._backend.leases[(scope, key)] = lease
+        return lease
+
+
+class AnyoneRenewsLeaseStore(InMemoryLeaseStore):
+    """Bug: renew checks that the lease exists, not who holds it."""
+
+    async def renew(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
+    ) -> Lease:
+        self._life.check()
+        check_lease_args(scope, key, owner, ttl)
+        current = self._live(scope, key)
+        if current is None:
+            raise LeaseNotHeld(key, owner, None)
+        return await super().renew(scope, key, current.owner, ttl, payload)
+
+
+class TokenResetLeaseStore(InMemoryLeaseStore):
+    """Bug: the fencing counter lives in the lease and is lost on release."""
+
+    async def release(self, scope: str, key: str, owner: str) -> bool:
+        released = await super().release(scope, key, owner)
+        if released:
+            self._backend.counters.pop((scope, key), None)
+        return released
+
+
+class TtlIgnoringCache(InMemoryCache):
+    """Bug: put validates the ttl, then stores the value without it."""
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        await super().put(scope, key, value, ttl)
+        await super().put(scope, key, value, None)
+
+
+class GlobPrefixCache(InMemoryCache):
+    """Bug: delete_prefix matches `prefix*` as a glob (like Redis SCAN MATCH)."""
+
+    async def delete_prefix(self, scope: str, prefix: str) -> int:
+        self._life.check()
+        require_scope(scope, "scope")
+        doomed = [
+            k
+            for k in self._backend.entries
+            if k[0] == scope and fnmatch.fnmatchcase(k[1], prefix + "*")
+        ]
+        live = sum(1 for k in doomed if self._live(*k) is not None)
+        for k in doomed:
+            self._backend.entries.pop(k, None)
+        return live

@@ -1,0 +1,186 @@
+"""Proof that the EventLog, LeaseStore and Cache contracts can fail.
+
+One pytest subprocess runs the shipped contract classes against every broken
+adapter of `broken_ports` (plus the genuine memory adapters as a control) from
+a generated test file; each test here then asserts that its broken adapter's
+run failed and that the expected clause id is named in the failures.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+# contract class -> (fixture to override, shared backend class)
+_PORTS = {
+    "EventLogContract": ("event_log", "MemoryEventBackend"),
+    "LeaseStoreContract": ("leases", "MemoryLeaseBackend"),
+    "CacheContract": ("cache", "MemoryCacheBackend"),
+}
+
+# broken adapter -> (contract class, clause id the suite must name)
+BROKEN = {
+    "ArrivalOrderEventLog": ("EventLogContract", "EL-ORD-1"),
+    "DuplicatingEventLog": ("EventLogContract", "EL-IDEM-1"),
+    "GlobalsReserveRoomEventLog": ("EventLogContract", "EL-GLOB-2"),
+    "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
+    "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),
+    "TokenResetLeaseStore": ("LeaseStoreContract", "LS-FENCE-1"),
+    "TtlIgnoringCache": ("CacheContract", "C-TTL-1"),
+    "GlobPrefixCache": ("CacheContract", "C-DELP-2"),
+}
+
+CONTROLS = {
+    "InMemoryEventLog": "EventLogContract",
+    "InMemoryLeaseStore": "LeaseStoreContract",
+    "InMemoryCache": "CacheContract",
+}
+
+_CLASS_TEMPLATE = """
+class Test{adapter}({contract}):
+    capabilities = CAPS
+
+    @pytest.fixture
+    def backend(self):
+        return {backend}()
+
+    @pytest.fixture
+    async def {fixture}(self, backend):
+        port = {adapter}(backend=backend)
+        yield port
+        await port.close()
+
+    @pytest.fixture
+    def reopen(self, backend):
+        async def _open():
+            return {adapter}(backend=backend)
+
+        return _open
+"""
+
+_HEADER = """
+import pytest
+
+from agent_memory.adapters.memory import (
+    InMemoryCache,
+    InMemoryEventLog,
+    InMemoryLeaseStore,
+    MemoryCacheBackend,
+    MemoryEventBackend,
+    MemoryLeaseBackend,
+)
+from agent_memory.contract_tests import (
+    CacheContract,
+    Capabilities,
+    EventLogContract,
+    LeaseStoreContract,
+)
+from broken.broken_ports import {broken}
+
+CAPS = Capabilities(reopen=True, ttl_resolution_ms=10)
+"""
+
+# Property-based tests are left out of the broken runs: hypothesis would spend
+# its time shrinking failures that the example-based clauses already name.
+_DESELECT = "not property"
+
+_FAILED = re.compile(r"^FAILED \S+?::Test(?P<cls>\w+)::(?P<test>\S+) - (?P<msg>.*)$")
+_SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors|skipped)\b")
+
+
+def _generated_source() -> str:
+    parts = [_HEADER.format(broken=", ".join(sorted(BROKEN)))]
+    adapters = [(name, contract) for name, (contract, _) in BROKEN.items()]
+    adapters += list(CONTROLS.items())
+    for adapter, contract in adapters:
+        fixture, backend = _PORTS[contract]
+        parts.append(
+            _CLASS_TEMPLATE.format(
+                adapter=adapter, contract=contract, fixture=fixture, backend=backend
+            )
+        )
+    return "\n".join(textwrap.dedent(p) for p in parts)
+
+
+class Run:
+    """Outcome of the subprocess: failure lines per adapter class, totals."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.returncode = proc.returncode
+        self.output = proc.stdout + proc.stderr
+        self.failures: dict[str, list[str]] = defaultdict(list)
+        for line in proc.stdout.splitlines():
+            m = _FAILED.match(line.strip())
+            if m:
+                self.failures[m["cls"]].append(f"{m['test']} - {m['msg']}")
+        self.totals = {kind: int(n) for n, kind in _SUMMARY.findall(self.output)}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    work = tmp_path_factory.mktemp("broken_ports")
+    (work / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    (work / "test_generated_broken_ports.py").write_text(_generated_source())
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
+    env["COLUMNS"] = "400"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_generated_broken_ports.py",
+            "-q",
+            "--tb=line",
+            "-rf",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            _DESELECT,
+        ],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    return Run(proc)
+
+
+def test_run_collected_and_failed(run: Run) -> None:
+    """When this fails, the generated file did not collect or run (read the output):
+    pytest must exit 1 (tests failed), not 2+ (collection or usage error)."""
+    assert run.returncode == 1, (
+        f"expected failing tests (exit 1), got {run.returncode}:\n{run.output}"
+    )
+    assert run.totals.get("passed", 0) > 100, f"too few tests ran:\n{run.output[-3000:]}"
+
+
+@pytest.mark.parametrize("adapter", sorted(CONTROLS))
+def test_control_adapter_passes(run: Run, adapter: str) -> None:
+    """When this fails, the harness itself is broken: the genuine memory adapter
+    must pass the contract inside the generated run too."""
+    assert not run.failures.get(adapter), f"{adapter} failed:\n" + "\n".join(run.failures[adapter])
+
+
+@pytest.mark.parametrize("adapter", sorted(BROKEN))
+def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
+    """When this fails, the contract no longer catches this bug: the clause named
+    in BROKEN must appear in the failures of the broken adapter's run."""
+    _, cid = BROKEN[adapter]
+    failures = run.failures.get(adapter, [])
+    assert failures, f"{adapter}: the contract passed a broken adapter\n{run.output[-3000:]}"
+    named = [line for line in failures if f"[{cid}]" in line]
+    assert named, f"{adapter}: no failure names [{cid}]; failures were:\n" + "\n".join(failures)

@@ -92,10 +92,11 @@ class SqliteConnection:
     def _call(self, job: Callable[[sqlite3.Connection], T]) -> T:
         try:
             conn = self._conn if self._conn is not None else self._open()
+        except (sqlite3.Error, OSError) as exc:  # OSError: the directory cannot be made
+            raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
+        try:
             return job(conn)
         except sqlite3.Error as exc:
-            raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
-        except OSError as exc:
             raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
 
     def _open(self) -> sqlite3.Connection:
@@ -105,10 +106,10 @@ class SqliteConnection:
         )
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise BackendUnavailable("sqlite", f"{self._path}: WAL mode refused ({mode})")
-            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
             conn.execute("PRAGMA foreign_keys = ON")
             ensure_schema(conn)
         except BaseException:

@@ -55,11 +55,10 @@ class SqliteCache:
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            now = self._now()
-            return await self._db.run(lambda conn: self._get(conn, scope, key, now))
+            return await self._db.run(lambda conn: self._get(conn, scope, key))
 
-    @staticmethod
-    def _get(conn: sqlite3.Connection, scope: str, key: str, now: int) -> bytes | None:
+    def _get(self, conn: sqlite3.Connection, scope: str, key: str) -> bytes | None:
+        now = self._now()
         row = conn.execute(
             "SELECT value, expires_at FROM cache WHERE scope = ? AND key = ?", (scope, key)
         ).fetchone()
@@ -82,22 +81,25 @@ class SqliteCache:
                 raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
             _check_ttl(ttl)
             data = bytes(value)
-            now = self._clock.now()
-            expires = None if ttl is None else to_micros(now + ttl)
             self._puts += 1
-            purge = to_micros(now) if self._puts % _PURGE_EVERY == 1 else None
-            await self._db.run(lambda conn: self._put(conn, scope, key, data, expires, purge))
+            purge = self._puts % _PURGE_EVERY == 1
+            await self._db.run(lambda conn: self._put(conn, scope, key, data, ttl, purge))
 
-    @staticmethod
     def _put(
+        self,
         conn: sqlite3.Connection,
         scope: str,
         key: str,
         value: bytes,
-        expires: int | None,
-        purge_before: int | None,
+        ttl: timedelta | None,
+        purge: bool,
     ) -> None:
+        # The clock is read on the worker, once the file is open: a TTL counts
+        # from when the entry becomes readable, not from when the call was queued.
         with write_tx(conn):
+            now = self._clock.now()
+            expires = None if ttl is None else to_micros(now + ttl)
+            purge_before = to_micros(now) if purge else None
             conn.execute(
                 "INSERT INTO cache (scope, key, value, expires_at) VALUES (?, ?, ?, ?)"
                 " ON CONFLICT (scope, key) DO UPDATE SET"
@@ -115,12 +117,11 @@ class SqliteCache:
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            now = self._now()
-            return await self._db.run(lambda conn: self._delete(conn, scope, key, now))
+            return await self._db.run(lambda conn: self._delete(conn, scope, key))
 
-    @staticmethod
-    def _delete(conn: sqlite3.Connection, scope: str, key: str, now: int) -> bool:
+    def _delete(self, conn: sqlite3.Connection, scope: str, key: str) -> bool:
         with write_tx(conn):
+            now = self._now()
             rows = conn.execute(
                 "DELETE FROM cache WHERE scope = ? AND key = ? RETURNING expires_at", (scope, key)
             ).fetchall()
@@ -130,16 +131,13 @@ class SqliteCache:
         async with self._life.op():
             require_scope(scope, "scope")
             where, params = prefix_condition("key", prefix)
-            now = self._now()
-            return await self._db.run(
-                lambda conn: self._delete_prefix(conn, scope, where, params, now)
-            )
+            return await self._db.run(lambda conn: self._delete_prefix(conn, scope, where, params))
 
-    @staticmethod
     def _delete_prefix(
-        conn: sqlite3.Connection, scope: str, where: str, params: tuple[object, ...], now: int
+        self, conn: sqlite3.Connection, scope: str, where: str, params: tuple[object, ...]
     ) -> int:
         with write_tx(conn):
+            now = self._now()
             rows = conn.execute(
                 f"DELETE FROM cache WHERE scope = ? AND {where} RETURNING expires_at",
                 (scope, *params),
@@ -150,12 +148,11 @@ class SqliteCache:
         """Delete every expired entry now; the count (expired entries are never
         returned either way)."""
         async with self._life.op():
-            now = self._now()
-            return await self._db.run(lambda conn: self._purge(conn, now))
+            return await self._db.run(self._purge)
 
-    @staticmethod
-    def _purge(conn: sqlite3.Connection, now: int) -> int:
+    def _purge(self, conn: sqlite3.Connection) -> int:
         with write_tx(conn):
+            now = self._now()
             return conn.execute("DELETE FROM cache WHERE expires_at <= ?", (now,)).rowcount
 
     async def ping(self) -> None:

@@ -162,10 +162,9 @@ class SqliteLeaseStore:
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            now = self._clock.now()
             row = await self._db.run(
                 lambda conn: conn.execute(
-                    _SELECT + " AND expires_at > ?", (scope, key, to_micros(now))
+                    _SELECT + " AND expires_at > ?", (scope, key, to_micros(self._clock.now()))
                 ).fetchone()
             )
             if row is None:
@@ -183,12 +182,11 @@ class SqliteLeaseStore:
         async with self._life.op():
             require_scope(scope, "scope")
             where, params = prefix_condition("key", prefix)
-            now = self._clock.now()
             rows = await self._db.run(
                 lambda conn: conn.execute(
                     "SELECT key, owner, token, expires_at, payload FROM leases"
                     f" WHERE scope = ? AND expires_at > ? AND {where} ORDER BY key",
-                    (scope, to_micros(now), *params),
+                    (scope, to_micros(self._clock.now()), *params),
                 ).fetchall()
             )
             return [

@@ -30,9 +30,7 @@ def steps(n: int) -> list[Step]:
 async def run(model: ScriptedModel | None, the_steps: list[Step], **opts: object):
     log = InMemoryEventLog()
     recorder = Recorder(log, model, SystemClock(), RecorderOptions(**opts))  # type: ignore[arg-type]
-    report = await recorder.record(
-        domain="k8s", agent="A", request_id="r1", steps=the_steps
-    )
+    report = await recorder.record(domain="k8s", agent="A", request_id="r1", steps=the_steps)
     window = await log.window("k8s", since=NOW - timedelta(days=1), limit=100)
     events = sorted(window.events, key=lambda e: e.id)
     return report, events
@@ -82,7 +80,7 @@ async def test_model_error_falls_back_with_model_error() -> None:
     model = ScriptedModel([ModelError("HTTP 500")])
     report, events = await run(model, steps(2))
     assert [e.fallback_reason for e in events] == ["model_error"] * 2
-    assert events[0].summary == "step-0 -> success"
+    assert events[0].summary == "step-0 -> success: did 0"
     assert not report.ok
 
 
@@ -180,7 +178,11 @@ async def test_entities_from_request_metadata_and_model_with_counts() -> None:
     window = await log.window("k8s", since=NOW - timedelta(days=1), limit=10)
     by_id = {e.id: e for e in window.events}
     first = by_id["r1#0"]
-    assert first.entities == (Entity("incident", "i-9"), Entity("pod", "web-1"), Entity("node", "n1"))
+    assert first.entities == (
+        Entity("incident", "i-9"),
+        Entity("pod", "web-1"),
+        Entity("node", "n1"),
+    )
     assert first.entity_source is EntitySource.MIXED
     assert by_id["r1#2"].entities == (Entity("incident", "i-9"),)
     assert by_id["r1#2"].entity_source is EntitySource.REQUEST

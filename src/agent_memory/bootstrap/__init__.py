@@ -1,6 +1,7 @@
 """Composition root: configuration -> wired stores, models and services."""
 
 from agent_memory.bootstrap.connect import Memory, Stores, connect, open_stores, scheme_of
+from agent_memory.bootstrap.services import agent_memory_service, request_options
 from agent_memory.bootstrap.settings import ENV_VARS, Settings, default_sqlite_url
 
 __all__ = [
@@ -8,8 +9,10 @@ __all__ = [
     "Memory",
     "Settings",
     "Stores",
+    "agent_memory_service",
     "connect",
     "default_sqlite_url",
     "open_stores",
+    "request_options",
     "scheme_of",
 ]

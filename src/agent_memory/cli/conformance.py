@@ -26,7 +26,6 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from agent_memory.bootstrap import Settings, open_stores, scheme_of
 from agent_memory.domain.errors import ConfigurationError
@@ -107,13 +106,13 @@ class Target:
         if self.family == "memory":
             return f"memory://conformance-{deployment}", deployment
         if self.family == "sqlite":
-            given = Path(urlsplit(self.url).path)
-            folder = given.parent if str(given) not in ("", "/") else self._tmp
-            folder = folder / f"{given.stem or 'x'}.conformance"
+            from agent_memory.adapters.sqlite import path_from_url
+
+            given = Path(path_from_url(self.url)[0]).absolute()
+            folder = given.parent / f"{given.stem}.conformance"
             folder.mkdir(parents=True, exist_ok=True)
             return f"sqlite:///{folder / f'{n}-{deployment}.db'}", deployment
-        parts = urlsplit(self.url)
-        return urlunsplit(parts), deployment
+        return self.url, deployment
 
     async def _open_url(self, url: str, deployment: str, port: str) -> Any:
         settings = Settings(deployment=deployment)

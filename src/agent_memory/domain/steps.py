@@ -184,12 +184,20 @@ def step_payload(step: Step, allowance: int) -> dict[str, Any]:
     return payload
 
 
+HEURISTIC_DETAIL_BYTES = 160
+
+
 def heuristic_summary(step: Step) -> str:
-    """A deterministic one-line summary: action, outcome and the failure cause."""
+    """A deterministic one-line summary: action, outcome, and the failure cause
+    (or the start of the response)."""
     text = f"{step.action} -> {step.outcome}"
     if step.failure_cause:
         cause, _ = shorten_utf8(step.failure_cause, CAUSE_MAX_BYTES)
         text += f": {cause}"
+    elif step.response.strip():
+        first_line = step.response.strip().splitlines()[0]
+        detail, _ = shorten_utf8(first_line, HEURISTIC_DETAIL_BYTES)
+        text += f": {detail}"
     return text
 
 

@@ -9,6 +9,13 @@ from typing import Any
 from attrs import define, field
 
 from agent_memory.domain.records import Entity, Event
+from agent_memory.domain.views import (
+    ActivitySignal,
+    Investigation,
+    KnowledgeItem,
+    render_agent_memory,
+    render_coordination,
+)
 from agent_memory.services.coordination import SignalInfo
 from agent_memory.services.reports import StageReport
 
@@ -25,10 +32,11 @@ class PlanningInputs:
     now: datetime
     events: list[Event] = field(factory=list)
     events_limited: bool = False
+    entity: Entity | None = None
     entity_history: list[Event] = field(factory=list)
     signals: list[SignalInfo] = field(factory=list)
     claims: list[tuple[Entity, str, str, datetime | None]] = field(factory=list)
-    knowledge: list[Any] = field(factory=list)
+    knowledge: list[KnowledgeItem] = field(factory=list)
     digest: str | None = None
 
 
@@ -46,6 +54,32 @@ class PlanningContext:
         return "\n".join(part for part in (self.agent_memory, self.coordination) if part)
 
 
+def _signals(inputs: PlanningInputs) -> list[ActivitySignal]:
+    out = []
+    for info in inputs.signals:
+        if info.started_at is None or info.request_id == inputs.request_id:
+            continue
+        out.append(
+            ActivitySignal(
+                agent=info.agent,
+                request_id=info.request_id,
+                domain=inputs.domain,
+                action=info.doing,
+                status=info.status,
+                started_at=info.started_at,
+            )
+        )
+    return out
+
+
+def _investigations(inputs: PlanningInputs) -> list[Investigation]:
+    return [
+        Investigation(entity=entity, agent=agent, request_id=request_id, since=since or inputs.now)
+        for entity, agent, request_id, since in inputs.claims
+        if request_id != inputs.request_id
+    ]
+
+
 def render_planning(
     inputs: PlanningInputs,
     *,
@@ -53,4 +87,52 @@ def render_planning(
     coordination_limit: int,
     report: StageReport,
 ) -> PlanningContext:
-    raise NotImplementedError
+    """Render both views; a rendering failure is reported and yields empty text."""
+    memory_text = coordination_text = ""
+    view_reports: dict[str, Any] = {}
+    try:
+        memory_view = render_agent_memory(
+            domain=inputs.domain,
+            as_of=inputs.now,
+            request_id=inputs.request_id,
+            digest=inputs.digest,
+            events=inputs.events,
+            entity=inputs.entity,
+            entity_events=inputs.entity_history,
+            investigations=_investigations(inputs),
+            knowledge=inputs.knowledge,
+            budget_bytes=budget_bytes,
+        )
+        memory_text = memory_view.text
+        view_reports["agent_memory"] = memory_view.report
+    except Exception as exc:
+        report.fail("render agent_memory", exc)
+    try:
+        coordination_view = render_coordination(
+            _signals(inputs),
+            domain=inputs.domain,
+            own_request_id=inputs.request_id,
+            now=inputs.now,
+            max_agents=coordination_limit,
+            budget_bytes=budget_bytes,
+        )
+        coordination_text = coordination_view.text
+        view_reports["agent_coordination"] = coordination_view.report
+    except Exception as exc:
+        report.fail("render agent_coordination", exc)
+    report.details.update(
+        {
+            "events": len(inputs.events),
+            "events_limited": inputs.events_limited,
+            "entity_history": len(inputs.entity_history),
+            "signals": len(inputs.signals),
+            "claims": len(inputs.claims),
+            "knowledge": len(inputs.knowledge),
+        }
+    )
+    return PlanningContext(
+        agent_memory=memory_text,
+        coordination=coordination_text,
+        report=report,
+        view_reports=view_reports,
+    )

@@ -21,7 +21,6 @@ import contextlib
 from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any
 
 from attrs import define, field
 
@@ -29,6 +28,7 @@ from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
 from agent_memory.services.coordination import (
@@ -200,7 +200,9 @@ class MemoryRequest:
             report.details["renewals"] = renewals
 
     # -- planning ------------------------------------------------------------
-    async def planning_context(self, *, knowledge: Sequence[Any] = ()) -> PlanningContext:
+    async def planning_context(
+        self, *, knowledge: Sequence[KnowledgeItem] = (), digest: str | None = None
+    ) -> PlanningContext:
         """The views for the planner, built from the event window, the entity
         history and the active signals and claims (fail-open)."""
         opts = self._m.options
@@ -224,18 +226,20 @@ class MemoryRequest:
                 self._m.observability.retrieval(self._m.backend, "hit" if window.events else "miss")
             if report.failures:
                 self._m.observability.retrieval(self._m.backend, "error")
-            for entity in self.entities:
+            if self.entities:
+                entity = inputs.entity = self.entities[0]
                 async with fail_open(report, f"entity-history {entity.type}/{entity.id}"):
                     hist = await self._m.events.window(
                         self.domain, since=since, limit=opts.entity_history_limit, entity=entity
                     )
-                    inputs.entity_history.extend(hist.events)
+                    inputs.entity_history = list(hist.events)
             async with fail_open(report, "signals"):
                 signals = await self._coord.active_signals()
                 inputs.signals = [s for s in signals if s.request_id != self.request_id]
             async with fail_open(report, "claims"):
                 inputs.claims = await self._coord.active_claims()
             inputs.knowledge = list(knowledge)
+            inputs.digest = digest
             context = render_planning(
                 inputs,
                 budget_bytes=opts.view_budget_bytes,

@@ -1,0 +1,42 @@
+"""Build the services from a connected `Memory` and its validated settings."""
+
+from __future__ import annotations
+
+from agent_memory.adapters._common.clock import SystemClock
+from agent_memory.bootstrap.connect import Memory
+from agent_memory.ports.models import Clock
+from agent_memory.services.observability import Observability
+from agent_memory.services.recorder import RecorderOptions
+from agent_memory.services.request import AgentMemory, RequestOptions
+
+__all__ = ["agent_memory_service", "request_options"]
+
+
+def request_options(memory: Memory) -> RequestOptions:
+    s = memory.settings
+    return RequestOptions(
+        signal_ttl=s.signal_ttl,
+        cleanup_timeout=s.cleanup_timeout,
+        lookback=s.lookback,
+        window_limit=s.window_limit,
+        view_budget_bytes=s.view_budget_bytes,
+        recorder=RecorderOptions(summary_timeout=s.summary_timeout),
+    )
+
+
+def agent_memory_service(
+    memory: Memory,
+    *,
+    clock: Clock | None = None,
+    observability: Observability | None = None,
+) -> AgentMemory:
+    """The episodic-memory and coordination service on `memory`'s stores."""
+    return AgentMemory(
+        events=memory.events,
+        leases=memory.leases,
+        clock=clock or SystemClock(),
+        llm=memory.llm,
+        options=request_options(memory),
+        observability=observability,
+        backend=memory.stores.backend,
+    )

@@ -1,0 +1,104 @@
+"""The `agent-memory` command, run as a user would run it (a real subprocess)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+def agent_memory(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=600,
+        check=False,
+    )
+
+
+def test_demo_runs_offline_on_the_embedded_default() -> None:
+    result = agent_memory("demo")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "on sqlite:///" in out
+    assert "claim acquired=False; held by agent-a" in out
+    assert '"agent-a" doing "investigate OOMKilled restarts"' in out
+    assert "## investigations: admitted=1" in out
+    assert "OOMKilled (exit 137)" in out, "a later request sees A's recorded events"
+    assert "demo complete" in out
+
+
+def test_doctor_reports_a_healthy_sqlite_file(tmp_path: Path) -> None:
+    result = agent_memory("doctor", "--url", f"sqlite:///{tmp_path / 'x.db'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "result: healthy" in result.stdout
+    assert "sqlite_version" in result.stdout
+
+
+def test_doctor_rejects_invalid_environment() -> None:
+    result = agent_memory("doctor", env={"AGENT_MEMORY_WINDOW_LIMIT": "-3"})
+    assert result.returncode == 1
+    assert "AGENT_MEMORY_WINDOW_LIMIT='-3' is invalid" in result.stdout
+
+
+def test_unknown_scheme_is_a_clear_error() -> None:
+    result = agent_memory("doctor", "--url", "mongodb://x")
+    assert result.returncode == 1
+    assert "unsupported storage URL scheme 'mongodb'" in result.stdout
+
+
+@pytest.mark.parametrize("url", ["memory://", "sqlite:///{tmp}/x.db"])
+def test_conformance_passes_on_our_backends(url: str, tmp_path: Path) -> None:
+    result = agent_memory("conformance", url.format(tmp=tmp_path), "-q")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    table = result.stdout.split("port ", 1)[1]
+    for port in ("store", "events", "leases", "cache"):
+        assert f"\n{port}" in table, f"{port} missing from the summary table"
+    assert "conformance: PASS" in result.stdout
+
+
+def test_conformance_factory_on_a_broken_store_names_the_failed_clauses(tmp_path: Path) -> None:
+    (tmp_path / "acme_broken.py").write_text(
+        textwrap.dedent(
+            '''
+            from agent_memory.adapters.memory import InMemoryMemoryStore
+            from agent_memory.domain.records import EmbeddingSpace
+
+
+            class LeakyStore(InMemoryMemoryStore):
+                """Search ignores the owner: returns every owner's records."""
+
+                async def search(self, owner, vector, **kw):
+                    hits = []
+                    for other in list(self.backend.owners(self.space)):
+                        hits += await super().search(other, vector, **kw)
+                    hits.sort(key=lambda h: (-h.score, h.record.id))
+                    return hits[: kw.get("limit", 10)]
+
+
+            def make():
+                return {"store": LeakyStore(EmbeddingSpace("acme", 16))}
+            '''
+        )
+    )
+    result = agent_memory(
+        "conformance", "--factory", "acme_broken:make", "-q", "-k", "isolation", cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert "conformance: FAIL" in result.stdout
+    assert "MS-ISO-" in result.stdout.split("failed clauses", 1)[1]
+
+
+def test_conformance_factory_errors_are_clear(tmp_path: Path) -> None:
+    result = agent_memory("conformance", "--factory", "no_such_module:make", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "cannot import 'no_such_module'" in result.stderr

@@ -1,0 +1,158 @@
+"""Request lifecycle: signals, claims, renewal and cleanup on every exit."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from agent_memory.adapters._common.clock import SystemClock
+from agent_memory.adapters.memory import InMemoryEventLog, InMemoryLeaseStore
+from agent_memory.domain.records import Entity
+from agent_memory.domain.steps import Step
+from agent_memory.services.coordination import CLAIM_PREFIX, SIGNAL_PREFIX
+from agent_memory.services.request import AgentMemory, RequestOptions
+
+POD = Entity("pod", "web-1")
+
+
+def make_memory(**opts: object) -> AgentMemory:
+    return AgentMemory(
+        events=InMemoryEventLog(),
+        leases=InMemoryLeaseStore(),
+        clock=SystemClock(),
+        options=RequestOptions(**opts),  # type: ignore[arg-type]
+    )
+
+
+async def test_two_concurrent_requests_exactly_one_claim_holder() -> None:
+    memory = make_memory()
+    a = memory.request(agent="A", domain="k8s", request_id="ra", entities=[POD])
+    b = memory.request(agent="B", domain="k8s", request_id="rb", entities=[POD])
+    async with asyncio.TaskGroup() as tg:
+        ta = tg.create_task(a.__aenter__())
+        tb = tg.create_task(b.__aenter__())
+    await ta, await tb
+    holders = [r for r in (a, b) if r.claims[0].acquired]
+    assert len(holders) == 1, "exactly one request holds the claim"
+    loser = b if holders[0] is a else a
+    winner = holders[0]
+    assert loser.claims[0].holder_agent == winner.agent
+    assert loser.claims[0].holder_request_id == winner.request_id
+    claims = await memory.leases.scan("k8s", CLAIM_PREFIX)
+    assert len(claims) == 1
+    await a.__aexit__(None, None, None)
+    await b.__aexit__(None, None, None)
+    assert await memory.leases.scan("k8s", "") == []
+
+
+async def test_cancelled_request_leaves_no_signal_and_no_claim() -> None:
+    memory = make_memory()
+    entered = asyncio.Event()
+
+    async def agent() -> None:
+        async with memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD]):
+            entered.set()
+            await asyncio.sleep(60)
+
+    task = asyncio.create_task(agent())
+    await entered.wait()
+    assert len(await memory.leases.scan("k8s", SIGNAL_PREFIX)) == 1
+    assert len(await memory.leases.scan("k8s", CLAIM_PREFIX)) == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await memory.leases.scan("k8s", "") == []
+
+
+async def test_exception_exit_releases_and_reports() -> None:
+    memory = make_memory()
+    req = memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD])
+    with pytest.raises(RuntimeError, match="agent failed"):
+        async with req:
+            raise RuntimeError("agent failed")
+    assert await memory.leases.scan("k8s", "") == []
+    assert req.reports["cleanup"].details == {"exit": "error", "released": 2}
+
+
+async def test_signal_and_claims_are_renewed_while_running() -> None:
+    memory = make_memory(signal_ttl=timedelta(milliseconds=300))
+    async with memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD]) as req:
+        await asyncio.sleep(0.75)  # more than twice the TTL
+        leases = await memory.leases.scan("k8s", "")
+        assert len(leases) == 2, "renewal kept both leases alive past their TTL"
+    assert req.reports["activity-renewal"].details["renewals"] >= 4
+
+
+async def test_backend_down_request_completes_and_reports_failures() -> None:
+    memory = make_memory()
+    await memory.leases.close()
+    await memory.events.close()
+    async with memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD]) as req:
+        report = await req.record([Step(action="look")])
+    announce = req.reports["activity-announcement"]
+    assert {f.operation for f in announce.failures} == {"announce", "claim pod/web-1"}
+    assert {f.error_type for f in announce.failures} == {"StoreClosed"}
+    assert [f.operation for f in report.failures] == ["append"]
+    assert req.reports["cleanup"].ok
+
+
+async def test_cleanup_is_bounded_by_the_timeout() -> None:
+    class SlowReleases(InMemoryLeaseStore):
+        async def release(self, scope: str, key: str, owner: str) -> bool:
+            await asyncio.sleep(10)
+            return True
+
+    memory = AgentMemory(
+        events=InMemoryEventLog(),
+        leases=SlowReleases(),
+        clock=SystemClock(),
+        options=RequestOptions(cleanup_timeout=0.1),
+    )
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with memory.request(agent="A", domain="k8s", request_id="r1") as req:
+        pass
+    assert loop.time() - started < 2.0
+    assert [f.operation for f in req.reports["cleanup"].failures] == ["cleanup"]
+
+
+def test_invalid_request_arguments_are_typed_errors() -> None:
+    memory = make_memory()
+    from agent_memory.domain.errors import InvalidInput, ScopeRequired
+
+    with pytest.raises(ScopeRequired):
+        memory.request(agent="A", domain=" ", request_id="r1")
+    with pytest.raises(InvalidInput):
+        memory.request(agent="", domain="k8s", request_id="r1")
+    with pytest.raises(InvalidInput):
+        RequestOptions(cleanup_timeout=0)
+
+
+async def test_second_agent_sees_first_agents_signal_claim_and_later_its_events() -> None:
+    memory = make_memory()
+    async with memory.request(
+        agent="agent-a",
+        domain="k8s",
+        request_id="ra",
+        entities=[POD],
+        doing="investigate OOMKilled",
+    ) as a:
+        async with memory.request(
+            agent="agent-b", domain="k8s", request_id="rb", entities=[POD]
+        ) as b:
+            assert not b.claims[0].acquired
+            ctx = await b.planning_context()
+            assert ctx.report.ok, ctx.report.failures
+            assert "agent-a" in ctx.coordination
+            assert "investigate OOMKilled" in ctx.coordination
+            assert '"ra"' in ctx.agent_memory, "the investigation names the holder's request"
+            assert "agent-b" not in ctx.coordination, "the caller's own request is left out"
+        await a.record([Step(action="kubectl describe pod", outcome="found OOMKilled")])
+    async with memory.request(agent="agent-c", domain="k8s", request_id="rc", entities=[POD]) as c:
+        ctx = await c.planning_context()
+    assert "kubectl describe pod" in ctx.agent_memory
+    assert ctx.coordination.count("agent-a") == 0, "A's signal is gone after it finished"
+    report = ctx.view_reports["agent_memory"]
+    assert report.bytes_used <= report.budget_bytes

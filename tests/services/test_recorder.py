@@ -60,7 +60,7 @@ async def test_model_summaries_are_used_in_one_batched_call() -> None:
 )
 async def test_answer_shapes(answer: str, expected_model: int, reason: str | None) -> None:
     model = ScriptedModel([answer])
-    report, events = await run(model, steps(2))
+    _report, events = await run(model, steps(2))
     sources = [e.summary_source for e in events]
     assert sources.count(SummarySource.MODEL) == expected_model
     heuristic = [e for e in events if e.summary_source is SummarySource.HEURISTIC]
@@ -97,7 +97,7 @@ async def test_batch_limit_caps_the_model_call() -> None:
 
 
 async def test_no_model_gives_heuristic_summaries() -> None:
-    report, events = await run(None, steps(2))
+    _report, events = await run(None, steps(2))
     assert [e.fallback_reason for e in events] == ["no_model"] * 2
 
 
@@ -130,7 +130,7 @@ async def test_payload_allowance_is_shared_between_cause_and_response() -> None:
 
 async def test_failure_cause_is_shortened_to_256_bytes_with_flag() -> None:
     cause = "é" * 200  # 400 bytes; the cut must not split a character
-    report, events = await run(None, [Step(action="x", outcome="failure", failure_cause=cause)])
+    _report, events = await run(None, [Step(action="x", outcome="failure", failure_cause=cause)])
     stored = events[0].metadata["failure_cause"]
     assert stored.endswith("[shortened]")
     assert len(stored.removesuffix("[shortened]").encode()) == 256

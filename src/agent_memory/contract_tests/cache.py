@@ -238,8 +238,7 @@ class CacheContract:
         await cache.put("s", "t/a", b"x", self._short())
         await cache.put("s", "t/b", b"y", self._short())
         await cache.put("s", "t/c", b"z", self._short())
-        present = await cache.get("s", "t/a")
-        assert present == b"x", clause("C-TTL-1", "an entry is readable before its ttl", present)
+        await cache.put("s", "u/live", b"w", timedelta(seconds=60))
         await self._outlive_short()
         got = await cache.get("s", "t/a")
         assert got is None, clause("C-TTL-1", "get after the ttl is None", got)
@@ -247,6 +246,8 @@ class CacheContract:
         assert deleted is False, clause("C-TTL-1", "delete of an expired entry is False", deleted)
         count = await cache.delete_prefix("s", "t/")
         assert count == 0, clause("C-TTL-1", "delete_prefix does not count expired", count)
+        live = await cache.get("s", "u/live")
+        assert live == b"w", clause("C-TTL-1", "an entry whose ttl has not passed stays", live)
 
     async def test_ttl_none_persists(self, cache: Cache) -> None:
         """ttl=None keeps an entry past the expiry of others.

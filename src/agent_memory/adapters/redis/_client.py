@@ -6,9 +6,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ConnectionError as RConnectionError
-from redis.exceptions import TimeoutError as RTimeoutError
+from redis.backoff import NoBackoff
 
 __all__ = ["Client", "connect"]
 
@@ -16,12 +14,16 @@ Client = aioredis.Redis
 
 
 def connect(url: str, **options: Any) -> aioredis.Redis:
-    """A client for `url` speaking RESP2 with bytes replies, bounded timeouts and a
-    short retry on connection errors (so a restarted server is picked up again)."""
-    options.setdefault("socket_timeout", 5.0)
+    """A client for `url` speaking RESP2 with bytes replies and bounded timeouts.
+
+    No automatic command retries: a retried script could run twice (a batch add
+    would then report its own records as duplicates). A dead pooled connection is
+    detected and replaced when it is taken from the pool, so a restarted server is
+    picked up again without rebuilding the adapter.
+    """
+    options.setdefault("socket_timeout", 30.0)
     options.setdefault("socket_connect_timeout", 2.0)
-    options.setdefault("retry", Retry(ExponentialBackoff(cap=0.5, base=0.02), 3))
-    options.setdefault("retry_on_error", [RConnectionError, RTimeoutError])
+    options.setdefault("retry", Retry(NoBackoff(), 0))
     options.setdefault("health_check_interval", 0)
     client: aioredis.Redis = aioredis.Redis.from_url(
         url, protocol=2, decode_responses=False, **options

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from redis import exceptions as rexc
 
-from agent_memory.domain.errors import BackendUnavailable, SearchModuleMissing
+from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, SearchModuleMissing
 
 __all__ = ["BACKEND", "SEARCH_HINT", "is_missing_index", "is_unknown_command", "translate"]
 
@@ -37,6 +37,8 @@ def translate(what: str) -> Iterator[None]:
     """Re-raise any client failure as `BackendUnavailable` (or `SearchModuleMissing`)."""
     try:
         yield
+    except AgentMemoryError:
+        raise
     except rexc.ResponseError as exc:
         if is_unknown_command(exc) and "ft." in str(exc).lower():
             raise SearchModuleMissing(BACKEND, f"{what}: {SEARCH_HINT} ({exc})") from exc

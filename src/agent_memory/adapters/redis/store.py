@@ -11,6 +11,7 @@ can ever be a candidate.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Sequence
 from typing import Any, cast
@@ -108,12 +109,18 @@ class RedisMemoryStore:
         deployment: str = "default",
         owns_client: bool = False,
         ef_runtime: int = 64,
+        hnsw_m: int = 16,
+        hnsw_ef_construction: int = 200,
     ) -> None:
         self._r = client
         self._space = space
         self._keys = KeySchema(prefix, deployment)
         self._owns = owns_client
         self._ef = require_positive(ef_runtime, "ef_runtime")
+        self._hnsw = (
+            require_positive(hnsw_m, "hnsw_m"),
+            require_positive(hnsw_ef_construction, "hnsw_ef_construction"),
+        )
         self._sid = space.identity
         self._index = self._keys.ms_index(self._sid)
         self._index_ready = False
@@ -127,13 +134,11 @@ class RedisMemoryStore:
         url: str,
         space: EmbeddingSpace,
         *,
-        prefix: str = "agent_memory",
-        deployment: str = "default",
-        **options: Any,
+        client_options: dict[str, Any] | None = None,
+        **kwargs: Any,
     ) -> RedisMemoryStore:
-        return cls(
-            connect(url, **options), space, prefix=prefix, deployment=deployment, owns_client=True
-        )
+        """A store owning a client built from `url` (`client_options` go to the client)."""
+        return cls(connect(url, **(client_options or {})), space, owns_client=True, **kwargs)
 
     @property
     def space(self) -> EmbeddingSpace:
@@ -158,16 +163,31 @@ class RedisMemoryStore:
                     "ca", "NUMERIC",
                     "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
                     "content", "TEXT", "context", "TEXT",
-                    "vec", "VECTOR", "HNSW", "6",
+                    "vec", "VECTOR", "HNSW", "10",
                     "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
                     "DISTANCE_METRIC", "COSINE",
+                    "M", str(self._hnsw[0]), "EF_CONSTRUCTION", str(self._hnsw[1]),
                 )  # fmt: skip
             except Exception as exc:
                 if is_unknown_command(exc):
                     raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
                 if "already exists" not in str(exc).lower():
                     raise
+            else:
+                # Records may already exist (an index lost with a restarted server):
+                # the index scans them in the background; wait for it to finish.
+                await self._wait_indexed()
         self._index_ready = True
+
+    async def _wait_indexed(self, timeout: float = 60.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            info = await self._cmd("FT.INFO", self._index)
+            fields = {info[i]: info[i + 1] for i in range(0, len(info) - 1, 2)}
+            if int(fields.get(b"indexing", 0)) == 0:
+                return
+            await asyncio.sleep(0.01)
 
     async def drop_index(self, *, delete_records: bool = True) -> None:
         """Drop this space's index (and, by default, its records)."""

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from redis_helpers import SPACE, make_record
-from servers.redis_server import RedisServer
 
 from agent_memory.adapters.redis import (
     RedisCache,
@@ -17,6 +16,7 @@ from agent_memory.adapters.redis import (
 )
 from agent_memory.domain.errors import BackendUnavailable, SearchModuleMissing
 from agent_memory.domain.records import Event
+from servers.redis_server import RedisServer
 
 
 def _event(id: str, domain: str = "d") -> Event:
@@ -87,14 +87,17 @@ async def test_without_search_module_vectors_fail_clearly(plain_redis: RedisServ
             with pytest.raises(SearchModuleMissing) as err:
                 await op()
             message = str(err.value)
-            assert "Redis 8+" in message and "Redis Stack" in message and "Valkey" in message
+            assert "Redis 8+" in message
+            assert "Redis Stack" in message
+            assert "Valkey" in message
             assert isinstance(err.value, BackendUnavailable)
         # The other ports need no module.
         assert await log.append([_event("e1")]) == 1
         window = await log.window("d", since=datetime(2000, 1, 1, tzinfo=UTC), limit=5)
         assert [e.id for e in window.events] == ["e1"]
         lease = await leases.acquire("s", "k", "me", timedelta(seconds=5))
-        assert lease is not None and lease.token == 1
+        assert lease is not None
+        assert lease.token == 1
         await cache.put("s", "k", b"v")
         assert await cache.get("s", "k") == b"v"
         await store.ping()

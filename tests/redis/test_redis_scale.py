@@ -29,7 +29,7 @@ async def test_selective_owner_filter_recall(redis_url: str, deployment: str) ->
             vector=vectors[i],
             created_at=at,
             updated_at=at,
-        )  # fmt: skip
+        )
         for i, o in enumerate(owners)
     ]
     # A cheaper HNSW build keeps the test fast; selective owner filters are answered

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from redis import exceptions as rexc
-
 from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, SearchModuleMissing
+from redis import exceptions as rexc
 
 __all__ = ["BACKEND", "SEARCH_HINT", "is_missing_index", "is_unknown_command", "translate"]
 

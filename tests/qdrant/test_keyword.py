@@ -9,7 +9,12 @@ import pytest
 from _records import rec
 
 from agent_memory.adapters.qdrant import QdrantMemoryStore
-from agent_memory.adapters.qdrant._lexical import bm25_scores, query_terms, tokenize
+from agent_memory.adapters.qdrant._lexical import (
+    bm25_scores,
+    count_tokens,
+    query_terms,
+    tokenize,
+)
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
 from agent_memory.ports.storage import KeywordSearch
 
@@ -25,6 +30,8 @@ def test_tokenizer_mirrors_word_tokenizer() -> None:
         "42ab",
     ]
     assert query_terms("a b a B") == ["a", "b"]
+    for text in ("", "Hello, WORLD! it's x_y 42ab", "ünïcode 所有者 tokens"):
+        assert count_tokens(text) == len(tokenize(text))
 
 
 def test_bm25_formula() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import uuid
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
 from agent_memory.adapters.qdrant import QdrantMemoryStore
-from agent_memory.adapters.qdrant._codec import point_id
+from agent_memory.adapters.qdrant._codec import _POINT_NAMESPACE, point_id
 from agent_memory.domain.errors import (
     BackendUnavailable,
     DimensionMismatch,
@@ -38,6 +39,12 @@ async def test_round_trip_is_exact(store: QdrantMemoryStore) -> None:
     assert got.vector.tobytes() == vector.tobytes()
     assert isinstance(got.attributes["n"], int)
     assert isinstance(got.attributes["f"], float)
+
+
+@pytest.mark.parametrize(("owner", "rid"), [("a", "bc"), ("ü:所", "x|y"), ("o" * 300, "")])
+def test_point_id_is_uuid5_of_length_prefixed_pair(owner: str, rid: str) -> None:
+    name = f"{len(owner)}:{owner}{rid}"
+    assert point_id(owner, rid) == str(uuid.uuid5(_POINT_NAMESPACE, name))
 
 
 async def test_point_ids_never_collide_across_owner_id_splits(store: QdrantMemoryStore) -> None:

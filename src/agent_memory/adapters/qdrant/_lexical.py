@@ -15,7 +15,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-__all__ = ["BM25_B", "BM25_K1", "bm25_scores", "query_terms", "tokenize"]
+__all__ = ["BM25_B", "BM25_K1", "bm25_scores", "count_tokens", "query_terms", "tokenize"]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -25,6 +25,11 @@ _WORD = re.compile(r"[^\W_]+")
 def tokenize(text: str) -> list[str]:
     """Lowercased runs of letters and digits (Qdrant's `word` tokenizer)."""
     return [token.lower() for token in _WORD.findall(text)]
+
+
+def count_tokens(text: str) -> int:
+    """`len(tokenize(text))`, without building the lowercased tokens."""
+    return len(_WORD.findall(text)) if text else 0
 
 
 def query_terms(query: str) -> list[str]:

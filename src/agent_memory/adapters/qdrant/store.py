@@ -313,12 +313,12 @@ class QdrantMemoryStore:
         )
         return {str(p.id) for p in points}
 
-    async def _upsert(self, name: str, records: Sequence[MemoryRecord]) -> None:
+    async def _upsert(self, name: str, records: Sequence[MemoryRecord], ids: list[str]) -> None:
         for start in range(0, len(records), _UPSERT_BATCH):
             chunk = records[start : start + _UPSERT_BATCH]
             batch = qm.Batch(
-                ids=[point_id(r.owner, r.id) for r in chunk],
-                vectors=[r.vector.tolist() for r in chunk],
+                ids=ids[start : start + _UPSERT_BATCH],
+                vectors=np.stack([r.vector for r in chunk]),
                 payloads=[record_to_payload(r) for r in chunk],
             )
             await self._call("upsert", self._client.upsert(name, points=batch, wait=True))
@@ -349,7 +349,7 @@ class QdrantMemoryStore:
                 if dupes:
                     owner, dupe_ids = next(iter(dupes.items()))
                     raise DuplicateRecord(owner, tuple(dupe_ids))
-                await self._upsert(name, batch)
+                await self._upsert(name, batch, ids)
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
         async with self._life.op():
@@ -366,10 +366,11 @@ class QdrantMemoryStore:
             _check_record(record, "record")
             require_dimension(self._space, record.vector)
             name = await self._collection()
+            pid = point_id(record.owner, record.id)
             async with _write_lock(self._client, name):
-                if not await self._existing(name, [point_id(record.owner, record.id)]):
+                if not await self._existing(name, [pid]):
                     raise NotFound(record.owner, record.id)
-                await self._upsert(name, [record])
+                await self._upsert(name, [record], [pid])
 
     async def delete(self, owner: str, id: str) -> bool:
         async with self._life.op():

@@ -1,9 +1,15 @@
 """The shipped contract suite on the SQLite adapters: a fresh file per test, and
 `reopen` opening a second handle (its own connection and worker thread) on the
-same file. Every capability is declared, so nothing may skip."""
+same file. Every capability is declared, so nothing may skip.
+
+Each test's file is a copy of an empty database initialised once per session
+(WAL mode, schema, the contract space's tables): creating a file costs a few
+fsyncs, and first-open initialisation is covered by test_sqlite_adapter.py."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -34,21 +40,35 @@ SQLITE = Capabilities(
 )
 
 
+SPACE = EmbeddingSpace(model="contract-model", dimension=8)
+
+
+async def _initialise(path: Path) -> None:
+    store = SqliteMemoryStore(path, SPACE)
+    await store.ping()
+    await store.close()
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sqlite-template") / "empty.db"
+    asyncio.run(_initialise(path))
+    return path
+
+
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
-    return tmp_path / "contract.db"
+def db_path(tmp_path: Path, template_db: Path) -> Path:
+    path = tmp_path / "contract.db"
+    shutil.copyfile(template_db, path)
+    return path
 
 
 class TestSqliteMemoryStore(MemoryStoreContract):
     capabilities = SQLITE
 
     @pytest.fixture
-    def space(self) -> EmbeddingSpace:
-        return EmbeddingSpace(model="contract-model", dimension=8)
-
-    @pytest.fixture
-    async def store(self, db_path: Path, space: EmbeddingSpace) -> AsyncIterator[MemoryStore]:
-        handle = SqliteMemoryStore(db_path, space)
+    async def store(self, db_path: Path) -> AsyncIterator[MemoryStore]:
+        handle = SqliteMemoryStore(db_path, SPACE)
         yield handle
         await handle.close()
 

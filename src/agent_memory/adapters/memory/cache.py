@@ -35,6 +35,10 @@ class InMemoryCache:
         self._backend = backend if backend is not None else MemoryCacheBackend()
         self._life = Lifecycle("memory cache")
 
+    @property
+    def backend(self) -> MemoryCacheBackend:
+        return self._backend
+
     def _live(self, scope: str, key: str) -> bytes | None:
         entry = self._backend.entries.get((scope, key))
         if entry is None:

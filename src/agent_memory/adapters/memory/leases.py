@@ -40,6 +40,10 @@ class InMemoryLeaseStore:
         self._backend = backend if backend is not None else MemoryLeaseBackend()
         self._life = Lifecycle("memory lease store")
 
+    @property
+    def backend(self) -> MemoryLeaseBackend:
+        return self._backend
+
     def _live(self, scope: str, key: str) -> Lease | None:
         lease = self._backend.leases.get((scope, key))
         if lease is not None and lease.expires_at <= self._clock.now():

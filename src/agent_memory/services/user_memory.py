@@ -1,0 +1,524 @@
+"""Private user memory: extraction after the response, reconciliation, recall
+before planning, and verifiable forgetting.
+
+Facts are `MemoryRecord`s owned by the user id, in the agent type's namespace
+or in `universal` (read by every agent); `kind` is the fact category, so stores
+filter categories natively. Attributes: confidence, source (explicit/derived),
+last_used_at and, after a CONTRADICT, `supersedes` (the replaced fact's id).
+Derived cache entries live in the cache scope `user_cache_scope(user)`, so
+forgetting a user can remove them too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from attrs import define, evolve, field
+
+from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.user_facts import (
+    DEFAULT_SIMILARITY_THRESHOLD,
+    UNIVERSAL_NAMESPACE,
+    Classification,
+    FactCandidate,
+    Neighbour,
+    Operation,
+    immediate_decision,
+    parse_classifications,
+    parse_extraction,
+    rule_extract,
+)
+from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.views import (
+    Fact,
+    FactCategory,
+    FactSource,
+    RenderedView,
+    render_user_profile,
+)
+from agent_memory.ports.models import Clock, Embedder, LanguageModel
+from agent_memory.ports.storage import Cache, EventLog, MemoryStore
+from agent_memory.services.reports import StageReport
+
+__all__ = [
+    "ForgetReceipt",
+    "UserMemory",
+    "UserMemoryOptions",
+    "fact_from_record",
+    "user_cache_scope",
+]
+
+EXTRACTION_SYSTEM_PROMPT = (
+    "You extract durable facts a user stated about themselves, for a personal assistant. "
+    'Answer with ONLY a JSON object: {"facts": [{"content": "User ...", "category": '
+    '"identity|preference|constraint|relationship|context", "confidence": 0.0-1.0, '
+    '"explicit": true|false}], "summary": "<one sentence about this session>"}.'
+)
+RECONCILE_SYSTEM_PROMPT = (
+    "You reconcile new facts about a user with the facts already stored. For each "
+    "candidate choose ADD (new information), UPDATE (refines a stored fact: give the "
+    "merged content), CONTRADICT (replaces a stored fact that is no longer true) or "
+    "DUPLICATE (already known). Answer with ONLY a JSON array: "
+    '[{"index": <candidate index>, "operation": "...", "target_id": "<stored id or null>", '
+    '"content": "<text for UPDATE/CONTRADICT or null>"}].'
+)
+
+
+def user_cache_scope(user_id: str) -> str:
+    """The cache scope of entries derived from one user's data."""
+    return "user:" + json.dumps(user_id, ensure_ascii=False)
+
+
+@define
+class UserMemoryOptions:
+    similarity_threshold: float = DEFAULT_SIMILARITY_THRESHOLD
+    neighbours: int = 5
+    recall_limit: int = 15
+    recall_summaries: int = 3
+    model_timeout: float = 60.0
+    max_tokens: int = 1024
+    profile_budget_bytes: int = 8000
+
+
+@define
+class ForgetReceipt:
+    """What forgetting removed, per store."""
+
+    user_id: str
+    namespace: str | None
+    facts: int = 0
+    events: int = 0
+    cache_entries: int = 0
+    failures: list[str] = field(factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.failures
+
+
+def fact_from_record(record: MemoryRecord) -> Fact:
+    attrs_ = record.attributes
+    return Fact(
+        id=record.id,
+        category=record.kind,
+        content=record.content,
+        confidence=float(attrs_.get("confidence", 0.8)),
+        source=attrs_.get("source", "explicit"),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+class UserMemory:
+    """Private facts per user, reconciled, recalled and forgettable."""
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        embedder: Embedder,
+        clock: Clock,
+        llm: LanguageModel | None = None,
+        events: EventLog | None = None,
+        cache: Cache | None = None,
+        options: UserMemoryOptions | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.clock = clock
+        self.llm = llm
+        self.events = events
+        self.cache = cache
+        self.options = options or UserMemoryOptions()
+        self.counters: Counter[str] = Counter()
+        self._tasks: set[asyncio.Task[StageReport]] = set()
+
+    # -- extraction ------------------------------------------------------------
+    async def extract(
+        self,
+        *,
+        user_id: str | None,
+        namespace: str,
+        conversation: str,
+        wait: bool = False,
+    ) -> StageReport:
+        """Extract facts and a session summary after the response, then reconcile.
+
+        Asynchronous by default (returns at once with `scheduled`; `drain()`
+        waits); `wait=True` runs it to completion. Without a user id it is
+        skipped and the report says so."""
+        report = StageReport("user-memory-extraction")
+        if user_id is None:
+            report.details["skipped"] = "no user id"
+            return report
+        require_id(user_id, "user_id")
+        require_scope(namespace, "namespace")
+        if wait:
+            return await self._extract(user_id, namespace, conversation, report)
+        task = asyncio.create_task(self._extract(user_id, namespace, conversation, report))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        report.details["scheduled"] = True
+        return report
+
+    async def drain(self) -> list[StageReport]:
+        """Wait for every scheduled extraction; their reports."""
+        tasks = list(self._tasks)
+        return list(await asyncio.gather(*tasks)) if tasks else []
+
+    async def _extract(
+        self, user_id: str, namespace: str, conversation: str, report: StageReport
+    ) -> StageReport:
+        try:
+            candidates, summary = await self._candidates(conversation, report)
+            if summary:
+                candidates.append(
+                    FactCandidate(
+                        content=summary, category=FactCategory.SUMMARY, source=FactSource.DERIVED
+                    )
+                )
+            report.details["candidates"] = len(candidates)
+            if candidates:
+                reconciled = await self.reconcile(
+                    user_id=user_id, namespace=namespace, candidates=candidates
+                )
+                report.details["reconcile"] = reconciled.details
+                report.failures.extend(reconciled.failures)
+        except Exception as exc:
+            report.fail("extract", exc)
+        return report
+
+    async def _candidates(
+        self, conversation: str, report: StageReport
+    ) -> tuple[list[FactCandidate], str | None]:
+        if self.llm is None:
+            report.details["extractor"] = "rules"
+            return rule_extract(conversation), None
+        report.details["extractor"] = "model"
+        try:
+            answer = await self.llm.complete(
+                f"Conversation:\n{conversation}",
+                max_tokens=self.options.max_tokens,
+                timeout=self.options.model_timeout,
+                system=EXTRACTION_SYSTEM_PROMPT,
+            )
+        except Exception as exc:
+            report.fail("extract-model", exc)
+            report.details["extractor"] = "rules (model failed)"
+            return rule_extract(conversation), None
+        candidates, summary, error = parse_extraction(answer)
+        if error is not None:
+            report.details["extraction_error"] = error
+        return candidates, summary
+
+    # -- reconciliation ----------------------------------------------------------
+    async def _neighbours(
+        self, user_id: str, namespace: str, vector: np.ndarray[Any, Any], category: FactCategory
+    ) -> list[Neighbour]:
+        hits = await self.store.search(
+            user_id, vector, limit=self.options.neighbours, namespace=namespace
+        )
+        return [
+            Neighbour(id=h.record.id, content=h.record.content, similarity=h.score)
+            for h in hits
+            if category is not FactCategory.SUMMARY and h.record.kind != FactCategory.SUMMARY
+        ]
+
+    async def reconcile(
+        self, *, user_id: str, namespace: str, candidates: Sequence[FactCandidate]
+    ) -> StageReport:
+        """Apply each candidate as ADD / UPDATE / CONTRADICT / DUPLICATE."""
+        report = StageReport("user-memory-reconcile")
+        require_id(user_id, "user_id")
+        require_scope(namespace, "namespace")
+        if not candidates:
+            return report
+        vectors = await self.embedder.embed([c.content for c in candidates])
+        neighbours = [
+            await self._neighbours(user_id, namespace, vectors[i], c.category)
+            for i, c in enumerate(candidates)
+        ]
+        decisions: dict[int, Classification] = {}
+        pending: list[int] = []
+        for i, candidate in enumerate(candidates):
+            decision = immediate_decision(
+                candidate, neighbours[i], self.options.similarity_threshold
+            )
+            if decision is None:
+                pending.append(i)
+            else:
+                decisions[i] = decision
+        report.details["model_calls"] = 0
+        if pending:
+            decisions.update(await self._classify(candidates, neighbours, pending, report))
+        ops: Counter[str] = Counter()
+        for i, candidate in enumerate(candidates):
+            decision = decisions.get(i, Classification(Operation.ADD))
+            try:
+                await self._apply(user_id, namespace, candidate, vectors[i], decision)
+            except Exception as exc:
+                report.fail(f"apply {decision.operation} [{i}]", exc)
+                continue
+            ops[str(decision.operation)] += 1
+            self.counters[f"op.{decision.operation}"] += 1
+        report.details["operations"] = dict(ops)
+        return report
+
+    async def _ask(self, prompt: str) -> str:
+        assert self.llm is not None
+        self.counters["model_calls"] += 1
+        return await self.llm.complete(
+            prompt,
+            max_tokens=self.options.max_tokens,
+            timeout=self.options.model_timeout,
+            system=RECONCILE_SYSTEM_PROMPT,
+        )
+
+    @staticmethod
+    def _prompt(items: Sequence[tuple[int, FactCandidate, Sequence[Neighbour]]]) -> str:
+        body = [
+            {
+                "index": index,
+                "candidate": c.content,
+                "category": c.category.value,
+                "stored": [{"id": n.id, "content": n.content} for n in ns],
+            }
+            for index, c, ns in items
+        ]
+        return "Candidates:\n" + json.dumps(body, ensure_ascii=False, indent=1)
+
+    async def _classify(
+        self,
+        candidates: Sequence[FactCandidate],
+        neighbours: Sequence[Sequence[Neighbour]],
+        pending: Sequence[int],
+        report: StageReport,
+    ) -> dict[int, Classification]:
+        """One batched model call; per-candidate calls for what it left unusable."""
+        if self.llm is None:
+            report.details["classification"] = "no model: ADD"
+            return {}
+        out: dict[int, Classification] = {}
+        try:
+            answer = await self._ask(
+                self._prompt([(i, candidates[i], neighbours[i]) for i in pending])
+            )
+            report.details["model_calls"] += 1
+            parsed, error = parse_classifications(answer, neighbours)
+            out = {i: parsed[i] for i in pending if i in parsed}
+            if error is not None:
+                report.details["batch_error"] = error
+        except Exception as exc:
+            report.fail("classify-batch", exc)
+        missing = [i for i in pending if i not in out]
+        if not missing:
+            self.counters["batch.success"] += 1
+            report.details["classification"] = "batch"
+            return out
+        self.counters["batch.fallback"] += 1
+        report.details["classification"] = "per-candidate fallback"
+        for i in missing:
+            try:
+                answer = await self._ask(self._prompt([(0, candidates[i], neighbours[i])]))
+                report.details["model_calls"] += 1
+                single, _ = parse_classifications(answer, [neighbours[i]])
+            except Exception as exc:
+                report.fail(f"classify [{i}]", exc)
+                continue
+            if 0 in single:
+                out[i] = single[0]
+        return out
+
+    async def _apply(
+        self,
+        user_id: str,
+        namespace: str,
+        candidate: FactCandidate,
+        vector: np.ndarray[Any, Any],
+        decision: Classification,
+    ) -> None:
+        now = self.clock.now()
+        if decision.operation is Operation.ADD:
+            await self.store.add([self._record(user_id, namespace, candidate, vector, now)])
+            return
+        assert decision.target_id is not None
+        target = await self.store.get(user_id, decision.target_id)
+        if target is None:  # vanished meanwhile: keep the information
+            await self.store.add([self._record(user_id, namespace, candidate, vector, now)])
+            return
+        if decision.operation is Operation.DUPLICATE:
+            await self.store.update(
+                evolve(target, attributes={**target.attributes, "last_used_at": now.isoformat()})
+            )
+        elif decision.operation is Operation.UPDATE:
+            content = decision.content or candidate.content
+            (new_vector,) = await self.embedder.embed([content])
+            await self.store.update(
+                evolve(
+                    target,
+                    content=content,
+                    vector=new_vector,
+                    updated_at=now,
+                    attributes={**target.attributes, "last_used_at": now.isoformat()},
+                )
+            )
+        else:  # CONTRADICT: store the replacement first, then remove the old fact
+            content = decision.content or candidate.content
+            if content != candidate.content:
+                (vector,) = await self.embedder.embed([content])
+            replacement = self._record(
+                user_id,
+                namespace,
+                evolve(candidate, content=content),
+                vector,
+                now,
+                supersedes=target.id,
+            )
+            await self.store.add([replacement])
+            await self.store.delete(user_id, target.id)
+
+    @staticmethod
+    def _record(
+        user_id: str,
+        namespace: str,
+        candidate: FactCandidate,
+        vector: np.ndarray[Any, Any],
+        now: datetime,
+        supersedes: str | None = None,
+    ) -> MemoryRecord:
+        attributes: dict[str, Any] = {
+            "confidence": candidate.confidence,
+            "source": candidate.source.value,
+            "last_used_at": now.isoformat(),
+        }
+        if supersedes is not None:
+            attributes["supersedes"] = supersedes
+        return MemoryRecord(
+            id=uuid.uuid4().hex,
+            owner=user_id,
+            namespace=namespace,
+            kind=candidate.category.value,
+            content=candidate.content,
+            vector=vector,
+            created_at=now,
+            updated_at=now,
+            importance=candidate.confidence,
+            attributes=attributes,
+        )
+
+    # -- recall ------------------------------------------------------------------
+    async def recall(
+        self, *, user_id: str, namespace: str, request: str
+    ) -> tuple[list[Fact], StageReport]:
+        """Identity facts always, the last session summaries, then preferences,
+        constraints, relationships and context by relevance to the request; at
+        most `recall_limit` facts from the namespace and `universal`."""
+        report = StageReport("user-memory-recall")
+        require_id(user_id, "user_id")
+        require_scope(namespace, "namespace")
+        spaces = list(dict.fromkeys([namespace, UNIVERSAL_NAMESPACE]))
+        chosen: dict[str, MemoryRecord] = {}
+        limit = self.options.recall_limit
+        try:
+            identity: list[MemoryRecord] = []
+            summaries: list[MemoryRecord] = []
+            for ns in spaces:
+                page = await self.store.list(
+                    user_id, namespace=ns, kinds=[FactCategory.IDENTITY.value], limit=limit
+                )
+                identity.extend(page.records)
+                page = await self.store.list(
+                    user_id,
+                    namespace=ns,
+                    kinds=[FactCategory.SUMMARY.value],
+                    limit=self.options.recall_summaries,
+                )
+                summaries.extend(page.records)
+            summaries.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+            for record in identity + summaries[: self.options.recall_summaries]:
+                if len(chosen) < limit:
+                    chosen.setdefault(record.id, record)
+            (query,) = await self.embedder.embed([request])
+            kinds = [
+                FactCategory.CONSTRAINT.value,
+                FactCategory.PREFERENCE.value,
+                FactCategory.RELATIONSHIP.value,
+                FactCategory.CONTEXT.value,
+            ]
+            hits = []
+            for ns in spaces:
+                hits.extend(
+                    await self.store.search(user_id, query, limit=limit, namespace=ns, kinds=kinds)
+                )
+            hits.sort(key=lambda h: (-h.score, h.record.id))
+            for hit in hits:
+                if len(chosen) >= limit:
+                    break
+                chosen.setdefault(hit.record.id, hit.record)
+        except Exception as exc:
+            report.fail("recall", exc)
+        facts = [fact_from_record(r) for r in chosen.values()]
+        report.details["facts"] = len(facts)
+        return facts, report
+
+    async def profile(self, *, user_id: str, namespace: str, request: str) -> RenderedView:
+        """`<user_profile>` for the request (recall + the budgeted view)."""
+        facts, _ = await self.recall(user_id=user_id, namespace=namespace, request=request)
+        return render_user_profile(
+            facts, now=self.clock.now(), budget_bytes=self.options.profile_budget_bytes
+        )
+
+    # -- forgetting ----------------------------------------------------------------
+    async def forget(self, user_id: str, namespace: str | None = None) -> ForgetReceipt:
+        """Remove everything about a user (or one namespace of it): facts and
+        summaries, events carrying the user id and derived cache entries."""
+        require_id(user_id, "user_id")
+        if namespace is not None:
+            require_scope(namespace, "namespace")
+        receipt = ForgetReceipt(user_id=user_id, namespace=namespace)
+        try:
+            receipt.facts = await self.store.delete_scope(user_id, namespace=namespace)
+        except Exception as exc:
+            receipt.failures.append(f"store: {type(exc).__name__}: {exc}")
+        if namespace is None:
+            if self.events is not None:
+                try:
+                    receipt.events = await self.events.erase_user(user_id)
+                except Exception as exc:
+                    receipt.failures.append(f"events: {type(exc).__name__}: {exc}")
+            if self.cache is not None:
+                try:
+                    receipt.cache_entries = await self.cache.delete_prefix(
+                        user_cache_scope(user_id), ""
+                    )
+                except Exception as exc:
+                    receipt.failures.append(f"cache: {type(exc).__name__}: {exc}")
+        return receipt
+
+    async def forget_fact(self, user_id: str, fact_id: str) -> ForgetReceipt:
+        require_id(user_id, "user_id")
+        require_id(fact_id, "fact_id")
+        receipt = ForgetReceipt(user_id=user_id, namespace=None)
+        try:
+            receipt.facts = int(await self.store.delete(user_id, fact_id))
+        except Exception as exc:
+            receipt.failures.append(f"store: {type(exc).__name__}: {exc}")
+        return receipt
+
+    async def facts(self, *, user_id: str, namespace: str | None = None) -> list[MemoryRecord]:
+        """Every stored fact of the user (for inspection and tests)."""
+        out: list[MemoryRecord] = []
+        cursor = None
+        while True:
+            page = await self.store.list(user_id, namespace=namespace, limit=200, cursor=cursor)
+            out.extend(page.records)
+            if page.next_cursor is None:
+                return out
+            cursor = page.next_cursor

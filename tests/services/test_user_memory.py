@@ -1,0 +1,397 @@
+"""Private user memory: extraction, reconciliation, recall and forgetting."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_memory.adapters._common.clock import SystemClock
+from agent_memory.adapters.memory import (
+    HashingEmbedder,
+    InMemoryCache,
+    InMemoryEventLog,
+    InMemoryMemoryStore,
+)
+from agent_memory.domain.records import Event
+from agent_memory.domain.user_facts import (
+    FactCandidate,
+    Neighbour,
+    Operation,
+    immediate_decision,
+    normalise_fact,
+    rule_extract,
+)
+from agent_memory.services.user_memory import UserMemory, user_cache_scope
+
+from .scripted import ScriptedModel
+
+EMB = HashingEmbedder(64)
+
+
+def make(model: ScriptedModel | None = None, **opts: object) -> UserMemory:
+    from agent_memory.services.user_memory import UserMemoryOptions
+
+    return UserMemory(
+        store=InMemoryMemoryStore(EMB.space),
+        embedder=EMB,
+        clock=SystemClock(),
+        llm=model,
+        events=InMemoryEventLog(),
+        cache=InMemoryCache(),
+        options=UserMemoryOptions(**opts),  # type: ignore[arg-type]
+    )
+
+
+def cand(text: str, category: str = "preference") -> FactCandidate:
+    return FactCandidate(content=text, category=category)
+
+
+# -- pure rules -------------------------------------------------------------------
+
+facts_text = st.text(
+    alphabet=st.characters(codec="utf-8", categories=["L", "N", "Zs"]), min_size=1, max_size=40
+).filter(lambda s: s.strip())
+
+
+@settings(max_examples=300)
+@given(text=facts_text, other=facts_text, sim=st.floats(0, 1), upper=st.booleans())
+def test_identical_candidate_is_a_duplicate(text: str, other: str, sim: float, upper: bool) -> None:
+    stored = text.upper() if upper else f"  {text}  ."
+    neighbours = [Neighbour("n1", other, 0.99), Neighbour("n2", stored, sim)]
+    decision = immediate_decision(cand(text), neighbours, 0.75)
+    if normalise_fact(text) == normalise_fact(stored):
+        assert decision is not None
+        assert decision.operation is Operation.DUPLICATE
+        assert decision.target_id in ("n1", "n2")
+
+
+@settings(max_examples=300)
+@given(
+    text=facts_text,
+    sims=st.lists(st.floats(-1, 0.7499), max_size=5),
+)
+def test_below_threshold_is_added_without_model(text: str, sims: list[float]) -> None:
+    neighbours = [Neighbour(f"n{i}", f"other fact {i} zz", s) for i, s in enumerate(sims)]
+    decision = immediate_decision(cand(text), neighbours, 0.75)
+    assert decision is not None
+    assert decision.operation is Operation.ADD
+
+
+def test_rule_extractor_handles_plain_first_person_statements() -> None:
+    found = {
+        c.content: c.category.value
+        for c in rule_extract(
+            "I'm vegan, plan a trip to Tokyo. I live in Coppell and I prefer aisle seats!"
+        )
+    }
+    assert found == {
+        "User is vegan": "constraint",
+        "User lives in Coppell": "identity",
+        "User prefers aisle seats": "preference",
+    }
+    assert rule_extract("plan a trip to Tokyo") == []
+
+
+# -- reconciliation through the service ------------------------------------------
+
+
+async def test_candidate_below_threshold_makes_no_model_call() -> None:
+    model = ScriptedModel([])
+    um = make(model)
+    report = await um.reconcile(
+        user_id="u1", namespace="travel", candidates=[cand("User prefers aisle seats")]
+    )
+    await um.reconcile(
+        user_id="u1", namespace="travel", candidates=[cand("User lives in Coppell", "identity")]
+    )
+    assert model.prompts == []
+    assert report.details["operations"] == {"ADD": 1}
+    assert len(await um.facts(user_id="u1")) == 2
+
+
+async def test_readding_identical_fact_is_duplicate_never_deletion() -> None:
+    model = ScriptedModel([])
+    um = make(model)
+    await um.reconcile(user_id="u1", namespace="travel", candidates=[cand("User is vegan")])
+    before = await um.facts(user_id="u1")
+    report = await um.reconcile(
+        user_id="u1", namespace="travel", candidates=[cand("user is VEGAN.")]
+    )
+    after = await um.facts(user_id="u1")
+    assert report.details["operations"] == {"DUPLICATE": 1}
+    assert [r.id for r in after] == [r.id for r in before]
+    assert after[0].content == "User is vegan"
+    assert model.prompts == []
+
+
+def _neighbour_ids(prompt: str) -> list[list[str]]:
+    body = json.loads(prompt.split("\n", 1)[1])
+    return [[s["id"] for s in item["stored"]] for item in body]
+
+
+async def test_batch_success_applies_update_and_contradict_in_one_call() -> None:
+    um = make(ScriptedModel([]), similarity_threshold=0.3)
+    await um.reconcile(
+        user_id="u1",
+        namespace="travel",
+        candidates=[cand("User prefers window seats"), cand("User lives in Dallas", "identity")],
+    )
+    stored = {r.content: r.id for r in await um.facts(user_id="u1")}
+    answer = json.dumps(
+        [
+            {
+                "index": 0,
+                "operation": "UPDATE",
+                "target_id": stored["User prefers window seats"],
+                "content": "User prefers window seats on long flights",
+            },
+            {
+                "index": 1,
+                "operation": "CONTRADICT",
+                "target_id": stored["User lives in Dallas"],
+                "content": "User lives in Coppell",
+            },
+        ]
+    )
+    model = ScriptedModel([answer])
+    um.llm = model
+    report = await um.reconcile(
+        user_id="u1",
+        namespace="travel",
+        candidates=[
+            cand("User prefers window seats on long flights"),
+            cand("User lives in Coppell now", "identity"),
+        ],
+    )
+    assert len(model.prompts) == 1, "one batched call for all candidates"
+    assert report.details["classification"] == "batch"
+    assert um.counters["batch.success"] == 1
+    facts = {r.content: r for r in await um.facts(user_id="u1")}
+    assert set(facts) == {"User prefers window seats on long flights", "User lives in Coppell"}
+    assert (
+        facts["User prefers window seats on long flights"].id == stored["User prefers window seats"]
+    ), "UPDATE refines the stored fact in place"
+    assert facts["User lives in Coppell"].attributes["supersedes"] == stored["User lives in Dallas"]
+
+
+@pytest.mark.parametrize(
+    "batch_answer",
+    [
+        RuntimeError("model down"),
+        "I am not sure what you mean",
+        '[{"index": 0, "operation": "MAYBE"}]',
+    ],
+    ids=["batch-error", "unparseable", "invalid-operation"],
+)
+async def test_batch_failure_falls_back_to_per_candidate_calls(batch_answer: object) -> None:
+    um = make(ScriptedModel([]), similarity_threshold=0.3)
+    await um.reconcile(user_id="u1", namespace="n", candidates=[cand("User prefers window seats")])
+    (stored,) = await um.facts(user_id="u1")
+    single = json.dumps(
+        [
+            {
+                "index": 0,
+                "operation": "UPDATE",
+                "target_id": stored.id,
+                "content": "User prefers aisle seats",
+            }
+        ]
+    )
+    model = ScriptedModel([batch_answer, single])  # type: ignore[list-item]
+    um.llm = model
+    report = await um.reconcile(
+        user_id="u1", namespace="n", candidates=[cand("User prefers aisle seats")]
+    )
+    assert len(model.prompts) == 2
+    assert report.details["classification"] == "per-candidate fallback"
+    assert um.counters["batch.fallback"] == 1
+    assert [r.content for r in await um.facts(user_id="u1")] == ["User prefers aisle seats"]
+
+
+async def test_unparseable_answers_everywhere_keep_every_fact() -> None:
+    um = make(ScriptedModel([]), similarity_threshold=0.3)
+    await um.reconcile(user_id="u1", namespace="n", candidates=[cand("User prefers window seats")])
+    um.llm = ScriptedModel(["garbage", "still garbage"])
+    report = await um.reconcile(
+        user_id="u1", namespace="n", candidates=[cand("User prefers aisle seats")]
+    )
+    contents = sorted(r.content for r in await um.facts(user_id="u1"))
+    assert contents == ["User prefers aisle seats", "User prefers window seats"]
+    assert report.details["operations"] == {"ADD": 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    script=st.lists(
+        st.tuples(
+            st.sampled_from(["ADD", "UPDATE", "CONTRADICT", "DUPLICATE", "BOGUS"]),
+            st.integers(0, 5),
+            st.sampled_from(["User likes tea", "User likes green tea", "User likes coffee"]),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+async def test_reconciliation_never_removes_a_fact_without_a_superseding_one(
+    script: list[tuple[str, int, str]],
+) -> None:
+    um = make(ScriptedModel([]), similarity_threshold=0.0)
+    removed: set[str] = set()
+    for op, target_pick, text in script:
+        before = {r.id for r in await um.facts(user_id="u")}
+        targets = sorted(before)
+        target = targets[target_pick % len(targets)] if targets else "none"
+        um.llm = ScriptedModel(
+            [json.dumps([{"index": 0, "operation": op, "target_id": target, "content": text}])] * 2
+        )
+        await um.reconcile(user_id="u", namespace="n", candidates=[cand(text + " daily")])
+        after = await um.facts(user_id="u")
+        gone = before - {r.id for r in after}
+        removed |= gone
+        superseded = {r.attributes.get("supersedes") for r in after}
+        for fact_id in gone:
+            assert fact_id in superseded, f"{fact_id} removed without a superseding fact"
+
+
+# -- extraction and recall --------------------------------------------------------
+
+
+async def test_extraction_is_async_by_default_and_skipped_without_user() -> None:
+    um = make()
+    skipped = await um.extract(user_id=None, namespace="travel", conversation="I'm vegan")
+    assert skipped.details == {"skipped": "no user id"}
+    scheduled = await um.extract(user_id="u1", namespace="travel", conversation="I'm vegan")
+    assert scheduled.details == {"scheduled": True}
+    (done,) = await um.drain()
+    assert done.details["extractor"] == "rules"
+    assert [r.content for r in await um.facts(user_id="u1")] == ["User is vegan"]
+
+
+async def test_model_extraction_with_session_summary() -> None:
+    answer = json.dumps(
+        {
+            "facts": [{"content": "User is vegan", "category": "constraint", "confidence": 0.95}],
+            "summary": "User planned a trip to Tokyo.",
+        }
+    )
+    um = make(ScriptedModel([answer]))
+    report = await um.extract(
+        user_id="u1", namespace="travel", conversation="I'm vegan, plan Tokyo", wait=True
+    )
+    assert report.ok, report.failures
+    kinds = sorted(r.kind for r in await um.facts(user_id="u1"))
+    assert kinds == ["constraint", "summary"]
+
+
+async def test_recall_identity_always_last_three_summaries_and_cap() -> None:
+    um = make(recall_limit=6)
+    now = datetime.now(UTC)
+    await um.reconcile(
+        user_id="u1", namespace="universal", candidates=[cand("User's name is Ana", "identity")]
+    )
+    for i in range(5):
+        um.clock = type("C", (), {"now": staticmethod(lambda i=i: now + timedelta(minutes=i))})()
+        await um.reconcile(
+            user_id="u1",
+            namespace="travel",
+            candidates=[cand(f"Session {i} about trip {i}", "summary")],
+        )
+    await um.reconcile(
+        user_id="u1",
+        namespace="travel",
+        candidates=[
+            cand("User is vegan", "constraint"),
+            cand("User prefers aisle seats"),
+            cand("User likes opera music"),
+        ],
+    )
+    facts, report = await um.recall(user_id="u1", namespace="travel", request="vegan food in Tokyo")
+    assert report.ok
+    contents = [f.content for f in facts]
+    assert len(facts) == 6
+    assert contents[0] == "User's name is Ana", "identity facts come first, from universal too"
+    assert contents[1:4] == [
+        "Session 4 about trip 4",
+        "Session 3 about trip 3",
+        "Session 2 about trip 2",
+    ]
+    assert "User is vegan" in contents
+    view = await um.profile(user_id="u1", namespace="travel", request="vegan food")
+    assert "<user_profile>" in view.text and "User is vegan" in view.text
+
+
+# -- forgetting ---------------------------------------------------------------------
+
+
+async def test_forget_removes_everything_and_the_raw_memory_backend_is_empty() -> None:
+    um = make()
+    await um.extract(user_id="u1", namespace="travel", conversation="I'm vegan", wait=True)
+    await um.extract(user_id="u2", namespace="travel", conversation="I live in Paris", wait=True)
+    now = datetime.now(UTC)
+    assert um.events is not None and um.cache is not None
+    await um.events.append(
+        [
+            Event(
+                id="e1",
+                domain="travel",
+                agent="a",
+                action="plan",
+                outcome="ok",
+                summary="vegan plan",
+                occurred_at=now,
+                recorded_at=now,
+                user_id="u1",
+            ),
+            Event(
+                id="e2",
+                domain="travel",
+                agent="a",
+                action="plan",
+                outcome="ok",
+                summary="paris",
+                occurred_at=now,
+                recorded_at=now,
+                user_id="u2",
+            ),
+        ]
+    )
+    await um.cache.put(user_cache_scope("u1"), "profile", b"vegan")
+    receipt = await um.forget("u1")
+    assert (receipt.facts, receipt.events, receipt.cache_entries) == (1, 1, 1)
+    assert receipt.complete
+    assert await um.facts(user_id="u1") == []
+    (q,) = await EMB.embed(["vegan"])
+    assert await um.store.search("u1", q, limit=5) == []
+    # raw scan of the in-process backends: no trace of u1 anywhere
+    store_backend = um.store.backend  # type: ignore[attr-defined]
+    raw = repr(
+        [
+            (o, list(i.records.values()))
+            for s in store_backend.spaces.values()
+            for o, i in s.items()
+            if i.records
+        ]
+    )
+    assert "u1" not in raw and "vegan" not in raw.lower()
+    assert all(e.user_id != "u1" for e in um.events.backend.events.values())  # type: ignore[attr-defined]
+    assert all(k[0] != user_cache_scope("u1") for k in um.cache.backend.entries)  # type: ignore[attr-defined]
+    assert [r.content for r in await um.facts(user_id="u2")] == ["User lives in Paris"]
+
+
+async def test_forget_namespace_and_single_fact_narrow_it() -> None:
+    um = make()
+    await um.reconcile(
+        user_id="u1", namespace="travel", candidates=[cand("User is vegan", "constraint")]
+    )
+    await um.reconcile(user_id="u1", namespace="music", candidates=[cand("User likes jazz")])
+    receipt = await um.forget("u1", "music")
+    assert receipt.facts == 1 and receipt.events == 0
+    (left,) = await um.facts(user_id="u1")
+    assert left.namespace == "travel"
+    single = await um.forget_fact("u1", left.id)
+    assert single.facts == 1
+    assert await um.facts(user_id="u1") == []

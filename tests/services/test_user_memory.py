@@ -321,7 +321,8 @@ async def test_recall_identity_always_last_three_summaries_and_cap() -> None:
     ]
     assert "User is vegan" in contents
     view = await um.profile(user_id="u1", namespace="travel", request="vegan food")
-    assert "<user_profile>" in view.text and "User is vegan" in view.text
+    assert "<user_profile>" in view.text
+    assert "User is vegan" in view.text
 
 
 # -- forgetting ---------------------------------------------------------------------
@@ -332,7 +333,8 @@ async def test_forget_removes_everything_and_the_raw_memory_backend_is_empty() -
     await um.extract(user_id="u1", namespace="travel", conversation="I'm vegan", wait=True)
     await um.extract(user_id="u2", namespace="travel", conversation="I live in Paris", wait=True)
     now = datetime.now(UTC)
-    assert um.events is not None and um.cache is not None
+    assert um.events is not None
+    assert um.cache is not None
     await um.events.append(
         [
             Event(
@@ -376,7 +378,8 @@ async def test_forget_removes_everything_and_the_raw_memory_backend_is_empty() -
             if i.records
         ]
     )
-    assert "u1" not in raw and "vegan" not in raw.lower()
+    assert "u1" not in raw
+    assert "vegan" not in raw.lower()
     assert all(e.user_id != "u1" for e in um.events.backend.events.values())  # type: ignore[attr-defined]
     assert all(k[0] != user_cache_scope("u1") for k in um.cache.backend.entries)  # type: ignore[attr-defined]
     assert [r.content for r in await um.facts(user_id="u2")] == ["User lives in Paris"]
@@ -389,7 +392,8 @@ async def test_forget_namespace_and_single_fact_narrow_it() -> None:
     )
     await um.reconcile(user_id="u1", namespace="music", candidates=[cand("User likes jazz")])
     receipt = await um.forget("u1", "music")
-    assert receipt.facts == 1 and receipt.events == 0
+    assert receipt.facts == 1
+    assert receipt.events == 0
     (left,) = await um.facts(user_id="u1")
     assert left.namespace == "travel"
     single = await um.forget_fact("u1", left.id)

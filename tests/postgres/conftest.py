@@ -1,14 +1,15 @@
 """Fixtures for the PostgreSQL adapter tests.
 
 Every test class gets its own schema in the session's server (migrated once);
-each test opens fresh handles on it and the fixture TRUNCATEs every table of
+each test opens fresh handles on it and the fixture empties every table of
 the schema afterwards, so tests never see each other's rows and stay fast.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -27,21 +28,33 @@ def _schema_name(request: pytest.FixtureRequest) -> str:
     return "t_" + re.sub(r"[^a-z0-9]+", "_", owner.lower())[:50]
 
 
-async def _truncate_schema(url: str, schema: str) -> None:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = %s"
-            " AND tablename NOT IN ('schema_version', 'spaces')",
-            (schema,),
+@pytest.fixture(scope="session")
+def cleanup_connection(postgres_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """One synchronous connection for emptying schemas between tests."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        yield conn
+
+
+def _empty_schema(conn: psycopg.Connection[Any], schema: str) -> None:
+    """DELETE every row of the schema's data tables (cheaper than TRUNCATE for a few rows)."""
+    rows = conn.execute(
+        "SELECT tablename FROM pg_tables WHERE schemaname = %s"
+        " AND tablename NOT IN ('schema_version', 'spaces')",
+        (schema,),
+    ).fetchall()
+    if rows:
+        conn.execute(
+            sql.SQL("; ").join(
+                sql.SQL("DELETE FROM {}").format(sql.Identifier(schema, str(r[0]))) for r in rows
+            )
         )
-        tables = [sql.Identifier(schema, str(r[0])) for r in await cur.fetchall()]
-        if tables:
-            await conn.execute(sql.SQL("TRUNCATE {}").format(sql.SQL(", ").join(tables)))
 
 
 @pytest.fixture
 async def open_database(
-    postgres_url: str, request: pytest.FixtureRequest
+    postgres_url: str,
+    cleanup_connection: psycopg.Connection[Any],
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[OpenDatabase]:
     """Open handles on this test class's schema; truncated after the test."""
     schema = _schema_name(request)
@@ -56,4 +69,4 @@ async def open_database(
     yield open_db
     for db in opened:
         await db.close()
-    await _truncate_schema(postgres_url, schema)
+    _empty_schema(cleanup_connection, schema)

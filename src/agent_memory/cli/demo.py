@@ -4,6 +4,8 @@
 2. Agent B arrives for the same pod while A is active: its planning context
    shows A's signal and A's claim, so it does not investigate twice.
 3. A records its steps and finishes; a new request sees A's events.
+4. A user says "I'm vegan, plan a trip to Tokyo"; the next session recalls it;
+   then the user is forgotten, and the profile shows nothing.
 Every view and stage report is printed. `--url` runs it on another backend.
 """
 
@@ -14,10 +16,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agent_memory.bootstrap import Memory, agent_memory_service, connect
+from agent_memory.bootstrap import Memory, agent_memory_service, connect, user_memory_service
 from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.services.request import AgentMemory, MemoryRequest
+from agent_memory.services.user_memory import UserMemory
 
 __all__ = ["run_demo"]
 
@@ -113,6 +116,40 @@ async def _scenario(service: AgentMemory, run_id: str) -> None:
             print(f"  view {name}: {_view_summary(view_report)}")
 
 
+async def _user_session(users: UserMemory, run_id: str) -> None:
+    user = f"user-{run_id}"
+    _title('A user session: "I\'m vegan, plan a trip to Tokyo"')
+    report = await users.extract(
+        user_id=user,
+        namespace="travel-agent",
+        conversation="I'm vegan, plan a trip to Tokyo. I prefer aisle seats.",
+        wait=True,
+    )
+    print("  extraction: " + json.dumps(report.as_dict(), default=str, sort_keys=True))
+
+    _title("The next session recalls it")
+    view = await users.profile(
+        user_id=user, namespace="travel-agent", request="Book dinner in Tokyo for Friday"
+    )
+    print(view.text)
+    again = await users.extract(
+        user_id=user, namespace="travel-agent", conversation="As I said, I'm vegan.", wait=True
+    )
+    ops = again.details.get("reconcile", {}).get("operations")
+    print(f"  saying it again reconciles as: {ops}")
+
+    _title("Forget the user, and show that it is gone")
+    receipt = await users.forget(user)
+    print(
+        f"  receipt: facts={receipt.facts} events={receipt.events} "
+        f"cache_entries={receipt.cache_entries} complete={receipt.complete}"
+    )
+    left = await users.facts(user_id=user)
+    view = await users.profile(user_id=user, namespace="travel-agent", request="dinner in Tokyo")
+    print(f"  facts left: {len(left)}")
+    print(view.text)
+
+
 async def run_demo(url: str | None) -> int:
     """Run the scenario; 0 when it completed."""
     tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -126,7 +163,9 @@ async def run_demo(url: str | None) -> int:
             service = agent_memory_service(memory)
             import uuid
 
-            await _scenario(service, uuid.uuid4().hex[:8])
+            run_id = uuid.uuid4().hex[:8]
+            await _scenario(service, run_id)
+            await _user_session(user_memory_service(memory), run_id)
         print()
         print("demo complete")
         return 0

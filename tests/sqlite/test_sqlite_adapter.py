@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.sqlite import (
     SCHEMA_VERSION,
     SqliteCache,
@@ -26,7 +28,7 @@ from agent_memory.adapters.sqlite import (
     open_stores,
     path_from_url,
 )
-from agent_memory.adapters.sqlite.codec import fts_match
+from agent_memory.adapters.sqlite.codec import fts_matches
 from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -34,6 +36,7 @@ from agent_memory.domain.errors import (
     InvalidInput,
     StoreClosed,
 )
+from agent_memory.domain.lexical import query_terms
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 
 SPACE = EmbeddingSpace(model="test-model", dimension=4)
@@ -239,7 +242,7 @@ async def test_fts_syntax_in_queries_never_errors_or_widens(
 ) -> None:
     await store.add([rec("z", [1, 0, 0, 0], content="zebra"), rec("q", [1, 0, 0, 0], content="x")])
     hits = await store.search_text("o", query)
-    terms = set((fts_match(query) or "").replace('"', "").split(" OR ")) - {""}
+    terms = set(query_terms(query))
     for hit in hits:
         assert terms & set(hit.record.content.split()), (query, hit.record.id)
 
@@ -248,6 +251,7 @@ async def test_fts_syntax_in_queries_never_errors_or_widens(
 @given(query=st.text(max_size=40))
 @example(query='" OR ""')
 @example(query="\x00zebra")
+@example(query="İstanbul ǅ ß ﬁ")
 async def test_any_query_text_is_safe(db: Path, query: str) -> None:
     s = SqliteMemoryStore(db, SPACE)
     try:
@@ -256,10 +260,47 @@ async def test_any_query_text_is_safe(db: Path, query: str) -> None:
             await s.add([rec("z", [1, 0, 0, 0], owner="other", content=query or "x")])
         hits = await s.search_text("o", query, limit=5)
         assert all(h.record.owner == "o" for h in hits)
-        match = fts_match(query)
-        assert match is None or all(t.startswith('"') for t in match.split(" OR "))
+        for match in fts_matches(query_terms(query)):
+            assert all(t.startswith('"') and t.endswith('"') for t in match.split(" OR "))
     finally:
         await s.close()
+
+
+_WORDS = st.sampled_from(["zebra", "Zebra", "lion", "gnu", "İz", "straße", "x_y", "a1", "7"])
+_TEXT = st.lists(_WORDS, max_size=6).map(" ".join)
+
+
+@PROP
+@given(
+    docs=st.lists(
+        st.tuples(_TEXT, _TEXT, st.sampled_from(["n1", "n2"]), st.sampled_from(["o", "p"])),
+        max_size=8,
+    ),
+    query=_TEXT,
+    namespace=st.none() | st.just("n1"),
+    limit=st.integers(1, 5),
+)
+async def test_keyword_scores_equal_the_in_memory_oracle(
+    store: SqliteMemoryStore,
+    docs: list[tuple[str, str, str, str]],
+    query: str,
+    namespace: str | None,
+    limit: int,
+) -> None:
+    """Same hits, same order, same scores as the in-memory adapter; BM25 statistics
+    come from the owner's filtered records only (owner "p" never changes "o")."""
+    tag = uuid.uuid4().hex  # one file for every example: fresh owners each time
+    records = [
+        rec(f"r{i}", [1, 0, 0, 0], owner=f"{o}-{tag}", content=c or "-", context=x, namespace=ns)
+        for i, (c, x, ns, o) in enumerate(docs)
+    ]
+    oracle = InMemoryMemoryStore(SPACE)
+    await store.add(records)
+    await oracle.add(records)
+    got = await store.search_text(f"o-{tag}", query, limit=limit, namespace=namespace)
+    want = await oracle.search_text(f"o-{tag}", query, limit=limit, namespace=namespace)
+    assert [(h.record.id, h.score) for h in got] == [(h.record.id, h.score) for h in want]
+    await oracle.close()
 
 
 async def test_keyword_search_validates(store: SqliteMemoryStore) -> None:

@@ -6,7 +6,6 @@ columns that queries filter and order on."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,8 +14,10 @@ import numpy as np
 import numpy.typing as npt
 from cattrs.preconf.json import make_converter
 
-from agent_memory.domain.errors import BackendUnavailable, InvalidInput
+from agent_memory.domain.errors import BackendUnavailable
+from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import Event, MemoryRecord
+from agent_memory.domain.validation import require_text
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -24,10 +25,11 @@ __all__ = [
     "decode_event",
     "encode_event",
     "from_micros",
-    "fts_match",
+    "fts_matches",
     "prefix_condition",
     "record_from_row",
     "record_params",
+    "text_terms",
     "to_micros",
     "vector_to_blob",
 ]
@@ -111,8 +113,7 @@ def decode_event(body: str) -> Event:
 def prefix_condition(column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
     """A literal (never wildcard) starts-with test on `column`, NUL-safe: a range
     bound the index can use plus an exact comparison of the UTF-8 bytes."""
-    if not isinstance(prefix, str):
-        raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+    require_text(prefix, "prefix")
     if prefix == "":
         return "1", ()
     raw = prefix.encode("utf-8")
@@ -120,28 +121,21 @@ def prefix_condition(column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
     return sql, (prefix, len(raw), raw)
 
 
-_TERM = re.compile(r"[^\W_]+")
-_MAX_TERMS = 64
+_MAX_TERMS_PER_MATCH = 100
 
 
-def fts_match(query: str) -> str | None:
-    """The user's query as an FTS5 expression of quoted terms joined by OR.
+def text_terms(record: MemoryRecord) -> tuple[str, int]:
+    """The record's searchable terms (content and context, `domain.lexical` rules),
+    space-joined for the FTS5 index, and how many there are (the BM25 length)."""
+    tokens = tokenize(f"{record.content}\n{record.context}")
+    return " ".join(tokens), len(tokens)
 
-    Only letters and digits survive, each term is double-quoted, so FTS syntax
-    (`AND`, `NEAR`, `*`, `:`, `^`, quotes, parentheses, column filters) in the
-    query can neither fail nor widen the match. None when no term is left.
-    """
-    if not isinstance(query, str):
-        raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
-    terms: list[str] = []
-    seen: set[str] = set()
-    for match in _TERM.finditer(query.lower()):
-        term = match.group()
-        if term not in seen:
-            seen.add(term)
-            terms.append(term)
-        if len(terms) == _MAX_TERMS:
-            break
-    if not terms:
-        return None
-    return " OR ".join(f'"{t}"' for t in terms)
+
+def fts_matches(terms: Sequence[str]) -> list[str]:
+    """FTS5 expressions matching any of `terms` (already `domain.lexical` terms:
+    letters and digits only), each double-quoted so nothing in them is FTS syntax;
+    chunked to keep each expression small."""
+    return [
+        " OR ".join(f'"{t}"' for t in terms[i : i + _MAX_TERMS_PER_MATCH])
+        for i in range(0, len(terms), _MAX_TERMS_PER_MATCH)
+    ]

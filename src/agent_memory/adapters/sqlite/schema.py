@@ -124,8 +124,11 @@ class SpaceTables:
         return '"' + name.replace('"', '""') + '"'
 
 
-# The FTS5 index is an external-content table over the records table; the
-# triggers keep it in sync inside the transaction that writes the records.
+# The FTS5 index is an external-content table over the records' `terms` column:
+# the record's content and context tokenised by `domain.lexical` (the same rule
+# every backend uses), space-joined, so FTS5's `ascii` tokenizer (which splits on
+# ASCII non-alphanumerics only) yields exactly those terms. The triggers keep the
+# index in sync inside the transaction that writes the records.
 _SPACE_DDL = (
     """CREATE TABLE IF NOT EXISTS {records} (
         pk INTEGER PRIMARY KEY,
@@ -140,26 +143,24 @@ _SPACE_DDL = (
         updated_at INTEGER NOT NULL,
         importance REAL NOT NULL,
         attributes TEXT NOT NULL,
+        terms TEXT NOT NULL,
+        n_terms INTEGER NOT NULL,
         UNIQUE (owner, id)
     )""",
     "CREATE INDEX IF NOT EXISTS {idx_list} ON {records} (owner, created_at, id)",
     "CREATE INDEX IF NOT EXISTS {idx_filter} ON {records} (owner, namespace, kind)",
     """CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 (
-        content, context,
-        content={records_lit}, content_rowid='pk',
-        tokenize='porter unicode61 remove_diacritics 2'
+        terms, content={records_lit}, content_rowid='pk', tokenize='ascii'
     )""",
     """CREATE TRIGGER IF NOT EXISTS {trg_ai} AFTER INSERT ON {records} BEGIN
-        INSERT INTO {fts} (rowid, content, context) VALUES (new.pk, new.content, new.context);
+        INSERT INTO {fts} (rowid, terms) VALUES (new.pk, new.terms);
     END""",
     """CREATE TRIGGER IF NOT EXISTS {trg_ad} AFTER DELETE ON {records} BEGIN
-        INSERT INTO {fts} ({fts}, rowid, content, context)
-        VALUES ('delete', old.pk, old.content, old.context);
+        INSERT INTO {fts} ({fts}, rowid, terms) VALUES ('delete', old.pk, old.terms);
     END""",
-    """CREATE TRIGGER IF NOT EXISTS {trg_au} AFTER UPDATE OF content, context ON {records} BEGIN
-        INSERT INTO {fts} ({fts}, rowid, content, context)
-        VALUES ('delete', old.pk, old.content, old.context);
-        INSERT INTO {fts} (rowid, content, context) VALUES (new.pk, new.content, new.context);
+    """CREATE TRIGGER IF NOT EXISTS {trg_au} AFTER UPDATE OF terms ON {records} BEGIN
+        INSERT INTO {fts} ({fts}, rowid, terms) VALUES ('delete', old.pk, old.terms);
+        INSERT INTO {fts} (rowid, terms) VALUES (new.pk, new.terms);
     END""",
 )
 

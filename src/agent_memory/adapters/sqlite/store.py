@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,13 +24,15 @@ from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnect
 from agent_memory.adapters.sqlite._tx import read_tx, write_tx
 from agent_memory.adapters.sqlite.codec import (
     RECORD_COLUMNS,
-    fts_match,
+    fts_matches,
     record_from_row,
     record_params,
+    text_terms,
     to_micros,
 )
 from agent_memory.adapters.sqlite.schema import SpaceTables, ensure_space
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.lexical import bm25_scores, query_terms
 from agent_memory.domain.ranking import (
     cosine_scores,
     decode_cursor,
@@ -45,7 +47,13 @@ from agent_memory.domain.records import (
     ScoredRecord,
     require_dimension,
 )
-from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+from agent_memory.domain.validation import (
+    as_vector,
+    require_id,
+    require_positive,
+    require_scope,
+    require_text,
+)
 
 __all__ = ["SqliteMemoryStore"]
 
@@ -124,22 +132,16 @@ class SqliteMemoryStore:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
         matrix_cache_owners: int = 64,
-        text_weights: tuple[float, float] = (1.0, 0.5),
     ) -> None:
         if not isinstance(space, EmbeddingSpace):
             raise InvalidInput("space", f"an EmbeddingSpace is required, got {space!r}")
         require_positive(matrix_cache_owners, "matrix_cache_owners")
-        if len(text_weights) != 2 or not all(
-            isinstance(w, int | float) and w >= 0 for w in text_weights
-        ):
-            raise InvalidInput("text_weights", f"two weights >= 0, got {text_weights!r}")
         self._space = space
         self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
         self._life = Lifecycle("sqlite memory store")
         self._tables: SpaceTables | None = None  # set on the worker thread
         self._cache: OrderedDict[str, _Matrix] = OrderedDict()  # worker thread only
         self._cache_size = matrix_cache_owners
-        self._weights = (float(text_weights[0]), float(text_weights[1]))
 
     @property
     def space(self) -> EmbeddingSpace:
@@ -251,10 +253,11 @@ class SqliteMemoryStore:
             if dupes:
                 owner, dup_ids = next(iter(dupes.items()))
                 raise DuplicateRecord(owner, tuple(dup_ids))
-            placeholders = ",".join("?" * 11)
+            placeholders = ",".join("?" * 13)
             conn.executemany(
-                f"INSERT INTO {t.q(t.records)} ({RECORD_COLUMNS}) VALUES ({placeholders})",
-                [record_params(r) for r in batch],
+                f"INSERT INTO {t.q(t.records)} ({RECORD_COLUMNS}, terms, n_terms)"
+                f" VALUES ({placeholders})",
+                [(*record_params(r), *text_terms(r)) for r in batch],
             )
             self._bump(conn, list(by_owner))
 
@@ -284,9 +287,9 @@ class SqliteMemoryStore:
         with write_tx(conn):
             cur = conn.execute(
                 f"UPDATE {t.q(t.records)} SET namespace = ?, kind = ?, content = ?, context = ?,"
-                " vector = ?, created_at = ?, updated_at = ?, importance = ?, attributes = ?"
-                " WHERE owner = ? AND id = ?",
-                (*params[2:], record.owner, record.id),
+                " vector = ?, created_at = ?, updated_at = ?, importance = ?, attributes = ?,"
+                " terms = ?, n_terms = ? WHERE owner = ? AND id = ?",
+                (*params[2:], *text_terms(record), record.owner, record.id),
             )
             if cur.rowcount == 0:
                 raise NotFound(record.owner, record.id)
@@ -377,42 +380,75 @@ class SqliteMemoryStore:
         namespace: str | None = None,
         kinds: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
-        """BM25 (FTS5) over content and context; higher score is better, ties by id."""
+        """BM25 over content and context; higher score is better, ties by id.
+
+        FTS5 finds the owner's records holding any query term (filters in the same
+        SQL); scores follow `domain.lexical.bm25_scores` with statistics over the
+        owner's filtered records only, so they equal the in-memory adapter's and
+        another owner's data never changes them.
+        """
         async with self._life.op():
             require_scope(owner, "owner")
             require_positive(limit, "limit")
+            require_text(query, "query")
             wanted = _check_filters(namespace, kinds)
-            match = fts_match(query)
-            if match is None:
+            terms = query_terms(query)
+            if not terms:
                 return []
             return await self._db.run(
-                lambda conn: self._search_text(conn, owner, match, limit, namespace, wanted)
+                lambda conn: self._search_text(conn, owner, terms, limit, namespace, wanted)
             )
 
     def _search_text(
         self,
         conn: sqlite3.Connection,
         owner: str,
-        match: str,
+        terms: list[str],
         limit: int,
         namespace: str | None,
         kinds: _Kinds,
     ) -> list[ScoredRecord]:
         t = self._t(conn)
-        fts = t.q(t.fts)
+        fts, records = t.q(t.fts), t.q(t.records)
         where, params = _filter_sql(namespace, kinds, alias="r.")
-        cols = ", ".join(f"r.{c.strip()}" for c in RECORD_COLUMNS.split(","))
-        rows = conn.execute(
-            f"SELECT {cols}, bm25({fts}, ?, ?) AS rank FROM {fts}"
-            f" JOIN {t.q(t.records)} AS r ON r.pk = {fts}.rowid"
-            f" WHERE {fts} MATCH ? AND r.owner = ?{where}"
-            " ORDER BY rank ASC, r.id ASC LIMIT ?",
-            [*self._weights, match, owner, *params, limit],
-        ).fetchall()
+        with read_tx(conn):
+            total_docs, total_length = conn.execute(
+                f"SELECT count(*), coalesce(sum(n_terms), 0) FROM {records} AS r"
+                f" WHERE r.owner = ?{where}",
+                [owner, *params],
+            ).fetchone()
+            if not total_docs:
+                return []
+            found: dict[int, tuple[str, str, int]] = {}
+            for match in fts_matches(terms):
+                rows = conn.execute(
+                    f"SELECT r.pk, r.id, r.terms, r.n_terms FROM {fts}"
+                    f" JOIN {records} AS r ON r.pk = {fts}.rowid"
+                    f" WHERE {fts} MATCH ? AND r.owner = ?{where}",
+                    [match, owner, *params],
+                ).fetchall()
+                found.update({row[0]: (row[1], row[2], row[3]) for row in rows})
+            if not found:
+                return []
+            pks = list(found)
+            docs = [(Counter(found[pk][1].split()), int(found[pk][2])) for pk in pks]
+            doc_freq = {term: sum(1 for counts, _ in docs if term in counts) for term in terms}
+            scores = bm25_scores(
+                terms,
+                docs,
+                total_docs=int(total_docs),
+                avg_length=int(total_length) / int(total_docs),
+                doc_freq=doc_freq,
+            )
+            ranked = sorted(
+                ((s, found[pk][0], pk) for s, pk in zip(scores, pks, strict=True) if s > 0.0),
+                key=lambda hit: (-hit[0], hit[1]),
+            )[:limit]
+            rows_by_pk = self._fetch(conn, owner, [pk for _, _, pk in ranked])
         dim = self._space.dimension
         return [
-            ScoredRecord(record=record_from_row(row[:-1], dim), score=-float(row[-1]) + 0.0)
-            for row in rows
+            ScoredRecord(record=record_from_row(rows_by_pk[pk], dim), score=score)
+            for score, _, pk in ranked
         ]
 
     async def list(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
+import warnings
 from collections.abc import Iterator
 
 import httpx
@@ -268,3 +270,36 @@ def test_rows_in_input_order_for_any_batch_size(
     sent = fake.requests_to(EMBEDDINGS)
     assert len(sent) == math.ceil(len(texts) / batch_size)
     assert [t for r in sent for t in r.body["input"]] == texts
+
+
+def test_each_call_in_a_new_event_loop_gets_a_working_client(fake: FakeOpenAIServer) -> None:
+    """Scripts run one `asyncio.run` per call: never reuse another loop's pooled connections."""
+    embedder = make(fake, timeout=2.0)
+    with asyncio.Runner() as first, asyncio.Runner() as second:
+        first.run(embedder.embed(["one"]))
+        opened_in_first = embedder._http._client
+        assert opened_in_first is not None
+        matrix = second.run(embedder.embed(["two"]))
+        np.testing.assert_array_equal(matrix, expected(["two"]))
+        first.run(opened_in_first.aclose())
+        second.run(embedder.aclose())
+    assert len(fake.requests) == 2
+
+
+def test_asyncio_run_per_call_then_close(fake: FakeOpenAIServer) -> None:
+    """A script's pattern: each call and the final close in their own `asyncio.run`.
+
+    The keep-alive sockets of a finished loop can only be dropped (asyncio cannot
+    close them once their loop is closed), hence the ResourceWarning filter.
+    """
+    embedder = make(fake)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        for text in ("one", "two"):
+            matrix = asyncio.run(embedder.embed([text]))
+            np.testing.assert_array_equal(matrix, expected([text]))
+        asyncio.run(embedder.aclose())  # the client's loop is gone: dropped, not awaited
+        with pytest.raises(StoreClosed):
+            asyncio.run(embedder.embed(["three"]))
+        gc.collect()
+    assert len(fake.requests) == 2

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import random
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,7 @@ class JsonClient:
         self._retry = retry
         self._client = http_client
         self._owns_client = http_client is None
+        self._client_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._rng = rng if rng is not None else random.Random()
 
     # -- secrets -----------------------------------------------------------------
@@ -92,6 +94,18 @@ class JsonClient:
     # -- client lifecycle --------------------------------------------------------
 
     def _http(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if (
+            self._client is not None
+            and self._owns_client
+            and self._client_loop is not None
+            and self._client_loop() is not loop
+        ):
+            # Pooled connections belong to the loop that opened them; a caller
+            # that runs each call in a fresh loop (asyncio.run per call) gets a
+            # fresh client instead of a hang or "Event loop is closed".
+            _log.debug("%s: event loop changed, starting a new HTTP client", self._what)
+            self._client = None
         if self._client is None:
             try:
                 import httpx
@@ -102,12 +116,19 @@ class JsonClient:
             self._client = httpx.AsyncClient(
                 timeout=None, follow_redirects=False, headers={"user-agent": _USER_AGENT}
             )
+            self._client_loop = weakref.ref(loop)
         return self._client
 
     async def aclose(self) -> None:
         client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            await client.aclose()
+        if client is None or not self._owns_client:
+            return
+        opened_in = self._client_loop() if self._client_loop is not None else None
+        if opened_in is not None and opened_in is not asyncio.get_running_loop():
+            # Its connections belong to another (usually finished) loop and cannot
+            # be closed from this one; they go with that loop.
+            return
+        await client.aclose()
 
     # -- the call ----------------------------------------------------------------
 

@@ -486,12 +486,13 @@ async def test_constructing_does_no_io(tmp_path: Path) -> None:
 
 
 def test_path_from_url() -> None:
-    assert path_from_url("sqlite:///rel/x.db") == ("rel/x.db", {})
+    assert path_from_url("sqlite:///abs/x.db") == ("/abs/x.db", {})
     assert path_from_url("sqlite:////abs/x%20y.db?synchronous=FULL") == (
         "/abs/x y.db",
         {"synchronous": "FULL"},
     )
-    for bad in ("sqlite://host/x.db", "sqlite:///", "redis://x", "sqlite:///x.db?nope=1"):
+    assert path_from_url("sqlite:rel/x.db") == ("rel/x.db", {})
+    for bad in ("sqlite://host/x.db", "sqlite:///", "sqlite:", "redis://x", "sqlite:///x?n=1"):
         with pytest.raises(ConfigurationError):
             path_from_url(bad)
 

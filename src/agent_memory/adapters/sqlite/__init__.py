@@ -72,15 +72,22 @@ def open_sqlite(
 
 
 def path_from_url(url: str) -> tuple[str, dict[str, str]]:
-    """`sqlite:///relative.db` or `sqlite:////absolute/path.db` (the SQLAlchemy
-    convention) -> the file path and the query options."""
+    """The file path and query options of a SQLite URL.
+
+    `sqlite:///abs/path.db` and `sqlite:////abs/path.db` both name the absolute
+    path `/abs/path.db`; `sqlite:relative/path.db` (no slashes) is relative to
+    the working directory. Percent-escapes are decoded.
+    """
     parts = urlsplit(url)
-    if parts.scheme.lower() != "sqlite" or parts.netloc or not parts.path.startswith("/"):
+    if parts.scheme.lower() != "sqlite" or parts.netloc:
         raise ConfigurationError(
-            f"a SQLite URL looks like sqlite:///relative.db or sqlite:////abs/path.db, got {url!r}"
+            f"a SQLite URL looks like sqlite:///abs/path.db or sqlite:relative.db, got {url!r}"
         )
-    path = unquote(parts.path[1:])
-    if not path.strip():
+    raw = parts.path
+    if raw.startswith("//"):
+        raw = "/" + raw.lstrip("/")
+    path = unquote(raw)
+    if not path.strip() or path.endswith("/"):
         raise ConfigurationError(f"the SQLite URL {url!r} names no file")
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - {"busy_timeout", "synchronous"})

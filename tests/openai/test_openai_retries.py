@@ -352,3 +352,20 @@ async def test_a_shared_http_client_is_used_and_left_open(fake: FakeOpenAIServer
         response = await shared.post(f"{fake.url}/v1/chat/completions", json={"messages": []})
         assert response.status_code == 200
     assert [r.path for r in fake.requests] == [EMBEDDINGS, CHAT, CHAT]
+
+
+async def test_exhausted_quota_is_not_retried(fake: FakeOpenAIServer) -> None:
+    quota = {
+        "error": {
+            "message": "You exceeded your current quota",
+            "type": "insufficient_quota",
+            "code": "insufficient_quota",
+        }
+    }
+    fake.script(CHAT, Reply(429, quota), OK_CHAT)
+    async with chat(fake) as model:
+        with pytest.raises(ProviderError) as info:
+            await model.complete("p", max_tokens=5, timeout=5)
+    assert info.value.status == 429
+    assert "exceeded your current quota" in str(info.value)
+    assert len(fake.requests) == 1

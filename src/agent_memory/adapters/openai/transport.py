@@ -31,6 +31,8 @@ __all__ = ["Answer", "JsonClient"]
 _log = logging.getLogger("agent_memory.adapters.openai")
 _SNIPPET = 300
 _USER_AGENT = "agent-memory (openai-compatible provider)"
+#: Error codes that make a retryable status final.
+_FINAL_CODES = frozenset({"insufficient_quota"})
 
 
 def snippet(text: str, limit: int = _SNIPPET) -> str:
@@ -189,8 +191,10 @@ class JsonClient:
                         status = response.status_code
                         if 200 <= status < 300:
                             return self._decode(response, url, attempts)
-                        problem = f"HTTP {status}: {_server_message(response)}"
-                        retryable = is_retryable_status(status)
+                        message, code = _server_error(response)
+                        problem = f"HTTP {status}: {message}"
+                        # OpenAI answers 429 for an exhausted quota too: waiting won't help.
+                        retryable = is_retryable_status(status) and code not in _FINAL_CODES
                         if retryable:
                             retry_after = parse_retry_after(response.headers)
                     if not retryable:
@@ -250,8 +254,9 @@ class JsonClient:
         return Answer(data=data, url=url, status=response.status_code, attempts=attempts)
 
 
-def _server_message(response: httpx.Response) -> str:
-    """The server's own error message, from the usual error shapes, else the body."""
+def _server_error(response: httpx.Response) -> tuple[str, str | None]:
+    """The server's own error message (from the usual error shapes, else the
+    body) and its error code when it gives one."""
     try:
         data = json.loads(response.content)
     except ValueError:
@@ -260,6 +265,7 @@ def _server_message(response: httpx.Response) -> str:
         error = data.get("error")
         if isinstance(error, dict):
             message = error.get("message")
+            code = error.get("code")
             details = [
                 f"{key}={error[key]}"
                 for key in ("type", "code")
@@ -267,12 +273,12 @@ def _server_message(response: httpx.Response) -> str:
             ]
             if isinstance(message, str) and message:
                 extra = f" ({', '.join(details)})" if details else ""
-                return snippet(message) + extra
+                return snippet(message) + extra, code if isinstance(code, str) else None
         elif isinstance(error, str) and error:
-            return snippet(error)
+            return snippet(error), None
         for key in ("message", "detail"):
             value = data.get(key)
             if isinstance(value, str) and value:
-                return snippet(value)
+                return snippet(value), None
     text = response.text
-    return snippet(text) if text.strip() else (response.reason_phrase or "no body")
+    return (snippet(text) if text.strip() else (response.reason_phrase or "no body")), None

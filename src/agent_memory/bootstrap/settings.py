@@ -72,7 +72,11 @@ ENV_VARS: dict[str, tuple[Callable[[str], object], object, str]] = {
     "AGENT_MEMORY_WINDOW_LIMIT": (_positive_int, 20, "planning window event limit"),
     "AGENT_MEMORY_VIEW_BUDGET_BYTES": (_positive_int, 8000, "prompt view budget in bytes"),
     "AGENT_MEMORY_SUMMARY_TIMEOUT_SECONDS": (_positive_float, 120.0, "batched summary timeout"),
-    "AGENT_MEMORY_EMBEDDING_DIMENSION": (_positive_int, 256, "hashing embedder dimension"),
+    "AGENT_MEMORY_EMBEDDING_DIMENSION": (
+        _positive_int,
+        256,
+        "embedding dimension (hashing embedder, or the remote model's)",
+    ),
     "AGENT_MEMORY_EMBEDDINGS_URL": (_url, None, "OpenAI-compatible embeddings base URL"),
     "AGENT_MEMORY_EMBEDDINGS_MODEL": (_text, None, "embedding model name"),
     "AGENT_MEMORY_LLM_URL": (_url, None, "OpenAI-compatible chat completions base URL"),

@@ -31,6 +31,7 @@ from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
+from agent_memory.services.compaction import Compactor
 from agent_memory.services.coordination import (
     ClaimResult,
     Coordinator,
@@ -38,6 +39,7 @@ from agent_memory.services.coordination import (
     claim_key,
     request_owner,
 )
+from agent_memory.services.knowledge import KnowledgeService
 from agent_memory.services.observability import Observability
 from agent_memory.services.planning import PlanningContext, PlanningInputs, render_planning
 from agent_memory.services.recorder import Recorder, RecorderOptions
@@ -84,6 +86,8 @@ class AgentMemory:
         options: RequestOptions | None = None,
         observability: Observability | None = None,
         backend: str = "unknown",
+        compactor: Compactor | None = None,
+        knowledge: KnowledgeService | None = None,
     ) -> None:
         self.events = events
         self.leases = leases
@@ -93,6 +97,8 @@ class AgentMemory:
         self.observability = observability or Observability()
         self.backend = backend
         self.recorder = Recorder(events, llm, clock, self.options.recorder)
+        self.compactor = compactor
+        self.knowledge = knowledge
 
     def request(
         self,
@@ -240,6 +246,20 @@ class MemoryRequest:
                 inputs.claims = await self._coord.active_claims()
             inputs.knowledge = list(knowledge)
             inputs.digest = digest
+            if digest is None and self._m.compactor is not None:
+                result = await self._m.compactor.digest(self.domain)
+                inputs.digest = result.digest
+                report.details["digest"] = {
+                    "path": str(result.path),
+                    "coverage": str(result.coverage),
+                    "cache_hit": result.cache_hit,
+                    "model_called": result.model_called,
+                }
+                report.failures.extend(result.report.failures)
+            if not knowledge and self._m.knowledge is not None:
+                query = " ".join([self.doing, *(f"{e.type} {e.id}" for e in self.entities)])
+                async with fail_open(report, "knowledge-recall"):
+                    inputs.knowledge = await self._m.knowledge.recall(self.domain, query or "")
             context = render_planning(
                 inputs,
                 budget_bytes=opts.view_budget_bytes,

@@ -1,0 +1,273 @@
+"""Digest fingerprints and the cache decision (pure).
+
+A digest condenses a domain's event window. It is cached per domain, shared
+by every agent of the domain, under a *window fingerprint* (the policy —
+domain, lookback, raw limit, digest target — plus the effective model
+fingerprint) and with a fingerprint per represented event (id + content).
+
+Each request's decision is exactly one of:
+- `full`: no compatible entry (none, or unreadable);
+- `cached`: same window under the same policy — reuse, no model call; also
+  when the window is full and older history fell off its end;
+- `incremental`: every represented event unchanged, and the additions (late
+  events with equal or older timestamps included) are within the threshold;
+- `full_recompact`: represented events changed, disappeared or expired, the
+  policy changed, or the additions exceed the threshold;
+- `raw_fallback`: compaction failed or returned nothing (decided by the
+  service after the fact: bounded raw events are shown and the previous entry
+  is left untouched).
+`cache_hit` means a compatible entry was found, whether or not it was reused.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from attrs import field, frozen
+
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.records import Event
+from agent_memory.domain.validation import require_positive, require_scope
+from agent_memory.domain.views import estimate_tokens
+
+__all__ = [
+    "EXTRACTIVE_FINGERPRINT",
+    "CacheEntry",
+    "Coverage",
+    "DecisionPath",
+    "DigestDecision",
+    "DigestPolicy",
+    "decide",
+    "event_fingerprint",
+    "extractive_digest",
+    "window_fingerprint",
+]
+
+
+class DecisionPath(enum.StrEnum):
+    FULL = "full"
+    CACHED = "cached"
+    INCREMENTAL = "incremental"
+    FULL_RECOMPACT = "full_recompact"
+    RAW_FALLBACK = "raw_fallback"
+
+
+class Coverage(enum.StrEnum):
+    RETURNED_WINDOW = "returned_window"
+    LIMITED_WINDOW = "limited_window"
+    UNKNOWN = "unknown"
+
+
+def _lookback(value: object) -> timedelta:
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise InvalidInput("lookback", f"a positive timedelta is required, got {value!r}")
+    return value
+
+
+@frozen
+class DigestPolicy:
+    """What a digest covers and how big it may be."""
+
+    domain: str = field(validator=lambda _i, _a, v: require_scope(v, "domain"))
+    lookback: timedelta = field(default=timedelta(hours=24), converter=_lookback)
+    raw_limit: int = field(
+        default=200, validator=lambda _i, _a, v: require_positive(v, "raw_limit")
+    )
+    target_tokens: int = field(
+        default=500, validator=lambda _i, _a, v: require_positive(v, "target_tokens")
+    )
+    incremental_threshold: int = field(
+        default=20, validator=lambda _i, _a, v: require_positive(v, "incremental_threshold")
+    )
+
+    @property
+    def max_tokens(self) -> int:
+        """The model's generation allowance: 5x the digest target."""
+        return 5 * self.target_tokens
+
+
+def _digest(payload: Any) -> str:
+    raw = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def window_fingerprint(policy: DigestPolicy, model_fingerprint: str) -> str:
+    """Identifies a compatible cache entry: policy + effective model.
+
+    The incremental threshold is deliberately left out: it decides how an
+    entry is updated, not what a digest means."""
+    return _digest(
+        {
+            "v": 1,
+            "domain": policy.domain,
+            "lookback_s": policy.lookback.total_seconds(),
+            "raw_limit": policy.raw_limit,
+            "target_tokens": policy.target_tokens,
+            "model": model_fingerprint,
+        }
+    )
+
+
+def event_fingerprint(event: Event) -> str:
+    """Id + everything a digest could say about the event."""
+    return _digest(
+        {
+            "id": event.id,
+            "domain": event.domain,
+            "agent": event.agent,
+            "action": event.action,
+            "outcome": event.outcome,
+            "summary": event.summary,
+            "occurred_at": event.occurred_at.isoformat(),
+            "entities": [[e.type, e.id] for e in event.entities],
+            "origin": event.origin_request_id,
+        }
+    )
+
+
+@frozen
+class CacheEntry:
+    """A cached digest: its window fingerprint, text, and the events it represents
+    (id -> (fingerprint, occurred_at ISO))."""
+
+    window_fp: str
+    digest: str
+    represented: Mapping[str, tuple[str, str]]
+    created_at: str
+    model_fingerprint: str
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(
+            {
+                "v": 1,
+                "window_fp": self.window_fp,
+                "digest": self.digest,
+                "represented": {k: list(v) for k, v in self.represented.items()},
+                "created_at": self.created_at,
+                "model_fingerprint": self.model_fingerprint,
+            },
+            ensure_ascii=False,
+        ).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> CacheEntry:
+        """Parse an entry; `InvalidInput` when it is not one of ours."""
+        try:
+            data = json.loads(raw.decode("utf-8"))
+            represented = {str(k): (str(v[0]), str(v[1])) for k, v in data["represented"].items()}
+            return cls(
+                window_fp=str(data["window_fp"]),
+                digest=str(data["digest"]),
+                represented=represented,
+                created_at=str(data["created_at"]),
+                model_fingerprint=str(data["model_fingerprint"]),
+            )
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
+            raise InvalidInput("digest cache entry", f"unreadable: {exc}") from None
+
+
+@frozen
+class DigestDecision:
+    path: DecisionPath
+    cache_hit: bool
+    added: tuple[str, ...] = ()
+    reason: str = ""
+
+
+def decide(
+    entry: CacheEntry | None,
+    *,
+    window_fp: str,
+    window: Sequence[Event],
+    limited: bool,
+    threshold: int,
+) -> DigestDecision:
+    """The cache decision for the current window (newest first) — see module doc."""
+    if entry is None:
+        return DigestDecision(DecisionPath.FULL, cache_hit=False, reason="no entry")
+    if entry.window_fp != window_fp:
+        return DigestDecision(
+            DecisionPath.FULL_RECOMPACT, cache_hit=False, reason="policy or model changed"
+        )
+    current = {e.id: e for e in window}
+    oldest = min((e.occurred_at for e in window), default=None)
+    for event_id, (fp, occurred_raw) in entry.represented.items():
+        event = current.get(event_id)
+        if event is None:
+            occurred = datetime.fromisoformat(occurred_raw)
+            if limited and oldest is not None and occurred <= oldest:
+                continue  # older history fell off a full window: omitted, not gone
+            return DigestDecision(
+                DecisionPath.FULL_RECOMPACT, cache_hit=True, reason=f"event {event_id!r} gone"
+            )
+        if event_fingerprint(event) != fp:
+            return DigestDecision(
+                DecisionPath.FULL_RECOMPACT, cache_hit=True, reason=f"event {event_id!r} changed"
+            )
+    added = tuple(e.id for e in window if e.id not in entry.represented)
+    if not added:
+        return DigestDecision(DecisionPath.CACHED, cache_hit=True, reason="unchanged window")
+    if len(added) <= threshold:
+        return DigestDecision(
+            DecisionPath.INCREMENTAL, cache_hit=True, added=added, reason=f"{len(added)} new"
+        )
+    return DigestDecision(
+        DecisionPath.FULL_RECOMPACT,
+        cache_hit=True,
+        added=added,
+        reason=f"{len(added)} new exceed threshold {threshold}",
+    )
+
+
+EXTRACTIVE_FINGERPRINT = "agent-memory/extractive-digest-v1"
+_NOTABLE_OUTCOMES = ("fail", "error", "timeout", "oom", "crash", "denied")
+
+
+def _is_notable(event: Event) -> bool:
+    outcome = event.outcome.lower()
+    return any(word in outcome for word in _NOTABLE_OUTCOMES) or event.importance >= 0.8
+
+
+def extractive_digest(events: Sequence[Event], target_tokens: int) -> str:
+    """A deterministic offline digest: counts by entity, action and outcome, then
+    the latest notable events, within about `target_tokens` (estimated)."""
+    if not events:
+        return ""
+    entities: Counter[str] = Counter()
+    actions: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
+    for e in events:
+        entities.update(f"{x.type}/{x.id}" for x in e.entities)
+        actions[e.action] += 1
+        outcomes[e.outcome] += 1
+
+    def top(counter: Counter[str], n: int = 5) -> str:
+        items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+        return ", ".join(f"{k} x{v}" for k, v in items) or "none"
+
+    newest = max(e.occurred_at for e in events).isoformat()
+    oldest = min(e.occurred_at for e in events).isoformat()
+    lines = [
+        f"{len(events)} events from {oldest} to {newest}.",
+        f"Entities: {top(entities)}.",
+        f"Actions: {top(actions)}.",
+        f"Outcomes: {top(outcomes)}.",
+        "Latest notable:",
+    ]
+    ordered = sorted(events, key=lambda e: (e.occurred_at, e.id), reverse=True)
+    notable = [e for e in ordered if _is_notable(e)] + [e for e in ordered if not _is_notable(e)]
+    used = estimate_tokens("\n".join(lines))
+    for e in notable:
+        line = f"- {e.occurred_at.isoformat()} {e.agent}: {e.summary}"
+        cost = estimate_tokens(line)
+        if used + cost > target_tokens:
+            break
+        lines.append(line)
+        used += cost
+    return "\n".join(lines)

@@ -1,0 +1,191 @@
+"""Knowledge that outlives the event log: fragments extracted from a request's
+result (after synthesis) and distilled from old events by the reflection job.
+
+Fragments are `MemoryRecord`s owned by the domain, namespace `knowledge`, kind
+`fragment` (from a result) or `reflection` (from the job). Recall ranks them by
+a weighted sum of relevance (cosine), recency (exponential decay) and
+importance; the weights are configurable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from attrs import define
+
+from agent_memory.domain.json_answers import extract_json_array
+from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.validation import require_scope
+from agent_memory.domain.views import KnowledgeItem
+from agent_memory.ports.models import Clock, Embedder, LanguageModel
+from agent_memory.ports.storage import MemoryStore
+from agent_memory.services.reports import StageReport
+
+__all__ = [
+    "KNOWLEDGE_NAMESPACE",
+    "KnowledgeOptions",
+    "KnowledgeService",
+    "parse_fragments",
+]
+
+KNOWLEDGE_NAMESPACE = "knowledge"
+EXTRACT_SYSTEM_PROMPT = (
+    "Extract reusable operational knowledge from this result: facts, fixes and pitfalls "
+    "another agent could apply later. Answer with ONLY a JSON array: "
+    '[{"content": "<one self-contained sentence>", "importance": 0.0-1.0}]. '
+    "Return [] when there is nothing reusable."
+)
+
+
+@define
+class KnowledgeOptions:
+    relevance_weight: float = 0.6
+    recency_weight: float = 0.2
+    importance_weight: float = 0.2
+    recency_half_life: timedelta = timedelta(days=14)
+    candidates: int = 50
+    max_fragments: int = 5
+    model_timeout: float = 60.0
+    max_tokens: int = 1024
+
+
+def parse_fragments(text: str, limit: int) -> tuple[list[tuple[str, float]], str | None]:
+    """(content, importance) pairs from a model answer; the error, if any."""
+    array, _truncated, error = extract_json_array(text)
+    if array is None:
+        return [], error
+    out: list[tuple[str, float]] = []
+    for raw in array:
+        if not isinstance(raw, dict):
+            continue
+        content = raw.get("content")
+        importance = raw.get("importance", 0.5)
+        if not isinstance(content, str) or not content.strip():
+            continue
+        if not isinstance(importance, int | float) or not 0 <= importance <= 1:
+            importance = 0.5
+        out.append((content.strip(), float(importance)))
+    return out[:limit], None
+
+
+class KnowledgeService:
+    """Stores and recalls a domain's knowledge fragments."""
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        embedder: Embedder,
+        clock: Clock,
+        llm: LanguageModel | None = None,
+        options: KnowledgeOptions | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.clock = clock
+        self.llm = llm
+        self.options = options or KnowledgeOptions()
+        self._tasks: set[asyncio.Task[StageReport]] = set()
+
+    async def store_fragments(
+        self,
+        domain: str,
+        fragments: Sequence[tuple[str, float]],
+        *,
+        kind: str,
+        attributes: dict[str, Any] | None = None,
+    ) -> int:
+        """Embed and store fragments under the domain; the count stored."""
+        if not fragments:
+            return 0
+        vectors = await self.embedder.embed([c for c, _ in fragments])
+        now = self.clock.now()
+        records = [
+            MemoryRecord(
+                id=uuid.uuid4().hex,
+                owner=domain,
+                namespace=KNOWLEDGE_NAMESPACE,
+                kind=kind,
+                content=content,
+                vector=vectors[i],
+                created_at=now,
+                updated_at=now,
+                importance=importance,
+                attributes=dict(attributes or {}),
+            )
+            for i, (content, importance) in enumerate(fragments)
+        ]
+        await self.store.add(records)
+        return len(records)
+
+    async def extract(
+        self, *, domain: str, request_id: str, result: str, wait: bool = False
+    ) -> StageReport:
+        """Extract fragments from a request's result (asynchronous by default)."""
+        require_scope(domain, "domain")
+        report = StageReport("knowledge-extraction")
+        if self.llm is None:
+            report.details["skipped"] = "no language model configured"
+            return report
+        if wait:
+            return await self._extract(domain, request_id, result, report)
+        task = asyncio.create_task(self._extract(domain, request_id, result, report))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        report.details["scheduled"] = True
+        return report
+
+    async def drain(self) -> list[StageReport]:
+        tasks = list(self._tasks)
+        return list(await asyncio.gather(*tasks)) if tasks else []
+
+    async def _extract(
+        self, domain: str, request_id: str, result: str, report: StageReport
+    ) -> StageReport:
+        assert self.llm is not None
+        try:
+            answer = await self.llm.complete(
+                f"Result of request {request_id}:\n{result}",
+                max_tokens=self.options.max_tokens,
+                timeout=self.options.model_timeout,
+                system=EXTRACT_SYSTEM_PROMPT,
+            )
+            fragments, error = parse_fragments(answer, self.options.max_fragments)
+            if error is not None:
+                report.details["parse_error"] = error
+            report.details["stored"] = await self.store_fragments(
+                domain, fragments, kind="fragment", attributes={"request_id": request_id}
+            )
+        except Exception as exc:
+            report.fail("extract", exc)
+        return report
+
+    async def recall(self, domain: str, query: str, *, limit: int = 5) -> list[KnowledgeItem]:
+        """Fragments ranked by weighted relevance, recency and importance."""
+        require_scope(domain, "domain")
+        (vector,) = await self.embedder.embed([query])
+        hits = await self.store.search(
+            domain, vector, limit=self.options.candidates, namespace=KNOWLEDGE_NAMESPACE
+        )
+        now = self.clock.now()
+        o = self.options
+        half_life = o.recency_half_life.total_seconds()
+        scored = []
+        for hit in hits:
+            age = max((now - hit.record.updated_at).total_seconds(), 0.0)
+            recency = math.exp(-math.log(2) * age / half_life) if half_life > 0 else 1.0
+            score = (
+                o.relevance_weight * hit.score
+                + o.recency_weight * recency
+                + o.importance_weight * hit.record.importance
+            )
+            scored.append((score, hit.record))
+        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        return [
+            KnowledgeItem(id=r.id, content=r.content, score=round(s, 6)) for s, r in scored[:limit]
+        ]

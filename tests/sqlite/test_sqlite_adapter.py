@@ -138,6 +138,20 @@ async def test_new_identity_starts_empty_and_old_table_is_kept(db: Path) -> None
     }
 
 
+async def test_unprovable_space_keeps_its_name_and_warns(
+    db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    space = EmbeddingSpace(model="served-model", dimension=4, provable=False)
+    s = SqliteMemoryStore(db, space)
+    with caplog.at_level("WARNING", logger="agent_memory.adapters.sqlite"):
+        await s.add([rec("a", [1, 0, 0, 0])])
+        await s.get("o", "a")
+    warnings = [r for r in caplog.records if "cannot be proven" in r.getMessage()]
+    assert len(warnings) == 1
+    assert space.identity in warnings[0].getMessage()
+    await s.close()
+
+
 # ---------------------------------------------------------------- matrix cache
 
 

@@ -10,6 +10,7 @@ process, invalidates the cache before the next search uses it.
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from collections import Counter, OrderedDict
@@ -57,6 +58,7 @@ from agent_memory.domain.validation import (
 
 __all__ = ["SqliteMemoryStore"]
 
+_log = logging.getLogger("agent_memory.adapters.sqlite")
 _CHUNK = 500  # bound on SQL variables per statement
 _Kinds = list[str] | None
 
@@ -156,6 +158,14 @@ class SqliteMemoryStore:
     def _t(self, conn: sqlite3.Connection) -> SpaceTables:
         if self._tables is None:
             self._tables = ensure_space(conn, self._space)
+            if not self._space.provable:
+                _log.warning(
+                    "embedding model %r cannot be proven by its endpoint: records are kept"
+                    " under the configured name (table %s); changing the model behind the"
+                    " same name would mix vectors of different models",
+                    self._space.model,
+                    self._tables.records,
+                )
         return self._tables
 
     def _bump(self, conn: sqlite3.Connection, owners: Sequence[str]) -> None:

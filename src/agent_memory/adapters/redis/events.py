@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters.redis._client import Client, connect
@@ -112,39 +114,64 @@ class RedisEventLog:
             by_domain: dict[str, list[Event]] = {}
             for e in batch:
                 by_domain.setdefault(e.domain, []).append(e)
-            with translate("append"):
-                pipe = self._r.pipeline(transaction=False)
-                for domain, evs in by_domain.items():
-                    keys = [k.ev_payloads(domain), k.ev_domain(domain)]
-                    slot: dict[str, int] = {}
-                    args: list[Any] = []
-                    for e in evs:
-                        idx: list[int] = []
-                        if not e.is_global:
-                            for ent in e.entities:
-                                key = k.ev_domain_entity(domain, ent.type, ent.id)
-                                if key not in slot:
-                                    keys.append(key)
-                                    slot[key] = len(keys)
-                                idx.append(slot[key])
-                        args += [e.id, encode_event(e), to_micros(e.occurred_at)]
-                        args += ["1" if e.is_global else "0", len(idx), *idx]
-                    await self._append(keys=keys, args=args, client=pipe)
-                # Other slots: idempotent single-key writes (NX keeps the first time).
-                pipe.sadd(k.ev_domains(), *by_domain)
-                for e in batch:
+            # Per domain: the script's keys and args (one slot each).
+            calls: list[tuple[list[str], list[Any]]] = []
+            for domain, evs in by_domain.items():
+                keys = [k.ev_payloads(domain), k.ev_domain(domain)]
+                slot: dict[str, int] = {}
+                args: list[Any] = []
+                for e in evs:
+                    idx: list[int] = []
+                    if not e.is_global:
+                        for ent in e.entities:
+                            key = k.ev_domain_entity(domain, ent.type, ent.id)
+                            if key not in slot:
+                                keys.append(key)
+                                slot[key] = len(keys)
+                            idx.append(slot[key])
+                    args += [e.id, encode_event(e), to_micros(e.occurred_at)]
+                    args += ["1" if e.is_global else "0", len(idx), *idx]
+                calls.append((keys, args))
+            # Other slots: idempotent single-key writes (NX keeps the first time).
+            zadds: list[tuple[str, dict[bytes, int]]] = []
+            sadds: list[tuple[str, list[Any]]] = [(k.ev_domains(), list(by_domain))]
+            for e in batch:
+                if e.is_global or e.user_id is not None:
                     member = _gmember(e.domain, e.id)
                     score = to_micros(e.occurred_at)
-                    if e.is_global:
-                        pipe.zadd(k.ev_global(), {member: score}, nx=True)
-                        for ent in e.entities:
-                            pipe.zadd(
-                                k.ev_global_entity(ent.type, ent.id), {member: score}, nx=True
-                            )
-                    if e.user_id is not None:
-                        pipe.sadd(k.ev_user(e.user_id), member)
-                results = await pipe.execute()
-            return sum(sum(int(x) for x in r) for r in results[: len(by_domain)])
+                if e.is_global:
+                    zadds.append((k.ev_global(), {member: score}))
+                    for ent in e.entities:
+                        zadds.append((k.ev_global_entity(ent.type, ent.id), {member: score}))
+                if e.user_id is not None:
+                    sadds.append((k.ev_user(e.user_id), [member]))
+            with translate("append"):
+                results = await self._append_round_trip(calls, zadds, sadds)
+            return sum(sum(int(x) for x in r) for r in results[: len(calls)])
+
+    async def _append_round_trip(
+        self,
+        calls: list[tuple[list[str], list[Any]]],
+        zadds: list[tuple[str, dict[bytes, int]]],
+        sadds: list[tuple[str, list[Any]]],
+    ) -> list[Any]:
+        """One pipeline: EVALSHA per domain plus the other slots' writes. Every command
+        is idempotent, so after NOSCRIPT (a restarted server) load and send it again."""
+        for attempt in (1, 2):
+            pipe = self._r.pipeline(transaction=False)
+            for keys, args in calls:
+                pipe.evalsha(self._append.sha, len(keys), *keys, *args)
+            for key, mapping in zadds:
+                pipe.zadd(key, mapping, nx=True)
+            for key, members in sadds:
+                pipe.sadd(key, *members)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt == 2:
+                    raise
+                await self._r.script_load(_APPEND)
+        raise AssertionError("unreachable")
 
     async def window(
         self,
@@ -169,19 +196,25 @@ class RedisEventLog:
                 glob = k.ev_global_entity(entity.type, entity.id)
             with translate("window"):
                 pipe = self._r.pipeline(transaction=False)
-                pipe.zrevrangebyscore(own, "+inf", floor, start=0, num=limit + 1)
-                pipe.zrevrangebyscore(glob, "+inf", floor, start=0, num=limit + 1)
-                own_ids, glob_members = await pipe.execute()
-                refs: list[_Ref] = [(domain, i.decode("utf-8", "surrogatepass")) for i in own_ids]
-                refs += [_parse_gmember(m) for m in glob_members]
+                pipe.zrevrangebyscore(own, "+inf", floor, start=0, num=limit + 1, withscores=True)
+                pipe.zrevrangebyscore(glob, "+inf", floor, start=0, num=limit + 1, withscores=True)
+                own_rows, glob_rows = await pipe.execute()
+                # Merge by (time, id) desc before fetching: only the page's payloads travel.
+                merged: list[tuple[float, str, str]] = [
+                    (score, i.decode("utf-8", "surrogatepass"), domain) for i, score in own_rows
+                ]
+                for member, score in glob_rows:
+                    d, i = _parse_gmember(member)
+                    merged.append((score, i, d))
+                merged.sort(reverse=True)
+                refs: list[_Ref] = [(d, i) for _, i, d in merged[:limit]]
                 found = await self._payloads(refs)
             rows = [
                 e
                 for (d, _), e in zip(refs, found, strict=True)
                 if e is not None and (e.is_global or (d == domain and not e.is_global))
             ]
-            rows.sort(key=lambda e: (e.occurred_at, e.id, e.domain), reverse=True)
-            return EventWindow(events=tuple(rows[:limit]), limited=len(rows) > limit)
+            return EventWindow(events=tuple(rows), limited=len(merged) > limit)
 
     async def _payloads(self, refs: Sequence[_Ref]) -> list[Event | None]:
         """Fetch payloads with one HMGET per domain, in one round trip."""

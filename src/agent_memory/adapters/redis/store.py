@@ -70,6 +70,12 @@ return 1
 """
 
 _Hits = list[ScoredRecord]
+# Fields a reply needs to rebuild a record (not the index-only tags and sort key).
+_RECORD_FIELDS: tuple[str, ...] = ("id", "owner", "namespace", "kind", "content", "context")
+_RECORD_FIELDS += ("ca", "ua", "imp", "attrs", "vec")
+_RETURN = ("RETURN", str(len(_RECORD_FIELDS)), *_RECORD_FIELDS)
+_RETURN_SCORED = ("RETURN", str(len(_RECORD_FIELDS) + 1), *_RECORD_FIELDS, "__d")
+_RETURN_LIST = ("RETURN", str(len(_RECORD_FIELDS) + 1), *_RECORD_FIELDS, "sk")
 _TERM = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS = 64
 _PAGE = 500
@@ -388,16 +394,17 @@ class RedisMemoryStore:
             res = await self._ft(
                 "FT.SEARCH", self._index,
                 f"({filt})=>[KNN {k} @vec $v EF_RUNTIME {ef} AS __d]",
-                "PARAMS", "2", "v", blob,
+                "PARAMS", "2", "v", blob, *_RETURN_SCORED,
                 "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
             )  # fmt: skip
             hits = []
             for i in range(2, len(res), 2):
                 fields = _fields(res[i])
-                if fields.get(b"z") == b"1":
+                record = decode_record(fields)
+                if not np.any(record.vector):
                     continue  # zero vectors are scored by _zero_scored
                 score = min(1.0, max(-1.0, 1.0 - float(fields[b"__d"])))
-                hits.append(ScoredRecord(record=decode_record(fields), score=score))
+                hits.append(ScoredRecord(record=record, score=score))
             hits.sort(key=lambda h: (-h.score, h.record.id))
             # A tie across the cut may hide equal-scored records with smaller ids.
             if len(hits) < k or hits[limit - 1].score != hits[limit].score:
@@ -410,7 +417,7 @@ class RedisMemoryStore:
         offset = 0
         while True:
             res = await self._ft(
-                "FT.SEARCH", self._index, filt,
+                "FT.SEARCH", self._index, filt, *_RETURN,
                 "LIMIT", str(offset), str(_PAGE), "DIALECT", "2",
             )  # fmt: skip
             found += [decode_record(_fields(res[i])) for i in range(2, len(res), 2)]
@@ -446,7 +453,7 @@ class RedisMemoryStore:
             with translate("list"):
                 while len(rows) <= limit:
                     res = await self._ft(
-                        "FT.SEARCH", self._index, query, "SORTBY", "sk", "DESC",
+                        "FT.SEARCH", self._index, query, *_RETURN_LIST, "SORTBY", "sk", "DESC",
                         "LIMIT", str(offset), str(size), "DIALECT", "2",
                     )  # fmt: skip
                     for i in range(2, len(res), 2):
@@ -488,7 +495,7 @@ class RedisMemoryStore:
             with translate("search_text"):
                 while True:
                     res = await self._ft(
-                        "FT.SEARCH", self._index, q, "WITHSCORES", "SCORER", "BM25",
+                        "FT.SEARCH", self._index, q, *_RETURN, "WITHSCORES", "SCORER", "BM25",
                         "LIMIT", "0", str(k), "DIALECT", "2",
                     )  # fmt: skip
                     hits = [

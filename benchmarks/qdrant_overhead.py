@@ -30,6 +30,7 @@ import statistics
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import numpy as np
 from qdrant_client import AsyncQdrantClient
@@ -80,8 +81,8 @@ async def _bench_add(
     batches = [records[i : i + batch] for i in range(0, len(records), batch)]
     prepared = [
         (
-            [point_id(r.owner, r.id) for r in chunk],
-            np.stack([r.vector for r in chunk]),
+            [cast(qm.ExtendedPointId, point_id(r.owner, r.id)) for r in chunk],
+            np.stack([r.vector for r in chunk]).tolist(),
             [record_to_payload(r) for r in chunk],
         )
         for chunk in batches
@@ -102,8 +103,8 @@ async def _bench_add(
         # bare: ids, vector matrix and payloads ready; only Batch + upsert timed
         name = await _fresh_collection(client, space)
         t = time.perf_counter()
-        for ids, matrix, payloads in prepared:
-            points = qm.Batch(ids=ids, vectors=matrix, payloads=payloads)
+        for ids, vectors, payloads in prepared:
+            points = qm.Batch(ids=ids, vectors=vectors, payloads=payloads)
             await client.upsert(name, points=points, wait=True)
         bare.append(time.perf_counter() - t)
         await client.delete_collection(name)
@@ -112,8 +113,8 @@ async def _bench_add(
         t = time.perf_counter()
         for chunk in batches:
             points = qm.Batch(
-                ids=[point_id(r.owner, r.id) for r in chunk],
-                vectors=np.stack([r.vector for r in chunk]),
+                ids=[cast(qm.ExtendedPointId, point_id(r.owner, r.id)) for r in chunk],
+                vectors=np.stack([r.vector for r in chunk]).tolist(),
                 payloads=[record_to_payload(r) for r in chunk],
             )
             await client.upsert(name, points=points, wait=True)

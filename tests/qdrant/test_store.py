@@ -24,7 +24,7 @@ from agent_memory.domain.errors import (
     ScopeRequired,
     StoreClosed,
 )
-from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.domain.records import EmbeddingSpace, ScoredRecord
 from conftest import SPACE, OpenStore
 
 
@@ -144,7 +144,10 @@ async def test_filters(store: QdrantMemoryStore) -> None:
         ]
     )
     q = np.ones(8, dtype=np.float32)
-    ids = lambda hits: sorted(h.record.id for h in hits)  # noqa: E731
+
+    def ids(hits: list[ScoredRecord]) -> list[str]:
+        return sorted(h.record.id for h in hits)
+
     assert ids(await store.search("alice", q, namespace="n1")) == ["1", "2"]
     assert ids(await store.search("alice", q, kinds=["k1"])) == ["1", "3"]
     assert ids(await store.search("alice", q, namespace="n1", kinds=["k2", "k9"])) == ["2"]

@@ -316,9 +316,10 @@ class QdrantMemoryStore:
     async def _upsert(self, name: str, records: Sequence[MemoryRecord], ids: list[str]) -> None:
         for start in range(0, len(records), _UPSERT_BATCH):
             chunk = records[start : start + _UPSERT_BATCH]
+            chunk_ids: list[qm.ExtendedPointId] = list(ids[start : start + _UPSERT_BATCH])
             batch = qm.Batch(
-                ids=ids[start : start + _UPSERT_BATCH],
-                vectors=np.stack([r.vector for r in chunk]),
+                ids=chunk_ids,
+                vectors=np.stack([r.vector for r in chunk]).tolist(),
                 payloads=[record_to_payload(r) for r in chunk],
             )
             await self._call("upsert", self._client.upsert(name, points=batch, wait=True))

@@ -109,3 +109,40 @@ def test_conformance_factory_errors_are_clear(tmp_path: Path) -> None:
     result = agent_memory("conformance", "--factory", "no_such_module:make", cwd=tmp_path)
     assert result.returncode == 2
     assert "cannot import 'no_such_module'" in result.stderr
+
+
+def test_reflect_runs_one_pass_with_a_progress_bar(tmp_path: Path) -> None:
+    import asyncio
+    from datetime import UTC, datetime, timedelta
+
+    from agent_memory.adapters.sqlite import SqliteEventLog
+    from agent_memory.domain.records import Entity, Event
+
+    db = tmp_path / "m.db"
+    old = datetime.now(UTC) - timedelta(days=9)
+
+    async def seed() -> None:
+        log = SqliteEventLog(db)
+        await log.append(
+            [
+                Event(
+                    id=f"e{i}",
+                    domain="k8s",
+                    agent="a",
+                    action="restart",
+                    outcome="failure",
+                    summary=f"restart {i}",
+                    occurred_at=old,
+                    recorded_at=old,
+                    entities=(Entity("pod", "web-1"),),
+                )
+                for i in range(6)
+            ]
+        )
+        await log.close()
+
+    asyncio.run(seed())
+    result = agent_memory("reflect", "--url", f"sqlite:///{db}", "--domain", "k8s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "entities discovered=1 processed=1 fragments stored=1" in result.stdout
+    assert "[##############################] 1/1" in result.stderr

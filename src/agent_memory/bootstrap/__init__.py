@@ -3,6 +3,9 @@
 from agent_memory.bootstrap.connect import Memory, Stores, connect, open_stores, scheme_of
 from agent_memory.bootstrap.services import (
     agent_memory_service,
+    compactor,
+    knowledge_service,
+    reflection_job,
     request_options,
     user_memory_service,
 )
@@ -14,9 +17,12 @@ __all__ = [
     "Settings",
     "Stores",
     "agent_memory_service",
+    "compactor",
     "connect",
     "default_sqlite_url",
+    "knowledge_service",
     "open_stores",
+    "reflection_job",
     "request_options",
     "scheme_of",
     "user_memory_service",

@@ -1,4 +1,4 @@
-"""The `agent-memory` command: demo, doctor, conformance.
+"""The `agent-memory` command: demo, doctor, conformance, reflect.
 
 Every subcommand validates configuration first (`AGENT_MEMORY_*`), and exits
 non-zero with a one-line reason on bad input instead of a traceback.
@@ -28,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="show configuration, reachability and server versions")
     doctor.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
 
+    reflect = sub.add_parser("reflect", help="run one reflection pass now (distil old events)")
+    reflect.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    reflect.add_argument(
+        "--domain", action="append", required=True, help="a domain to reflect on (repeatable)"
+    )
+
     conf = sub.add_parser(
         "conformance", help="run the shipped contract suite against a backend or your own store"
     )
@@ -55,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agent_memory.cli.doctor import run_doctor
 
             return asyncio.run(run_doctor(args.url))
+        if args.command == "reflect":
+            from agent_memory.cli.reflect import run_reflect
+
+            return asyncio.run(run_reflect(args.url, args.domain))
         if args.command == "conformance":
             from agent_memory.cli.conformance import run_conformance
 

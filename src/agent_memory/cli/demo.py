@@ -114,6 +114,14 @@ async def _scenario(service: AgentMemory, run_id: str) -> None:
         print(ctx.coordination or "  (no other agent active)")
         for name, view_report in ctx.view_reports.items():
             print(f"  view {name}: {_view_summary(view_report)}")
+        print(f"  digest: {json.dumps(ctx.report.details.get('digest'), sort_keys=True)}")
+
+    _title("Another request reuses the cached digest (no compaction, no model call)")
+    async with service.request(
+        agent="agent-c", domain=DOMAIN, request_id=f"req-c-{run_id}", doing="weekly review"
+    ) as review:
+        ctx = await review.planning_context()
+        print(f"  digest: {json.dumps(ctx.report.details.get('digest'), sort_keys=True)}")
 
 
 async def _user_session(users: UserMemory, run_id: str) -> None:

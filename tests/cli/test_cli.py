@@ -34,6 +34,11 @@ def test_demo_runs_offline_on_the_embedded_default() -> None:
     assert '"agent-a" doing "investigate OOMKilled restarts"' in out
     assert "## investigations: admitted=1" in out
     assert "OOMKilled (exit 137)" in out, "a later request sees A's recorded events"
+    assert '"path": "full"' in out, "the digest is built"
+    reuse = out.split("reuses the cached digest", 1)[1]
+    assert '"cache_hit": true' in reuse
+    assert '"model_called": false' in reuse
+    assert '"path": "cached"' in reuse
     user_part = out.split("A user session", 1)[1]
     recalled, forgotten = user_part.split("Forget the user", 1)
     assert '"User is vegan" (explicit, high confidence' in recalled

@@ -13,7 +13,12 @@ from attrs import field, frozen
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity
-from agent_memory.domain.validation import require_id, require_unit_interval, require_utc
+from agent_memory.domain.validation import (
+    require_id,
+    require_text,
+    require_unit_interval,
+    require_utc,
+)
 
 __all__ = [
     "ActivitySignal",
@@ -34,8 +39,7 @@ def _id(name: str) -> Any:
 
 def _text(name: str) -> Any:
     def check(_inst: object, _attr: object, value: object) -> None:
-        if not isinstance(value, str):
-            raise InvalidInput(name, f"a string is required, got {type(value).__name__}")
+        require_text(value, name)
 
     return check
 

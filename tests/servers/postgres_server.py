@@ -15,6 +15,7 @@ with its log: a backend is never skipped silently.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import signal
@@ -34,8 +35,11 @@ __all__ = ["FAST_SETTINGS", "EmbeddedPostgres", "postgres_url", "start_postgres"
 class EmbeddedPostgres:
     """Handle on one embedded server and its data directory."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, settings: dict[str, str] | None = None, *, temporary: bool = False
+    ) -> None:
         self.data_dir = data_dir
+        self.temporary = temporary  # destroy() also removes the temp dir made for it
         self.settings = dict(settings or {})
         self._server: Any = None
 
@@ -100,10 +104,8 @@ class EmbeddedPostgres:
         root = psutil.Process(pid)
         procs = [*root.children(recursive=True), root]
         for proc in procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + 10
         while any(_alive(p) for p in procs) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -123,7 +125,7 @@ class EmbeddedPostgres:
             return
         self._server = None
         self.kill()
-        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+        shutil.rmtree(self.data_dir.parent if self.temporary else self.data_dir, ignore_errors=True)
 
 
 def _alive(proc: Any) -> bool:
@@ -171,9 +173,10 @@ def start_postgres(
 ) -> EmbeddedPostgres:
     """Start an embedded server on `data_dir` (by default a fresh temp dir, deleted by
     `destroy()` or at exit); `settings` go to postgresql.conf before the first start."""
+    temporary = data_dir is None
     if data_dir is None:
         data_dir = Path(tempfile.mkdtemp(prefix="agent-memory-pg-")) / "data"
-    server = EmbeddedPostgres(data_dir, settings)
+    server = EmbeddedPostgres(data_dir, settings, temporary=temporary)
     server.start()
     return server
 
@@ -213,7 +216,5 @@ def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield server.uri
     finally:
-        try:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
             server.destroy()
-        except (OSError, subprocess.SubprocessError):
-            pass

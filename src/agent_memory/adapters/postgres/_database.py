@@ -4,7 +4,8 @@
 it is built; `open()` (called by the adapters on first use) applies the
 migrations on a single connection under an advisory lock, then opens an
 `AsyncConnectionPool` whose connections know pgvector's `vector` type and use
-HNSW iterative scans, so filtered vector queries return the full limit.
+HNSW iterative scans, so filtered vector queries return the full limit
+(`settings` adds session settings of your own, e.g. `statement_timeout`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -83,7 +84,8 @@ class PostgresDatabase:
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = 5.0,
-        ef_search: int = 100,
+        ef_search: int = 400,
+        settings: Mapping[str, str] | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.strip():
             raise ConfigurationError("postgres: a connection URL is required")
@@ -96,7 +98,11 @@ class PostgresDatabase:
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
-        self._ef_search = ef_search
+        self._settings: dict[str, str] = {
+            "hnsw.iterative_scan": "relaxed_order",
+            "hnsw.ef_search": str(ef_search),
+            **dict(settings or {}),
+        }
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
         self._vector_oid: int | None = None
         self._open_lock = asyncio.Lock()
@@ -106,6 +112,10 @@ class PostgresDatabase:
         self._recheck: asyncio.Task[None] | None = None
 
     @property
+    def url(self) -> str:
+        return self._url
+
+    @property
     def schema(self) -> str:
         return self._schema
 
@@ -113,6 +123,9 @@ class PostgresDatabase:
     def vector_oid(self) -> int | None:
         """The oid of pgvector's `vector` type (known once the database is open)."""
         return self._vector_oid
+
+    def _is_open(self) -> bool:
+        return self._pool is not None
 
     def table(self, name: str) -> sql.Identifier:
         """A schema-qualified, quoted table name."""
@@ -125,7 +138,7 @@ class PostgresDatabase:
         if self._pool is not None:
             return
         async with self._open_lock:
-            if self._pool is not None:
+            if self._is_open():
                 return
             if self._closed:
                 raise BackendUnavailable(BACKEND, "the database handle is closed")
@@ -162,16 +175,18 @@ class PostgresDatabase:
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
         # Filtered HNSW scans keep going until the LIMIT is met (pgvector >= 0.8);
         # candidates are re-ranked exactly afterwards, so relaxed order is enough.
-        # One round trip: both settings, and the oid of `vector` (NULL before the
-        # first migration created the extension).
+        # One round trip: every session setting, and the oid of `vector` (NULL
+        # before the first migration created the extension).
+        setters = sql.SQL(", ").join(
+            sql.SQL("set_config(%s, %s, false)") for _ in self._settings
+        )
+        params: list[str] = [part for item in self._settings.items() for part in item]
         cur = await conn.execute(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false),"
-            " set_config('hnsw.ef_search', %s, false), to_regtype('vector')::oid",
-            (str(self._ef_search),),
+            sql.SQL("SELECT to_regtype('vector')::oid, {}").format(setters), params
         )
         row = await cur.fetchone()
-        if row is not None and row[2] is not None:
-            self._vector_oid = int(row[2])
+        if row is not None and row[0] is not None:
+            self._vector_oid = int(row[0])
             register_vector(conn, self._vector_oid)
 
     def retain(self) -> None:
@@ -316,9 +331,9 @@ class PostgresDatabase:
 
 def _space_ddl(
     table: sql.Identifier, name: str, dimension: int, text_config: str
-) -> list[sql.Composable]:
+) -> list[sql.Composed]:
     cfg = sql.Literal(text_config)
-    statements: list[sql.Composable] = [
+    statements: list[sql.Composed] = [
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {table} ("
             ' owner text COLLATE "C" NOT NULL, id text COLLATE "C" NOT NULL,'

@@ -19,10 +19,10 @@ __all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "migrate"]
 # A fixed 64-bit key for pg_advisory_xact_lock (the ASCII of "agmemmig").
 MIGRATION_LOCK = 0x61676D656D6D6967
 
-_Builder = Callable[[str], list[sql.Composable]]
+_Builder = Callable[[str], list[sql.Composed]]
 
 
-def _v1(schema: str) -> list[sql.Composable]:
+def _v1(schema: str) -> list[sql.Composed]:
     s = sql.Identifier(schema)
 
     def t(name: str) -> sql.Identifier:
@@ -31,7 +31,7 @@ def _v1(schema: str) -> list[sql.Composable]:
     return [
         sql.SQL(
             "CREATE TABLE IF NOT EXISTS {} ("
-            " identity text COLLATE \"C\" PRIMARY KEY,"
+            ' identity text COLLATE "C" PRIMARY KEY,'
             " model text NOT NULL, dimension integer NOT NULL, revision text NOT NULL,"
             " table_name text NOT NULL, created_at timestamptz NOT NULL DEFAULT now())"
         ).format(t("spaces")),
@@ -48,7 +48,8 @@ def _v1(schema: str) -> list[sql.Composable]:
             " PRIMARY KEY (domain, id))"
         ).format(t("events")),
         sql.SQL(
-            "CREATE INDEX IF NOT EXISTS events_domain_time ON {} (domain, occurred_at DESC, id DESC)"
+            "CREATE INDEX IF NOT EXISTS events_domain_time"
+            " ON {} (domain, occurred_at DESC, id DESC)"
         ).format(t("events")),
         sql.SQL(
             "CREATE INDEX IF NOT EXISTS events_global_time ON {} (occurred_at DESC, id DESC)"
@@ -104,7 +105,9 @@ async def migrate(conn: AsyncConnection[Any], schema: str) -> int:
                 " description text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
             ).format(versions)
         )
-        cur = await conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(versions))
+        cur = await conn.execute(
+            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(versions)
+        )
         row = await cur.fetchone()
         current = int(row[0]) if row is not None else 0
         for version, description, build in MIGRATIONS:

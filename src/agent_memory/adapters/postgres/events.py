@@ -118,17 +118,15 @@ def append_statement(table: sql.Identifier) -> sql.Composed:
     selects = []
     for i, name in enumerate(_COLUMNS):
         if name == "entities":
-            expr = sql.SQL(
-                'ARRAY(SELECT json_array_elements_text(u.c{i}::json))'
-            ).format(i=sql.SQL(str(i)))
+            expr = sql.SQL("ARRAY(SELECT json_array_elements_text(u.c{i}::json))").format(
+                i=sql.SQL(str(i))
+            )
         elif name == "metadata":
             expr = sql.SQL("u.c{i}::json").format(i=sql.SQL(str(i)))
         else:
             expr = sql.SQL("u.c{i}").format(i=sql.SQL(str(i)))
         selects.append(expr)
-    unnest_args = sql.SQL(", ").join(
-        sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in _ARRAY_TYPES
-    )
+    unnest_args = sql.SQL(", ").join(sql.SQL("%s::{}[]").format(sql.SQL(t)) for t in _ARRAY_TYPES)
     aliases = sql.SQL(", ").join(sql.SQL(f"c{i}") for i in range(len(_COLUMNS)))
     return sql.SQL(
         "INSERT INTO {t} ({cols}) SELECT {sel} FROM unnest({args}) AS u({aliases})"
@@ -270,13 +268,12 @@ class PostgresEventLog:
                 return max(cur.rowcount, 0)
 
     async def purge_expired(self) -> int:
-        async with self._life.op():
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE occurred_at < %s").format(self._table),
-                    (self._cutoff(),),
-                )
-                return max(cur.rowcount, 0)
+        async with self._life.op(), self._db.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("DELETE FROM {} WHERE occurred_at < %s").format(self._table),
+                (self._cutoff(),),
+            )
+            return max(cur.rowcount, 0)
 
     async def ping(self) -> None:
         async with self._life.op():

@@ -7,10 +7,11 @@ a `vector(d)` column with an HNSW cosine index and a generated `tsvector`
 Vector search runs one statement that first counts the filtered rows (up to a
 threshold): small scopes are ranked exactly (`ORDER BY distance, id`), large
 ones through the HNSW index with iterative scans, so owner/namespace/kind
-filters are applied inside the index scan and the limit is still met. Either
-way the statement returns a few more candidates than asked for, and they are
-re-ranked with the domain's float32 cosine (`domain.ranking`), so scores and
-tie order agree with every other backend.
+filters are applied inside the index scan and the limit is still met; the
+index yields `limit + max(2 * limit, 100)` candidates, ranked exactly in SQL.
+Either way the statement returns `limit + 16` rows, re-ranked with the
+domain's float32 cosine (`domain.ranking`), so scores and tie order agree with
+every other backend.
 
 Keyword search is BM25 (k1, b) computed in SQL over the tsvector: the query's
 lexemes are OR-ed (`to_tsvector` of the user text, so no query syntax can
@@ -19,6 +20,7 @@ fail), document frequencies come from the owner's filtered records.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -70,8 +72,21 @@ _COLUMNS = (
     "importance",
     "attributes",
 )
+# Rows beyond `limit` the statement returns for the exact float32 re-rank, so that
+# last-bit differences between pgvector's and numpy's cosine cannot drop a hit.
+_SLACK = 16
 _COLS = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
-_COPY_TYPES = ["text", "text", "text", "text", "text", "text", 0, "timestamptz", "timestamptz"]
+_COPY_TYPES: list[int | str] = [
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    0,
+    "timestamptz",
+    "timestamptz",
+]
 
 
 def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
@@ -193,25 +208,28 @@ class PostgresMemoryStore:
             async with self._db.connection() as conn:
                 if not repeated:
                     try:
-                        async with conn.transaction(), conn.cursor() as cur:
-                            async with cur.copy(copy_sql) as copy:
-                                copy.set_types(types)
-                                for r in batch:
-                                    await copy.write_row(
-                                        (
-                                            r.owner,
-                                            r.id,
-                                            r.namespace,
-                                            r.kind,
-                                            r.content,
-                                            r.context,
-                                            PgVector(r.vector),
-                                            r.created_at,
-                                            r.updated_at,
-                                            r.importance,
-                                            _dump_attributes(r.attributes),
-                                        )
+                        async with (
+                            conn.transaction(),
+                            conn.cursor() as cur,
+                            cur.copy(copy_sql) as copy,
+                        ):
+                            copy.set_types(types)
+                            for r in batch:
+                                await copy.write_row(
+                                    (
+                                        r.owner,
+                                        r.id,
+                                        r.namespace,
+                                        r.kind,
+                                        r.content,
+                                        r.context,
+                                        PgVector(r.vector),
+                                        r.created_at,
+                                        r.updated_at,
+                                        r.importance,
+                                        _dump_attributes(r.attributes),
                                     )
+                                )
                         return
                     except psycopg.errors.UniqueViolation:
                         pass
@@ -331,8 +349,9 @@ class PostgresMemoryStore:
             " (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) <= %(threshold)s"
             "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
             " UNION ALL"
-            " (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) > %(threshold)s"
-            "  ORDER BY embedding <=> %(q)b LIMIT %(k)s)"
+            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) > %(threshold)s"
+            "   ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS approx"
+            "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
         ).format(t=table, w=where, c=_COLS)
 
     def search_params(
@@ -348,7 +367,8 @@ class PostgresMemoryStore:
             "namespace": namespace,
             "kinds": kinds,
             "q": PgVector(query),
-            "k": limit + max(limit, 40),
+            "k": limit + _SLACK,
+            "candidates": limit + max(2 * limit, 100),
             "threshold": self._exact_threshold,
             "probe": self._exact_threshold + 1,
         }
@@ -440,7 +460,7 @@ class PostgresMemoryStore:
         limit: int = 10,
         namespace: str | None = None,
         kinds: Sequence[str] | None = None,
-    ) -> list[ScoredRecord]:
+    ) -> builtins.list[ScoredRecord]:
         """BM25 over content (and, down-weighted, the indexing context)."""
         async with self._life.op():
             require_scope(owner, "owner")

@@ -9,28 +9,15 @@ collections afterwards.
 
 from __future__ import annotations
 
-import os
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 from qdrant_client import AsyncQdrantClient
 
 from agent_memory.adapters.qdrant import QdrantMemoryStore
 from agent_memory.domain.records import EmbeddingSpace
-
-QDRANT_URL = os.environ.get("QDRANT_URL")
-TARGETS = ["local", *(["server"] if QDRANT_URL else [])]
-SPACE = EmbeddingSpace(model="qdrant-test", dimension=8)
-
-OpenStore = Callable[..., Awaitable[QdrantMemoryStore]]
-
-
-def new_client(target: str) -> AsyncQdrantClient:
-    if target == "server":
-        assert QDRANT_URL is not None
-        return AsyncQdrantClient(url=QDRANT_URL)
-    return AsyncQdrantClient(location=":memory:")
+from qdrant.support import SPACE, TARGETS, OpenStore, new_client
 
 
 @pytest.fixture(params=TARGETS)

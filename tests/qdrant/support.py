@@ -1,13 +1,31 @@
-"""Record builders shared by the Qdrant tests."""
+"""Shared by the Qdrant tests: the test space, targets, record builder."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+from qdrant_client import AsyncQdrantClient
 
-from agent_memory.domain.records import MemoryRecord
+from agent_memory.adapters.qdrant import QdrantMemoryStore
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+
+QDRANT_URL = os.environ.get("QDRANT_URL")
+TARGETS = ["local", *(["server"] if QDRANT_URL else [])]
+SPACE = EmbeddingSpace(model="qdrant-test", dimension=8)
+
+OpenStore = Callable[..., Awaitable[QdrantMemoryStore]]
+
+
+def new_client(target: str) -> AsyncQdrantClient:
+    if target == "server":
+        assert QDRANT_URL is not None
+        return AsyncQdrantClient(url=QDRANT_URL, check_compatibility=False)
+    return AsyncQdrantClient(location=":memory:")
+
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -18,7 +18,7 @@ from agent_memory.adapters.qdrant import QdrantMemoryStore
 from agent_memory.contract_tests import Capabilities, MemoryStoreContract
 from agent_memory.contract_tests.memory_store import Reopen
 from agent_memory.ports.storage import MemoryStore
-from conftest import OpenStore
+from qdrant.support import OpenStore
 
 
 class TestQdrantMemoryStore(MemoryStoreContract):

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _records import rec
 
 from agent_memory.adapters.qdrant import open_qdrant_store, open_stores
 from agent_memory.adapters.qdrant.factory import _parse
 from agent_memory.domain.errors import ConfigurationError
-from conftest import SPACE
+from qdrant.support import SPACE, rec
 
 
 def test_url_forms() -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 
 import pytest
-from _records import rec
 
 from agent_memory.adapters.qdrant import QdrantMemoryStore
 from agent_memory.adapters.qdrant._lexical import (
@@ -17,6 +16,7 @@ from agent_memory.adapters.qdrant._lexical import (
 )
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
 from agent_memory.ports.storage import KeywordSearch
+from qdrant.support import rec
 
 
 def test_tokenizer_mirrors_word_tokenizer() -> None:

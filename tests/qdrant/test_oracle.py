@@ -7,7 +7,6 @@ import asyncio
 
 import numpy as np
 import pytest
-from _records import rec
 from hypothesis import given
 from hypothesis import strategies as st
 from qdrant_client import AsyncQdrantClient
@@ -15,7 +14,7 @@ from qdrant_client import AsyncQdrantClient
 from agent_memory.adapters.memory.store import InMemoryMemoryStore
 from agent_memory.adapters.qdrant import QdrantMemoryStore
 from agent_memory.domain.records import MemoryRecord
-from conftest import SPACE
+from qdrant.support import SPACE, rec
 
 # Few distinct directions and timestamps, so that ties are common.
 _DIRECTIONS = np.array(

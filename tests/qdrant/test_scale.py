@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
-from conftest import OpenStore
+from qdrant.support import OpenStore
 
 TOTAL = 20_000
 SMALL, LARGE = 20, 2_000

@@ -9,7 +9,6 @@ import uuid
 
 import numpy as np
 import pytest
-from _records import rec
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
@@ -25,7 +24,7 @@ from agent_memory.domain.errors import (
     StoreClosed,
 )
 from agent_memory.domain.records import EmbeddingSpace, ScoredRecord
-from conftest import SPACE, OpenStore
+from qdrant.support import SPACE, OpenStore, rec
 
 
 async def test_round_trip_is_exact(store: QdrantMemoryStore) -> None:

@@ -45,7 +45,9 @@ def cosine_scores(
     qn = float(np.linalg.norm(query))
     if qn == 0.0 or normalised_matrix.shape[0] == 0:
         return np.zeros(normalised_matrix.shape[0], dtype=np.float32)
-    scores = normalised_matrix @ (query / qn)
+    # einsum, not `@`: a BLAS matrix-vector product may round identical rows
+    # differently depending on their position, which would break exact ties.
+    scores = np.einsum("ij,j->i", normalised_matrix, (query / qn).astype(np.float32))
     return np.clip(scores, -1.0, 1.0).astype(np.float32, copy=False)
 
 

@@ -71,11 +71,11 @@ def fact_line(fact: Fact, now: datetime, *, max_content_bytes: int = 400) -> Lin
 
 def _order(category: FactCategory, facts: Sequence[Fact]) -> list[Fact]:
     mine = [f for f in facts if f.category is category]
+    # A total order on every field first, so the input order never shows.
+    mine.sort(key=lambda f: (f.id, f.content, f.source.value, f.confidence, f.created_at))
     if category.durable:
-        mine.sort(key=lambda f: f.id)
         mine.sort(key=lambda f: (f.confidence, f.updated_at), reverse=True)
     else:
-        mine.sort(key=lambda f: f.id)
         mine.sort(key=lambda f: f.updated_at, reverse=True)
     return mine
 

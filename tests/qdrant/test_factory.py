@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent_memory.adapters.qdrant import open_qdrant_store, open_stores
-from agent_memory.adapters.qdrant.factory import _parse
+from agent_memory.adapters.qdrant.factory import _parse, deployment_prefix
 from agent_memory.domain.errors import ConfigurationError
 from qdrant.support import SPACE, rec
 
@@ -59,3 +59,18 @@ async def test_bootstrap_hook_returns_the_memory_store_only() -> None:
     await parts["store"].add([rec("a")])
     assert await parts["store"].get("alice", "a") is not None
     await parts["store"].close()
+
+
+async def test_deployments_get_separate_collections() -> None:
+    default = (await open_stores("qdrant+memory://", space=SPACE, deployment="default"))["store"]
+    named = (await open_stores("qdrant+memory://", space=SPACE, deployment="team a/β"))["store"]
+    pinned = (
+        await open_stores("qdrant+memory://?prefix=mine_", space=SPACE, deployment="team a/β")
+    )["store"]
+    assert default.collection_name.startswith("agent_memory_qdrant_test_8_")
+    assert named.collection_name.startswith(deployment_prefix("team a/β"))
+    assert deployment_prefix("team a/β").startswith("agent_memory_team_a_")
+    assert deployment_prefix("team a/β") != deployment_prefix("team-a-β")
+    assert pinned.collection_name.startswith("mine_")
+    for store in (default, named, pinned):
+        await store.close()

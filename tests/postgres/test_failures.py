@@ -1,0 +1,234 @@
+"""Server failures on a real PostgreSQL: restart mid-test, kill -9 after
+acknowledged writes, and processes racing the migrations at startup.
+
+The restart and durability tests run on a private server with the default
+(durable) settings, so the session server can stay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+
+from agent_memory.adapters.postgres import (
+    SCHEMA_VERSION,
+    PostgresCache,
+    PostgresDatabase,
+    PostgresEventLog,
+    PostgresLeaseStore,
+    PostgresMemoryStore,
+)
+from agent_memory.domain.errors import BackendUnavailable
+from agent_memory.domain.records import EmbeddingSpace, Entity, Event, MemoryRecord
+from servers.postgres_server import EmbeddedPostgres, start_postgres
+
+SPACE = EmbeddingSpace(model="failure-test", dimension=4)
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def private_server() -> Iterator[EmbeddedPostgres]:
+    """A server of our own, default durability settings (synchronous_commit=on)."""
+    server = start_postgres(settings={"recovery_init_sync_method": "syncfs"})
+    try:
+        yield server
+    finally:
+        server.destroy()
+
+
+def _record(i: int, owner: str = "alice") -> MemoryRecord:
+    now = datetime(2026, 5, 1, tzinfo=UTC) + timedelta(seconds=i)
+    return MemoryRecord(
+        id=f"r{i}",
+        owner=owner,
+        namespace="facts",
+        kind="fact",
+        content=f"fact number {i}",
+        vector=np.array([1.0, i, 0.5, -i], dtype=np.float32),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _event(i: int) -> Event:
+    at = datetime.now(UTC) - timedelta(minutes=i)
+    return Event(
+        id=f"e{i}",
+        domain="ops",
+        agent="agent-1",
+        action="restart",
+        outcome="ok",
+        summary=f"event {i}",
+        occurred_at=at,
+        recorded_at=at,
+        entities=(Entity("pod", f"web-{i}"),),
+    )
+
+
+async def _eventually(op: Callable[[], Awaitable[T]], timeout: float = 15.0) -> tuple[T, int]:
+    """Retry an operation while it raises BackendUnavailable; (result, failures)."""
+    failures = 0
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return await op(), failures
+        except BackendUnavailable:
+            failures += 1
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def test_restart_mid_test_same_handles_recover(private_server: EmbeddedPostgres) -> None:
+    """When this fails, a lost connection leaked a raw psycopg error, or the pool
+    kept handing out dead connections after the server came back."""
+    db = PostgresDatabase(private_server.uri, schema="restart", connect_timeout=2)
+    store = PostgresMemoryStore(db, SPACE, owns_database=True)
+    events = PostgresEventLog(db, owns_database=True)
+    await store.add([_record(1)])
+    assert await events.append([_event(1)]) == 1
+
+    private_server.stop()
+    with pytest.raises(BackendUnavailable):
+        await store.get("alice", "r1")
+    with pytest.raises(BackendUnavailable):
+        await events.append([_event(2)])
+
+    private_server.start()
+    got, failures = await _eventually(lambda: store.get("alice", "r1"))
+    assert got == _record(1)
+    assert failures <= 1, f"{failures} failures after the server was back"
+    await store.add([_record(2)])  # writes work again on the same handle
+    window = await events.window("ops", since=datetime.now(UTC) - timedelta(days=1), limit=10)
+    assert [e.id for e in window.events] == ["e1"]
+    hits = await store.search("alice", np.array([1, 2, 0.5, -2], dtype=np.float32), limit=1)
+    assert [h.record.id for h in hits] == ["r2"]
+    await store.close()
+    await events.close()
+
+
+async def test_acknowledged_writes_survive_kill_9(private_server: EmbeddedPostgres) -> None:
+    """When this fails, an operation returned before its transaction was durable
+    (a commit acknowledged without a WAL flush)."""
+    db = PostgresDatabase(private_server.uri, schema="durable", connect_timeout=2)
+    store = PostgresMemoryStore(db, SPACE, owns_database=True)
+    events = PostgresEventLog(db, owns_database=True)
+    leases = PostgresLeaseStore(db, owns_database=True)
+    cache = PostgresCache(db, owns_database=True)
+    await store.add([_record(i) for i in range(200)])
+    for i in range(200, 230):
+        await store.add([_record(i)])
+    assert await events.append([_event(i) for i in range(100)]) == 100
+    lease = await leases.acquire("jobs", "compaction", "worker-1", timedelta(hours=1), b"p")
+    assert lease is not None
+    await cache.put("digests", "d1", b"\x00digest")
+
+    private_server.kill()  # no shutdown checkpoint: recovery replays the WAL
+    private_server.start()
+
+    db2 = PostgresDatabase(private_server.uri, schema="durable", connect_timeout=2)
+    store2 = PostgresMemoryStore(db2, SPACE, owns_database=True)
+    events2 = PostgresEventLog(db2, owns_database=True)
+    leases2 = PostgresLeaseStore(db2, owns_database=True)
+    cache2 = PostgresCache(db2, owns_database=True)
+    page = await store2.list("alice", limit=1000)
+    assert sorted(r.id for r in page.records) == sorted(f"r{i}" for i in range(230))
+    assert await store2.get("alice", "r7") == _record(7)
+    window = await events2.window("ops", since=datetime.now(UTC) - timedelta(days=1), limit=500)
+    assert len(window.events) == 100
+    held = await leases2.get("jobs", "compaction")
+    assert held is not None
+    assert (held.owner, held.token) == ("worker-1", lease.token)
+    assert await cache2.get("digests", "d1") == b"\x00digest"
+    for handle in (store2, events2, leases2, cache2, store, events, leases, cache):
+        await handle.close()
+
+
+_RACER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from datetime import UTC, datetime
+    import numpy as np
+    from agent_memory.adapters.postgres import PostgresDatabase, PostgresMemoryStore
+    from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+
+    async def main(url, schema, n):
+        db = PostgresDatabase(url, schema=schema)
+        space = EmbeddingSpace(model="race", dimension=3)
+        store = PostgresMemoryStore(db, space, owns_database=True)
+        now = datetime.now(UTC)
+        await store.add([MemoryRecord(id=f"p{n}", owner="o", namespace="n", kind="k",
+                         content="x", vector=np.ones(3, np.float32), created_at=now,
+                         updated_at=now)])
+        print(await db.schema_version())
+        await store.close()
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3]))
+    """
+)
+
+
+def test_processes_starting_together_do_not_race_migrations(postgres_url: str) -> None:
+    """When this fails, two processes applied the same migration (a duplicate
+    version row, a 'relation already exists' error) or created a space table twice."""
+    schema = f"race_{uuid.uuid4().hex[:10]}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACER, postgres_url, schema, str(n)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    outputs = [p.communicate(timeout=60) for p in procs]
+    try:
+        for proc, (out, err) in zip(procs, outputs, strict=True):
+            assert proc.returncode == 0, err
+            assert out.strip() == str(SCHEMA_VERSION)
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            versions = conn.execute(
+                sql.SQL("SELECT version FROM {} ORDER BY version").format(
+                    sql.Identifier(schema, "schema_version")
+                )
+            ).fetchall()
+            assert [v[0] for v in versions] == list(range(1, SCHEMA_VERSION + 1))
+            spaces = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "spaces"))
+            ).fetchone()
+            assert spaces is not None
+            assert spaces[0] == 1
+            table = conn.execute(
+                sql.SQL("SELECT table_name FROM {}").format(sql.Identifier(schema, "spaces"))
+            ).fetchone()
+            assert table is not None
+            rows = conn.execute(
+                sql.SQL("SELECT id FROM {} ORDER BY id").format(sql.Identifier(schema, table[0]))
+            ).fetchall()
+            assert [r[0] for r in rows] == ["p0", "p1"]
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def test_unreachable_server_raises_backend_unavailable(tmp_path: object) -> None:
+    """When this fails, a connection failure surfaced as a raw client error."""
+    db = PostgresDatabase("postgresql://postgres@/postgres?host=/nonexistent", connect_timeout=1)
+    store = PostgresMemoryStore(db, SPACE, owns_database=True)
+    with pytest.raises(BackendUnavailable):
+        await store.get("alice", "r1")
+    with pytest.raises(BackendUnavailable):
+        await store.ping()
+    await store.close()

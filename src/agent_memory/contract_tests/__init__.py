@@ -15,6 +15,7 @@ from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.contract_tests.event_log import EventLogContract
 from agent_memory.contract_tests.lease_store import LeaseStoreContract
 from agent_memory.contract_tests.memory_store import MemoryStoreContract
+from agent_memory.contract_tests.triple_store import TripleStoreContract
 
 __all__ = [
     "CacheContract",
@@ -22,4 +23,5 @@ __all__ = [
     "EventLogContract",
     "LeaseStoreContract",
     "MemoryStoreContract",
+    "TripleStoreContract",
 ]

@@ -10,6 +10,7 @@ pytest.register_assert_rewrite(
     "agent_memory.contract_tests.event_log",
     "agent_memory.contract_tests.lease_store",
     "agent_memory.contract_tests.cache",
+    "agent_memory.contract_tests.triple_store",
     "agent_memory.contract_tests.state_machine",
     "agent_memory.contract_tests._support",
 )

@@ -1,7 +1,14 @@
 """Ports: the Protocols adapters implement, and the error hierarchy."""
 
 from agent_memory.ports.models import Clock, Embedder, LanguageModel, Tokenizer
-from agent_memory.ports.storage import Cache, EventLog, KeywordSearch, LeaseStore, MemoryStore
+from agent_memory.ports.storage import (
+    Cache,
+    EventLog,
+    KeywordSearch,
+    LeaseStore,
+    MemoryStore,
+    TripleStore,
+)
 
 __all__ = [
     "Cache",
@@ -13,4 +20,5 @@ __all__ = [
     "LeaseStore",
     "MemoryStore",
     "Tokenizer",
+    "TripleStore",
 ]

@@ -29,8 +29,9 @@ from agent_memory.domain.records import (
     Page,
     ScoredRecord,
 )
+from agent_memory.domain.triples import Triple, WalkStep
 
-__all__ = ["Cache", "EventLog", "KeywordSearch", "LeaseStore", "MemoryStore"]
+__all__ = ["Cache", "EventLog", "KeywordSearch", "LeaseStore", "MemoryStore", "TripleStore"]
 
 
 @runtime_checkable
@@ -214,6 +215,50 @@ class Cache(Protocol):
 
     async def delete_prefix(self, scope: str, prefix: str) -> int:
         """Delete every entry in scope whose key starts with `prefix`; the count."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class TripleStore(Protocol):
+    """Fact triples of a knowledge graph, scoped to an owner and an agent loop.
+
+    A triple's identity is `(owner, loop, subject, predicate, object)`: adding it
+    again changes nothing (the first `source` and `created_at` stay). Results are
+    ordered by `agent_memory.domain.triples.triple_sort_key` (newest first, then
+    loop, subject, predicate, object ascending by code point); walks by distance
+    first. `loop=None` means every loop of the owner.
+    """
+
+    async def add(self, triples: Sequence[Triple]) -> int:
+        """Store a batch (any owners/loops); the number newly stored."""
+        ...
+
+    async def query(
+        self,
+        owner: str,
+        *,
+        loop: str | None = None,
+        subject: str | None = None,
+        predicate: str | None = None,
+        object: str | None = None,
+        limit: int = 100,
+    ) -> list[Triple]:
+        """The owner's triples matching every given filter (exact match), at most `limit`."""
+        ...
+
+    async def neighbours(
+        self, owner: str, node: str, *, hops: int = 1, loop: str | None = None, limit: int = 100
+    ) -> list[WalkStep]:
+        """Triples reachable from `node` within `hops` edges (either direction), each
+        once at its smallest distance, by distance then triple order (see `domain.triples.walk`)."""
+        ...
+
+    async def delete_scope(self, owner: str, *, loop: str | None = None) -> int:
+        """Delete the owner's triples (of one loop, or all); the count."""
         ...
 
     async def ping(self) -> None: ...

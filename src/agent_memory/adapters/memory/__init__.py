@@ -8,6 +8,7 @@ from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.adapters.memory.events import InMemoryEventLog, MemoryEventBackend
 from agent_memory.adapters.memory.leases import InMemoryLeaseStore, MemoryLeaseBackend
 from agent_memory.adapters.memory.store import InMemoryMemoryStore, MemoryBackend
+from agent_memory.adapters.memory.triples import InMemoryTripleStore, MemoryTripleBackend
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock
 
@@ -17,10 +18,12 @@ __all__ = [
     "InMemoryEventLog",
     "InMemoryLeaseStore",
     "InMemoryMemoryStore",
+    "InMemoryTripleStore",
     "MemoryBackend",
     "MemoryCacheBackend",
     "MemoryEventBackend",
     "MemoryLeaseBackend",
+    "MemoryTripleBackend",
     "open_stores",
 ]
 

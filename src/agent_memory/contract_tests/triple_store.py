@@ -1,0 +1,525 @@
+"""`TripleStoreContract`: the conformance suite every `TripleStore` backend must pass.
+
+Subclass it, declare `capabilities`, and override the `triples` fixture (yield
+an EMPTY store; clean up after the yield). With `Capabilities(reopen=True)`
+also override `reopen` (an async zero-argument callable opening a SECOND
+handle on the same data; the suite closes it)::
+
+    class TestAcmeTriples(TripleStoreContract):
+        @pytest.fixture
+        async def triples(self):
+            store = AcmeTripleStore(...)
+            yield store
+            await store.close()
+
+The in-memory adapter is the oracle: the property test replays random graphs
+on both and compares every answer.
+
+Clause ids (each assertion message starts with one):
+
+- TS-ADD-1    add returns the number of triples newly stored; adding a stored
+              triple again returns 0 and keeps its first source and created_at.
+- TS-ADD-2    a triple repeated inside one batch is stored (and counted) once.
+- TS-RT-1     every field reads back unchanged: adversarial text, microsecond
+              timestamps, empty source.
+- TS-Q-1      query filters by subject, predicate and object (exact match, all
+              given filters at once); no filter returns every triple of the owner.
+- TS-Q-2      results are newest first, then loop, subject, predicate, object
+              ascending by code point; `limit` cuts after ordering.
+- TS-Q-3      `% _ * ? [ \\` and case in a filter are literal: no pattern widening.
+- TS-ISO-1    owners are isolated; `loop` narrows to one loop, `loop=None` spans all.
+- TS-WALK-1   neighbours(hops=1) returns the triples touching the node in either
+              direction, at distance 1.
+- TS-WALK-2   hops=k reaches further, each triple once at its smallest distance,
+              ordered by distance then triple order; cycles terminate.
+- TS-WALK-3   neighbours honours `loop` and `limit`; an unknown node walks to [].
+- TS-DEL-1    delete_scope deletes exactly the owner's triples (of one loop when
+              given) and returns their count (0 when none).
+- TS-SCOPE-1  an empty or whitespace-only owner or loop raises `ScopeRequired`.
+- TS-INPUT-1  a non-Triple in a batch, a non-positive limit or hops raise
+              `InvalidInput`, and nothing of the batch is stored.
+- TS-ORACLE-1 property: on random graphs, query and neighbours answer exactly
+              like the in-memory oracle.
+- TS-CLOSE-1  after close every operation raises `StoreClosed`; close is idempotent.
+- TS-SHARED-1 a second handle sees the first one's triples. Needs `reopen`.
+- TS-CANARY-1 the fixture yields an empty store: nothing written by an earlier
+              test is visible.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_memory.adapters.memory.triples import InMemoryTripleStore
+from agent_memory.contract_tests._support import BASE_TIME, clause, require_capability
+from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
+from agent_memory.domain.triples import Triple, WalkStep
+from agent_memory.ports.storage import TripleStore
+
+__all__ = ["TripleStoreContract"]
+
+ReopenTriples = Callable[[], Awaitable[TripleStore]]
+
+CANARY_OWNER = "agent-memory-contract-canary"
+_PROPERTY = settings(
+    max_examples=20,
+    deadline=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.differing_executors,
+        HealthCheck.too_slow,
+    ],
+)
+_ADVERSARIAL = [
+    "a%",
+    "a_",
+    "*",
+    "?",
+    "[x]",
+    "\\",
+    "'; DROP TABLE triples; --",
+    "Ünïcødé ✓",
+    "日本語",
+    "emoji 🧠",
+    "tab\tnew\nline",
+    " padded ",
+    "A",
+    "a",
+]
+
+
+def _t(
+    subject: str,
+    predicate: str,
+    obj: str,
+    *,
+    owner: str = "o",
+    loop: str = "l",
+    at: int = 0,
+    source: str = "",
+) -> Triple:
+    return Triple(
+        owner=owner,
+        loop=loop,
+        subject=subject,
+        predicate=predicate,
+        object=obj,
+        created_at=BASE_TIME + timedelta(seconds=at),
+        source=source,
+    )
+
+
+def _spo(triples: list[Triple]) -> list[tuple[str, str, str]]:
+    return [(t.subject, t.predicate, t.object) for t in triples]
+
+
+def _steps(steps: list[WalkStep]) -> list[tuple[int, str, str, str]]:
+    return [(s.distance, s.triple.subject, s.triple.predicate, s.triple.object) for s in steps]
+
+
+async def _expect_raises(
+    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
+) -> None:
+    try:
+        result = await op
+    except exc:
+        return
+    except Exception as other:
+        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
+    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
+
+
+_node = st.sampled_from(["a", "b", "c", "d", "e", "f", "a%", "B"])
+_pred = st.sampled_from(["p", "q", "r_"])
+_edge = st.tuples(
+    _node, _pred, _node, st.sampled_from(["l1", "l2"]), st.integers(min_value=0, max_value=3)
+)
+
+
+class TripleStoreContract:
+    """Conformance tests for `TripleStore`; override `triples` (and `reopen`)."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities()
+
+    @pytest.fixture
+    async def triples(self) -> TripleStore:
+        """Override: yield an EMPTY TripleStore, close/clean it after the yield."""
+        pytest.fail("TripleStoreContract: override the `triples` fixture in your subclass")
+
+    @pytest.fixture
+    def reopen(self) -> ReopenTriples | None:
+        """Override when `capabilities.reopen`: an async callable opening a second
+        handle on the same data as `triples`."""
+        return None
+
+    # -- canary (first) --------------------------------------------------------
+
+    async def test_canary_write(self, triples: TripleStore) -> None:
+        """Writes under a well-known owner for the last test to look for.
+
+        When this fails, check that add/query work at all (TS-ADD-1, TS-Q-1).
+        """
+        added = await triples.add([_t("canary", "is", "here", owner=CANARY_OWNER)])
+        assert added == 1, clause("TS-CANARY-1", "the canary triple is stored", added)
+
+    # -- add -------------------------------------------------------------------
+
+    async def test_add_counts_new(self, triples: TripleStore) -> None:
+        """add returns how many triples were new; a repeat keeps the first version.
+
+        When this fails, check the uniqueness key: (owner, loop, subject, predicate,
+        object) -- insert-if-absent, never an upsert of source/created_at.
+        """
+        first = await triples.add([_t("s", "p", "o", source="first"), _t("s", "p", "o2")])
+        assert first == 2, clause("TS-ADD-1", "two new triples count 2", first)
+        again = await triples.add([_t("s", "p", "o", at=5, source="second")])
+        assert again == 0, clause("TS-ADD-1", "a stored triple counts 0", again)
+        got = await triples.query("o", subject="s", object="o")
+        assert [(t.source, t.created_at) for t in got] == [("first", BASE_TIME)], clause(
+            "TS-ADD-1", "the first source and created_at are kept", got
+        )
+
+    async def test_add_same_in_batch(self, triples: TripleStore) -> None:
+        """A triple twice in one batch is stored and counted once.
+
+        When this fails, check duplicate handling inside one write (ON CONFLICT
+        DO NOTHING, or a de-duplicated batch).
+        """
+        added = await triples.add([_t("s", "p", "o"), _t("s", "p", "o", source="x")])
+        assert added == 1, clause("TS-ADD-2", "a repeat inside a batch counts once", added)
+        got = await triples.query("o")
+        assert len(got) == 1, clause("TS-ADD-2", "it is stored once", got)
+
+    async def test_same_fact_other_loop_is_new(self, triples: TripleStore) -> None:
+        """The loop is part of the identity: one fact in two loops is two triples.
+
+        When this fails, check that the loop column is in the unique key.
+        """
+        added = await triples.add([_t("s", "p", "o", loop="l1"), _t("s", "p", "o", loop="l2")])
+        assert added == 2, clause("TS-ADD-1", "one fact in two loops is two triples", added)
+
+    # -- round trip ------------------------------------------------------------
+
+    @pytest.mark.parametrize("text", _ADVERSARIAL)
+    async def test_round_trip(self, triples: TripleStore, text: str) -> None:
+        """Every field reads back unchanged.
+
+        When this fails, check text encoding and timestamp precision (microseconds,
+        UTC).
+        """
+        t = Triple(
+            owner=f"owner {text}",
+            loop=f"loop {text}",
+            subject=text,
+            predicate=f"p {text}",
+            object=f"{text} o",
+            created_at=BASE_TIME + timedelta(microseconds=123_457),
+            source=text,
+        )
+        await triples.add([t])
+        got = await triples.query(t.owner, loop=t.loop, subject=text)
+        assert got == [t], clause("TS-RT-1", "the triple reads back unchanged", got)
+
+    # -- query -----------------------------------------------------------------
+
+    async def test_query_filters(self, triples: TripleStore) -> None:
+        """Filters by subject, predicate and object, all at once.
+
+        When this fails, check that every given filter is applied (AND) and that
+        None means 'any'.
+        """
+        await triples.add(
+            [
+                _t("alice", "knows", "bob", at=3),
+                _t("alice", "likes", "tea", at=2),
+                _t("bob", "knows", "carol", at=1),
+                _t("carol", "likes", "bob", at=0),
+            ]
+        )
+        by_subject = _spo(await triples.query("o", subject="alice"))
+        assert by_subject == [("alice", "knows", "bob"), ("alice", "likes", "tea")], clause(
+            "TS-Q-1", "query by subject", by_subject
+        )
+        by_object = _spo(await triples.query("o", object="bob"))
+        assert by_object == [("alice", "knows", "bob"), ("carol", "likes", "bob")], clause(
+            "TS-Q-1", "query by object", by_object
+        )
+        both = _spo(await triples.query("o", predicate="likes", object="bob"))
+        assert both == [("carol", "likes", "bob")], clause("TS-Q-1", "filters combine", both)
+        everything = await triples.query("o")
+        assert len(everything) == 4, clause("TS-Q-1", "no filter: all", everything)
+
+    async def test_query_order_and_limit(self, triples: TripleStore) -> None:
+        """Newest first, then loop, subject, predicate, object ascending; limit after.
+
+        When this fails, check the ORDER BY (created_at DESC, loop, subject,
+        predicate, object -- binary/"C" collation, not locale order).
+        """
+        await triples.add(
+            [
+                _t("b", "p", "x", at=0),
+                _t("a", "p", "x", at=0),
+                _t("B", "p", "x", at=0),
+                _t("a", "p", "x", at=0, loop="k"),
+                _t("z", "p", "x", at=9),
+                _t("a", "q", "x", at=0),
+                _t("a", "p", "w", at=0),
+            ]
+        )
+        got = [(t.loop, t.subject, t.predicate, t.object) for t in await triples.query("o")]
+        expected = [
+            ("l", "z", "p", "x"),
+            ("k", "a", "p", "x"),
+            ("l", "B", "p", "x"),
+            ("l", "a", "p", "w"),
+            ("l", "a", "p", "x"),
+            ("l", "a", "q", "x"),
+            ("l", "b", "p", "x"),
+        ]
+        assert got == expected, clause("TS-Q-2", "triple order", got)
+        limited = [(t.loop, t.subject) for t in await triples.query("o", limit=3)]
+        assert limited == [e[:2] for e in expected[:3]], clause("TS-Q-2", "limit", limited)
+
+    @pytest.mark.parametrize("pattern", ["a%", "a_", "*", "?", "[x]", "\\", "A"])
+    async def test_filters_are_literal(self, triples: TripleStore, pattern: str) -> None:
+        """Pattern characters and case in a filter match literally.
+
+        When this fails, check for LIKE/GLOB or case-folding where `=` is meant.
+        """
+        stored = ["a%", "ab", "a_", "*", "?", "x", "\\", "a"]
+        await triples.add([_t(s, "p", "o") for s in stored])
+        got = _spo(await triples.query("o", subject=pattern))
+        expected = [(pattern, "p", "o")] if pattern in stored else []
+        assert got == expected, clause("TS-Q-3", f"subject={pattern!r} is literal", got)
+
+    # -- isolation -------------------------------------------------------------
+
+    async def test_scopes_isolated(self, triples: TripleStore) -> None:
+        """Owners never see each other; `loop` narrows, `loop=None` spans loops.
+
+        When this fails, check the owner/loop conditions and key encoding (an owner
+        "a:b" must not meet owner "a" loop "b:...").
+        """
+        await triples.add(
+            [
+                _t("s", "p", "o", owner="a", loop="b:c"),
+                _t("s", "p", "o", owner="a:b", loop="c"),
+                _t("s", "p", "o2", owner="a", loop="x"),
+            ]
+        )
+        a_all = await triples.query("a")
+        assert len(a_all) == 2, clause("TS-ISO-1", "loop=None spans the owner's loops", a_all)
+        a_one = await triples.query("a", loop="b:c")
+        assert _spo(a_one) == [("s", "p", "o")], clause("TS-ISO-1", "loop narrows", a_one)
+        other = await triples.query("a:b")
+        assert [t.loop for t in other] == ["c"], clause("TS-ISO-1", "owners isolated", other)
+        nobody = await triples.query("a", loop="b")
+        assert nobody == [], clause("TS-ISO-1", "a loop name prefix matches nothing", nobody)
+
+    # -- walks -----------------------------------------------------------------
+
+    async def _chain(self, triples: TripleStore) -> None:
+        await triples.add(
+            [
+                _t("a", "to", "b", at=1),
+                _t("b", "to", "c", at=2),
+                _t("c", "to", "d", at=3),
+                _t("x", "to", "a", at=4),
+                _t("d", "to", "a", at=0, loop="other"),
+            ]
+        )
+
+    async def test_walk_one_hop(self, triples: TripleStore) -> None:
+        """hops=1: the triples touching the node, as subject or object.
+
+        When this fails, check that both directions are followed.
+        """
+        await self._chain(triples)
+        got = _steps(await triples.neighbours("o", "a", loop="l"))
+        assert got == [(1, "x", "to", "a"), (1, "a", "to", "b")], clause(
+            "TS-WALK-1", "one hop, both directions, triple order", got
+        )
+
+    async def test_walk_k_hops(self, triples: TripleStore) -> None:
+        """hops=k reaches further; each triple once at its smallest distance; cycles end.
+
+        When this fails, check the breadth-first expansion (a visited node is not
+        expanded again) and the final order (distance, then triple order).
+        """
+        await self._chain(triples)
+        got = _steps(await triples.neighbours("o", "a", hops=2))
+        assert got == [
+            (1, "x", "to", "a"),
+            (1, "a", "to", "b"),
+            (1, "d", "to", "a"),
+            (2, "c", "to", "d"),
+            (2, "b", "to", "c"),
+        ], clause("TS-WALK-2", "two hops over every loop", got)
+        far = _steps(await triples.neighbours("o", "a", hops=8))
+        assert len(far) == 5, clause("TS-WALK-2", "a cycle terminates, triples once", far)
+
+    async def test_walk_loop_limit_unknown(self, triples: TripleStore) -> None:
+        """loop narrows the walk, limit cuts it, an unknown node walks to nothing.
+
+        When this fails, check that the loop filter applies at every hop.
+        """
+        await self._chain(triples)
+        in_loop = _steps(await triples.neighbours("o", "a", hops=3, loop="l"))
+        assert [s[1:] for s in in_loop] == [
+            ("x", "to", "a"),
+            ("a", "to", "b"),
+            ("b", "to", "c"),
+            ("c", "to", "d"),
+        ], clause("TS-WALK-3", "loop applies at every hop", in_loop)
+        limited = _steps(await triples.neighbours("o", "a", hops=3, limit=2))
+        assert len(limited) == 2, clause("TS-WALK-3", "limit", limited)
+        none = await triples.neighbours("o", "nowhere", hops=3)
+        assert none == [], clause("TS-WALK-3", "unknown node", none)
+        other_owner = await triples.neighbours("someone-else", "a", hops=3)
+        assert other_owner == [], clause("TS-WALK-3", "walks stay in the owner", other_owner)
+
+    # -- delete ----------------------------------------------------------------
+
+    async def test_delete_scope(self, triples: TripleStore) -> None:
+        """delete_scope deletes exactly the owner's (loop's) triples; the count.
+
+        When this fails, check the owner/loop conditions of the DELETE.
+        """
+        await triples.add(
+            [
+                _t("s", "p", "1", loop="l1"),
+                _t("s", "p", "2", loop="l1"),
+                _t("s", "p", "3", loop="l2"),
+                _t("s", "p", "4", owner="other", loop="l1"),
+            ]
+        )
+        one = await triples.delete_scope("o", loop="l1")
+        assert one == 2, clause("TS-DEL-1", "one loop's triples", one)
+        left = _spo(await triples.query("o"))
+        assert left == [("s", "p", "3")], clause("TS-DEL-1", "the other loop stays", left)
+        rest = await triples.delete_scope("o")
+        assert rest == 1, clause("TS-DEL-1", "the owner's remaining triples", rest)
+        none = await triples.delete_scope("o")
+        assert none == 0, clause("TS-DEL-1", "nothing left: 0", none)
+        other = await triples.query("other")
+        assert len(other) == 1, clause("TS-DEL-1", "other owners untouched", other)
+
+    # -- validation ------------------------------------------------------------
+
+    @pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+    async def test_blank_scope(self, triples: TripleStore, blank: str) -> None:
+        """An empty or whitespace-only owner or loop raises `ScopeRequired` everywhere.
+
+        When this fails, validate with `domain.validation.require_scope` first.
+        """
+        rule = "blank scope raises ScopeRequired"
+        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.query(blank))
+        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.query("o", loop=blank))
+        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.neighbours(blank, "n"))
+        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.delete_scope(blank))
+        await _expect_raises(
+            "TS-SCOPE-1", rule, ScopeRequired, triples.delete_scope("o", loop=blank)
+        )
+        with pytest.raises(ScopeRequired):
+            _t("s", "p", "o", owner=blank)
+
+    async def test_bad_input(self, triples: TripleStore) -> None:
+        """Bad batches, limits and hops raise `InvalidInput`; nothing is stored.
+
+        When this fails, validate the whole batch before writing any of it.
+        """
+        bad: Any = [_t("s", "p", "o"), ("s", "p", "o")]
+        rule = "bad input raises InvalidInput"
+        await _expect_raises("TS-INPUT-1", rule, InvalidInput, triples.add(bad))
+        await _expect_raises("TS-INPUT-1", rule, InvalidInput, triples.query("o", limit=0))
+        await _expect_raises("TS-INPUT-1", rule, InvalidInput, triples.neighbours("o", "s", hops=0))
+        await _expect_raises(
+            "TS-INPUT-1", rule, InvalidInput, triples.neighbours("o", "s", limit=-1)
+        )
+        stored = await triples.query("o")
+        assert stored == [], clause("TS-INPUT-1", "nothing of a bad batch is stored", stored)
+
+    # -- oracle ----------------------------------------------------------------
+
+    @_PROPERTY
+    @given(edges=st.lists(_edge, max_size=14), start=_node, hops=st.integers(1, 3))
+    async def test_matches_oracle(
+        self,
+        triples: TripleStore,
+        edges: list[tuple[str, str, str, str, int]],
+        start: str,
+        hops: int,
+    ) -> None:
+        """Property: random graphs answer exactly like the in-memory oracle.
+
+        When this fails, read the falsifying graph: which query or walk differs,
+        and is it order (ties) or content?
+        """
+        owner = f"prop-{uuid.uuid4().hex}"
+        batch = [_t(s, p, o, owner=owner, loop=loop, at=at) for s, p, o, loop, at in edges]
+        oracle = InMemoryTripleStore()
+        want_added = await oracle.add(batch)
+        added = await triples.add(batch)
+        assert added == want_added, clause("TS-ORACLE-1", "add count", added)
+        for loop in (None, "l1"):
+            got = await triples.query(owner, loop=loop, subject=start)
+            want = await oracle.query(owner, loop=loop, subject=start)
+            assert got == want, clause("TS-ORACLE-1", f"query(subject, loop={loop})", got)
+            got_all = await triples.query(owner, loop=loop, limit=5)
+            want_all = await oracle.query(owner, loop=loop, limit=5)
+            assert got_all == want_all, clause("TS-ORACLE-1", "query(limit=5)", got_all)
+            walked = await triples.neighbours(owner, start, hops=hops, loop=loop)
+            want_walk = await oracle.neighbours(owner, start, hops=hops, loop=loop)
+            assert walked == want_walk, clause("TS-ORACLE-1", f"walk hops={hops}", walked)
+        deleted = await triples.delete_scope(owner)
+        assert deleted == want_added, clause("TS-ORACLE-1", "delete_scope count", deleted)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def test_closed(self, triples: TripleStore) -> None:
+        """After close every operation raises `StoreClosed`; close is idempotent.
+
+        When this fails, wrap every operation in the adapter's Lifecycle.
+        """
+        await triples.close()
+        await triples.close()
+        rule = "operations after close raise StoreClosed"
+        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.add([_t("s", "p", "o")]))
+        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.query("o"))
+        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.neighbours("o", "s"))
+        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.delete_scope("o"))
+        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.ping())
+
+    async def test_shared_handle(self, triples: TripleStore, reopen: ReopenTriples | None) -> None:
+        """A second handle sees the first one's triples.
+
+        When this fails, check that the data lives in the backend, not in the handle.
+        """
+        require_capability(self.capabilities.reopen, "reopen", "a second handle is needed")
+        if reopen is None:
+            pytest.fail(clause("TS-SHARED-1", "reopen is declared but the fixture is None"))
+        await triples.add([_t("s", "p", "o")])
+        other = await reopen()
+        try:
+            got = _spo(await other.query("o"))
+        finally:
+            await other.close()
+        assert got == [("s", "p", "o")], clause("TS-SHARED-1", "the other handle sees it", got)
+
+    # -- canary (last) ---------------------------------------------------------
+
+    async def test_zz_canary_absent(self, triples: TripleStore) -> None:
+        """The canary of the first test must be gone: each test gets an empty store.
+
+        When this fails, fix the fixture: yield a fresh or emptied store per test.
+        """
+        got = await triples.query(CANARY_OWNER)
+        assert got == [], clause("TS-CANARY-1", "the fixture yields an empty store", got)

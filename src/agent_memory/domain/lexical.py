@@ -1,7 +1,10 @@
 """Lexical matching rules (pure): tokenisation and Okapi BM25.
 
 Tokens are lowercased runs of letters and digits, so punctuation and query
-syntax in user text never mean anything. BM25 statistics (document count,
+syntax in user text never mean anything. Common English function words
+(`STOPWORDS`) are dropped and every other token is reduced by a light suffix
+stemmer (`stem`: plurals, -ing, -ed, -ly...), so "painted" finds "paints"; the
+same rule applies to documents and queries. BM25 statistics (document count,
 average length, document frequencies) are computed over the caller's corpus —
 one owner's filtered records — so another owner's data never changes a score.
 """
@@ -13,16 +16,70 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-__all__ = ["BM25_B", "BM25_K1", "bm25_scores", "query_terms", "term_counts", "tokenize"]
+__all__ = [
+    "BM25_B",
+    "BM25_K1",
+    "STOPWORDS",
+    "bm25_scores",
+    "query_terms",
+    "stem",
+    "term_counts",
+    "tokenize",
+]
 
 BM25_K1 = 1.2
 BM25_B = 0.75
 _WORD = re.compile(r"[^\W_]+")
 
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been
+    before being below between both but by can could did do does doing down during each
+    few for from further had has have having he her here hers herself him himself his
+    how i if in into is it its itself just me more most my myself no nor not now of off
+    on once only or other our ours ourselves out over own same she should so some such
+    than that the their theirs them themselves then there these they this those through
+    to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+# (suffix, replacement), first match wins; the stem keeps at least 3 characters.
+_SUFFIXES = (
+    ("ies", "y"),
+    ("sses", "ss"),
+    ("ness", ""),
+    ("ment", ""),
+    ("ing", ""),
+    ("edly", ""),
+    ("ed", ""),
+    ("ly", ""),
+    ("es", ""),
+    ("s", ""),
+)
+
+
+def stem(word: str) -> str:
+    """A light English suffix stemmer (lowercase input), one suffix removed:
+    "painted"/"paints"/"painting" -> "paint", "paintings" -> "painting"."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    for suffix, replacement in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                return word
+            base = word[: -len(suffix)] + replacement
+            if suffix in ("ing", "ed") and base[-1] == base[-2] and base[-1] not in "lsz":
+                base = base[:-1]
+            return base
+    return word
+
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased runs of letters and digits."""
-    return [token.lower() for token in _WORD.findall(text)]
+    """Lowercased runs of letters and digits, stopwords dropped, stemmed."""
+    out: list[str] = []
+    for raw in _WORD.findall(text):
+        token = raw.lower()
+        if token not in STOPWORDS:
+            out.append(stem(token))
+    return out
 
 
 def query_terms(query: str) -> list[str]:

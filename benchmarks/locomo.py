@@ -1,0 +1,263 @@
+"""LoCoMo retrieval benchmark: does search find the turns that answer a question?
+
+Protocol (for each conversation separately): every turn is one memory, text
+`"{speaker}: {text}"` plus `" [shares {blip_caption}]"` when the turn shares an
+image, its `dia_id` in attributes, created at its session's date; each question
+(categories 1-4: multi-hop, temporal, open-domain, single-hop; 5 adversarial is
+excluded) is the query, verbatim; gold = its `evidence` dia_ids, normalised
+(`D30:05` -> `D30:5`, `D8:6; D9:17` split), ids absent from the conversation
+dropped, questions left with none skipped. Reported per category and over 1-4:
+R@5, R@10, R@25 (|gold ∩ top-k| / |gold|), hit@10, MRR (first gold), and search
+latency p50/p95 per query.
+
+Rows printed side by side from one run:
+- `bm25`: plain BM25 over the turn text alone (no neighbouring-turn context) —
+  the harness check, expected near R@10 58;
+- `lexical`, `vector`, `hybrid`: `HybridRetriever` modes over turns indexed with
+  the configured neighbouring-turn context.
+
+The dataset (CC BY-NC 4.0) is read from its path and never copied:
+
+    python benchmarks/locomo.py [--data ../shared/data/locomo-dev.json]
+        [--url memory://] [--modes bm25,lexical,vector,hybrid]
+        [--embedder hashing|semantic] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent_memory.bootstrap.connect import open_stores
+from agent_memory.bootstrap.settings import Settings
+from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
+from agent_memory.ports.models import Embedder
+from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo-dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+KS = (5, 10, 25)
+_EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+_DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split(),
+        start=1,
+    )
+}
+
+
+def normalise_evidence(raw: str) -> list[str]:
+    """`"D8:6; D9:17"` -> `["D8:6", "D9:17"]`, `"D30:05"` -> `["D30:5"]`; junk -> []."""
+    out = []
+    for part in re.split(r"[;,]", raw):
+        m = _EVIDENCE.fullmatch(part.strip())
+        if m:
+            out.append(f"D{int(m[1])}:{int(m[2])}")
+    return out
+
+
+def session_time(text: str) -> datetime:
+    """`"1:56 pm on 8 May, 2023"` -> an aware UTC datetime (epoch when unparsable)."""
+    m = _DATE.search(text or "")
+    if not m or m[5].lower() not in _MONTHS:
+        return datetime(1970, 1, 1, tzinfo=UTC)
+    hour = int(m[1]) % 12 + (12 if m[3].lower() == "pm" else 0)
+    return datetime(int(m[6]), _MONTHS[m[5].lower()], int(m[4]), hour, int(m[2]), tzinfo=UTC)
+
+
+def conversation_turns(conv: dict[str, Any]) -> list[ConversationTurn]:
+    """Every turn of every session, in order, as the protocol defines the memory."""
+    turns: list[ConversationTurn] = []
+    n = 1
+    while f"session_{n}" in conv or f"session_{n}_date_time" in conv:
+        date_text = conv.get(f"session_{n}_date_time", "")
+        base = session_time(date_text)
+        for offset, turn in enumerate(conv.get(f"session_{n}") or []):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                text += f" [shares {turn['blip_caption']}]"
+            turns.append(
+                ConversationTurn(
+                    id=f"t{len(turns):05d}",
+                    speaker=turn["speaker"],
+                    text=text,
+                    # keep turn order within the session: one second apart
+                    at=base.replace(second=min(offset, 59)),
+                    session=str(n),
+                    attributes={"dia_id": turn["dia_id"], "session_date": date_text},
+                )
+            )
+        n += 1
+    return turns
+
+
+def questions(sample: dict[str, Any], known: set[str]) -> Iterator[tuple[str, int, set[str]]]:
+    for qa in sample["qa"]:
+        category = qa.get("category")
+        if category not in CATEGORIES:
+            continue
+        gold = {g for e in qa.get("evidence") or [] for g in normalise_evidence(e)} & known
+        if gold:
+            yield qa["question"], category, gold
+
+
+class Scores:
+    def __init__(self) -> None:
+        self.sums: dict[Any, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.counts: dict[Any, int] = defaultdict(int)
+        self.latencies: list[float] = []
+
+    def add(self, category: int, ranked: Sequence[str], gold: set[str], latency: float) -> None:
+        self.latencies.append(latency)
+        rr = next((1.0 / (i + 1) for i, d in enumerate(ranked) if d in gold), 0.0)
+        for key in (category, "all"):
+            row = self.sums[key]
+            for k in KS:
+                row[f"R@{k}"] += len(gold & set(ranked[:k])) / len(gold)
+            row["hit@10"] += 1.0 if gold & set(ranked[:10]) else 0.0
+            row["MRR"] += rr
+            self.counts[key] += 1
+
+    def metric(self, key: Any, name: str) -> float:
+        n = self.counts[key]
+        return 100.0 * self.sums[key][name] / n if n else float("nan")
+
+    def percentile(self, q: float) -> float:
+        data = sorted(self.latencies)
+        return data[min(len(data) - 1, int(q * len(data)))] * 1000.0 if data else float("nan")
+
+
+def make_embedder(name: str) -> Embedder:
+    if name == "semantic":
+        from agent_memory.adapters.sentence_transformers import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder()
+    from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+    return HashingEmbedder(256)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Scores]:
+    data = json.loads(Path(args.data).read_text())
+    embedder = make_embedder(args.embedder)
+    config = RetrievalConfig(
+        fusion=FusionMethod(args.fusion),
+        rrf_k=args.rrf_k,
+        vector_weight=args.vector_weight,
+        lexical_weight=args.lexical_weight,
+        candidates=args.candidates,
+        context_window=args.window,
+        context_self_weight=args.self_weight,
+    )
+    plain = RetrievalConfig(context_window=0, context_self_weight=1, vector_weight=0.0)
+    url = args.url
+    tmp = None
+    if url == "sqlite://":
+        tmp = tempfile.TemporaryDirectory()
+        url = f"sqlite:///{tmp.name}/locomo.db"
+    stores = await open_stores(url, space=embedder.space, settings=Settings())
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    results = {m: Scores() for m in modes}
+    try:
+        retriever = HybridRetriever(stores.store, embedder, config)
+        baseline = HybridRetriever(stores.store, embedder, plain)
+        if modes != ["bm25"] and not retriever.lexical_available:
+            print(f"note: {stores.backend} has no keyword search: lexical modes fall back")
+        t0 = time.perf_counter()
+        for sample in data[: args.limit or None]:
+            owner = f"locomo-{sample['sample_id']}"
+            await stores.store.delete_scope(owner)
+            await stores.store.delete_scope(f"{owner}-plain")
+            turns = conversation_turns(sample["conversation"])
+            dia = {t.id: str(t.attributes["dia_id"]) for t in turns}
+            if any(m != "bm25" for m in modes):
+                await retriever.add_conversation(owner, turns, namespace="context")
+            if "bm25" in modes:
+                await baseline.add_conversation(f"{owner}-plain", turns, namespace="plain")
+            for question, category, gold in questions(sample, set(dia.values())):
+                for mode in modes:
+                    who, scope, m = (
+                        (baseline, f"{owner}-plain", RetrievalMode.LEXICAL)
+                        if mode == "bm25"
+                        else (retriever, owner, RetrievalMode(mode))
+                    )
+                    start = time.perf_counter()
+                    got = await who.retrieve(scope, question, limit=25, mode=m)
+                    elapsed = time.perf_counter() - start
+                    ranked = [dia[h.record.id] for h in got.hits]
+                    results[mode].add(category, ranked, gold, elapsed)
+            if not args.keep:
+                await stores.store.delete_scope(owner)
+                await stores.store.delete_scope(f"{owner}-plain")
+        print(f"# ran in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    finally:
+        await stores.close()
+        if tmp is not None:
+            tmp.cleanup()
+    return results
+
+
+def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
+    modes = list(results)
+    print(
+        f"LoCoMo retrieval — backend {args.url}, embedder {args.embedder}, window {args.window}, "
+        f"self-weight {args.self_weight}, fusion {args.fusion} (k={args.rrf_k}), "
+        f"lexical weight {args.lexical_weight}, vector weight {args.vector_weight}, "
+        f"candidates {args.candidates}"
+    )
+    metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
+    print("| category | n | metric | " + " | ".join(modes) + " |")
+    print("| --- | --- | --- | " + " | ".join("---" for _ in modes) + " |")
+    first = results[modes[0]]
+    for key in [*CATEGORIES, "all"]:
+        label = f"{key} {CATEGORIES[key]}" if key in CATEGORIES else "1-4 overall"
+        for name in metrics:
+            vals = " | ".join(f"{results[m].metric(key, name):.1f}" for m in modes)
+            print(f"| {label} | {first.counts[key]} | {name} | {vals} |")
+    for q, label in ((0.5, "p50"), (0.95, "p95")):
+        vals = " | ".join(f"{results[m].percentile(q):.2f}" for m in modes)
+        print(f"| latency | | {label} ms | {vals} |")
+    base = results.get("bm25")
+    if base is not None:
+        ratios = " | ".join(
+            f"{results[m].metric('all', 'R@10') / base.metric('all', 'R@10'):.2f}" for m in modes
+        )
+        print(f"| R@10 vs bm25 | | ratio | {ratios} |")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo JSON (never copied)")
+    p.add_argument("--url", default="memory://", help="backend URL (sqlite:// = a temp file)")
+    p.add_argument("--modes", default="bm25,lexical,vector,hybrid")
+    p.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    d = RetrievalConfig()
+    p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=d.fusion.value)
+    p.add_argument("--rrf-k", type=float, default=d.rrf_k)
+    p.add_argument("--lexical-weight", type=float, default=d.lexical_weight)
+    p.add_argument("--vector-weight", type=float, default=d.vector_weight)
+    p.add_argument("--candidates", type=int, default=d.candidates)
+    p.add_argument("--window", type=int, default=d.context_window)
+    p.add_argument("--self-weight", type=int, default=d.context_self_weight)
+    p.add_argument("--limit", type=int, default=0, help="first N conversations only")
+    p.add_argument("--keep", action="store_true", help="leave the records in the backend")
+    args = p.parse_args(argv)
+    report(asyncio.run(run(args)), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Hybrid retrieval rules (pure): rank fusion, recency and importance weights,
+and the neighbouring-turn indexing context of a conversation.
+
+A hybrid search asks two rankers — lexical (BM25 over content and indexing
+context) and vector (cosine similarity) — for their best candidates, then fuses
+them here. Two fusion methods:
+
+- reciprocal rank fusion (`FusionMethod.RRF`): a candidate at rank r (from 1) in
+  a ranking of weight w earns `w / (rrf_k + r)`; scores are ignored, so rankers
+  on different scales mix without calibration;
+- calibrated score fusion (`FusionMethod.SCORE`): each ranking's scores are
+  min-max scaled to [0, 1] over its candidates, then summed with the weights.
+
+The fused score is divided by its largest possible value (so it lies in [0, 1])
+before the recency and importance terms are added:
+`final = fused + recency_weight * 0.5 ** (age / half_life) + importance_weight * importance`.
+Ties are broken by id ascending, so the order is deterministic.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Hashable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from attrs import field, frozen
+
+from agent_memory.domain.errors import InvalidInput
+
+__all__ = [
+    "FusionMethod",
+    "Ranking",
+    "RetrievalConfig",
+    "RetrievalMode",
+    "final_scores",
+    "fuse",
+    "neighbour_contexts",
+    "recency_factor",
+    "reciprocal_rank_fusion",
+    "score_fusion",
+]
+
+
+class FusionMethod(enum.StrEnum):
+    RRF = "rrf"
+    SCORE = "score"
+
+
+class RetrievalMode(enum.StrEnum):
+    LEXICAL = "lexical"
+    VECTOR = "vector"
+    HYBRID = "hybrid"
+
+
+def _non_negative(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+            raise InvalidInput(name, f"a finite number >= 0 is required, got {value!r}")
+        if value == float("inf"):
+            raise InvalidInput(name, f"a finite number >= 0 is required, got {value!r}")
+
+    return check
+
+
+def _positive(name: str) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise InvalidInput(name, f"a finite number > 0 is required, got {value!r}")
+        if value == float("inf"):
+            raise InvalidInput(name, f"a finite number > 0 is required, got {value!r}")
+
+    return check
+
+
+def _count(name: str, minimum: int) -> Any:
+    def check(_inst: object, _attr: object, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise InvalidInput(name, f"an integer >= {minimum} is required, got {value!r}")
+
+    return check
+
+
+@frozen
+class RetrievalConfig:
+    """Every knob of hybrid retrieval. The defaults were chosen on the LoCoMo
+    development split (docs/retrieval.md): lexical evidence dominates, the vector
+    ranking breaks ties and rescues paraphrases; recency and importance are off
+    (a benchmark of old conversations has no use for them) but available.
+
+    - `fusion`, `rrf_k`: fusion method and the RRF rank offset;
+    - `lexical_weight`, `vector_weight`: weight of each ranking (0 drops it);
+    - `recency_weight`, `recency_half_life_days`: bonus `w * 0.5 ** (age / half_life)`
+      by the record's `created_at`;
+    - `importance_weight`: bonus `w * record.importance`;
+    - `candidates`: how many candidates each ranker contributes;
+    - `context_window`: neighbouring turns on each side put in a turn's indexing
+      context; `context_self_weight`: how many times the turn's own text counts
+      (1 = once, as content; 2 = once more in the context) relative to a neighbour.
+    """
+
+    fusion: FusionMethod = field(default=FusionMethod.RRF, converter=FusionMethod)
+    rrf_k: float = field(default=60.0, validator=_positive("rrf_k"))
+    lexical_weight: float = field(default=1.0, validator=_non_negative("lexical_weight"))
+    vector_weight: float = field(default=0.2, validator=_non_negative("vector_weight"))
+    recency_weight: float = field(default=0.0, validator=_non_negative("recency_weight"))
+    recency_half_life_days: float = field(
+        default=30.0,
+        validator=_positive("recency_half_life_days"),
+    )
+    importance_weight: float = field(
+        default=0.0,
+        validator=_non_negative("importance_weight"),
+    )
+    candidates: int = field(default=50, validator=_count("candidates", 1))
+    context_window: int = field(default=2, validator=_count("context_window", 0))
+    context_self_weight: int = field(
+        default=2,
+        validator=_count("context_self_weight", 1),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.lexical_weight == 0 and self.vector_weight == 0:
+            raise InvalidInput("vector_weight", "lexical_weight and vector_weight are both 0")
+
+
+@frozen
+class Ranking:
+    """One ranker's candidates, best first, as `(id, score)`, and its weight."""
+
+    hits: tuple[tuple[str, float], ...] = field(converter=tuple)
+    weight: float = 1.0
+
+    def __attrs_post_init__(self) -> None:
+        ids = [i for i, _ in self.hits]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("ranking", "an id appears twice in one ranking")
+        if self.weight < 0:
+            raise InvalidInput("ranking.weight", f"must be >= 0, got {self.weight!r}")
+
+
+def _ordered(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Ranking], *, k: float = 60.0
+) -> list[tuple[str, float]]:
+    """Every id of every ranking, by `sum(weight / (k + rank))`, normalised so that
+    an id first in every ranking scores 1; ties by id ascending."""
+    if not k > 0:
+        raise InvalidInput("rrf_k", f"must be > 0, got {k!r}")
+    total = sum(r.weight for r in rankings) / (k + 1.0)
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, (rid, _) in enumerate(ranking.hits, start=1):
+            scores[rid] = scores.get(rid, 0.0) + ranking.weight / (k + rank)
+    if total > 0:
+        scores = {rid: s / total for rid, s in scores.items()}
+    return _ordered(scores)
+
+
+def score_fusion(rankings: Sequence[Ranking]) -> list[tuple[str, float]]:
+    """Every id of every ranking, by the weighted sum of its min-max scaled scores
+    (a ranking whose scores are all equal gives each of its ids 1), normalised by
+    the total weight; ties by id ascending."""
+    total = sum(r.weight for r in rankings)
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        if not ranking.hits:
+            continue
+        values = [s for _, s in ranking.hits]
+        low, high = min(values), max(values)
+        span = high - low
+        for rid, s in ranking.hits:
+            scaled = (s - low) / span if span > 0 else 1.0
+            scores[rid] = scores.get(rid, 0.0) + ranking.weight * scaled
+    if total > 0:
+        scores = {rid: s / total for rid, s in scores.items()}
+    return _ordered(scores)
+
+
+def fuse(rankings: Sequence[Ranking], config: RetrievalConfig) -> list[tuple[str, float]]:
+    """Fuse by the configured method."""
+    if config.fusion is FusionMethod.RRF:
+        return reciprocal_rank_fusion(rankings, k=config.rrf_k)
+    return score_fusion(rankings)
+
+
+def recency_factor(created_at: datetime, now: datetime, half_life_days: float) -> float:
+    """`0.5 ** (age / half_life)`: 1 for a record made now (or in the future)."""
+    age_days = max((now - created_at).total_seconds(), 0.0) / 86400.0
+    return float(0.5 ** (age_days / half_life_days))
+
+
+def final_scores(
+    fused: Sequence[tuple[str, float]],
+    config: RetrievalConfig,
+    *,
+    created_at: Mapping[str, datetime],
+    importance: Mapping[str, float],
+    now: datetime,
+) -> list[tuple[str, float]]:
+    """Add the recency and importance bonuses to fused scores and re-rank."""
+    if config.recency_weight == 0 and config.importance_weight == 0:
+        return _ordered(dict(fused))
+    out: dict[str, float] = {}
+    for rid, score in fused:
+        bonus = 0.0
+        if config.recency_weight and rid in created_at:
+            bonus += config.recency_weight * recency_factor(
+                created_at[rid], now, config.recency_half_life_days
+            )
+        if config.importance_weight:
+            bonus += config.importance_weight * importance.get(rid, 0.0)
+        out[rid] = score + bonus
+    return _ordered(out)
+
+
+def neighbour_contexts(
+    texts: Sequence[str],
+    *,
+    window: int,
+    self_weight: int = 1,
+    groups: Sequence[Hashable] | None = None,
+) -> list[str]:
+    """The indexing context of each turn of a conversation: the turn's own text
+    `self_weight - 1` more times, then its neighbours up to `window` turns away
+    on each side (nearest first, earlier before later), never crossing into
+    another group (session) when `groups` is given. Lexical search then matches
+    a turn by what was said around it; the context is never returned as content."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 0:
+        raise InvalidInput("window", f"an integer >= 0 is required, got {window!r}")
+    if isinstance(self_weight, bool) or not isinstance(self_weight, int) or self_weight < 1:
+        raise InvalidInput("self_weight", f"an integer >= 1 is required, got {self_weight!r}")
+    if groups is not None and len(groups) != len(texts):
+        raise InvalidInput("groups", f"one group per text is required ({len(texts)})")
+    out: list[str] = []
+    n = len(texts)
+    for i, text in enumerate(texts):
+        parts = [text] * (self_weight - 1)
+        for distance in range(1, window + 1):
+            for j in (i - distance, i + distance):
+                if 0 <= j < n and (groups is None or groups[j] == groups[i]):
+                    parts.append(texts[j])
+        out.append("\n".join(parts))
+    return out

@@ -1,0 +1,216 @@
+"""Hybrid retrieval over a `MemoryStore`: lexical and vector rankings fused.
+
+The lexical ranking comes from the store's optional `KeywordSearch` capability
+(BM25 over content and indexing context, filters inside the query); the vector
+ranking from `MemoryStore.search` with the query embedded by the `Embedder`.
+When the store has no keyword search, hybrid retrieval falls back to the vector
+ranking and says so (`Retrieval.fallback`); asking for lexical-only retrieval
+there raises `UnsupportedBackend`.
+
+`add_conversation` indexes a conversation the way retrieval expects it: one
+record per turn, the neighbouring turns (same session) as indexing context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from attrs import field, frozen
+
+from agent_memory.domain.errors import InvalidInput, UnsupportedBackend
+from agent_memory.domain.records import MemoryRecord, ScoredRecord
+from agent_memory.domain.retrieval import (
+    Ranking,
+    RetrievalConfig,
+    RetrievalMode,
+    final_scores,
+    fuse,
+    neighbour_contexts,
+)
+from agent_memory.domain.validation import require_positive, require_scope, require_text
+from agent_memory.ports.models import Clock, Embedder
+from agent_memory.ports.storage import KeywordSearch, MemoryStore
+
+__all__ = ["ConversationTurn", "HybridRetriever", "Retrieval"]
+
+
+@frozen
+class ConversationTurn:
+    """One turn of a conversation, to be stored as one record.
+
+    `session` groups turns: neighbouring-turn context never crosses sessions.
+    """
+
+    id: str
+    speaker: str
+    text: str
+    at: datetime
+    session: str = "1"
+    attributes: Mapping[str, Any] = field(factory=dict)
+
+    @property
+    def content(self) -> str:
+        return f"{self.speaker}: {self.text}"
+
+
+@frozen
+class Retrieval:
+    """The hits, best first, with the fused score; `mode` is the mode actually
+    used; `fallback` explains a downgrade (None when none happened)."""
+
+    hits: tuple[ScoredRecord, ...]
+    mode: RetrievalMode
+    fallback: str | None = None
+
+
+class _SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class HybridRetriever:
+    """Lexical + vector retrieval fused by `RetrievalConfig`."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        config: RetrievalConfig | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        if embedder.space.dimension != store.space.dimension:
+            raise InvalidInput(
+                "embedder",
+                f"dimension {embedder.space.dimension} does not match the store's "
+                f"{store.space.dimension}",
+            )
+        self._store = store
+        self._embedder = embedder
+        self._config = config if config is not None else RetrievalConfig()
+        self._clock: Clock = clock if clock is not None else _SystemClock()
+        self._keyword: KeywordSearch | None = store if isinstance(store, KeywordSearch) else None
+
+    @property
+    def config(self) -> RetrievalConfig:
+        return self._config
+
+    @property
+    def lexical_available(self) -> bool:
+        """Whether the store offers keyword search."""
+        return self._keyword is not None
+
+    async def add_conversation(
+        self,
+        owner: str,
+        turns: Sequence[ConversationTurn],
+        *,
+        namespace: str = "conversation",
+        kind: str = "turn",
+        batch_size: int = 256,
+    ) -> list[MemoryRecord]:
+        """Store each turn as one record (content `"{speaker}: {text}"`, the turn's
+        attributes plus `session`, created at the turn's time) with its neighbouring
+        turns as indexing context; the records, in turn order."""
+        require_scope(owner, "owner")
+        require_positive(batch_size, "batch_size")
+        contents = [t.content for t in turns]
+        contexts = neighbour_contexts(
+            contents,
+            window=self._config.context_window,
+            self_weight=self._config.context_self_weight,
+            groups=[t.session for t in turns],
+        )
+        records: list[MemoryRecord] = []
+        for start in range(0, len(turns), batch_size):
+            chunk = turns[start : start + batch_size]
+            vectors = await self._embedder.embed(contents[start : start + batch_size])
+            batch = [
+                MemoryRecord(
+                    id=turn.id,
+                    owner=owner,
+                    namespace=namespace,
+                    kind=kind,
+                    content=contents[start + offset],
+                    vector=vectors[offset],
+                    created_at=turn.at,
+                    updated_at=turn.at,
+                    attributes={**turn.attributes, "session": turn.session},
+                    context=contexts[start + offset],
+                )
+                for offset, turn in enumerate(chunk)
+            ]
+            await self._store.add(batch)
+            records.extend(batch)
+        return records
+
+    async def retrieve(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        mode: RetrievalMode | str = RetrievalMode.HYBRID,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> Retrieval:
+        """The best `limit` records for `query`, by the requested mode."""
+        require_scope(owner, "owner")
+        require_positive(limit, "limit")
+        require_text(query, "query")
+        try:
+            wanted = RetrievalMode(mode)
+        except ValueError:
+            raise InvalidInput("mode", f"one of lexical, vector, hybrid; got {mode!r}") from None
+        config = self._config
+        depth = max(config.candidates, limit)
+        fallback: str | None = None
+        if wanted is not RetrievalMode.VECTOR and self._keyword is None:
+            if wanted is RetrievalMode.LEXICAL:
+                raise UnsupportedBackend(
+                    "lexical retrieval needs a store with keyword search (KeywordSearch)"
+                )
+            fallback = "the store has no keyword search: vector ranking only"
+            wanted = RetrievalMode.VECTOR
+        if wanted is RetrievalMode.HYBRID and config.vector_weight == 0:
+            wanted = RetrievalMode.LEXICAL
+        elif wanted is RetrievalMode.HYBRID and config.lexical_weight == 0:
+            wanted = RetrievalMode.VECTOR
+
+        lexical: list[ScoredRecord] = []
+        vector: list[ScoredRecord] = []
+        if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
+            lexical = await self._keyword.search_text(
+                owner, query, limit=depth, namespace=namespace, kinds=kinds
+            )
+        if wanted is not RetrievalMode.LEXICAL:
+            embedded = await self._embedder.embed([query])
+            vector = await self._store.search(
+                owner, embedded[0], limit=depth, namespace=namespace, kinds=kinds
+            )
+
+        if wanted is RetrievalMode.LEXICAL:
+            rankings = [_ranking(lexical, 1.0)]
+        elif wanted is RetrievalMode.VECTOR:
+            rankings = [_ranking(vector, 1.0)]
+        else:
+            rankings = [
+                _ranking(lexical, config.lexical_weight),
+                _ranking(vector, config.vector_weight),
+            ]
+        by_id = {hit.record.id: hit.record for hit in (*lexical, *vector)}
+        scored = final_scores(
+            fuse(rankings, config),
+            config,
+            created_at={rid: r.created_at for rid, r in by_id.items()},
+            importance={rid: r.importance for rid, r in by_id.items()},
+            now=self._clock.now(),
+        )
+        hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
+        return Retrieval(hits=hits, mode=wanted, fallback=fallback)
+
+
+def _ranking(hits: Sequence[ScoredRecord], weight: float) -> Ranking:
+    return Ranking(hits=[(h.record.id, h.score) for h in hits], weight=weight)

@@ -136,19 +136,23 @@ _SPACE_DDL = (
         id TEXT NOT NULL,
         namespace TEXT NOT NULL,
         kind TEXT NOT NULL,
-        content TEXT NOT NULL,
-        context TEXT NOT NULL,
-        vector BLOB NOT NULL,
         created_at INTEGER NOT NULL,
         updated_at INTEGER NOT NULL,
         importance REAL NOT NULL,
-        attributes TEXT NOT NULL,
-        terms TEXT NOT NULL,
         n_terms INTEGER NOT NULL,
+        terms TEXT NOT NULL,
+        attributes TEXT NOT NULL,
+        content TEXT NOT NULL,
+        context TEXT NOT NULL,
+        -- last: a large blob spills to overflow pages, which reading any column
+        -- stored after it would have to walk
+        vector BLOB NOT NULL,
         UNIQUE (owner, id)
     )""",
     "CREATE INDEX IF NOT EXISTS {idx_list} ON {records} (owner, created_at, id)",
-    "CREATE INDEX IF NOT EXISTS {idx_filter} ON {records} (owner, namespace, kind)",
+    # Covers the filter columns and the BM25 length, so that filtering and corpus
+    # statistics never read the rows (whose vectors spill to overflow pages).
+    "CREATE INDEX IF NOT EXISTS {idx_filter} ON {records} (owner, namespace, kind, n_terms)",
     """CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 (
         terms, content={records_lit}, content_rowid='pk', tokenize='ascii'
     )""",

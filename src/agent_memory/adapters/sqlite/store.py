@@ -219,7 +219,8 @@ class SqliteMemoryStore:
             chunk = list(pks[start : start + _CHUNK])
             rows = conn.execute(
                 f"SELECT pk, {RECORD_COLUMNS} FROM {t.q(t.records)}"
-                f" WHERE owner = ? AND pk IN ({','.join('?' * len(chunk))})",
+                # `+owner`: look the rows up by primary key, never scan the owner's index
+                f" WHERE +owner = ? AND pk IN ({','.join('?' * len(chunk))})",
                 [owner, *chunk],
             ).fetchall()
             out.update({r[0]: r[1:] for r in rows})
@@ -433,7 +434,9 @@ class SqliteMemoryStore:
             for match in fts_matches(terms):
                 rows = conn.execute(
                     f"SELECT r.pk, r.id, r.terms, r.n_terms FROM {fts}"
-                    f" JOIN {records} AS r ON r.pk = {fts}.rowid"
+                    # CROSS JOIN: drive from the full-text match, never run the
+                    # match once per row of the owner.
+                    f" CROSS JOIN {records} AS r ON r.pk = {fts}.rowid"
                     f" WHERE {fts} MATCH ? AND r.owner = ?{where}",
                     [match, owner, *params],
                 ).fetchall()
@@ -450,15 +453,18 @@ class SqliteMemoryStore:
                 avg_length=int(total_length) / int(total_docs),
                 doc_freq=doc_freq,
             )
-            ranked = sorted(
-                ((s, found[pk][0], pk) for s, pk in zip(scores, pks, strict=True) if s > 0.0),
-                key=lambda hit: (-hit[0], hit[1]),
-            )[:limit]
-            rows_by_pk = self._fetch(conn, owner, [pk for _, _, pk in ranked])
+            all_scores = np.asarray(scores, dtype=np.float64)
+            positive = np.flatnonzero(all_scores > 0.0)
+            ids = [found[pks[i]][0] for i in positive.tolist()]
+            ranked = [
+                (pks[int(positive[i])], score)
+                for i, score in top_k(all_scores[positive], ids, limit)  # type: ignore[arg-type]
+            ]
+            rows_by_pk = self._fetch(conn, owner, [pk for pk, _ in ranked])
         dim = self._space.dimension
         return [
             ScoredRecord(record=record_from_row(rows_by_pk[pk], dim), score=score)
-            for score, _, pk in ranked
+            for pk, score in ranked
         ]
 
     async def list(

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from agent_memory.contract_tests.view_strategies import VIEW_BASE_TIME, hostile_texts
+from agent_memory.contract_tests.view_strategies import VIEW_BASE_TIME, hostile_texts, view_events
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Event
 from agent_memory.domain.views import (
@@ -27,6 +27,7 @@ from agent_memory.domain.views import (
     shorten_text,
     trim_to_token_budget,
 )
+from agent_memory.domain.views.agent_memory_view import _event_floor, event_line
 from views.view_checks import PROPERTY
 
 ANY_TEXT = st.one_of(hostile_texts(400, surrogates=True), st.text(max_size=60))
@@ -210,3 +211,16 @@ def test_bad_input_names_the_field(kwargs: dict[str, object], field: str) -> Non
     with pytest.raises(InvalidInput) as info:
         render_agent_memory(**args)  # type: ignore[arg-type]
     assert info.value.field == field
+
+
+@PROPERTY
+@example(_event(1, summary="", action="", outcome=""), 24)
+@example(_event(1, summary="<" * 300), 24)
+@given(view_events(), st.integers(24, 500))
+def test_event_floor_is_a_lower_bound_of_every_rendering(event: Event, cap: int) -> None:
+    """The cheap bound used to skip rendering never exceeds a real line's cost."""
+    floor = _event_floor(event, cap)
+    for fmt in EventFormat:
+        for shared in (None, event.entities):
+            line = event_line(event, fmt, max_summary_bytes=cap, shared_entities=shared)
+            assert floor <= line.cost, (fmt, line.text)

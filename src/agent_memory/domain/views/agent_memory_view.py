@@ -27,8 +27,8 @@ in entity history) is counted as a duplicate and shown once.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from agent_memory.domain.errors import InvalidInput
@@ -65,7 +65,9 @@ _TIMESTAMP_MIN = 22  # '"YYYY-MM-DDTHH:MM:SSZ"'
 
 def format_timestamp(moment: datetime) -> str:
     """ISO 8601 UTC with a `Z`, microseconds only when present."""
-    return require_utc(moment).replace(tzinfo=None).isoformat() + "Z"
+    if moment.tzinfo is not UTC:
+        moment = require_utc(moment)
+    return moment.isoformat()[:-6] + "Z"
 
 
 def _entities_json(entities: Sequence[Entity]) -> str:
@@ -120,11 +122,26 @@ def event_line(
     return Line(text, shortened=shortened, entities_omitted=omitted)
 
 
-def _event_floor(event: Event) -> int:
+def _summary_floor(summary: str, cap: int) -> int:
+    """A lower bound of the summary literal's bytes (quotes included) under `cap`.
+
+    Whole, the literal takes at least the text's UTF-8 bytes + 2. Cut, ASCII
+    text (no combining marks, so no back-off) keeps all but the last escape
+    (<= 6 bytes) of the allowance; other text may back off arbitrarily.
+    """
+    if summary.isascii():
+        return min(len(summary) + 2, cap - 5)
+    if 6 * len(summary) + 2 <= cap:  # surely kept whole
+        return len(summary.encode("utf-8", "surrogatepass")) + 2
+    return 2
+
+
+def _event_floor(event: Event, max_summary_bytes: int) -> int:
     """A cheap lower bound of any event line's cost (each code point >= 1 byte)."""
     origin = event.origin_request_id or _UNKNOWN
     fields = len(event.id) + len(origin) + len(event.agent) + len(event.action)
-    return fields + len(event.outcome) + 5 * 2 + _TIMESTAMP_MIN + 9
+    summary = _summary_floor(event.summary, max_summary_bytes)
+    return fields + len(event.outcome) + summary + 5 * 2 + _TIMESTAMP_MIN + 6
 
 
 def digest_line(text: str, *, max_text_bytes: int | None = None) -> Line:
@@ -181,33 +198,46 @@ def _shared(events: Sequence[Event]) -> tuple[Entity, ...] | None:
     return best if n >= 2 else None
 
 
+_Render = Callable[[Event, EventFormat, "tuple[Entity, ...] | None"], Line]
+#: The format estimate looks at no more than this many events.
+_ESTIMATE_EVENTS = 64
+
+
+def _line_cache(max_summary_bytes: int) -> _Render:
+    """`event_line`, memoised for one rendering (estimate and admission share lines)."""
+    cache: dict[tuple[int, EventFormat, int], Line] = {}
+
+    def render(event: Event, fmt: EventFormat, shared: tuple[Entity, ...] | None) -> Line:
+        key = (id(event), fmt, id(shared))
+        line = cache.get(key)
+        if line is None:
+            line = event_line(
+                event, fmt, max_summary_bytes=max_summary_bytes, shared_entities=shared
+            )
+            cache[key] = line
+        return line
+
+    return render
+
+
 def _choose_format(
     groups: Sequence[tuple[Sequence[Event], tuple[Entity, ...] | None]],
     budget_bytes: int,
-    max_summary_bytes: int,
+    render: _Render,
 ) -> EventFormat:
     """Tuples when, over the events likely to be shown, they save more than the legend costs."""
-    named_total = tuple_total = 0
+    named_total = tuple_total = looked = 0
     seen: set[str] = set()
     for events, shared in groups:
         for event in events:
-            if named_total > budget_bytes:
+            if named_total > budget_bytes or looked >= _ESTIMATE_EVENTS:
                 break
             if event.id in seen:
                 continue
             seen.add(event.id)
-            named_total += event_line(
-                event,
-                EventFormat.NAMED,
-                max_summary_bytes=max_summary_bytes,
-                shared_entities=shared,
-            ).cost
-            tuple_total += event_line(
-                event,
-                EventFormat.TUPLE,
-                max_summary_bytes=max_summary_bytes,
-                shared_entities=shared,
-            ).cost
+            looked += 1
+            named_total += render(event, EventFormat.NAMED, shared).cost
+            tuple_total += render(event, EventFormat.TUPLE, shared).cost
     legend_cost = utf8_size(_format_line(EventFormat.TUPLE)) - utf8_size(
         _format_line(EventFormat.NAMED)
     )
@@ -235,20 +265,16 @@ def _event_section(
     event_format: EventFormat,
     shared: tuple[Entity, ...] | None,
     max_summary_bytes: int,
+    cached: _Render,
     title: str = "",
 ) -> SectionSpec[Event]:
-    def render(event: Event) -> Line:
-        return event_line(
-            event, event_format, max_summary_bytes=max_summary_bytes, shared_entities=shared
-        )
-
     preamble = (f"shared_entities: {_entities_json(shared)}",) if shared is not None else ()
     return SectionSpec(
         name=name,
         records=events,
         key=lambda e: ("event", e.id),
-        render=render,
-        floor=_event_floor,
+        render=lambda e: cached(e, event_format, shared),
+        floor=lambda e: _event_floor(e, max_summary_bytes),
         title=title,
         preamble=preamble,
         counts_entities=True,
@@ -312,14 +338,13 @@ def render_agent_memory(
     if event_format is not None:
         event_format = EventFormat(event_format)
 
+    cached = _line_cache(max_summary_bytes)
     domain_shared = _shared(events)
     entity_shared = _shared(entity_events)
     has_events = bool(events) or bool(entity_events)
     if event_format is None and has_events:
         event_format = _choose_format(
-            ((events, domain_shared), (entity_events, entity_shared)),
-            budget_bytes,
-            max_summary_bytes,
+            ((events, domain_shared), (entity_events, entity_shared)), budget_bytes, cached
         )
     chosen = event_format or EventFormat.NAMED
 
@@ -338,9 +363,15 @@ def render_agent_memory(
             render=lambda d: digest_line(str(d)),
             fit=lambda d, room: _fit_digest(str(d), room),
         ),
-        _event_section("domain_events", events, chosen, domain_shared, max_summary_bytes),
+        _event_section("domain_events", events, chosen, domain_shared, max_summary_bytes, cached),
         _event_section(
-            "entity_history", entity_events, chosen, entity_shared, max_summary_bytes, entity_title
+            "entity_history",
+            entity_events,
+            chosen,
+            entity_shared,
+            max_summary_bytes,
+            cached,
+            entity_title,
         ),
         SectionSpec(
             name="investigations",

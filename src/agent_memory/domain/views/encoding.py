@@ -16,9 +16,10 @@ escape sequence.
 
 from __future__ import annotations
 
-import json
+import re
 import unicodedata
 from functools import lru_cache
+from json.encoder import encode_basestring as _encode_basestring  # C-accelerated
 
 from agent_memory.domain.errors import InvalidInput
 
@@ -48,9 +49,15 @@ _EXTRA_ESCAPES.update({cp: f"\\u{cp:04x}" for cp in range(0xD800, 0xE000)})
 _JOINERS = frozenset({0x200D, 0x200C, 0x034F}) | frozenset(range(0xFE00, 0xFE10))
 
 
+_NEEDS_EXTRA = re.compile("[<>&\x85\u2028\u2029\ud800-\udfff]")
+
+
 def encode_text(text: str) -> str:
     """`text` as a JSON string literal that is safe inside any view (see module doc)."""
-    return json.dumps(text, ensure_ascii=False).translate(_EXTRA_ESCAPES)
+    literal: str = _encode_basestring(text)
+    if _NEEDS_EXTRA.search(literal) is None:
+        return literal
+    return literal.translate(_EXTRA_ESCAPES)
 
 
 def utf8_size(text: str) -> int:

@@ -88,6 +88,20 @@ async def store(db: Path) -> AsyncIterator[SqliteMemoryStore]:
     await handle.close()
 
 
+@pytest.fixture
+async def leases(db: Path) -> AsyncIterator[SqliteLeaseStore]:
+    handle = SqliteLeaseStore(db)
+    yield handle
+    await handle.close()
+
+
+@pytest.fixture
+async def cache(db: Path) -> AsyncIterator[SqliteCache]:
+    handle = SqliteCache(db)
+    yield handle
+    await handle.close()
+
+
 def _tables(db: Path) -> set[str]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
@@ -266,18 +280,14 @@ async def test_fts_syntax_in_queries_never_errors_or_widens(
 @example(query='" OR ""')
 @example(query="\x00zebra")
 @example(query="İstanbul ǅ ß ﬁ")
-async def test_any_query_text_is_safe(db: Path, query: str) -> None:
-    s = SqliteMemoryStore(db, SPACE)
-    try:
-        if await s.get("o", "z") is None:
-            await s.add([rec("z", [1, 0, 0, 0], content="zebra crossing")])
-            await s.add([rec("z", [1, 0, 0, 0], owner="other", content=query or "x")])
-        hits = await s.search_text("o", query, limit=5)
-        assert all(h.record.owner == "o" for h in hits)
-        for match in fts_matches(query_terms(query)):
-            assert all(t.startswith('"') and t.endswith('"') for t in match.split(" OR "))
-    finally:
-        await s.close()
+async def test_any_query_text_is_safe(store: SqliteMemoryStore, query: str) -> None:
+    if await store.get("o", "z") is None:
+        await store.add([rec("z", [1, 0, 0, 0], content="zebra crossing")])
+    await store.add([rec(uuid.uuid4().hex, [1, 0, 0, 0], owner="other", content=query)])
+    hits = await store.search_text("o", query, limit=5)
+    assert all(h.record.owner == "o" for h in hits)
+    for match in fts_matches(query_terms(query)):
+        assert all(t.startswith('"') and t.endswith('"') for t in match.split(" OR "))
 
 
 _WORDS = st.sampled_from(["zebra", "Zebra", "lion", "gnu", "İz", "straße", "x_y", "a1", "7"])
@@ -337,24 +347,17 @@ _KEYS = st.text(_KEY_CHARS, min_size=1, max_size=4)
 @example(keys=["a%b", "axb", "a_c"], prefix="a%")
 @example(keys=["a%b", "axb", "a_c"], prefix="a_")
 async def test_lease_scan_and_cache_delete_prefix_are_literal(
-    db: Path, keys: list[str], prefix: str
+    leases: SqliteLeaseStore, cache: SqliteCache, keys: list[str], prefix: str
 ) -> None:
-    clock = FakeClock()
-    leases = SqliteLeaseStore(db, clock=clock)
-    cache = SqliteCache(db, clock=clock)
-    scope = f"s{abs(hash((tuple(keys), prefix)))}"
-    try:
-        for k in keys:
-            assert await leases.acquire(scope, k, "me", timedelta(seconds=5)) is not None
-            await cache.put(scope, k, k.encode())
-        expected = sorted(k for k in keys if k.startswith(prefix))
-        assert [x.key for x in await leases.scan(scope, prefix)] == expected
-        assert await cache.delete_prefix(scope, prefix) == len(expected)
-        for k in keys:
-            assert (await cache.get(scope, k) is None) == k.startswith(prefix)
-    finally:
-        await leases.close()
-        await cache.close()
+    scope = f"s-{uuid.uuid4().hex}"  # one file for every example: a fresh scope each time
+    for k in keys:
+        assert await leases.acquire(scope, k, "me", timedelta(seconds=30)) is not None
+        await cache.put(scope, k, k.encode())
+    expected = sorted(k for k in keys if k.startswith(prefix))
+    assert [x.key for x in await leases.scan(scope, prefix)] == expected
+    assert await cache.delete_prefix(scope, prefix) == len(expected)
+    for k in keys:
+        assert (await cache.get(scope, k) is None) == k.startswith(prefix)
 
 
 # ---------------------------------------------------------------- leases, cache expiry

@@ -32,7 +32,7 @@ from agent_memory.adapters.sqlite.codec import (
     to_micros,
 )
 from agent_memory.adapters.sqlite.schema import SpaceTables, ensure_space
-from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.errors import BackendUnavailable, DuplicateRecord, InvalidInput, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms
 from agent_memory.domain.ranking import (
     cosine_scores,
@@ -200,7 +200,9 @@ class SqliteMemoryStore:
         if rows:
             blob = b"".join(r[2] for r in rows)
             if len(blob) != len(rows) * dim * 4:
-                raise InvalidInput("vector", "stored vectors do not match the space dimension")
+                raise BackendUnavailable(
+                    "sqlite", f"{t.records}: stored vectors do not match dimension {dim}"
+                )
             raw = np.frombuffer(blob, dtype="<f4").reshape(len(rows), dim).astype(np.float32)
             matrix = normalise_rows(raw)
         else:
@@ -498,8 +500,8 @@ class SqliteMemoryStore:
         where, params = _filter_sql(namespace, kinds)
         if after is not None:
             micros = to_micros(after[0])
-            where += " AND (created_at < ? OR (created_at = ? AND id < ?))"
-            params.extend([micros, micros, after[1]])
+            where += " AND (created_at, id) < (?, ?)"  # a row value: an index range seek
+            params.extend([micros, after[1]])
         rows = conn.execute(
             f"SELECT {RECORD_COLUMNS} FROM {t.q(t.records)} WHERE owner = ?{where}"
             " ORDER BY created_at DESC, id DESC LIMIT ?",

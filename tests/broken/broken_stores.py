@@ -1,0 +1,158 @@
+"""Deliberately broken MemoryStores, each with one classic bug, built on the
+in-memory adapter. The contract suite must fail on every one of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
+from agent_memory.domain.errors import StoreClosed
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
+
+__all__ = [
+    "DeleteScopeLeavesSearchable",
+    "DuplicateOverwrites",
+    "EmptyScopeAccepted",
+    "OwnerBlindSearch",
+    "WriteAfterClosePersists",
+]
+
+
+class OwnerBlindSearch(InMemoryMemoryStore):
+    """search ranks every owner's records (a query that forgot the owner filter)."""
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        hits: list[ScoredRecord] = []
+        stored = self.backend.owners(self.space)
+        owners = {owner, *(o for o, index in stored.items() if index.records)}
+        for each in owners:
+            hits += await super().search(
+                each, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+            )
+        hits.sort(key=lambda h: (-h.score, h.record.id))
+        return hits[:limit]
+
+
+class WriteAfterClosePersists(InMemoryMemoryStore):
+    """add after close writes through another connection, then reports StoreClosed."""
+
+    def __init__(self, space: EmbeddingSpace, backend: MemoryBackend | None = None) -> None:
+        super().__init__(space, backend)
+        self._pool = InMemoryMemoryStore(space, self.backend)
+        self._closed = False
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        if self._closed:
+            await self._pool.add(records)
+            raise StoreClosed("memory store")
+        await super().add(records)
+
+    async def close(self) -> None:
+        self._closed = True
+        await super().close()
+
+
+class DeleteScopeLeavesSearchable(InMemoryMemoryStore):
+    """delete_scope forgets to remove records from the search index."""
+
+    def __init__(self, space: EmbeddingSpace, backend: MemoryBackend | None = None) -> None:
+        super().__init__(space, backend)
+        self._index = InMemoryMemoryStore(space)
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        await super().add(records)
+        await self._index.add(records)
+
+    async def update(self, record: MemoryRecord) -> None:
+        await super().update(record)
+        await self._index.update(record)
+
+    async def delete(self, owner: str, id: str) -> bool:
+        await self._index.delete(owner, id)
+        return await super().delete(owner, id)
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        await super().search(owner, vector, limit=limit)  # validation and closed check
+        return await self._index.search(
+            owner, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+        )
+
+
+class EmptyScopeAccepted(InMemoryMemoryStore):
+    """Reads and deletes treat a blank owner as just another (empty) owner."""
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        return None if not owner.strip() else await super().get(owner, id)
+
+    async def delete(self, owner: str, id: str) -> bool:
+        return False if not owner.strip() else await super().delete(owner, id)
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        if not owner.strip():
+            return []
+        return await super().search(
+            owner, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+        )
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        if not owner.strip():
+            return Page(records=(), next_cursor=None)
+        return await super().list(
+            owner, namespace=namespace, kinds=kinds, limit=limit, cursor=cursor
+        )
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        if not owner.strip():
+            return 0
+        return await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+
+
+class DuplicateOverwrites(InMemoryMemoryStore):
+    """add is an upsert: an existing id is silently replaced."""
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        for record in records:
+            if await self.get(record.owner, record.id) is not None:
+                await self.update(record)
+            else:
+                await super().add([record])

@@ -1,0 +1,153 @@
+"""Proof that the MemoryStore contract can fail: run it on deliberately broken
+stores (tests/broken/broken_stores.py) and require a failure naming the
+expected clause for each, while the unbroken adapter passes the same run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+_GENERATED = """
+import pytest
+from hypothesis import Phase, settings
+
+import broken_stores
+from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
+from agent_memory.contract_tests import Capabilities, MemoryStoreContract
+from agent_memory.domain.records import EmbeddingSpace
+
+# Finding the failure is the point here; shrinking it would only cost time.
+settings.register_profile(
+    "broken", max_examples=25, deadline=None, phases=[Phase.explicit, Phase.generate]
+)
+settings.load_profile("broken")
+SPACE = EmbeddingSpace(model="broken-test", dimension=8)
+
+
+def _contract(store_cls):
+    class Contract(MemoryStoreContract):
+        capabilities = Capabilities(keyword_search=True)
+
+        @pytest.fixture
+        def backend(self):
+            return MemoryBackend()
+
+        @pytest.fixture
+        async def store(self, backend):
+            store = store_cls(SPACE, backend)
+            yield store
+            await store.close()
+
+        @pytest.fixture
+        def reopen(self, backend):
+            async def open_again():
+                return InMemoryMemoryStore(SPACE, backend)
+
+            return open_again
+
+    return Contract
+
+
+TestControl = _contract(InMemoryMemoryStore)
+"""
+
+#: broken store -> clause ids that must appear among its failures
+EXPECTED = {
+    "OwnerBlindSearch": ["MS-ISO-2", "MS-SM-1"],
+    "WriteAfterClosePersists": ["MS-CLOSE-4", "MS-CLOSE-3"],
+    "DeleteScopeLeavesSearchable": ["MS-DEL-3", "MS-DEL-4", "MS-SM-1"],
+    "EmptyScopeAccepted": ["MS-SCOPE-1"],
+    "DuplicateOverwrites": ["MS-ADD-2", "MS-SM-1"],
+}
+
+#: which tests run per class (to keep the run short); the control runs everything
+#: but the state machine, which tests/contract already runs on the memory adapter.
+SELECTION = {
+    "Control": "not state_machine",
+    "OwnerBlindSearch": "isolation or search or state_machine",
+    "WriteAfterClosePersists": "close",
+    "DeleteScopeLeavesSearchable": "delete or state_machine",
+    "EmptyScopeAccepted": "blank_scope",
+    "DuplicateOverwrites": "add_ or state_machine",
+}
+
+
+@pytest.fixture(scope="module")
+def contract_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """Run the contract once on the control and every broken store; return the
+    failure messages per test class (an entry per class, even when empty)."""
+    root = tmp_path_factory.mktemp("broken-contract")
+    body = _GENERATED + "".join(
+        f"Test{name} = _contract(broken_stores.{name})\n" for name in EXPECTED
+    )
+    (root / "test_generated_contract.py").write_text(body)
+    (root / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    report = root / "report.xml"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--tb=line",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(root / "pytest.ini"),
+            "--rootdir",
+            str(root),
+            f"--junitxml={report}",
+            "-k",
+            " or ".join(f"(Test{cls} and ({expr}))" for cls, expr in SELECTION.items()),
+            str(root / "test_generated_contract.py"),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert report.exists(), f"the contract run produced no report:\n{proc.stdout}\n{proc.stderr}"
+    failures: dict[str, list[str]] = defaultdict(list)
+    collected: set[str] = set()
+    for case in ET.parse(report).iter("testcase"):
+        cls = case.get("classname", "").rsplit(".", 1)[-1]
+        collected.add(cls)
+        for bad in (*case.iter("failure"), *case.iter("error")):
+            failures[cls].append(f"{case.get('name')}: {bad.get('message', '')}\n{bad.text or ''}")
+    assert collected >= {"TestControl", *(f"Test{n}" for n in EXPECTED)}, proc.stdout[-3000:]
+    return {cls: failures.get(cls, []) for cls in collected}
+
+
+def test_control_store_passes(contract_run: dict[str, list[str]]) -> None:
+    """The unbroken adapter passes the very same generated run, so every failure
+    below is caused by the breakage (not by the harness)."""
+    assert contract_run["TestControl"] == [], "\n".join(contract_run["TestControl"])
+
+
+@pytest.mark.parametrize(("broken", "clause_ids"), list(EXPECTED.items()), ids=list(EXPECTED))
+def test_contract_catches_broken_store(
+    contract_run: dict[str, list[str]], broken: str, clause_ids: list[str]
+) -> None:
+    """Each broken store fails the contract, and the failures name the clause
+    that describes its bug."""
+    failures = contract_run[f"Test{broken}"]
+    assert failures, f"the contract passed on {broken}"
+    text = "\n".join(failures)
+    for cid in clause_ids:
+        assert f"[{cid}]" in text, f"no failure names [{cid}] for {broken}:\n{text[:4000]}"

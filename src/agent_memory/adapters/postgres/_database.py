@@ -177,9 +177,7 @@ class PostgresDatabase:
         # candidates are re-ranked exactly afterwards, so relaxed order is enough.
         # One round trip: every session setting, and the oid of `vector` (NULL
         # before the first migration created the extension).
-        setters = sql.SQL(", ").join(
-            sql.SQL("set_config(%s, %s, false)") for _ in self._settings
-        )
+        setters = sql.SQL(", ").join(sql.SQL("set_config(%s, %s, false)") for _ in self._settings)
         params: list[str] = [part for item in self._settings.items() for part in item]
         cur = await conn.execute(
             sql.SQL("SELECT to_regtype('vector')::oid, {}").format(setters), params

@@ -76,16 +76,15 @@ _COLUMNS = (
 # last-bit differences between pgvector's and numpy's cosine cannot drop a hit.
 _SLACK = 16
 _COLS = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+# COPY column types, in `_COLUMNS` order; the vector's oid (index 6) is only
+# known once the database is open.
 _COPY_TYPES: list[int | str] = [
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
-    "text",
+    *("text",) * 6,
     0,
     "timestamptz",
     "timestamptz",
+    "float8",
+    "json",
 ]
 
 
@@ -156,7 +155,7 @@ class PostgresMemoryStore:
         text_config: str = "english",
         bm25_k1: float = 1.2,
         bm25_b: float = 0.75,
-        context_weight: float = 0.5,
+        context_weight: float = 1.0,
     ) -> None:
         if not isinstance(space, EmbeddingSpace):
             raise InvalidInput("space", f"EmbeddingSpace required, got {type(space).__name__}")
@@ -203,8 +202,7 @@ class PostgresMemoryStore:
                 return
             table = await self._tbl()
             copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, _COLS)
-            types: list[int | str] = [*_COPY_TYPES, "float8", "json"]
-            types[6] = self._db_vector_oid()
+            types = [*_COPY_TYPES[:6], self._db_vector_oid(), *_COPY_TYPES[7:]]
             async with self._db.connection() as conn:
                 if not repeated:
                     try:
@@ -505,7 +503,7 @@ class PostgresMemoryStore:
 # error), OR-ed into a tsquery built from quoted lexemes; the GIN index finds
 # the hits, document frequencies and the average length come from the owner's
 # filtered records; term frequency counts content positions as 1 and context
-# positions as %(ctx)s.
+# positions as %(ctx)s (1 by default, as the other backends count them).
 _BM25 = """
 WITH terms AS (
     SELECT coalesce(array_agg(lex), '{{}}') AS lexemes

@@ -1,0 +1,76 @@
+"""docs/writing-a-backend.md cannot rot: its Python blocks, concatenated in
+order, form a test module that must pass the MemoryStore contract (skipping
+only the keyword-search tests the example honestly does not declare)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-backend.md"
+_BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+
+
+def _example_code() -> str:
+    blocks = _BLOCK.findall(DOC.read_text(encoding="utf-8"))
+    assert len(blocks) >= 3, f"expected the store, contract and strategy blocks in {DOC}"
+    return "\n\n".join(blocks)
+
+
+def test_doc_blocks_compile() -> None:
+    """When this fails, a code block in the how-to is not valid Python."""
+    compile(_example_code(), str(DOC), "exec")
+
+
+def test_doc_example_passes_the_contract(tmp_path: Path) -> None:
+    """When this fails, the how-to's example store no longer passes the contract
+    (the suite or a domain helper changed): update the example in the doc."""
+    (tmp_path / "test_doc_example.py").write_text(_example_code(), encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    (tmp_path / "conftest.py").write_text(
+        "from hypothesis import settings\n"
+        "settings.register_profile('doc', max_examples=20, deadline=None)\n"
+        "settings.load_profile('doc')\n"
+    )
+    report = tmp_path / "report.xml"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--tb=short",
+            "-p",
+            "no:cacheprovider",
+            "-c",
+            str(tmp_path / "pytest.ini"),
+            "--rootdir",
+            str(tmp_path),
+            f"--junitxml={report}",
+            str(tmp_path / "test_doc_example.py"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert report.exists(), output
+    cases = list(ET.parse(report).iter("testcase"))
+    failed = [
+        c.get("name") for c in cases if c.find("failure") is not None or c.find("error") is not None
+    ]
+    assert not failed, f"the doc example fails {failed}:\n{output}"
+    skips = [c.find("skipped") for c in cases]
+    reasons = {s.get("message", "") for s in skips if s is not None}
+    assert all("keyword_search not declared" in r for r in reasons), reasons
+    ran = [c.get("name") for c in cases if c.find("skipped") is None]
+    assert len(ran) >= 80, f"only {len(ran)} contract tests ran on the doc example"
+    assert "test_any_record_round_trips" in ran, ran
+    assert proc.returncode == 0, output

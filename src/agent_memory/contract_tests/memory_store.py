@@ -606,7 +606,8 @@ class MemoryStoreContract:
     async def test_get_after_delete_returns_none(self, store: MemoryStore) -> None:
         """When this fails, delete left the record readable (a cache? a soft delete?)."""
         await store.add([_rec(store, "gone")])
-        assert await store.delete(OWNER, "gone")
+        deleted = await store.delete(OWNER, "gone")
+        assert deleted is True, clause("MS-DEL-1", "delete of a stored id returns True", deleted)
         got = await store.get(OWNER, "gone")
         assert got is None, clause("MS-GET-2", "get after delete returns None", got)
 
@@ -937,7 +938,8 @@ class MemoryStoreContract:
             assert got.content == f"content={h!r}", clause(
                 "MS-ISO-7", f"id {h!r} reads back its own record", got
             )
-        assert await store.delete(OWNER, "x*") is True
+        deleted = await store.delete(OWNER, "x*")
+        assert deleted is True, clause("MS-ISO-7", "delete of the id 'x*' returns True", deleted)
         left = sorted(_page_ids(await store.list(OWNER, limit=100)))
         assert left == sorted(h for h in hostile if h != "x*"), clause(
             "MS-ISO-7", "deleting 'x*' deletes only that id", sorted(set(hostile) - set(left))

@@ -93,19 +93,37 @@ def texts(max_size: int = 200, *, allow_control: bool = True) -> st.SearchStrate
 
 
 def vectors(dim: int, *, max_magnitude: float = 1e3) -> st.SearchStrategy[npt.NDArray[np.float32]]:
-    """Finite float32 vectors of `dim` components with a non-zero norm."""
+    """Finite float32 vectors of `dim` components with a non-zero norm.
+
+    Up to 64 dimensions every component is drawn (and shrinks); larger vectors
+    are drawn from a seed with a few hostile components (tiny, huge, negative
+    zero) spliced in, so a 1536-dimensional space stays cheap to generate.
+    """
     component = st.floats(
         -max_magnitude, max_magnitude, allow_nan=False, allow_infinity=False, width=32
     )
 
+    def usable(v: npt.NDArray[np.float32]) -> bool:
+        return bool(np.linalg.norm(v.astype(np.float64)) > 1e-3)
+
     def build(values: list[float]) -> npt.NDArray[np.float32]:
         return np.asarray(values, dtype=np.float32)
 
-    return (
-        st.lists(component, min_size=dim, max_size=dim)
-        .map(build)
-        .filter(lambda v: bool(np.linalg.norm(v.astype(np.float64)) > 1e-3))
-    )
+    def seeded(args: tuple[int, float, list[tuple[int, float]]]) -> npt.NDArray[np.float32]:
+        seed, scale, spikes = args
+        v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32) * np.float32(scale)
+        for index, value in spikes:
+            v[index % dim] = value
+        return v
+
+    large = st.tuples(
+        st.integers(0, 2**32 - 1),
+        st.floats(1e-3, max_magnitude),
+        st.lists(st.tuples(st.integers(0, dim - 1), component), max_size=4),
+    ).map(seeded)
+    if dim > 64:
+        return large.filter(usable)
+    return st.lists(component, min_size=dim, max_size=dim).map(build).filter(usable)
 
 
 def utc_datetimes(

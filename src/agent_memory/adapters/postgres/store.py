@@ -508,7 +508,7 @@ _BM25 = """
 WITH terms AS (
     SELECT coalesce(array_agg(lex), '{{}}') AS lexemes
     FROM unnest(tsvector_to_array(to_tsvector(%(cfg)s::regconfig, %(query)s))) AS lex
-), tq AS (
+), tq AS MATERIALIZED (
     SELECT lexemes, (
         SELECT string_agg(
             '''' || replace(replace(x, '\\', '\\\\'), '''', '''''') || '''', ' | ')
@@ -517,7 +517,7 @@ WITH terms AS (
     FROM terms
 ), hits AS (
     SELECT r.id, r.tsv FROM {t} AS r, tq WHERE {w} AND r.tsv @@ tq.q
-), corpus AS (
+), corpus AS MATERIALIZED (
     SELECT count(*)::float8 AS n, coalesce(avg(length(tsv)), 1)::float8 AS avgdl
     FROM {t} WHERE {w}
 ), tf AS (
@@ -526,7 +526,7 @@ WITH terms AS (
                AS f
     FROM hits AS h, unnest(h.tsv) AS u, tq
     WHERE u.lexeme = ANY(tq.lexemes)
-), df AS (
+), df AS MATERIALIZED (
     SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme
 ), scored AS (
     SELECT tf.id,

@@ -179,12 +179,8 @@ def _with_examples(test: Any) -> Any:
     return test
 
 
-@PROPERTY
-@_with_examples
-@given(INPUTS)
-def test_bytes_used_never_exceed_the_budget(inputs: dict[str, Any]) -> None:
+def _check_bytes_used_never_exceed_the_budget(inputs: dict[str, Any], view: RenderedView) -> None:
     """The rendered text, in UTF-8, never exceeds `budget_bytes`; too small means no text."""
-    view = _render(inputs)
     encoded = view.text.encode("utf-8")  # strict: the text is valid UTF-8
     assert len(encoded) == view.report.bytes_used <= inputs["budget_bytes"]
     assert view.report.budget_bytes == inputs["budget_bytes"]
@@ -195,12 +191,10 @@ def test_bytes_used_never_exceed_the_budget(inputs: dict[str, Any]) -> None:
         assert view.text.startswith("<agent_memory>\nscope: ")
 
 
-@PROPERTY
-@_with_examples
-@given(INPUTS)
-def test_every_record_is_admitted_omitted_or_a_duplicate(inputs: dict[str, Any]) -> None:
+def _check_every_record_is_admitted_omitted_or_a_duplicate(
+    inputs: dict[str, Any], view: RenderedView
+) -> None:
     """Per section, admitted + omitted + duplicates == records given, and headers agree."""
-    view = _render(inputs)
     given_counts = {name: 0 for name in ("domain_digest", "domain_events", "entity_history")}
     for kind, _key, _record in _records(inputs):
         given_counts[kind] = given_counts.get(kind, 0) + 1
@@ -216,13 +210,11 @@ def test_every_record_is_admitted_omitted_or_a_duplicate(inputs: dict[str, Any])
     assert complete == all(s.omitted == 0 and s.shortened == 0 for s in view.report.sections)
 
 
-@PROPERTY
-@_with_examples
-@given(INPUTS)
-def test_lower_priority_never_keeps_room_a_higher_one_could_use(inputs: dict[str, Any]) -> None:
+def _check_lower_priority_never_keeps_room_a_higher_one_could_use(
+    inputs: dict[str, Any], view: RenderedView
+) -> None:
     """No record kept in a lower-priority section took room that an omitted
     higher-priority record would have fitted in (with the slack left over)."""
-    view = _render(inputs)
     if not view.text:
         return
     _, sections = _parse(view)
@@ -246,24 +238,21 @@ def test_lower_priority_never_keeps_room_a_higher_one_could_use(inputs: dict[str
                 assert floor > slack + cost, (kind, key, lower, floor, slack, cost)
 
 
-@PROPERTY
-@_with_examples
-@given(INPUTS)
-def test_same_input_gives_byte_identical_output(inputs: dict[str, Any]) -> None:
+def _check_same_input_gives_byte_identical_output(
+    inputs: dict[str, Any], view: RenderedView
+) -> None:
     """Rendering is a pure function of its input."""
-    first = _render(inputs)
+    first = view
     second = _render({k: list(v) if isinstance(v, list) else v for k, v in inputs.items()})
     assert first.text.encode() == second.text.encode()
     assert first.report == second.report
 
 
-@PROPERTY
-@_with_examples
-@given(INPUTS)
-def test_every_admitted_id_appears_exactly_once_and_exactly(inputs: dict[str, Any]) -> None:
+def _check_every_admitted_id_appears_exactly_once_and_exactly(
+    inputs: dict[str, Any], view: RenderedView
+) -> None:
     """Admitted records keep their exact ids (JSON-decoded), each shown once;
     an absent origin reads `unknown`; summaries are the original or its prefix."""
-    view = _render(inputs)
     if not view.text:
         return
     _, sections = _parse(view)
@@ -290,12 +279,8 @@ def test_every_admitted_id_appears_exactly_once_and_exactly(inputs: dict[str, An
             assert shortened == (summary != event.summary)
 
 
-@PROPERTY
-@_with_examples
-@given(INPUTS)
-def test_no_injected_tag_or_record_survives(inputs: dict[str, Any]) -> None:
+def _check_no_injected_tag_or_record_survives(inputs: dict[str, Any], view: RenderedView) -> None:
     """Stored text cannot open or close a tag, break a line or add a record."""
-    view = _render(inputs)
     if not view.text:
         return
     assert view.text.count("<") == 2
@@ -307,6 +292,41 @@ def test_no_injected_tag_or_record_survives(inputs: dict[str, Any]) -> None:
     for section in sections.values():
         for line in section.records:
             json.loads(line)  # every record line is one whole JSON value
+
+
+# Each test checks two of the six properties on the same 1,000 generated views
+# (generation dominates the run time; the checks themselves are cheap).
+
+
+@PROPERTY
+@_with_examples
+@given(INPUTS)
+def test_budget_and_accounting(inputs: dict[str, Any]) -> None:
+    """Bytes used <= budget; per section admitted + omitted + duplicates == given."""
+    view = _render(inputs)
+    _check_bytes_used_never_exceed_the_budget(inputs, view)
+    _check_every_record_is_admitted_omitted_or_a_duplicate(inputs, view)
+
+
+@PROPERTY
+@_with_examples
+@given(INPUTS)
+def test_priority_and_exact_ids(inputs: dict[str, Any]) -> None:
+    """No lower-priority record holds room an omitted higher one could use;
+    every admitted id appears exactly once, exactly."""
+    view = _render(inputs)
+    _check_lower_priority_never_keeps_room_a_higher_one_could_use(inputs, view)
+    _check_every_admitted_id_appears_exactly_once_and_exactly(inputs, view)
+
+
+@PROPERTY
+@_with_examples
+@given(INPUTS)
+def test_determinism_and_no_injection(inputs: dict[str, Any]) -> None:
+    """Same input, byte-identical output; no injected tag or record survives."""
+    view = _render(inputs)
+    _check_same_input_gives_byte_identical_output(inputs, view)
+    _check_no_injected_tag_or_record_survives(inputs, view)
 
 
 @given(st.integers(0, 3000))

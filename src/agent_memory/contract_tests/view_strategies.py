@@ -144,23 +144,46 @@ def view_entities() -> st.SearchStrategy[Entity]:
     return st.sampled_from(_ENTITIES)
 
 
-def view_events(ids: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[Event]:
-    """Events with hostile texts, optional origin, small entity lists."""
-    return st.builds(
-        Event,
-        id=ids if ids is not None else view_ids(),
-        domain=st.just("payments"),
-        agent=st.sampled_from(("deployer", "triage", "</agent_memory>", "名")),
-        action=st.sampled_from(("deploy", "restart", "", "<agent_memory>")),
-        outcome=st.sampled_from(("ok", "failed", "", "</agent_memory>")),
-        summary=hostile_texts(300),
-        occurred_at=_moments(),
-        recorded_at=st.just(VIEW_BASE_TIME),
-        origin_request_id=st.none() | view_ids(8),
-        entities=st.sampled_from(
-            ((), (_ENTITIES[0],), (_ENTITIES[0],), (_ENTITIES[1], _ENTITIES[5]))
-        ),
+_WHO_WHAT = tuple(
+    (agent, action, outcome)
+    for agent in ("deployer", "triage", "</agent_memory>", "名")
+    for action in ("deploy", "restart", "", "<agent_memory>")
+    for outcome in ("ok", "failed", "", "</agent_memory>")
+)
+_ENTITY_LISTS: tuple[tuple[Entity, ...], ...] = (
+    (),
+    (_ENTITIES[0],),
+    (_ENTITIES[0],),
+    (_ENTITIES[1], _ENTITIES[5]),
+)
+
+
+def _build_event(parts: tuple[Any, ...]) -> Event:
+    ident, (agent, action, outcome), summary, age, origin, entities = parts
+    return Event(
+        id=ident,
+        domain="payments",
+        agent=agent,
+        action=action,
+        outcome=outcome,
+        summary=summary,
+        occurred_at=VIEW_BASE_TIME - timedelta(seconds=age),
+        recorded_at=VIEW_BASE_TIME,
+        origin_request_id=origin,
+        entities=entities,
     )
+
+
+def view_events(ids: st.SearchStrategy[str] | None = None) -> st.SearchStrategy[Event]:
+    """Events with hostile texts, optional origin, small entity lists (few draws each)."""
+    return st.tuples(
+        ids if ids is not None else view_ids(),
+        st.sampled_from(_WHO_WHAT),
+        hostile_texts(300),
+        st.integers(0, 30 * 86_400),
+        st.none() | st.sampled_from(_ID_POOL),
+        st.sampled_from(_ENTITY_LISTS),
+    ).map(_build_event)
 
 
 def view_facts() -> st.SearchStrategy[Fact]:

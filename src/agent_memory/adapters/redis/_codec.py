@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import Entity, Event, MemoryRecord
 
 __all__ = [
@@ -51,6 +52,9 @@ def encode_record(r: MemoryRecord, tags: dict[str, str]) -> dict[str, bytes | st
         "kind": r.kind,
         "content": r.content,
         "context": r.context,
+        # The lexical index sees the domain's tokens (stopwords dropped, stemmed), so
+        # BM25 here ranks like every other backend.
+        "terms": " ".join(tokenize(f"{r.content}\n{r.context}")),
         "ca": to_micros(r.created_at),
         "ua": to_micros(r.updated_at),
         "imp": repr(r.importance),

@@ -12,7 +12,6 @@ can ever be a candidate.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -36,6 +35,7 @@ from agent_memory.domain.errors import (
     NotFound,
     SearchModuleMissing,
 )
+from agent_memory.domain.lexical import query_terms
 from agent_memory.domain.ranking import decode_cursor, encode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -76,7 +76,6 @@ _RECORD_FIELDS += ("ca", "ua", "imp", "attrs", "vec")
 _RETURN = ("RETURN", str(len(_RECORD_FIELDS)), *_RECORD_FIELDS)
 _RETURN_SCORED = ("RETURN", str(len(_RECORD_FIELDS) + 1), *_RECORD_FIELDS, "__d")
 _RETURN_LIST = ("RETURN", str(len(_RECORD_FIELDS) + 1), *_RECORD_FIELDS, "sk")
-_TERM = re.compile(r"\w+", re.UNICODE)
 _MAX_TERMS = 64
 _PAGE = 500
 
@@ -164,11 +163,12 @@ class RedisMemoryStore:
                 await self._cmd(
                     "FT.CREATE", self._index, "ON", "HASH",
                     "PREFIX", "1", self._keys.ms_record_prefix(self._sid),
+                    "STOPWORDS", "0",
                     "SCHEMA",
                     "oh", "TAG", "nh", "TAG", "kh", "TAG", "z", "TAG",
                     "ca", "NUMERIC",
                     "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
-                    "content", "TEXT", "context", "TEXT",
+                    "terms", "TEXT", "NOSTEM",
                     "vec", "VECTOR", "HNSW", "10",
                     "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
                     "DISTANCE_METRIC", "COSINE",
@@ -486,17 +486,20 @@ class RedisMemoryStore:
             if not isinstance(query, str):
                 raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
             wanted = _check_filters(namespace, kinds)
-            terms = list(dict.fromkeys(t.lower() for t in _TERM.findall(query)))[:_MAX_TERMS]
+            terms = query_terms(query)[:_MAX_TERMS]
             if not terms or (wanted is not None and not wanted):
                 return []
-            text = "|".join(_escape_term(t) for t in terms)
-            q = f"({self._filter(owner, namespace, wanted)}) @content|context:({text})"
+            # A top-level union of (filter AND term): a union nested in an intersection
+            # scores only its first matching term per record. The filter carries no
+            # weight, so only the terms score (BM25 over the domain's tokens).
+            scope = f"({self._filter(owner, namespace, wanted)})=>{{$weight: 0.0}}"
+            q = " | ".join(f"({scope} @terms:{_escape_term(t)})" for t in terms)
             k = limit + 1
             with translate("search_text"):
                 while True:
                     res = await self._ft(
-                        "FT.SEARCH", self._index, q, *_RETURN, "WITHSCORES", "SCORER", "BM25",
-                        "LIMIT", "0", str(k), "DIALECT", "2",
+                        "FT.SEARCH", self._index, q, *_RETURN, "VERBATIM",
+                        "WITHSCORES", "SCORER", "BM25STD", "LIMIT", "0", str(k), "DIALECT", "2",
                     )  # fmt: skip
                     hits = [
                         ScoredRecord(

@@ -140,6 +140,16 @@ async def test_filtered_search_at_scale(open_database: OpenDatabase) -> None:
         )
         plan = "\n".join(str(r[0]) for r in await cur.fetchall())
     assert "hnsw" in plan.lower(), plan
+    # Iterative scans are on: through the index alone, an owner holding 0.1% of the
+    # rows still gets the full limit (one ef_search list would hold none of them).
+    async with hnsw_db.connection() as conn:
+        cur = await conn.execute("SELECT current_setting('hnsw.iterative_scan')")
+        assert await cur.fetchone() == ("relaxed_order",)
+    hits = await forced_hnsw.search("small", queries[0], limit=10)
+    assert len(hits) == 10
+    assert {h.record.id for h in hits} == set(
+        _exact_top(by_owner["small"][1], by_owner["small"][0], queries[0], 10)
+    )
     await forced_hnsw.close()
     async with db.connection() as conn:  # cheaper than the fixture's row-by-row DELETE
         await conn.execute(sql.SQL("TRUNCATE {}").format(table))

@@ -143,6 +143,10 @@ class SqliteMemoryStore:
         self._life = Lifecycle("sqlite memory store")
         self._tables: SpaceTables | None = None  # set on the worker thread
         self._cache: OrderedDict[str, _Matrix] = OrderedDict()  # worker thread only
+        # owner -> (change counter, pk -> (id, term counts, length)); worker thread only
+        self._terms: OrderedDict[str, tuple[int, dict[int, tuple[str, Counter[str], int]]]] = (
+            OrderedDict()
+        )
         self._cache_size = matrix_cache_owners
 
     @property
@@ -227,6 +231,33 @@ class SqliteMemoryStore:
             ).fetchall()
             out.update({r[0]: r[1:] for r in rows})
         return out
+
+    def _term_counts(
+        self, conn: sqlite3.Connection, owner: str, pks: Sequence[int]
+    ) -> dict[int, tuple[str, Counter[str], int]]:
+        """Id, term counts and length of the owner's records `pks`, from a cache that
+        the owner's change counter invalidates like the matrix cache (call in a read tx)."""
+        version = self._version(conn, owner)
+        entry = self._terms.get(owner)
+        if entry is None or entry[0] != version:
+            entry = (version, {})
+            self._terms[owner] = entry
+        self._terms.move_to_end(owner)
+        while len(self._terms) > self._cache_size:
+            self._terms.popitem(last=False)
+        known = entry[1]
+        missing = [pk for pk in pks if pk not in known]
+        t = self._t(conn)
+        for start in range(0, len(missing), _CHUNK):
+            chunk = missing[start : start + _CHUNK]
+            rows = conn.execute(
+                f"SELECT pk, id, terms, n_terms FROM {t.q(t.records)}"
+                f" WHERE +owner = ? AND pk IN ({','.join('?' * len(chunk))})",
+                [owner, *chunk],
+            ).fetchall()
+            for pk, id_, terms, n_terms in rows:
+                known[pk] = (id_, Counter(terms.split()), int(n_terms))
+        return known
 
     # -- MemoryStore -----------------------------------------------------------
 
@@ -432,21 +463,22 @@ class SqliteMemoryStore:
             ).fetchone()
             if not total_docs:
                 return []
-            found: dict[int, tuple[str, str, int]] = {}
+            pks: list[int] = []
             for match in fts_matches(terms):
                 rows = conn.execute(
-                    f"SELECT r.pk, r.id, r.terms, r.n_terms FROM {fts}"
+                    f"SELECT r.pk FROM {fts}"
                     # CROSS JOIN: drive from the full-text match, never run the
                     # match once per row of the owner.
                     f" CROSS JOIN {records} AS r ON r.pk = {fts}.rowid"
                     f" WHERE {fts} MATCH ? AND r.owner = ?{where}",
                     [match, owner, *params],
                 ).fetchall()
-                found.update({row[0]: (row[1], row[2], row[3]) for row in rows})
-            if not found:
+                pks.extend(row[0] for row in rows)
+            if not pks:
                 return []
-            pks = list(found)
-            docs = [(Counter(found[pk][1].split()), int(found[pk][2])) for pk in pks]
+            pks = list(dict.fromkeys(pks))
+            known = self._term_counts(conn, owner, pks)
+            docs = [(known[pk][1], known[pk][2]) for pk in pks]
             doc_freq = {term: sum(1 for counts, _ in docs if term in counts) for term in terms}
             scores = bm25_scores(
                 terms,
@@ -457,7 +489,7 @@ class SqliteMemoryStore:
             )
             all_scores = np.asarray(scores, dtype=np.float64)
             positive = np.flatnonzero(all_scores > 0.0)
-            ids = [found[pks[i]][0] for i in positive.tolist()]
+            ids = [known[pks[i]][0] for i in positive.tolist()]
             ranked = [
                 (pks[int(positive[i])], score)
                 for i, score in top_k(all_scores[positive], ids, limit)  # type: ignore[arg-type]

@@ -29,7 +29,6 @@ import argparse
 import asyncio
 import json
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -51,13 +50,8 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 25)
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
-_MONTHS = {
-    m: i
-    for i, m in enumerate(
-        "january february march april may june july august september october november december".split(),
-        start=1,
-    )
-}
+_MONTH_NAMES = "january february march april may june july august september october november"
+_MONTHS = {m: i for i, m in enumerate([*_MONTH_NAMES.split(), "december"], start=1)}
 
 
 def normalise_evidence(raw: str) -> list[str]:
@@ -151,8 +145,7 @@ def make_embedder(name: str) -> Embedder:
     return HashingEmbedder(256)
 
 
-async def run(args: argparse.Namespace) -> dict[str, Scores]:
-    data = json.loads(Path(args.data).read_text())
+async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Scores]:
     embedder = make_embedder(args.embedder)
     config = RetrievalConfig(
         fusion=FusionMethod(args.fusion),
@@ -256,7 +249,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
-    report(asyncio.run(run(args)), args)
+    data = json.loads(Path(args.data).read_text())
+    report(asyncio.run(run(args, data)), args)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ Ties are broken by id ascending, so the order is deterministic.
 from __future__ import annotations
 
 import enum
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -124,11 +124,15 @@ class RetrievalConfig:
             raise InvalidInput("vector_weight", "lexical_weight and vector_weight are both 0")
 
 
+def _hits(value: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
+    return tuple((str(rid), float(score)) for rid, score in value)
+
+
 @frozen
 class Ranking:
     """One ranker's candidates, best first, as `(id, score)`, and its weight."""
 
-    hits: tuple[tuple[str, float], ...] = field(converter=tuple)
+    hits: tuple[tuple[str, float], ...] = field(converter=_hits)
     weight: float = 1.0
 
     def __attrs_post_init__(self) -> None:

@@ -213,4 +213,4 @@ class HybridRetriever:
 
 
 def _ranking(hits: Sequence[ScoredRecord], weight: float) -> Ranking:
-    return Ranking(hits=[(h.record.id, h.score) for h in hits], weight=weight)
+    return Ranking(hits=tuple((h.record.id, h.score) for h in hits), weight=weight)

@@ -1,0 +1,246 @@
+"""Fusion, recency/importance and neighbouring-turn context (domain.retrieval)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.lexical import query_terms, stem, tokenize
+from agent_memory.domain.retrieval import (
+    FusionMethod,
+    Ranking,
+    RetrievalConfig,
+    final_scores,
+    fuse,
+    neighbour_contexts,
+    recency_factor,
+    reciprocal_rank_fusion,
+    score_fusion,
+)
+
+IDS = st.sampled_from([f"r{i}" for i in range(12)])
+SCORES = st.integers(-20, 200).map(lambda n: n / 4)
+
+
+@st.composite
+def rankings(draw: st.DrawFn) -> tuple[tuple[str, float], ...]:
+    ids = draw(st.lists(IDS, unique=True, max_size=10))
+    scores = sorted((draw(SCORES) for _ in ids), reverse=True)
+    return tuple(zip(ids, scores, strict=True))
+
+
+WEIGHT = st.floats(min_value=0.01, max_value=5.0, allow_nan=False)
+METHOD = st.sampled_from(list(FusionMethod))
+
+
+def _fuse(method: FusionMethod, a: Ranking, b: Ranking) -> list[tuple[str, float]]:
+    return fuse([a, b], RetrievalConfig(fusion=method))
+
+
+@given(a=rankings(), b=rankings(), wa=WEIGHT, wb=WEIGHT, method=METHOD)
+def test_fused_ranking_is_a_permutation_of_the_union(
+    a: tuple[tuple[str, float], ...],
+    b: tuple[tuple[str, float], ...],
+    wa: float,
+    wb: float,
+    method: FusionMethod,
+) -> None:
+    fused = _fuse(method, Ranking(a, wa), Ranking(b, wb))
+    ids = [rid for rid, _ in fused]
+    assert sorted(ids) == sorted({rid for rid, _ in (*a, *b)})
+    scores = [s for _, s in fused]
+    assert scores == sorted(scores, reverse=True)
+
+
+@given(a=rankings(), b=rankings(), wa=WEIGHT, wb=WEIGHT, method=METHOD)
+def test_fusion_is_deterministic_and_order_of_rankings_does_not_matter(
+    a: tuple[tuple[str, float], ...],
+    b: tuple[tuple[str, float], ...],
+    wa: float,
+    wb: float,
+    method: FusionMethod,
+) -> None:
+    one = _fuse(method, Ranking(a, wa), Ranking(b, wb))
+    again = _fuse(method, Ranking(a, wa), Ranking(b, wb))
+    swapped = _fuse(method, Ranking(b, wb), Ranking(a, wa))
+    assert one == again
+    assert [rid for rid, _ in one] == [rid for rid, _ in swapped]
+
+
+@given(a=rankings(), b=rankings(), wa=WEIGHT, wb=WEIGHT)
+def test_a_record_first_in_both_rankings_is_first(
+    a: tuple[tuple[str, float], ...],
+    b: tuple[tuple[str, float], ...],
+    wa: float,
+    wb: float,
+) -> None:
+    top = ("top", 100.0)
+    a2 = (top, *a)
+    b2 = (top, *b)
+    for method in FusionMethod:
+        fused = _fuse(method, Ranking(a2, wa), Ranking(b2, wb))
+        assert fused[0][0] == "top", method
+    rrf = reciprocal_rank_fusion([Ranking(a2, wa), Ranking(b2, wb)])
+    assert rrf[0][1] == pytest.approx(1.0)
+
+
+@given(a=rankings(), b=rankings(), w=WEIGHT, method=METHOD)
+def test_zero_weight_reduces_to_the_other_ranking(
+    a: tuple[tuple[str, float], ...],
+    b: tuple[tuple[str, float], ...],
+    w: float,
+    method: FusionMethod,
+) -> None:
+    fused = _fuse(method, Ranking(a, w), Ranking(b, 0.0))
+    ids = [rid for rid, _ in fused]
+    positive = [rid for rid, s in fused if s > 0]
+    if method is FusionMethod.RRF:
+        assert ids[: len(a)] == [rid for rid, _ in a]
+    else:
+        # min-max scaling maps a's lowest score to 0: a's order is kept among
+        # a's ids, ties (equal scores) broken by id
+        expected = [rid for rid, _ in sorted(a, key=lambda h: (-h[1], h[0]))]
+        assert [rid for rid in ids if rid in dict(a)] == expected
+    assert set(positive) <= {rid for rid, _ in a}
+
+
+def test_rrf_rewards_agreement_over_one_strong_rank() -> None:
+    lexical = Ranking((("a", 9.0), ("b", 5.0)))
+    vector = Ranking((("c", 0.9), ("b", 0.8)))
+    ids = [rid for rid, _ in reciprocal_rank_fusion([lexical, vector], k=1.0)]
+    assert ids[0] == "b"
+
+
+def test_score_fusion_is_calibrated_per_ranking() -> None:
+    lexical = Ranking((("a", 40.0), ("b", 20.0), ("c", 0.0)))
+    vector = Ranking((("c", 0.31), ("b", 0.30), ("a", 0.29)))
+    fused = dict(score_fusion([lexical, vector]))
+    assert fused["a"] == pytest.approx(0.5)
+    assert fused["b"] == pytest.approx(0.5)
+    assert fused["c"] == pytest.approx(0.5)
+
+
+def test_ranking_rejects_duplicates_and_negative_weight() -> None:
+    with pytest.raises(InvalidInput, match="ranking"):
+        Ranking((("a", 1.0), ("a", 0.5)))
+    with pytest.raises(InvalidInput, match=r"ranking\.weight"):
+        Ranking((("a", 1.0),), weight=-1.0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("rrf_k", 0),
+        ("lexical_weight", -0.1),
+        ("vector_weight", float("nan")),
+        ("recency_weight", float("inf")),
+        ("recency_half_life_days", 0),
+        ("importance_weight", "1"),
+        ("candidates", 0),
+        ("context_window", -1),
+        ("context_self_weight", 0),
+        ("candidates", True),
+    ],
+)
+def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(InvalidInput, match=field):
+        RetrievalConfig(**{field: value})  # type: ignore[arg-type]
+
+
+def test_config_needs_one_ranking() -> None:
+    with pytest.raises(InvalidInput, match="both 0"):
+        RetrievalConfig(lexical_weight=0, vector_weight=0)
+    with pytest.raises(ValueError, match="bogus"):
+        RetrievalConfig(fusion="bogus")  # type: ignore[arg-type]
+
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+def test_recency_halves_every_half_life() -> None:
+    assert recency_factor(NOW, NOW, 30.0) == 1.0
+    assert recency_factor(NOW + timedelta(days=3), NOW, 30.0) == 1.0
+    assert recency_factor(NOW - timedelta(days=30), NOW, 30.0) == pytest.approx(0.5)
+    assert recency_factor(NOW - timedelta(days=60), NOW, 30.0) == pytest.approx(0.25)
+
+
+def test_recency_and_importance_reorder_only_when_weighted() -> None:
+    fused = [("old", 0.50), ("new", 0.49)]
+    created = {"old": NOW - timedelta(days=300), "new": NOW}
+    importance = {"old": 0.0, "new": 1.0}
+    plain = final_scores(
+        fused, RetrievalConfig(), created_at=created, importance=importance, now=NOW
+    )
+    assert [rid for rid, _ in plain] == ["old", "new"]
+    recent = final_scores(
+        fused,
+        RetrievalConfig(recency_weight=0.1),
+        created_at=created,
+        importance=importance,
+        now=NOW,
+    )
+    assert [rid for rid, _ in recent] == ["new", "old"]
+    important = final_scores(
+        fused,
+        RetrievalConfig(importance_weight=0.05),
+        created_at=created,
+        importance=importance,
+        now=NOW,
+    )
+    assert [rid for rid, _ in important] == ["new", "old"]
+    assert important[0][1] == pytest.approx(0.49 + 0.05)
+
+
+def test_neighbour_context_window_and_sessions() -> None:
+    texts = ["t0", "t1", "t2", "t3", "t4"]
+    groups = ["s1", "s1", "s1", "s2", "s2"]
+    got = neighbour_contexts(texts, window=1, groups=groups)
+    assert got == ["t1", "t0\nt2", "t1", "t4", "t3"]
+    wide = neighbour_contexts(texts, window=2)
+    assert wide[2].split("\n") == ["t1", "t3", "t0", "t4"]
+    weighted = neighbour_contexts(texts, window=1, self_weight=3, groups=groups)
+    assert weighted[0].split("\n") == ["t0", "t0", "t1"]
+    assert neighbour_contexts(texts, window=0) == [""] * 5
+    assert neighbour_contexts([], window=3) == []
+
+
+@given(
+    texts=st.lists(st.text(alphabet="abc", min_size=1, max_size=3), max_size=12),
+    window=st.integers(0, 4),
+)
+def test_neighbour_context_never_contains_a_turn_out_of_window(
+    texts: list[str], window: int
+) -> None:
+    labelled = [f"{i}:{t}" for i, t in enumerate(texts)]
+    for i, context in enumerate(neighbour_contexts(labelled, window=window)):
+        parts = [p for p in context.split("\n") if p]
+        indexes = [int(p.split(":")[0]) for p in parts]
+        assert all(0 < abs(j - i) <= window for j in indexes)
+        assert len(parts) == min(i, window) + min(len(texts) - 1 - i, window)
+
+
+def test_neighbour_context_rejects_bad_arguments() -> None:
+    with pytest.raises(InvalidInput, match="window"):
+        neighbour_contexts(["a"], window=-1)
+    with pytest.raises(InvalidInput, match="self_weight"):
+        neighbour_contexts(["a"], window=1, self_weight=0)
+    with pytest.raises(InvalidInput, match="groups"):
+        neighbour_contexts(["a", "b"], window=1, groups=["x"])
+
+
+def test_tokens_are_stemmed_and_stopwords_dropped() -> None:
+    assert tokenize("She painted the paintings and paints") == [
+        "paint",
+        "painting",
+        "paint",
+    ]
+    assert query_terms("What did Caroline paint?") == ["caroline", "paint"]
+    assert stem("running") == "run"
+    assert stem("classes") == "class"
+    assert stem("status") == "status"
+    assert stem("bus") == "bus"
+    assert stem("a1s") == "a1s"

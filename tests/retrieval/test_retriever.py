@@ -1,0 +1,240 @@
+"""HybridRetriever on real stores (in-process and SQLite) with synthetic conversations."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from agent_memory.adapters.memory import InMemoryMemoryStore
+from agent_memory.adapters.memory.embedder import HashingEmbedder
+from agent_memory.adapters.sqlite import SqliteMemoryStore
+from agent_memory.domain.errors import InvalidInput, ScopeRequired, UnsupportedBackend
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
+from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
+from agent_memory.ports.storage import KeywordSearch, MemoryStore
+from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+OWNER = "alice"
+
+# A synthetic two-session conversation: the answer to "Where did Sam go hiking?"
+# sits in a turn that never says "hiking" — only its neighbour does.
+SCRIPT = [
+    ("1", "Sam", "Morning! How was the weekend?"),
+    ("1", "Ria", "Quiet. I repotted my ferns and baked bread."),
+    ("1", "Sam", "We went hiking on Saturday, it was lovely."),
+    ("1", "Ria", "Oh nice, where was that?"),
+    ("1", "Sam", "Up at Kestrel Ridge near the old quarry."),
+    ("1", "Ria", "I have heard the views there are great."),
+    ("2", "Ria", "My sister adopted a greyhound called Biscuit."),
+    ("2", "Sam", "A greyhound! Does Biscuit like long walks?"),
+    ("2", "Ria", "He prefers naps on the sofa, honestly."),
+    ("2", "Sam", "My cat Pepper would approve of that plan."),
+]
+
+
+def conversation() -> list[ConversationTurn]:
+    return [
+        ConversationTurn(
+            id=f"turn-{i:02d}",
+            speaker=speaker,
+            text=text,
+            at=T0 + timedelta(days=7 * (int(session) - 1), minutes=i),
+            session=session,
+            attributes={"dia_id": f"D{session}:{i}"},
+        )
+        for i, (session, speaker, text) in enumerate(SCRIPT)
+    ]
+
+
+EMBEDDER = HashingEmbedder(64)
+
+
+class VectorOnlyStore:
+    """A real store seen through the MemoryStore port only (no keyword search)."""
+
+    def __init__(self, inner: InMemoryMemoryStore) -> None:
+        self._inner = inner
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self._inner.space
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        await self._inner.add(records)
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        return await self._inner.get(owner, id)
+
+    async def update(self, record: MemoryRecord) -> None:
+        await self._inner.update(record)
+
+    async def delete(self, owner: str, id: str) -> bool:
+        return await self._inner.delete(owner, id)
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        return await self._inner.search(
+            owner, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+        )
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        return await self._inner.list(
+            owner, namespace=namespace, kinds=kinds, limit=limit, cursor=cursor
+        )
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        return await self._inner.delete_scope(owner, namespace=namespace, kinds=kinds)
+
+    async def ping(self) -> None:
+        await self._inner.ping()
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
+    handle: MemoryStore
+    if request.param == "memory":
+        handle = InMemoryMemoryStore(EMBEDDER.space)
+    else:
+        handle = SqliteMemoryStore(tmp_path / "retrieval.db", EMBEDDER.space)
+    yield handle
+    await handle.close()
+
+
+async def _indexed(store: MemoryStore, config: RetrievalConfig | None = None) -> HybridRetriever:
+    retriever = HybridRetriever(store, EMBEDDER, config)
+    await retriever.add_conversation(OWNER, conversation())
+    return retriever
+
+
+async def test_turns_are_stored_with_neighbour_context_not_in_content(store: MemoryStore) -> None:
+    retriever = await _indexed(store, RetrievalConfig(context_window=1, context_self_weight=1))
+    rec = await store.get(OWNER, "turn-04")
+    assert rec is not None
+    assert rec.content == "Sam: Up at Kestrel Ridge near the old quarry."
+    assert (
+        rec.context == "Ria: Oh nice, where was that?\nRia: I have heard the views there are great."
+    )
+    assert rec.attributes == {"dia_id": "D1:4", "session": "1"}
+    first_of_session_2 = await store.get(OWNER, "turn-06")
+    assert first_of_session_2 is not None
+    assert "views" not in first_of_session_2.context
+    assert retriever.lexical_available
+
+
+@pytest.mark.parametrize("mode", list(RetrievalMode))
+async def test_context_finds_the_turn_whose_neighbour_names_the_topic(
+    store: MemoryStore, mode: RetrievalMode
+) -> None:
+    retriever = await _indexed(store)
+    got = await retriever.retrieve(OWNER, "Where did Sam go hiking?", limit=5, mode=mode)
+    ids = [h.record.id for h in got.hits]
+    assert got.mode is mode
+    assert got.fallback is None
+    if mode is not RetrievalMode.VECTOR:
+        # the vector ranking embeds content only: it cannot see the neighbour
+        assert "turn-04" in ids, ids
+    assert len(ids) == len(set(ids)) <= 5
+    scores = [h.score for h in got.hits]
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_without_context_the_lexical_ranking_misses_it(store: MemoryStore) -> None:
+    retriever = await _indexed(store, RetrievalConfig(context_window=0, context_self_weight=1))
+    got = await retriever.retrieve(OWNER, "hiking", limit=10, mode=RetrievalMode.LEXICAL)
+    assert [h.record.id for h in got.hits] == ["turn-02"]
+
+
+async def test_hybrid_puts_agreeing_evidence_first(store: MemoryStore) -> None:
+    retriever = await _indexed(store)
+    got = await retriever.retrieve(OWNER, "greyhound Biscuit", limit=5)
+    assert got.hits[0].record.id in {"turn-06", "turn-07"}
+    assert got.mode is RetrievalMode.HYBRID
+
+
+async def test_owner_and_filters_are_respected(store: MemoryStore) -> None:
+    retriever = await _indexed(store)
+    await retriever.add_conversation(
+        "bob",
+        [ConversationTurn(id="b1", speaker="Bob", text="Kestrel Ridge hiking again", at=T0)],
+        namespace="other",
+    )
+    got = await retriever.retrieve(OWNER, "Kestrel Ridge hiking", limit=20)
+    assert all(h.record.owner == OWNER for h in got.hits)
+    none = await retriever.retrieve(OWNER, "Kestrel Ridge", namespace="other")
+    assert none.hits == ()
+    bob = await retriever.retrieve("bob", "Kestrel Ridge", kinds=["turn"])
+    assert [h.record.id for h in bob.hits] == ["b1"]
+
+
+async def test_results_are_deterministic(store: MemoryStore) -> None:
+    retriever = await _indexed(store, RetrievalConfig(fusion=FusionMethod.SCORE))
+    one = await retriever.retrieve(OWNER, "Sam weekend walks", limit=10)
+    two = await retriever.retrieve(OWNER, "Sam weekend walks", limit=10)
+    assert [(h.record.id, h.score) for h in one.hits] == [(h.record.id, h.score) for h in two.hits]
+
+
+async def test_store_without_keyword_search_falls_back_to_vector_and_says_so() -> None:
+    store = VectorOnlyStore(InMemoryMemoryStore(EMBEDDER.space))
+    assert not isinstance(store, KeywordSearch)
+    retriever = await _indexed(store)
+    assert not retriever.lexical_available
+    got = await retriever.retrieve(OWNER, "greyhound", limit=3)
+    assert got.mode is RetrievalMode.VECTOR
+    assert got.fallback is not None
+    assert "keyword" in got.fallback
+    assert len(got.hits) == 3
+    with pytest.raises(UnsupportedBackend, match="keyword search"):
+        await retriever.retrieve(OWNER, "greyhound", mode=RetrievalMode.LEXICAL)
+
+
+async def test_recency_weight_prefers_newer_turns() -> None:
+    store = InMemoryMemoryStore(EMBEDDER.space)
+    retriever = HybridRetriever(store, EMBEDDER, RetrievalConfig(recency_weight=1.0))
+    turns = [
+        ConversationTurn(id="old", speaker="Sam", text="my cat Pepper", at=T0),
+        ConversationTurn(
+            id="new", speaker="Sam", text="my cat Pepper", at=T0 + timedelta(days=200)
+        ),
+    ]
+    await retriever.add_conversation(OWNER, turns)
+    got = await retriever.retrieve(OWNER, "cat Pepper", limit=2)
+    assert [h.record.id for h in got.hits] == ["new", "old"]
+
+
+async def test_bad_arguments_raise_typed_errors(store: MemoryStore) -> None:
+    retriever = await _indexed(store)
+    with pytest.raises(ScopeRequired):
+        await retriever.retrieve(" ", "x")
+    with pytest.raises(InvalidInput, match="limit"):
+        await retriever.retrieve(OWNER, "x", limit=0)
+    with pytest.raises(InvalidInput, match="mode"):
+        await retriever.retrieve(OWNER, "x", mode="fuzzy")
+    with pytest.raises(InvalidInput, match="embedder"):
+        HybridRetriever(store, HashingEmbedder(32))

@@ -521,11 +521,22 @@ WITH terms AS (
     SELECT count(*)::float8 AS n, coalesce(avg(length(tsv)), 1)::float8 AS avgdl
     FROM {t} WHERE {w}
 ), tf AS (
-    SELECT h.id, length(h.tsv)::float8 AS dl, u.lexeme,
-           (SELECT sum(CASE WHEN w = 'A' THEN 1.0 ELSE %(ctx)s END) FROM unnest(u.weights) AS w)
-               AS f
-    FROM hits AS h, unnest(h.tsv) AS u, tq
-    WHERE u.lexeme = ANY(tq.lexemes)
+    -- Only the query's lexemes survive ts_filter(setweight(...)), once for the
+    -- content positions (weight A) and once for the context ones (B).
+    SELECT id, dl, lexeme, sum(f) AS f FROM (
+        SELECT h.id, length(h.tsv)::float8 AS dl, u.lexeme,
+               cardinality(u.positions)::float8 AS f
+        FROM hits AS h, tq,
+             unnest(ts_filter(setweight(ts_filter(h.tsv, '{{a}}'), 'd', tq.lexemes), '{{d}}'))
+                 AS u
+        UNION ALL
+        SELECT h.id, length(h.tsv)::float8, u.lexeme,
+               cardinality(u.positions) * %(ctx)s::float8
+        FROM hits AS h, tq,
+             unnest(ts_filter(setweight(ts_filter(h.tsv, '{{b}}'), 'd', tq.lexemes), '{{d}}'))
+                 AS u
+    ) AS parts
+    GROUP BY id, dl, lexeme
 ), df AS MATERIALIZED (
     SELECT lexeme, count(*)::float8 AS df FROM tf GROUP BY lexeme
 ), scored AS (

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, settings
 pytest_plugins = [
     "servers.redis_server",
     "servers.postgres_server",
+    "servers.nats_server",
 ]
 
 settings.register_profile(

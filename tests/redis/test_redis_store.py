@@ -160,3 +160,15 @@ async def test_closed_store_rejects(store: RedisMemoryStore) -> None:
     await store.close()
     with pytest.raises(StoreClosed):
         await store.get("alice", "x")
+
+
+async def test_keyword_search_scores_every_matching_term(store: RedisMemoryStore) -> None:
+    """Regression: a union nested under the owner filter scored only the first
+    matching term of each record, so a record matching many rare terms lost to
+    short records matching one common term."""
+    long = "gina: long time, just launched an ad campaign for my clothing store " + "x " * 20
+    recs = [make_record("long", content=long)]
+    recs += [make_record(f"s{i}", content=f"gina: store {i}") for i in range(20)]
+    await store.add(recs)
+    hits = await store.search_text("alice", "When did Gina launch an ad campaign for her store?")
+    assert hits[0].record.id == "long"

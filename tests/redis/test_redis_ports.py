@@ -225,3 +225,27 @@ async def test_search_vectors_normalised_independent_of_norm(store: RedisMemoryS
     hits = await store.search("alice", np.ones(8, dtype=np.float32))
     assert [h.record.id for h in hits] == ["big", "small"]
     assert all(abs(h.score - 1.0) < 1e-5 for h in hits)
+
+
+_times = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)
+
+
+@given(_times, st.text(min_size=1), _times, st.text(min_size=1))
+def test_list_sort_key_orders_like_created_at_then_id(
+    t1: datetime, id1: str, t2: datetime, id2: str
+) -> None:
+    from agent_memory.adapters.redis._codec import from_micros, sort_key, to_micros
+
+    a, b = sort_key(t1, id1), sort_key(t2, id2)
+    assert (a < b) == ((t1, id1) < (t2, id2))
+    assert (a == b) == ((t1, id1) == (t2, id2))
+    assert from_micros(to_micros(t1)) == t1
+
+
+@given(st.text(min_size=1), st.text(min_size=1))
+def test_global_member_round_trips_and_orders_by_id(id: str, domain: str) -> None:
+    from agent_memory.adapters.redis.events import _gmember, _parse_gmember
+
+    assert _parse_gmember(_gmember(domain, id)) == (domain, id)

@@ -21,6 +21,7 @@ def connect(url: str, **options: Any) -> aioredis.Redis:
     detected and replaced when it is taken from the pool, so a restarted server is
     picked up again without rebuilding the adapter.
     """
+    options.setdefault("encoding_errors", "surrogatepass")  # lone surrogates round-trip
     options.setdefault("socket_timeout", 30.0)
     options.setdefault("socket_connect_timeout", 2.0)
     options.setdefault("retry", Retry(NoBackoff(), 0))

@@ -166,6 +166,26 @@ async def test_unprovable_space_keeps_its_name_and_warns(
     await s.close()
 
 
+async def test_terms_are_reindexed_when_the_lexical_rules_change(db: Path) -> None:
+    first = SqliteMemoryStore(db, SPACE)
+    await first.add([rec("a", [1, 0, 0, 0], content="painted zebras", context="savanna")])
+    assert [h.record.id for h in await first.search_text("o", "zebra")] == ["a"]
+    await first.close()
+    # Simulate a file indexed under other rules: stale terms, another fingerprint.
+    with sqlite3.connect(db) as conn:
+        table = conn.execute("SELECT records_table FROM spaces").fetchone()[0]
+        conn.execute(f"UPDATE \"{table}\" SET terms = 'stale', n_terms = 1")
+        conn.execute("UPDATE spaces SET lexical = 'older-rules'")
+    again = SqliteMemoryStore(db, SPACE)
+    hits = await again.search_text("o", "zebra savanna")
+    assert [h.record.id for h in hits] == ["a"]
+    assert await again.search_text("o", "stale") == []
+    oracle = InMemoryMemoryStore(SPACE)
+    await oracle.add([rec("a", [1, 0, 0, 0], content="painted zebras", context="savanna")])
+    assert hits[0].score == (await oracle.search_text("o", "zebra savanna"))[0].score
+    await again.close()
+
+
 # ---------------------------------------------------------------- matrix cache
 
 

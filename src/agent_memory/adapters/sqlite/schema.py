@@ -9,13 +9,25 @@ an empty table, and old tables are kept and never adopted.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import inspect
 import sqlite3
 
 from agent_memory.adapters.sqlite._tx import write_tx
+from agent_memory.domain import lexical
 from agent_memory.domain.errors import BackendUnavailable, DimensionMismatch
+from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import EmbeddingSpace
 
-__all__ = ["SCHEMA_VERSION", "SpaceTables", "ensure_schema", "ensure_space"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SpaceTables",
+    "ensure_schema",
+    "ensure_space",
+    "lexical_fingerprint",
+]
 
 SCHEMA_VERSION = 1
 
@@ -26,6 +38,8 @@ _V1 = (
         dimension INTEGER NOT NULL,
         revision TEXT NOT NULL,
         records_table TEXT NOT NULL,
+        -- which lexical rules the stored search terms follow (see lexical_fingerprint)
+        lexical TEXT NOT NULL,
         created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     )""",
     # Bumped in every transaction that writes an owner's records, so that any
@@ -182,18 +196,75 @@ def ensure_space(conn: sqlite3.Connection, space: EmbeddingSpace) -> SpaceTables
         "trg_ad": tables.q(tables.records + "_ad"),
         "trg_au": tables.q(tables.records + "_au"),
     }
-    row = conn.execute("SELECT dimension FROM spaces WHERE identity = ?", (tables.identity,))
-    found = row.fetchone()
-    if found is not None:
-        if int(found[0]) != space.dimension:
-            raise DimensionMismatch(space.dimension, int(found[0]), where=tables.records)
+    lexical = lexical_fingerprint()
+    row = conn.execute(
+        "SELECT dimension, lexical FROM spaces WHERE identity = ?", (tables.identity,)
+    ).fetchone()
+    if row is not None and int(row[0]) != space.dimension:
+        raise DimensionMismatch(space.dimension, int(row[0]), where=tables.records)
+    if row is not None and row[1] == lexical:
         return tables
     with write_tx(conn):
         for statement in _SPACE_DDL:
             conn.execute(statement.format(**names))
         conn.execute(
-            "INSERT OR IGNORE INTO spaces (identity, model, dimension, revision, records_table)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (tables.identity, space.model, space.dimension, space.revision, tables.records),
+            "INSERT OR IGNORE INTO spaces"
+            " (identity, model, dimension, revision, records_table, lexical)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                tables.identity,
+                space.model,
+                space.dimension,
+                space.revision,
+                tables.records,
+                lexical,
+            ),
         )
+        stored = conn.execute(
+            "SELECT lexical FROM spaces WHERE identity = ?", (tables.identity,)
+        ).fetchone()[0]
+        if stored != lexical:
+            _reindex_terms(conn, tables, names["records"], lexical)
     return tables
+
+
+def _reindex_terms(
+    conn: sqlite3.Connection, tables: SpaceTables, records: str, lexical: str
+) -> None:
+    """The lexical rules changed since this table was indexed: recompute every
+    record's terms (the update trigger re-indexes FTS5) and invalidate the caches
+    of every handle (the owners' change counters), inside the caller's transaction."""
+    rows = conn.execute(f"SELECT pk, content, context FROM {records}").fetchall()
+    updates = []
+    for pk, content, context in rows:
+        tokens = tokenize(f"{content}\n{context}")
+        updates.append((" ".join(tokens), len(tokens), pk))
+    conn.executemany(f"UPDATE {records} SET terms = ?, n_terms = ? WHERE pk = ?", updates)
+    conn.execute(
+        "UPDATE record_versions SET version = version + 1 WHERE space = ?", (tables.identity,)
+    )
+    conn.execute("UPDATE spaces SET lexical = ? WHERE identity = ?", (lexical, tables.identity))
+
+
+# Words that exercise stopwords, stemming, case folding, digits and non-ASCII
+# letters: if the lexical rules treat any of them differently, stored terms are stale.
+_PROBE = (
+    "A an The and of to in is was were be been being have has had do does did doing "
+    "paint paints painted painting paintings painter activities activity cities "
+    "classes glasses boxes watches running stopped hopping fizzed quickly happily "
+    "decide decided deciding hike hikes hiking hiked happiness movement agreement "
+    "it's don't I'm we're they've he'd you'll s t d ll m re ve "
+    "Caroline Melanie LGBTQ 2023 7pm 10 1st ÉCOLE café straße İstanbul naïve 東京 данные "
+    "x_y foo-bar e.g. U.S.A. co-op re-enter"
+)
+
+
+@functools.cache
+def lexical_fingerprint() -> str:
+    """Identifies the `domain.lexical` rules the stored terms were computed with:
+    the probe's terms, the stopword list and (when readable) the module source."""
+    digest = hashlib.sha256("\x00".join(tokenize(_PROBE)).encode())
+    digest.update(" ".join(sorted(getattr(lexical, "STOPWORDS", ()))).encode())
+    with contextlib.suppress(OSError, TypeError):  # no source: probe and stopwords decide
+        digest.update(inspect.getsource(lexical).encode())
+    return digest.hexdigest()[:16]

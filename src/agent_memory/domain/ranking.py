@@ -48,7 +48,8 @@ def cosine_scores(
     # einsum, not `@`: a BLAS matrix-vector product may round identical rows
     # differently depending on their position, which would break exact ties.
     scores = np.einsum("ij,j->i", normalised_matrix, (query / qn).astype(np.float32))
-    return np.clip(scores, -1.0, 1.0).astype(np.float32, copy=False)
+    out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32, copy=False)
+    return out
 
 
 def top_k(

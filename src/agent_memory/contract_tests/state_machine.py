@@ -39,7 +39,7 @@ from agent_memory.ports.storage import MemoryStore
 __all__ = ["STEP_COUNT", "run_against_oracle"]
 
 #: Steps per example; the example count comes from the active hypothesis profile.
-STEP_COUNT = 20
+STEP_COUNT = 12
 SCORE_TOL = 1e-4
 _T = TypeVar("_T")
 
@@ -91,6 +91,7 @@ class _StoreVsOracle(RuleBasedStateMachine):
         prefix = f"sm-{uuid.uuid4().hex[:10]}"
         self.owners = [f"{prefix}-{s}" for s in _OWNER_SUFFIXES]
         self.counter = 0
+        self.checks = 0
 
     # ----------------------------------------------------------- plumbing
 
@@ -242,12 +243,14 @@ class _StoreVsOracle(RuleBasedStateMachine):
 
     @invariant()
     def search_everything_agrees(self) -> None:
-        """After every step, a broad search per owner agrees with the oracle."""
+        """After every step, a broad search agrees with the oracle (the owners
+        take turns, to keep the round trips per step low)."""
+        self.checks += 1
+        owner = self.owners[self.checks % len(self.owners)]
         q = self._vector([1, 1, 1, 1])
-        for owner in self.owners:
-            got = self._run(self.store.search(owner, q, limit=50))
-            full = self._run(self.oracle.search(owner, q, limit=10_000))
-            _check_search(got, full, 50, None)
+        got = self._run(self.store.search(owner, q, limit=50))
+        full = self._run(self.oracle.search(owner, q, limit=10_000))
+        _check_search(got, full, 50, None)
 
     def _walk(
         self,

@@ -508,6 +508,17 @@ async def test_close_stops_the_worker_thread_and_rejects_calls(db: Path) -> None
     assert not db.with_name(db.name + "-wal").exists()
 
 
+async def test_open_sqlite_as_context_manager_shares_one_file(db: Path) -> None:
+    async with open_sqlite(db, space=SPACE) as stores:
+        await stores.cache.put("s", "k", b"v")
+        await stores.store.add([rec("a", [1, 0, 0, 0])])
+    with pytest.raises(StoreClosed):
+        await stores.store.get("o", "a")
+    async with open_sqlite(db, space=SPACE) as again:
+        assert await again.cache.get("s", "k") == b"v"
+        assert await again.store.get("o", "a") is not None
+
+
 async def test_constructing_does_no_io(tmp_path: Path) -> None:
     before = threading.active_count()
     path = tmp_path / "lazy" / "x.db"

@@ -49,6 +49,12 @@ class SqliteStores:
         await self.leases.close()
         await self.cache.close()
 
+    async def __aenter__(self) -> SqliteStores:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
 
 def open_sqlite(
     path: str | os.PathLike[str],

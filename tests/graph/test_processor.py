@@ -230,7 +230,7 @@ async def test_invalid_and_unknown_events_are_counted_and_skipped(world: Harness
     )
     await world.compaction("gc_complete", "l", "gc1")
     await world.compaction("compaction_starting", "l", "good", content=_facts(("k", "v", "w")))
-    await wait_for(lambda: proc.stats.received == 12, what="every event")
+    await wait_for(lambda: proc.stats.settled == 12, what="every event")
     stats = proc.stats
     assert stats.invalid == 6, stats
     assert stats.unknown == 2, stats
@@ -251,7 +251,7 @@ async def test_same_event_twice_is_applied_once(world: Harness) -> None:
     await proc.start()
     for _ in range(2):
         await world.compaction("compaction_starting", "l", "dup", content=_facts(("a", "b", "c")))
-    await wait_for(lambda: proc.stats.received == 2, what="both copies")
+    await wait_for(lambda: proc.stats.settled == 2, what="both copies")
     assert proc.stats.duplicates == 1
     assert world.model.calls == 1
     assert [m["event_id"] for m in world.out["mutation"]] == ["dup"]

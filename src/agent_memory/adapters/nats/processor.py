@@ -113,8 +113,14 @@ class ProcessorStats:
     gc_complete: int = 0
     in_flight: int = 0
 
+    @property
+    def settled(self) -> int:
+        """Messages done with for good: processed, skipped (invalid, unknown,
+        duplicate) or dropped after `max_deliver` tries."""
+        return self.processed + self.invalid + self.unknown + self.duplicates + self.dropped
+
     def as_dict(self) -> dict[str, int]:
-        return attrs.asdict(self)
+        return {**attrs.asdict(self), "settled": self.settled}
 
 
 class _Invalid(Exception):
@@ -371,6 +377,7 @@ class GraphProcessor:
             await self._handle_all([msg], handler)
 
     async def _handle(self, msg: Msg, handler: Any) -> None:
+        """Process one message; acknowledge it, then count the outcome."""
         self._stats.received += 1
         try:
             event = _decode(msg)
@@ -378,22 +385,18 @@ class GraphProcessor:
             assert event_id is not None
             key = hashlib.sha256(f"{msg.subject.split('.')[0]}\x00{event_id}".encode()).hexdigest()
             if await self._seen(key):
-                self._stats.duplicates += 1
                 _log.info("graph processor: event %r already processed, skipped", event_id)
-                await self._ack(msg)
-                return
-            await handler(msg, event, event_id)
-            await self._mark(key)
+                outcome = "duplicates"
+            else:
+                await handler(msg, event, event_id)
+                await self._mark(key)
+                outcome = "processed"
         except _Invalid as exc:
-            self._stats.invalid += 1
             _log.warning("graph processor: invalid event on %s skipped: %s", msg.subject, exc)
-            await self._ack(msg)
-            return
+            outcome = "invalid"
         except _Unknown as exc:
-            self._stats.unknown += 1
             _log.warning("graph processor: unknown event on %s skipped: %s", msg.subject, exc)
-            await self._ack(msg)
-            return
+            outcome = "unknown"
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -406,8 +409,8 @@ class GraphProcessor:
             )
             await self._retry_or_drop(msg)
             return
-        self._stats.processed += 1
         await self._ack(msg)
+        setattr(self._stats, outcome, getattr(self._stats, outcome) + 1)
 
     async def _seen(self, key: str) -> bool:
         assert self._kv is not None
@@ -423,7 +426,7 @@ class GraphProcessor:
 
     async def _ack(self, msg: Msg) -> None:
         try:
-            await msg.ack()
+            await msg.ack_sync(timeout=5)
         except Exception as exc:  # redelivered later; the dedup record skips it then
             self._stats.errors += 1
             _log.warning("graph processor: ack failed: %s: %s", type(exc).__name__, exc)
@@ -432,11 +435,11 @@ class GraphProcessor:
         try:
             delivered = msg.metadata.num_delivered
             if delivered >= self._config.max_deliver:
-                self._stats.dropped += 1
                 _log.error(
                     "graph processor: giving up on %s after %d tries", msg.subject, delivered
                 )
                 await msg.term()
+                self._stats.dropped += 1
             else:
                 await msg.nak(delay=self._config.retry_delay_seconds)
         except Exception as exc:

@@ -34,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
         "--domain", action="append", required=True, help="a domain to reflect on (repeatable)"
     )
 
+    proc = sub.add_parser(
+        "processor", help="run the graph memory processor on NATS JetStream (extra: nats)"
+    )
+    proc.add_argument("--nats", help="NATS URL (default: the config's nats_url)")
+    proc.add_argument("--config", help="JSON configuration document (see docs/graph.md)")
+    proc.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+
     conf = sub.add_parser(
         "conformance", help="run the shipped contract suite against a backend or your own store"
     )
@@ -65,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agent_memory.cli.reflect import run_reflect
 
             return asyncio.run(run_reflect(args.url, args.domain))
+        if args.command == "processor":
+            from agent_memory.cli.processor import run_processor
+
+            return asyncio.run(run_processor(args.nats, args.config, args.url))
         if args.command == "conformance":
             from agent_memory.cli.conformance import run_conformance
 

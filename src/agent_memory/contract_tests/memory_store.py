@@ -71,6 +71,7 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-LIST-5 a non-positive limit raises InvalidInput.
 - MS-LIST-6 list of an owner without records is an empty last page.
 - MS-LIST-7 a malformed cursor raises InvalidInput.
+- MS-DIM-0 the suite needs a space of dimension >= 2 (a setup error, not a store bug).
 - MS-DIM-1 add with a vector of another dimension raises DimensionMismatch and
   writes nothing of the batch.
 - MS-DIM-2 update with another dimension raises DimensionMismatch; record unchanged.
@@ -82,6 +83,7 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-CLOSE-4 (reopen) an add rejected after close is not persisted.
 - MS-CLOSE-5 (reopen) closing a handle keeps the data.
 - MS-CLOSE-6 ping succeeds on an open store.
+- MS-KW-0 (keyword_search) a store declaring keyword search implements `search_text`.
 - MS-KW-1..8 (keyword_search) search_text finds terms in content (1) and context (2);
   context is never returned as content (3); owners stay isolated (4); namespace and
   kinds filters apply (5); deleted records are not findable (6); a record with more

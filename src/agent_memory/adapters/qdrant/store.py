@@ -230,10 +230,15 @@ class QdrantMemoryStore:
                         ),
                     ),
                 )
-            except BackendUnavailable:
-                # Another process may have created it first; anything else re-raises.
+            except (BackendUnavailable, ValueError) as exc:
+                # Another handle may have created it first (a server answers 409,
+                # local mode raises ValueError); anything else is an error.
                 if not await self._call("collection_exists", client.collection_exists(name)):
-                    raise
+                    if isinstance(exc, BackendUnavailable):
+                        raise
+                    raise ConfigurationError(
+                        f"cannot create qdrant collection {name!r}: {exc}"
+                    ) from exc
         info = await self._call("get_collection", client.get_collection(name))
         vectors = info.config.params.vectors
         if not isinstance(vectors, qm.VectorParams):

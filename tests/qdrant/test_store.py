@@ -272,3 +272,23 @@ async def test_unreachable_server_raises_backend_unavailable() -> None:
             await store.search("alice", np.ones(8, dtype=np.float32))
     finally:
         await store.close()
+
+
+async def test_scans_page_past_one_batch(store: QdrantMemoryStore) -> None:
+    """1,100 records share one timestamp (more than one 1,024-point scroll batch):
+    list pages and keyword search must still see every one of them."""
+    records = [rec(f"r{i:04d}", content=f"shared word w{i}") for i in range(1_100)]
+    for start in range(0, len(records), 550):
+        await store.add(records[start : start + 550])
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await store.list("alice", limit=500, cursor=cursor)
+        seen.extend(r.id for r in page.records)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == sorted((r.id for r in records), reverse=True)
+    hits = await store.search_text("alice", "shared w1099", limit=3)
+    assert hits[0].record.id == "r1099"
+    assert len(hits) == 3

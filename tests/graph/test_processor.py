@@ -416,3 +416,18 @@ async def test_asyncio_cancel_safety_of_stop_without_start() -> None:
     assert await proc.stop() is True
     assert not proc.running
     await asyncio.sleep(0)
+
+
+async def test_slow_processing_is_not_redelivered_to_another_processor(world: Harness) -> None:
+    world.model.delay = 1.6  # longer than ack_wait (1 s): in-progress beats keep it ours
+    first, second = world.processor(), world.processor()
+    await first.start()
+    await second.start()
+    await world.compaction("compaction_starting", "l", "slow-1", content=_facts(("m", "n", "o")))
+    await wait_for(
+        lambda: first.stats.settled + second.stats.settled >= 1, timeout=10, what="processing"
+    )
+    await asyncio.sleep(1.2)  # a redelivery, if any, would arrive by now
+    assert world.model.calls == 1
+    assert first.stats.processed + second.stats.processed == 1
+    assert first.stats.duplicates + second.stats.duplicates == 0

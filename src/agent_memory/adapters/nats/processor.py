@@ -31,7 +31,7 @@ import contextlib
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Protocol
 
 import attrs
@@ -388,7 +388,8 @@ class GraphProcessor:
                 _log.info("graph processor: event %r already processed, skipped", event_id)
                 outcome = "duplicates"
             else:
-                await handler(msg, event, event_id)
+                async with self._working(msg):
+                    await handler(msg, event, event_id)
                 await self._mark(key)
                 outcome = "processed"
         except _Invalid as exc:
@@ -411,6 +412,25 @@ class GraphProcessor:
             return
         await self._ack(msg)
         setattr(self._stats, outcome, getattr(self._stats, outcome) + 1)
+
+    @contextlib.asynccontextmanager
+    async def _working(self, msg: Msg) -> AsyncIterator[None]:
+        """While a message is processed, tell the server every half `ack_wait`
+        that it is in progress, so a slow model call is not redelivered meanwhile."""
+
+        async def beat() -> None:
+            while True:
+                await asyncio.sleep(self._config.ack_wait_seconds / 2)
+                with contextlib.suppress(Exception):
+                    await msg.in_progress()
+
+        task = asyncio.create_task(beat())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     async def _seen(self, key: str) -> bool:
         assert self._kv is not None

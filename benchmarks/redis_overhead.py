@@ -39,6 +39,7 @@ from agent_memory.domain.records import EmbeddingSpace, Event, MemoryRecord
 DIM = 64
 RECORDS = 10_000
 OWNERS = 10
+EF = 64  # the store's default EF_RUNTIME: both sides search with the same quality
 
 
 def _records(rng: np.random.Generator) -> list[MemoryRecord]:
@@ -90,9 +91,13 @@ async def _compare(
         await direct()
     a: list[float] = []
     b: list[float] = []
-    for _ in range(rounds):
-        a.append(await _timed(ours))
-        b.append(await _timed(direct))
+    for i in range(rounds):  # ABBA order: neither side always runs first
+        if i % 2:
+            b.append(await _timed(direct))
+            a.append(await _timed(ours))
+        else:
+            a.append(await _timed(ours))
+            b.append(await _timed(direct))
     ma, mb = statistics.median(a), statistics.median(b)
     # Each pair ran back to back, so its ratio is robust to load drifting on the machine.
     ratio = statistics.median(x / y for x, y in zip(a, b, strict=True))
@@ -104,7 +109,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
     rng = np.random.default_rng(1)
     deployment = "bench" + uuid.uuid4().hex[:8]
     space = EmbeddingSpace(model="bench-model", dimension=DIM)
-    store = RedisMemoryStore.from_url(url, space, deployment=deployment)
+    store = RedisMemoryStore.from_url(url, space, deployment=deployment, ef_runtime=EF)
     log = RedisEventLog.from_url(url, deployment=deployment)
     r = connect(url)
     keys = KeySchema(deployment=deployment)
@@ -129,7 +134,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
 
         async def direct_search() -> Any:
             res = await r.execute_command(
-                "FT.SEARCH", index, f"(@oh:{{{oh}}})=>[KNN 10 @vec $v AS d]",
+                "FT.SEARCH", index, f"(@oh:{{{oh}}})=>[KNN 10 @vec $v EF_RUNTIME {EF} AS d]",
                 "PARAMS", "2", "v", next_query().tobytes(),
                 "RETURN", "12", "id", "owner", "namespace", "kind", "content", "context",
                 "ca", "ua", "imp", "attrs", "vec", "d",
@@ -205,7 +210,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument("--rounds", type=int, default=1000)
     args = parser.parse_args()
     url = os.environ.get("REDIS_URL")
     server = None

@@ -397,18 +397,20 @@ class RedisMemoryStore:
                 "PARAMS", "2", "v", blob, *_RETURN_SCORED,
                 "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
             )  # fmt: skip
-            hits = []
+            rows: list[tuple[float, str, dict[bytes, bytes]]] = []
             for i in range(2, len(res), 2):
                 fields = _fields(res[i])
-                record = decode_record(fields)
-                if not np.any(record.vector):
+                if not np.frombuffer(fields[b"vec"], dtype=np.float32).any():
                     continue  # zero vectors are scored by _zero_scored
                 score = min(1.0, max(-1.0, 1.0 - float(fields[b"__d"])))
-                hits.append(ScoredRecord(record=record, score=score))
-            hits.sort(key=lambda h: (-h.score, h.record.id))
+                rows.append((-score, fields[b"id"].decode("utf-8", "surrogatepass"), fields))
+            rows.sort(key=lambda row: (row[0], row[1]))
             # A tie across the cut may hide equal-scored records with smaller ids.
-            if len(hits) < k or hits[limit - 1].score != hits[limit].score:
-                return hits[:limit]
+            if len(rows) < k or rows[limit - 1][0] != rows[limit][0]:
+                # Only the returned rows become records (validation is not free).
+                return [
+                    ScoredRecord(record=decode_record(f), score=-neg) for neg, _, f in rows[:limit]
+                ]
             k *= 2
 
     async def _zero_scored(self, filt: str, limit: int) -> list[ScoredRecord]:

@@ -153,10 +153,13 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         vector_weight=args.vector_weight,
         lexical_weight=args.lexical_weight,
         candidates=args.candidates,
+        speaker_weight=args.speaker_weight,
         context_window=args.window,
         context_self_weight=args.self_weight,
     )
-    plain = RetrievalConfig(context_window=0, context_self_weight=1, vector_weight=0.0)
+    plain = RetrievalConfig(
+        context_window=0, context_self_weight=1, vector_weight=0.0, speaker_weight=0.0
+    )
     url = args.url
     tmp = None
     if url == "sqlite://":
@@ -210,7 +213,7 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"LoCoMo retrieval — backend {args.url}, embedder {args.embedder}, window {args.window}, "
         f"self-weight {args.self_weight}, fusion {args.fusion} (k={args.rrf_k}), "
         f"lexical weight {args.lexical_weight}, vector weight {args.vector_weight}, "
-        f"candidates {args.candidates}"
+        f"speaker weight {args.speaker_weight}, candidates {args.candidates}"
     )
     metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
     print("| category | n | metric | " + " | ".join(modes) + " |")
@@ -244,6 +247,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--lexical-weight", type=float, default=d.lexical_weight)
     p.add_argument("--vector-weight", type=float, default=d.vector_weight)
     p.add_argument("--candidates", type=int, default=d.candidates)
+    p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
     p.add_argument("--window", type=int, default=d.context_window)
     p.add_argument("--self-weight", type=int, default=d.context_self_weight)
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")

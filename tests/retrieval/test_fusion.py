@@ -16,6 +16,7 @@ from agent_memory.domain.retrieval import (
     RetrievalConfig,
     final_scores,
     fuse,
+    mentions,
     neighbour_contexts,
     recency_factor,
     reciprocal_rank_fusion,
@@ -233,14 +234,43 @@ def test_neighbour_context_rejects_bad_arguments() -> None:
 
 
 def test_tokens_are_stemmed_and_stopwords_dropped() -> None:
-    assert tokenize("She painted the paintings and paints") == [
+    assert tokenize("She decided: hiking, hikes; painted the paintings and paints") == [
+        "decid",
+        "hik",
+        "hik",
         "paint",
         "painting",
         "paint",
     ]
-    assert query_terms("What did Caroline paint?") == ["caroline", "paint"]
+    assert query_terms("What did Caroline paint? Caroline!") == ["carolin", "paint"]
     assert stem("running") == "run"
     assert stem("classes") == "class"
     assert stem("status") == "status"
     assert stem("bus") == "bus"
     assert stem("a1s") == "a1s"
+
+
+def test_speaker_named_in_query_is_favoured_only_when_unambiguous() -> None:
+    fused = [("by-ria", 0.6), ("by-sam", 0.5)]
+    speakers = {"by-ria": "Ria", "by-sam": "Sam"}
+    config = RetrievalConfig(speaker_weight=0.2)
+
+    def order(query: str) -> list[str]:
+        got = final_scores(
+            fused,
+            config,
+            created_at={},
+            importance={},
+            now=NOW,
+            query=query,
+            speakers=speakers,
+        )
+        return [rid for rid, _ in got]
+
+    assert order("What does Sam's cat eat?") == ["by-sam", "by-ria"]
+    assert order("What does Ria's cat eat?") == ["by-ria", "by-sam"]
+    assert order("Did Sam and Ria meet?") == ["by-ria", "by-sam"]
+    assert order("What does Samantha like?") == ["by-ria", "by-sam"]
+    assert mentions("where did SAM go", "Sam")
+    assert not mentions("samuel", "Sam")
+    assert not mentions("anything", " ")

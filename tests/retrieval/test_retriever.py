@@ -141,7 +141,7 @@ async def test_turns_are_stored_with_neighbour_context_not_in_content(store: Mem
     assert (
         rec.context == "Ria: Oh nice, where was that?\nRia: I have heard the views there are great."
     )
-    assert rec.attributes == {"dia_id": "D1:4", "session": "1"}
+    assert rec.attributes == {"dia_id": "D1:4", "speaker": "Sam", "session": "1"}
     first_of_session_2 = await store.get(OWNER, "turn-06")
     assert first_of_session_2 is not None
     assert "views" not in first_of_session_2.context

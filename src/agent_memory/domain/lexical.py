@@ -38,7 +38,7 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     on once only or other our ours ourselves out over own same she should so some such
     than that the their theirs them themselves then there these they this those through
     to too under until up very was we were what when where which while who whom why
-    will with would you your yours yourself yourselves"""
+    will with would you your yours yourself yourselves s t d ll m re ve"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 # (suffix, replacement), first match wins; the stem keeps at least 3 characters.
@@ -48,17 +48,15 @@ _SUFFIXES = (
     ("ness", ""),
     ("ment", ""),
     ("ing", ""),
-    ("edly", ""),
     ("ed", ""),
-    ("ly", ""),
-    ("es", ""),
     ("s", ""),
 )
 
 
 def stem(word: str) -> str:
-    """A light English suffix stemmer (lowercase input), one suffix removed:
-    "painted"/"paints"/"painting" -> "paint", "paintings" -> "painting"."""
+    """A light English suffix stemmer (lowercase input), one suffix removed, then a
+    final "e": "painted"/"paints"/"painting" -> "paint", "hiking"/"hikes" -> "hik",
+    "activities" -> "activity"."""
     if len(word) <= 3 or not word.isalpha():
         return word
     for suffix, replacement in _SUFFIXES:
@@ -68,8 +66,13 @@ def stem(word: str) -> str:
             base = word[: -len(suffix)] + replacement
             if suffix in ("ing", "ed") and base[-1] == base[-2] and base[-1] not in "lsz":
                 base = base[:-1]
-            return base
-    return word
+            return _drop_final_e(base)
+    return _drop_final_e(word)
+
+
+def _drop_final_e(word: str) -> str:
+    """ "decide"/"decided" -> "decid", "hike"/"hiking" -> "hik" (words of 4+ letters)."""
+    return word[:-1] if len(word) >= 4 and word.endswith("e") else word
 
 
 def tokenize(text: str) -> list[str]:

@@ -12,14 +12,19 @@ them here. Two fusion methods:
   min-max scaled to [0, 1] over its candidates, then summed with the weights.
 
 The fused score is divided by its largest possible value (so it lies in [0, 1])
-before the recency and importance terms are added:
-`final = fused + recency_weight * 0.5 ** (age / half_life) + importance_weight * importance`.
+before the recency, importance and speaker terms are added:
+`final = fused + recency_weight * 0.5 ** (age / half_life)
++ importance_weight * importance + speaker_weight * [the query names the speaker]`.
+The speaker term applies when the query names exactly one of the candidates'
+speakers (`attributes["speaker"]` of a conversation turn): "What does Melanie
+play?" favours what Melanie said.
 Ties are broken by id ascending, so the order is deterministic.
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -35,6 +40,7 @@ __all__ = [
     "RetrievalMode",
     "final_scores",
     "fuse",
+    "mentions",
     "neighbour_contexts",
     "recency_factor",
     "reciprocal_rank_fusion",
@@ -93,13 +99,15 @@ class RetrievalConfig:
     - `recency_weight`, `recency_half_life_days`: bonus `w * 0.5 ** (age / half_life)`
       by the record's `created_at`;
     - `importance_weight`: bonus `w * record.importance`;
+    - `speaker_weight`: bonus for a turn whose speaker the query names (when it
+      names exactly one of the candidates' speakers);
     - `candidates`: how many candidates each ranker contributes;
     - `context_window`: neighbouring turns on each side put in a turn's indexing
       context; `context_self_weight`: how many times the turn's own text counts
       (1 = once, as content; 2 = once more in the context) relative to a neighbour.
     """
 
-    fusion: FusionMethod = field(default=FusionMethod.RRF, converter=FusionMethod)
+    fusion: FusionMethod = field(default=FusionMethod.SCORE, converter=FusionMethod)
     rrf_k: float = field(default=60.0, validator=_positive("rrf_k"))
     lexical_weight: float = field(default=1.0, validator=_non_negative("lexical_weight"))
     vector_weight: float = field(default=0.2, validator=_non_negative("vector_weight"))
@@ -112,7 +120,8 @@ class RetrievalConfig:
         default=0.0,
         validator=_non_negative("importance_weight"),
     )
-    candidates: int = field(default=50, validator=_count("candidates", 1))
+    speaker_weight: float = field(default=0.4, validator=_non_negative("speaker_weight"))
+    candidates: int = field(default=100, validator=_count("candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
     context_self_weight: int = field(
         default=2,
@@ -197,6 +206,15 @@ def recency_factor(created_at: datetime, now: datetime, half_life_days: float) -
     return float(0.5 ** (age_days / half_life_days))
 
 
+def mentions(query: str, name: str) -> bool:
+    """Whether `query` names `name` as a whole word (case-insensitive)."""
+    name = name.strip()
+    if not name:
+        return False
+    pattern = r"(?<!\w)" + re.escape(name.casefold()) + r"(?!\w)"
+    return re.search(pattern, query.casefold()) is not None
+
+
 def final_scores(
     fused: Sequence[tuple[str, float]],
     config: RetrievalConfig,
@@ -204,13 +222,22 @@ def final_scores(
     created_at: Mapping[str, datetime],
     importance: Mapping[str, float],
     now: datetime,
+    query: str = "",
+    speakers: Mapping[str, str] | None = None,
 ) -> list[tuple[str, float]]:
-    """Add the recency and importance bonuses to fused scores and re-rank."""
-    if config.recency_weight == 0 and config.importance_weight == 0:
+    """Add the recency, importance and speaker bonuses to fused scores and re-rank."""
+    named: set[str] = set()
+    if config.speaker_weight and speakers:
+        named = {s for s in set(speakers.values()) if mentions(query, s)}
+        if len(named) != 1:
+            named = set()
+    if config.recency_weight == 0 and config.importance_weight == 0 and not named:
         return _ordered(dict(fused))
     out: dict[str, float] = {}
     for rid, score in fused:
         bonus = 0.0
+        if named and speakers is not None and speakers.get(rid) in named:
+            bonus += config.speaker_weight
         if config.recency_weight and rid in created_at:
             bonus += config.recency_weight * recency_factor(
                 created_at[rid], now, config.recency_half_life_days

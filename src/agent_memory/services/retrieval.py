@@ -112,7 +112,7 @@ class HybridRetriever:
         batch_size: int = 256,
     ) -> list[MemoryRecord]:
         """Store each turn as one record (content `"{speaker}: {text}"`, the turn's
-        attributes plus `session`, created at the turn's time) with its neighbouring
+        attributes plus `speaker` and `session`, created at the turn's time) with its neighbouring
         turns as indexing context; the records, in turn order."""
         require_scope(owner, "owner")
         require_positive(batch_size, "batch_size")
@@ -137,7 +137,11 @@ class HybridRetriever:
                     vector=vectors[offset],
                     created_at=turn.at,
                     updated_at=turn.at,
-                    attributes={**turn.attributes, "session": turn.session},
+                    attributes={
+                        **turn.attributes,
+                        "speaker": turn.speaker,
+                        "session": turn.session,
+                    },
                     context=contexts[start + offset],
                 )
                 for offset, turn in enumerate(chunk)
@@ -207,6 +211,12 @@ class HybridRetriever:
             created_at={rid: r.created_at for rid, r in by_id.items()},
             importance={rid: r.importance for rid, r in by_id.items()},
             now=self._clock.now(),
+            query=query,
+            speakers={
+                rid: r.attributes["speaker"]
+                for rid, r in by_id.items()
+                if isinstance(r.attributes.get("speaker"), str)
+            },
         )
         hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
         return Retrieval(hits=hits, mode=wanted, fallback=fallback)

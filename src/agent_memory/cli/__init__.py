@@ -1,4 +1,4 @@
-"""The `agent-memory` command: demo, doctor, conformance, reflect.
+"""The `agent-memory` command: demo, doctor, conformance, reflect, processor.
 
 Every subcommand validates configuration first (`AGENT_MEMORY_*`), and exits
 non-zero with a one-line reason on bad input instead of a traceback.

@@ -211,8 +211,11 @@ class RedisMemoryStore:
         return await cast(Any, self._r).execute_command(*args)
 
     async def _ft(self, *args: Any) -> Any:
-        """FT.* command on our index, recreating the index once if it vanished
-        (a restarted server without persistence)."""
+        """FT.SEARCH on our index, recreating the index once if it vanished (a
+        restarted server without persistence). `TIMEOUT 0`: the module's default
+        query timeout (500 ms, policy "return") would silently cut results; the
+        client's socket timeout bounds the call instead."""
+        args = (*args, "TIMEOUT", "0")
         await self.ensure_index()
         try:
             return await self._cmd(*args)

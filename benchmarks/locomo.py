@@ -19,7 +19,8 @@ Rows printed side by side from one run:
 The dataset (CC BY-NC 4.0) is read from its path and never copied:
 
     python benchmarks/locomo.py [--data ../shared/data/locomo-dev.json]
-        [--url memory://] [--modes bm25,lexical,vector,hybrid]
+        [--url memory://|sqlite://|postgresql+embedded://|<backend URL>]
+        [--modes bm25,lexical,vector,hybrid]
         [--embedder hashing|semantic] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
 """
 
@@ -238,7 +239,11 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo JSON (never copied)")
-    p.add_argument("--url", default="memory://", help="backend URL (sqlite:// = a temp file)")
+    p.add_argument(
+        "--url",
+        default="memory://",
+        help="backend URL (sqlite:// = a temp file, postgresql+embedded:// = a temp server)",
+    )
     p.add_argument("--modes", default="bm25,lexical,vector,hybrid")
     p.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
     d = RetrievalConfig()
@@ -254,7 +259,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
     data = json.loads(Path(args.data).read_text())
-    report(asyncio.run(run(args, data)), args)
+    server = None
+    if args.url == "postgresql+embedded://":
+        # a throw-away PostgreSQL 18 + pgvector from the test suite's helper
+        sys.path.insert(0, str(REPO / "tests"))
+        from servers.postgres_server import FAST_SETTINGS, start_postgres
+
+        server = start_postgres(settings=FAST_SETTINGS)
+        args.url = server.uri
+    try:
+        report(asyncio.run(run(args, data)), args)
+    finally:
+        if server is not None:
+            server.destroy()
 
 
 if __name__ == "__main__":

@@ -111,6 +111,9 @@ class SqliteConnection:
             if str(mode).lower() != "wal":
                 raise BackendUnavailable("sqlite", f"{self._path}: WAL mode refused ({mode})")
             conn.execute("PRAGMA foreign_keys = ON")
+            # Deleted content is overwritten on disk, not left in free pages:
+            # forgetting a user must leave no recoverable trace in the file.
+            conn.execute("PRAGMA secure_delete = ON")
             ensure_schema(conn)
         except BaseException:
             conn.close()

@@ -354,6 +354,7 @@ class SqliteMemoryStore:
             if cur.rowcount == 0:
                 return False
             self._bump(conn, [owner])
+            self._purge_fts(conn, t)
             return True
 
     async def search(
@@ -559,6 +560,16 @@ class SqliteMemoryStore:
                 lambda conn: self._delete_scope(conn, owner, namespace, wanted)
             )
 
+    @staticmethod
+    def _purge_fts(conn: sqlite3.Connection, t: SpaceTables) -> None:
+        """Merge the FTS5 segments so deleted records' terms leave the index.
+
+        FTS5 keeps a deleted row's terms in its segments (marked deleted) until
+        a merge; forgetting must leave no trace, so deletes merge at once.
+        (`secure-delete` would do this per row but needs SQLite 3.44.)"""
+        fts = t.q(t.fts)
+        conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
+
     def _delete_scope(
         self,
         conn: sqlite3.Connection,
@@ -575,6 +586,7 @@ class SqliteMemoryStore:
             count = cur.rowcount
             if count:
                 self._bump(conn, [owner])
+                self._purge_fts(conn, t)
             return count
 
     async def ping(self) -> None:

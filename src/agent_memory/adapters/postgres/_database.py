@@ -314,7 +314,7 @@ class PostgresDatabase:
                     raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")
                 table = self.table(str(row[1]))
             else:
-                for statement in _space_ddl(table, name, space.dimension, text_config):
+                for statement in _space_ddl(self._schema, name, space.dimension, text_config):
                     await conn.execute(statement)
                 await conn.execute(
                     sql.SQL(
@@ -327,9 +327,8 @@ class PostgresDatabase:
         return table
 
 
-def _space_ddl(
-    table: sql.Identifier, name: str, dimension: int, text_config: str
-) -> list[sql.Composed]:
+def _space_ddl(schema: str, name: str, dimension: int, text_config: str) -> list[sql.Composed]:
+    table = sql.Identifier(schema, name)
     cfg = sql.Literal(text_config)
     statements: list[sql.Composed] = [
         sql.SQL(
@@ -343,11 +342,19 @@ def _space_ddl(
             " tsv tsvector GENERATED ALWAYS AS ("
             "  setweight(to_tsvector({cfg}::regconfig, content), 'A') ||"
             "  setweight(to_tsvector({cfg}::regconfig, context), 'B')) STORED,"
+            " doclen integer GENERATED ALWAYS AS ({tokens}("
+            "  to_tsvector({cfg}::regconfig, content) ||"
+            "  to_tsvector({cfg}::regconfig, context))) STORED,"
             " PRIMARY KEY (owner, id))"
-        ).format(table=table, dim=sql.Literal(dimension), cfg=cfg),
-        sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner, namespace, kind)").format(
-            sql.Identifier(f"{name}_scope"[:63]), table
+        ).format(
+            table=table,
+            dim=sql.Literal(dimension),
+            cfg=cfg,
+            tokens=sql.Identifier(schema, "tsv_tokens"),
         ),
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {} ON {} (owner, namespace, kind) INCLUDE (doclen)"
+        ).format(sql.Identifier(f"{name}_scope"[:63]), table),
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} (owner, created_at DESC, id DESC)").format(
             sql.Identifier(f"{name}_list"[:63]), table
         ),

@@ -79,6 +79,13 @@ def _v1(schema: str) -> list[sql.Composed]:
             "CREATE INDEX IF NOT EXISTS cache_expiry ON {} (expires_at)"
             " WHERE expires_at IS NOT NULL"
         ).format(t("cache")),
+        # Token count of a tsvector (positions, not distinct lexemes): the document
+        # length BM25 normalises by, stored per record as a generated column.
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION {}(tsvector) RETURNS integer"
+            " LANGUAGE sql IMMUTABLE PARALLEL SAFE"
+            " AS 'SELECT coalesce(sum(cardinality(positions)), 0)::integer FROM unnest($1)'"
+        ).format(t("tsv_tokens")),
         sql.SQL("COMMENT ON SCHEMA {} IS 'agent-memory storage'").format(s),
     ]
 

@@ -516,21 +516,21 @@ WITH terms AS (
     )::tsquery AS q
     FROM terms
 ), hits AS (
-    SELECT r.id, r.tsv FROM {t} AS r, tq WHERE {w} AND r.tsv @@ tq.q
+    SELECT r.id, r.tsv, r.doclen FROM {t} AS r, tq WHERE {w} AND r.tsv @@ tq.q
 ), corpus AS MATERIALIZED (
-    SELECT count(*)::float8 AS n, coalesce(avg(length(tsv)), 1)::float8 AS avgdl
+    SELECT count(*)::float8 AS n, coalesce(avg(doclen), 1)::float8 AS avgdl
     FROM {t} WHERE {w}
 ), tf AS (
     -- Only the query's lexemes survive ts_filter(setweight(...)), once for the
     -- content positions (weight A) and once for the context ones (B).
     SELECT id, dl, lexeme, sum(f) AS f FROM (
-        SELECT h.id, length(h.tsv)::float8 AS dl, u.lexeme,
+        SELECT h.id, h.doclen::float8 AS dl, u.lexeme,
                cardinality(u.positions)::float8 AS f
         FROM hits AS h, tq,
              unnest(ts_filter(setweight(ts_filter(h.tsv, '{{a}}'), 'd', tq.lexemes), '{{d}}'))
                  AS u
         UNION ALL
-        SELECT h.id, length(h.tsv)::float8, u.lexeme,
+        SELECT h.id, h.doclen::float8, u.lexeme,
                cardinality(u.positions) * %(ctx)s::float8
         FROM hits AS h, tq,
              unnest(ts_filter(setweight(ts_filter(h.tsv, '{{b}}'), 'd', tq.lexemes), '{{d}}'))

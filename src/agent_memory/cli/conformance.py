@@ -41,12 +41,12 @@ PORTS = {
 }
 
 #: What each of our backends declares (the same values its own test suite uses).
-BACKEND_CAPABILITIES: dict[str, dict[str, dict[str, Any]]] = {
-    "memory": {"store": {"keyword_search": True}},
-    "sqlite": {"store": {"keyword_search": True}},
-    "redis": {"store": {"keyword_search": True}},
-    "postgres": {"store": {"keyword_search": True}},
-    "qdrant": {"store": {"keyword_search": True, "concurrent_duplicate_rejection": False}},
+BACKEND_CAPABILITIES: dict[str, dict[str, Any]] = {
+    "memory": {"keyword_search": True},
+    "sqlite": {"keyword_search": True},
+    "redis": {"keyword_search": True, "ttl_resolution_ms": 20},
+    "postgres": {"keyword_search": True, "ttl_resolution_ms": 20},
+    "qdrant": {"keyword_search": True, "concurrent_duplicate_rejection": False},
 }
 
 _SPACE = EmbeddingSpace(model="agent-memory/conformance", dimension=16)
@@ -96,7 +96,13 @@ class Target:
 
                 return attrs.asdict(declared)
             return {"reopen": False}
-        return dict(BACKEND_CAPABILITIES.get(self.family, {}).get(port, {}))
+        declared = dict(BACKEND_CAPABILITIES.get(self.family, {}))
+        if port != "store":
+            declared.pop("keyword_search", None)
+            declared.pop("concurrent_duplicate_rejection", None)
+        if self.url is not None and self.url.startswith("qdrant+memory"):
+            declared["reopen"] = False  # each in-process client holds its own data
+        return declared
 
     # -- opening ---------------------------------------------------------------
     def _fresh_url(self) -> tuple[str, str]:

@@ -51,6 +51,7 @@ class Harness:
         self.nc = nc
         self.js = nc.jetstream()
         self.suffix = "-" + uuid.uuid4().hex[:8]
+        self.stream = f"GRAPHTEST{self.suffix}"  # never a real deployment's stream
         self.model = model
         self.triples = InMemoryTripleStore()
         self.cache = InMemoryCache()
@@ -63,7 +64,11 @@ class Harness:
 
     def config(self, **overrides: Any) -> ProcessorConfig:
         return ProcessorConfig.from_mapping(
-            CONFIG_DOC, nats_url=self.url, consumer_suffix=self.suffix, **overrides
+            CONFIG_DOC,
+            nats_url=self.url,
+            consumer_suffix=self.suffix,
+            stream_name=self.stream,
+            **overrides,
         )
 
     def processor(self, **overrides: Any) -> GraphProcessor:
@@ -97,7 +102,7 @@ class Harness:
     async def cleanup(self) -> None:
         for proc in self.processors:
             await proc.stop(timeout=5)
-        for name in ("AGENT", f"KV_AGENT_agent_memory_done{self.suffix}"):
+        for name in (self.stream, f"KV_{self.stream}_agent_memory_done{self.suffix}"):
             with contextlib.suppress(nats.js.errors.NotFoundError):
                 await self.js.delete_stream(name)
 
@@ -108,7 +113,7 @@ async def world(nats_url: str) -> AsyncIterator[Harness]:
     harness = Harness(nats_url, nc, RuleModel())
     # The processor creates the stream; make it now so the test can publish first.
     await harness.js.add_stream(
-        name="AGENT", subjects=["agent.context.>", "memory.>", "graph.mutation.>"]
+        name=harness.stream, subjects=["agent.context.>", "memory.>", "graph.mutation.>"]
     )
     await harness.collect()
     try:
@@ -241,7 +246,7 @@ async def test_invalid_and_unknown_events_are_counted_and_skipped(world: Harness
     assert proc.running
     added = {m["event_id"]: m["added"] for m in world.out["mutation"]}
     assert added == {"garbage": 0, "half": 1, "good": 1}
-    info = await world.js.consumer_info("AGENT", proc.config.compaction_consumer)
+    info = await world.js.consumer_info(world.stream, proc.config.compaction_consumer)
     assert info.num_ack_pending == 0
     assert info.num_pending == 0
 
@@ -272,7 +277,7 @@ async def test_stop_drains_and_restart_resumes_exactly_once(world: Harness) -> N
     assert first.stats.in_flight == 0
     done_first = first.stats.processed
     assert 5 <= done_first < total
-    info = await world.js.consumer_info("AGENT", first.config.compaction_consumer)
+    info = await world.js.consumer_info(world.stream, first.config.compaction_consumer)
     assert info.num_ack_pending == 0  # everything fetched was processed and acknowledged
     assert info.num_pending == total - done_first
 

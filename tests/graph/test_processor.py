@@ -215,6 +215,17 @@ async def test_hydrate_request_answered(world: Harness) -> None:
     assert '"billing/webhooks.py"' in context
     assert '"stripe"' in context
 
+    await world.publish(
+        "memory.hydrate.request.old-loop",
+        {"id": "h3", "type": "post_compaction", "loop_id": "old-loop"},
+    )
+    await wait_for(lambda: len(world.out["injected"]) == 2, what="the post-compaction answer")
+    recovery = world.out["injected"][1]
+    assert recovery["request_type"] == "post_compaction"
+    assert recovery["checkpoint_id"] == "h1"
+    assert recovery["tokens"] <= 90
+    assert 'decision: "team decided retry stripe webhooks"' in recovery["context"]
+
 
 async def test_invalid_and_unknown_events_are_counted_and_skipped(world: Harness) -> None:
     proc = world.processor()

@@ -84,7 +84,9 @@ class SentenceTransformerEmbedder:
                         f"the semantic embedder needs the 'semantic' extra: {_EXTRA}"
                     ) from None
                 model = SentenceTransformer(str(path), device=self._device)
-                measure = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+                measure = getattr(model, "get_embedding_dimension", None)
+                if measure is None:  # sentence-transformers < 5
+                    measure = model.get_sentence_embedding_dimension
                 dim = measure()
                 if dim != self._space.dimension:
                     raise ConfigurationError(

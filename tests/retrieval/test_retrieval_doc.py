@@ -1,0 +1,30 @@
+"""docs/retrieval.md states the defaults of RetrievalConfig: keep them in step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent_memory.domain.retrieval import RetrievalConfig
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "retrieval.md"
+
+
+def _num(value: float) -> str:
+    return f"{value:g}" if value != int(value) else f"{value:.1f}".rstrip("0").rstrip(".")
+
+
+def test_doc_states_the_default_configuration() -> None:
+    doc = DOC.read_text()
+    d = RetrievalConfig()
+    rows = [
+        f"| `fusion` | `{d.fusion.value}`",
+        f"| `lexical_weight` / `vector_weight` | {d.lexical_weight:.1f} / {d.vector_weight:g} |",
+        f"| `speaker_weight` | {d.speaker_weight:g} |",
+        f"| `recency_weight` / `importance_weight` | {_num(d.recency_weight)} / "
+        f"{_num(d.importance_weight)} ",
+        f"| `candidates` (per ranker) | {d.candidates} |",
+        f"| `context_window` / `context_self_weight` | {d.context_window} / "
+        f"{d.context_self_weight} |",
+    ]
+    for row in rows:
+        assert row in doc, f"docs/retrieval.md is stale: expected {row!r}"

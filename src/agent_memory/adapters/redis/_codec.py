@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import attrs
 import numpy as np
@@ -43,20 +43,46 @@ _SK_OFFSET = (_EPOCH - datetime(1, 1, 1, tzinfo=UTC)) // _US
 
 
 _T = TypeVar("_T")
-_FIELDS: dict[type[Any], frozenset[str]] = {}
+_SET = object.__setattr__
 
 
-def _trusted(cls: type[_T], values: dict[str, Any]) -> _T:
-    """Build a frozen attrs value from already validated data."""
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = frozenset(f.name for f in attrs.fields(cast(Any, cls)))
-    if names != values.keys():
-        return cls(**values)
-    obj = object.__new__(cls)
-    for name, value in values.items():
-        object.__setattr__(obj, name, value)
-    return obj
+class _Builder(Generic[_T]):
+    """Builds a frozen attrs value from already validated data, positionally in
+    `names` order. Falls back to the validating constructor when the class's
+    fields are not exactly `names` (a new field with a default, say)."""
+
+    def __init__(self, cls: type[_T], names: tuple[str, ...]) -> None:
+        self._cls = cls
+        self._names = names
+        self._exact: bool | None = None
+
+    def __call__(self, *values: Any) -> _T:
+        if self._exact is None:
+            fields = {f.name for f in attrs.fields(cast(Any, self._cls))}
+            self._exact = fields == set(self._names)
+        if not self._exact:
+            return self._cls(**dict(zip(self._names, values, strict=True)))
+        obj = object.__new__(self._cls)
+        for name, value in zip(self._names, values, strict=True):
+            _SET(obj, name, value)
+        return obj
+
+
+_record = _Builder(
+    MemoryRecord,
+    ("id", "owner", "namespace", "kind", "content", "context", "vector", "created_at",
+     "updated_at", "importance", "attributes"),
+)  # fmt: skip
+_event = _Builder(
+    Event,
+    ("id", "domain", "agent", "action", "outcome", "summary", "occurred_at", "recorded_at",
+     "origin_request_id", "summary_source", "fallback_reason", "time_basis", "entities",
+     "entity_source", "user_id", "importance", "metadata", "is_global"),
+)  # fmt: skip
+_entity = _Builder(Entity, ("type", "id"))
+_SUMMARY_SOURCE = {m.value: m for m in SummarySource}
+_TIME_BASIS = {m.value: m for m in TimeBasis}
+_ENTITY_SOURCE = {m.value: m for m in EntitySource}
 
 
 def to_micros(dt: datetime) -> int:
@@ -98,26 +124,19 @@ def encode_record(r: MemoryRecord, tags: dict[str, str]) -> dict[str, bytes | st
     }
 
 
-def _s(fields: dict[bytes, bytes], name: bytes) -> str:
-    return fields[name].decode("utf-8", "surrogatepass")
-
-
 def decode_record(fields: dict[bytes, bytes]) -> MemoryRecord:
-    return _trusted(
-        MemoryRecord,
-        {
-            "id": _s(fields, b"id"),
-            "owner": _s(fields, b"owner"),
-            "namespace": _s(fields, b"namespace"),
-            "kind": _s(fields, b"kind"),
-            "content": _s(fields, b"content"),
-            "context": _s(fields, b"context"),
-            "vector": np.frombuffer(fields[b"vec"], dtype=np.float32),  # read-only
-            "created_at": from_micros(int(fields[b"ca"])),
-            "updated_at": from_micros(int(fields[b"ua"])),
-            "importance": float(fields[b"imp"]),
-            "attributes": json.loads(fields[b"attrs"]),
-        },
+    return _record(
+        fields[b"id"].decode("utf-8", "surrogatepass"),
+        fields[b"owner"].decode("utf-8", "surrogatepass"),
+        fields[b"namespace"].decode("utf-8", "surrogatepass"),
+        fields[b"kind"].decode("utf-8", "surrogatepass"),
+        fields[b"content"].decode("utf-8", "surrogatepass"),
+        fields[b"context"].decode("utf-8", "surrogatepass"),
+        np.frombuffer(fields[b"vec"], dtype=np.float32),  # read-only
+        from_micros(int(fields[b"ca"])),
+        from_micros(int(fields[b"ua"])),
+        float(fields[b"imp"]),
+        json.loads(fields[b"attrs"]),
     )
 
 
@@ -150,27 +169,24 @@ def encode_event(e: Event) -> bytes:
 
 
 def decode_event(raw: bytes) -> Event:
-    doc = json.loads(raw.decode("utf-8", "surrogatepass"))
-    return _trusted(
-        Event,
-        {
-            "id": doc["id"],
-            "domain": doc["domain"],
-            "agent": doc["agent"],
-            "action": doc["action"],
-            "outcome": doc["outcome"],
-            "summary": doc["summary"],
-            "occurred_at": from_micros(doc["occurred_at"]),
-            "recorded_at": from_micros(doc["recorded_at"]),
-            "origin_request_id": doc["origin_request_id"],
-            "summary_source": SummarySource(doc["summary_source"]),
-            "fallback_reason": doc["fallback_reason"],
-            "time_basis": TimeBasis(doc["time_basis"]),
-            "entities": tuple(_trusted(Entity, {"type": t, "id": i}) for t, i in doc["entities"]),
-            "entity_source": EntitySource(doc["entity_source"]),
-            "user_id": doc["user_id"],
-            "importance": float(doc["importance"]),
-            "metadata": doc["metadata"],
-            "is_global": bool(doc["is_global"]),
-        },
+    d = json.loads(raw.decode("utf-8", "surrogatepass"))
+    return _event(
+        d["id"],
+        d["domain"],
+        d["agent"],
+        d["action"],
+        d["outcome"],
+        d["summary"],
+        from_micros(d["occurred_at"]),
+        from_micros(d["recorded_at"]),
+        d["origin_request_id"],
+        _SUMMARY_SOURCE[d["summary_source"]],
+        d["fallback_reason"],
+        _TIME_BASIS[d["time_basis"]],
+        tuple(_entity(t, i) for t, i in d["entities"]),
+        _ENTITY_SOURCE[d["entity_source"]],
+        d["user_id"],
+        float(d["importance"]),
+        d["metadata"],
+        bool(d["is_global"]),
     )

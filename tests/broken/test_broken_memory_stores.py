@@ -27,7 +27,7 @@ from agent_memory.domain.records import EmbeddingSpace
 
 # Finding the failure is the point here; shrinking it would only cost time.
 settings.register_profile(
-    "broken", max_examples=25, deadline=None, phases=[Phase.explicit, Phase.generate]
+    "broken", max_examples=50, deadline=None, phases=[Phase.explicit, Phase.generate]
 )
 settings.load_profile("broken")
 SPACE = EmbeddingSpace(model="broken-test", dimension=8)

@@ -137,11 +137,7 @@ class InMemoryMemoryStore:
         self._life.check()
         batch = list(records)
         for r in batch:
-            if not isinstance(r, MemoryRecord):
-                raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
-            require_scope(r.owner, "record.owner")
-            require_scope(r.namespace, "record.namespace")
-            require_dimension(self._space, r.vector)
+            _check_record(self._space, r)
         owners = self._owners()
         seen: set[tuple[str, str]] = set()
         dupes: dict[str, list[str]] = {}
@@ -168,9 +164,7 @@ class InMemoryMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         self._life.check()
-        require_scope(record.owner, "record.owner")
-        require_scope(record.namespace, "record.namespace")
-        require_dimension(self._space, record.vector)
+        _check_record(self._space, record)
         index = self._owners().get(record.owner)
         if index is None or record.id not in index.records:
             raise NotFound(record.owner, record.id)

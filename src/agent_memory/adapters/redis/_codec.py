@@ -10,6 +10,7 @@ back to the validating constructor (new fields have defaults).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar, cast
 
@@ -48,24 +49,32 @@ _SET = object.__setattr__
 
 class _Builder(Generic[_T]):
     """Builds a frozen attrs value from already validated data, positionally in
-    `names` order. Falls back to the validating constructor when the class's
-    fields are not exactly `names` (a new field with a default, say)."""
+    `names` order, with a generated function (as attrs generates `__init__`).
+    Falls back to the validating constructor when the class's fields are not
+    exactly `names` (a new field with a default, say)."""
 
     def __init__(self, cls: type[_T], names: tuple[str, ...]) -> None:
         self._cls = cls
         self._names = names
-        self._exact: bool | None = None
+        self._build: Callable[..., _T] | None = None
+
+    def _compile(self) -> Callable[..., _T]:
+        fields = {f.name for f in attrs.fields(cast(Any, self._cls))}
+        if fields != set(self._names):
+            cls, names = self._cls, self._names
+            return lambda *values: cls(**dict(zip(names, values, strict=True)))
+        args = ", ".join(f"a{i}" for i in range(len(self._names)))
+        body = "".join(f"    _set(o, {n!r}, a{i})\n" for i, n in enumerate(self._names))
+        source = f"def build({args}):\n    o = _new(cls)\n{body}    return o\n"
+        scope: dict[str, Any] = {"_set": _SET, "_new": object.__new__, "cls": self._cls}
+        exec(source, scope)  # names are our own literals, checked against attrs.fields
+        build: Callable[..., _T] = scope["build"]
+        return build
 
     def __call__(self, *values: Any) -> _T:
-        if self._exact is None:
-            fields = {f.name for f in attrs.fields(cast(Any, self._cls))}
-            self._exact = fields == set(self._names)
-        if not self._exact:
-            return self._cls(**dict(zip(self._names, values, strict=True)))
-        obj = object.__new__(self._cls)
-        for name, value in zip(self._names, values, strict=True):
-            _SET(obj, name, value)
-        return obj
+        if self._build is None:
+            self._build = self._compile()
+        return self._build(*values)
 
 
 _record = _Builder(

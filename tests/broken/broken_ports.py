@@ -12,8 +12,8 @@ import fnmatch
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from agent_memory.adapters._common.validation import check_lease_args
 from agent_memory.adapters.memory import InMemoryCache, InMemoryEventLog, InMemoryLeaseStore
-from agent_memory.adapters.memory.leases import check_lease_args
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
 from agent_memory.domain.validation import require_positive, require_scope, require_utc

@@ -1,1 +1,2 @@
-"""Helpers shared by adapters (not an adapter itself): lifecycle guard, clock."""
+"""Helpers shared by adapters (not an adapter itself): lifecycle guard, clock,
+argument checks."""

@@ -6,16 +6,12 @@ from datetime import datetime, timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
 
-__all__ = ["InMemoryCache", "MemoryCacheBackend", "check_ttl"]
-
-
-def check_ttl(ttl: timedelta | None) -> None:
-    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
-        raise InvalidInput("ttl", f"a positive timedelta or None is required, got {ttl!r}")
+__all__ = ["InMemoryCache", "MemoryCacheBackend"]
 
 
 class MemoryCacheBackend:
@@ -59,11 +55,10 @@ class InMemoryCache:
         self._life.check()
         require_scope(scope, "scope")
         require_id(key, "key")
-        if not isinstance(value, bytes | bytearray | memoryview):
-            raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
-        check_ttl(ttl)
+        data = check_cache_value(value)
+        check_cache_ttl(ttl)
         expires = None if ttl is None else self._clock.now() + ttl
-        self._backend.entries[(scope, key)] = (bytes(value), expires)
+        self._backend.entries[(scope, key)] = (data, expires)
 
     async def delete(self, scope: str, key: str) -> bool:
         self._life.check()

@@ -6,20 +6,13 @@ from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_lease_args
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
 
-__all__ = ["InMemoryLeaseStore", "MemoryLeaseBackend", "check_lease_args"]
-
-
-def check_lease_args(scope: str, key: str, owner: str, ttl: timedelta) -> None:
-    require_scope(scope, "scope")
-    require_id(key, "key")
-    require_id(owner, "owner")
-    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
-        raise InvalidInput("ttl", f"a positive timedelta is required, got {ttl!r}")
+__all__ = ["InMemoryLeaseStore", "MemoryLeaseBackend"]
 
 
 class MemoryLeaseBackend:

@@ -13,7 +13,8 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.adapters._common.validation import check_filters, check_record
+from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.ranking import (
     cosine_scores,
@@ -87,27 +88,7 @@ class MemoryBackend:
         return self.spaces.setdefault(space.identity, {})
 
 
-def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> frozenset[str] | None:
-    if namespace is not None:
-        require_scope(namespace, "namespace")
-    if kinds is None:
-        return None
-    if isinstance(kinds, str):
-        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
-    return frozenset(require_id(k, "kinds") for k in kinds)
-
-
-def _check_record(space: EmbeddingSpace, record: object) -> None:
-    """Records are validated when built; check again what a store relies on."""
-    if not isinstance(record, MemoryRecord):
-        raise InvalidInput("records", f"MemoryRecord required, got {type(record).__name__}")
-    require_scope(record.owner, "record.owner")
-    require_scope(record.namespace, "record.namespace")
-    require_id(record.id, "record.id")
-    require_dimension(space, record.vector)
-
-
-def _matches(record: MemoryRecord, namespace: str | None, kinds: frozenset[str] | None) -> bool:
+def _matches(record: MemoryRecord, namespace: str | None, kinds: list[str] | None) -> bool:
     return (namespace is None or record.namespace == namespace) and (
         kinds is None or record.kind in kinds
     )
@@ -137,7 +118,7 @@ class InMemoryMemoryStore:
         self._life.check()
         batch = list(records)
         for r in batch:
-            _check_record(self._space, r)
+            check_record(r, "records", self._space)
         owners = self._owners()
         seen: set[tuple[str, str]] = set()
         dupes: dict[str, list[str]] = {}
@@ -164,7 +145,7 @@ class InMemoryMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         self._life.check()
-        _check_record(self._space, record)
+        check_record(record, "record", self._space)
         index = self._owners().get(record.owner)
         if index is None or record.id not in index.records:
             raise NotFound(record.owner, record.id)
@@ -196,7 +177,7 @@ class InMemoryMemoryStore:
         require_positive(limit, "limit")
         query = as_vector(vector, "query vector")
         require_dimension(self._space, query)
-        wanted = _check_filters(namespace, kinds)
+        wanted = check_filters(namespace, kinds)
         index = self._owners().get(owner)
         if index is None:
             return []
@@ -229,7 +210,7 @@ class InMemoryMemoryStore:
         require_scope(owner, "owner")
         require_positive(limit, "limit")
         require_text(query, "query")
-        wanted = _check_filters(namespace, kinds)
+        wanted = check_filters(namespace, kinds)
         index = self._owners().get(owner)
         terms = query_terms(query)
         if index is None or not terms:
@@ -263,7 +244,7 @@ class InMemoryMemoryStore:
         self._life.check()
         require_scope(owner, "owner")
         require_positive(limit, "limit")
-        wanted = _check_filters(namespace, kinds)
+        wanted = check_filters(namespace, kinds)
         after = decode_cursor(cursor) if cursor is not None else None
         index = self._owners().get(owner)
         rows = [] if index is None else list(index.records.values())
@@ -285,7 +266,7 @@ class InMemoryMemoryStore:
     ) -> int:
         self._life.check()
         require_scope(owner, "owner")
-        wanted = _check_filters(namespace, kinds)
+        wanted = check_filters(namespace, kinds)
         index = self._owners().get(owner)
         if index is None:
             return 0

@@ -33,6 +33,12 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ApiException
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import (
+    check_filters,
+    check_min_score,
+    check_record,
+    check_space,
+)
 from agent_memory.adapters.qdrant._codec import (
     FIELD_CONTENT,
     FIELD_CONTEXT,
@@ -114,28 +120,6 @@ def _write_lock(client: AsyncQdrantClient, collection: str) -> asyncio.Lock:
     return lock
 
 
-def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
-    if namespace is not None:
-        require_scope(namespace, "namespace")
-    if kinds is None:
-        return None
-    if isinstance(kinds, str):
-        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
-    return sorted({require_id(k, "kinds") for k in kinds})
-
-
-def _check_record(record: object, field: str) -> MemoryRecord:
-    """Re-check what the record's constructor checks: a record built around its
-    validators must not reach the payload with a blank owner or namespace."""
-    if not isinstance(record, MemoryRecord):
-        raise InvalidInput(field, f"MemoryRecord required, got {type(record).__name__}")
-    require_scope(record.owner, "record.owner")
-    require_scope(record.namespace, "record.namespace")
-    require_id(record.id, "record.id")
-    require_id(record.kind, "record.kind")
-    return record
-
-
 def _match(key: str, value: str) -> qm.FieldCondition:
     return qm.FieldCondition(key=key, match=qm.MatchValue(value=value))
 
@@ -175,10 +159,8 @@ class QdrantMemoryStore:
         collection_prefix: str = DEFAULT_COLLECTION_PREFIX,
         owns_client: bool = False,
     ) -> None:
-        if not isinstance(space, EmbeddingSpace):
-            raise InvalidInput("space", f"an EmbeddingSpace is required, got {space!r}")
         self._client = client
-        self._space = space
+        self._space = check_space(space)
         self._collection_name = f"{collection_prefix}{space.identity}"
         self._owns_client = owns_client
         self._life = Lifecycle("qdrant memory store")
@@ -335,8 +317,7 @@ class QdrantMemoryStore:
         async with self._life.op():
             batch = list(records)
             for r in batch:
-                _check_record(r, "records")
-                require_dimension(self._space, r.vector)
+                check_record(r, "records", self._space)
             if not batch:
                 return
             seen: set[tuple[str, str]] = set()
@@ -369,8 +350,7 @@ class QdrantMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
-            _check_record(record, "record")
-            require_dimension(self._space, record.vector)
+            check_record(record, "record", self._space)
             name = await self._collection()
             pid = point_id(record.owner, record.id)
             async with _write_lock(self._client, name):
@@ -410,11 +390,8 @@ class QdrantMemoryStore:
             require_positive(limit, "limit")
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
-            wanted = _check_filters(namespace, kinds)
-            if min_score is not None and (
-                isinstance(min_score, bool) or not isinstance(min_score, int | float)
-            ):
-                raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+            wanted = check_filters(namespace, kinds)
+            check_min_score(min_score)
             if wanted == []:
                 return []
             name = await self._collection()
@@ -468,7 +445,7 @@ class QdrantMemoryStore:
         async with self._life.op():
             require_scope(owner, "owner")
             require_positive(limit, "limit")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             if wanted == []:
                 return Page(records=(), next_cursor=None)
@@ -542,7 +519,7 @@ class QdrantMemoryStore:
     ) -> int:
         async with self._life.op():
             require_scope(owner, "owner")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             if wanted == []:
                 return 0
             name = await self._collection()
@@ -590,7 +567,7 @@ class QdrantMemoryStore:
             require_positive(limit, "limit")
             if not isinstance(query, str):
                 raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             terms = query_terms(query)
             if not terms or wanted == []:
                 return []

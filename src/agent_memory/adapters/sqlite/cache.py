@@ -10,10 +10,10 @@ from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import prefix_condition, to_micros
-from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
 
@@ -21,11 +21,6 @@ __all__ = ["SqliteCache"]
 
 _PURGE_EVERY = 100  # puts between bulk purges of expired rows
 _PURGE_BATCH = 1000  # rows purged at most per bulk purge
-
-
-def _check_ttl(ttl: timedelta | None) -> None:
-    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
-        raise InvalidInput("ttl", f"a positive timedelta or None is required, got {ttl!r}")
 
 
 class SqliteCache:
@@ -77,10 +72,8 @@ class SqliteCache:
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            if not isinstance(value, bytes | bytearray | memoryview):
-                raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
-            _check_ttl(ttl)
-            data = bytes(value)
+            data = check_cache_value(value)
+            check_cache_ttl(ttl)
             self._puts += 1
             purge = self._puts % _PURGE_EVERY == 1
             await self._db.run(lambda conn: self._put(conn, scope, key, data, ttl, purge))

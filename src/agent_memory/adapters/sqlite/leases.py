@@ -10,10 +10,11 @@ from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import from_micros, prefix_condition, to_micros
-from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
@@ -21,20 +22,6 @@ from agent_memory.ports.models import Clock
 __all__ = ["SqliteLeaseStore"]
 
 _SELECT = "SELECT owner, token, expires_at, payload FROM leases WHERE scope = ? AND key = ?"
-
-
-def _check_lease_args(scope: str, key: str, owner: str, ttl: timedelta) -> None:
-    require_scope(scope, "scope")
-    require_id(key, "key")
-    require_id(owner, "owner")
-    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
-        raise InvalidInput("ttl", f"a positive timedelta is required, got {ttl!r}")
-
-
-def _check_payload(payload: object) -> bytes:
-    if not isinstance(payload, bytes | bytearray | memoryview):
-        raise InvalidInput("lease.payload", f"bytes are required, got {type(payload).__name__}")
-    return bytes(payload)
 
 
 class SqliteLeaseStore:
@@ -60,8 +47,8 @@ class SqliteLeaseStore:
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
     ) -> Lease | None:
         async with self._life.op():
-            _check_lease_args(scope, key, owner, ttl)
-            data = _check_payload(payload)
+            check_lease_args(scope, key, owner, ttl)
+            data = check_lease_payload(payload)
             return await self._db.run(
                 lambda conn: self._acquire(conn, scope, key, owner, ttl, data)
             )
@@ -108,8 +95,8 @@ class SqliteLeaseStore:
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
     ) -> Lease:
         async with self._life.op():
-            _check_lease_args(scope, key, owner, ttl)
-            data = None if payload is None else _check_payload(payload)
+            check_lease_args(scope, key, owner, ttl)
+            data = None if payload is None else check_lease_payload(payload)
             return await self._db.run(lambda conn: self._renew(conn, scope, key, owner, ttl, data))
 
     def _renew(

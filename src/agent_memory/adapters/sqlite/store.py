@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_filters, check_record, check_space
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
 from agent_memory.adapters.sqlite._tx import read_tx, write_tx
 from agent_memory.adapters.sqlite.codec import (
@@ -32,7 +33,7 @@ from agent_memory.adapters.sqlite.codec import (
     to_micros,
 )
 from agent_memory.adapters.sqlite.schema import SpaceTables, ensure_space
-from agent_memory.domain.errors import BackendUnavailable, DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.errors import BackendUnavailable, DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms
 from agent_memory.domain.ranking import (
     cosine_scores,
@@ -63,16 +64,6 @@ _CHUNK = 500  # bound on SQL variables per statement
 _Kinds = list[str] | None
 
 
-def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> _Kinds:
-    if namespace is not None:
-        require_scope(namespace, "namespace")
-    if kinds is None:
-        return None
-    if isinstance(kinds, str):
-        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
-    return sorted({require_id(k, "kinds") for k in kinds})
-
-
 def _filter_sql(
     namespace: str | None, kinds: list[str] | None, alias: str = ""
 ) -> tuple[str, list[Any]]:
@@ -88,20 +79,6 @@ def _filter_sql(
             sql += f" AND {alias}kind IN ({','.join('?' * len(kinds))})"
             params.extend(kinds)
     return sql, params
-
-
-def _check_record(record: object, field: str) -> MemoryRecord:
-    """Validate what the store relies on, even for records built without validation."""
-    if not isinstance(record, MemoryRecord):
-        raise InvalidInput(field, f"MemoryRecord required, got {type(record).__name__}")
-    require_scope(record.owner, "record.owner")
-    require_scope(record.namespace, "record.namespace")
-    require_id(record.id, "record.id")
-    require_id(record.kind, "record.kind")
-    for name in ("content", "context"):
-        if not isinstance(getattr(record, name), str):
-            raise InvalidInput(f"record.{name}", "a string is required")
-    return record
 
 
 class _Matrix:
@@ -135,10 +112,8 @@ class SqliteMemoryStore:
         synchronous: Synchronous = "NORMAL",
         matrix_cache_owners: int = 64,
     ) -> None:
-        if not isinstance(space, EmbeddingSpace):
-            raise InvalidInput("space", f"an EmbeddingSpace is required, got {space!r}")
+        self._space = check_space(space)
         require_positive(matrix_cache_owners, "matrix_cache_owners")
-        self._space = space
         self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
         self._life = Lifecycle("sqlite memory store")
         self._tables: SpaceTables | None = None  # set on the worker thread
@@ -265,8 +240,7 @@ class SqliteMemoryStore:
         async with self._life.op():
             batch = list(records)
             for r in batch:
-                _check_record(r, "records")
-                require_dimension(self._space, r.vector)
+                check_record(r, "records", self._space)
             if not batch:
                 return
             await self._db.run(lambda conn: self._add(conn, batch))
@@ -321,8 +295,7 @@ class SqliteMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
-            _check_record(record, "record")
-            require_dimension(self._space, record.vector)
+            check_record(record, "record", self._space)
             await self._db.run(lambda conn: self._update(conn, record))
 
     def _update(self, conn: sqlite3.Connection, record: MemoryRecord) -> None:
@@ -372,7 +345,7 @@ class SqliteMemoryStore:
             require_positive(limit, "limit")
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             return await self._db.run(
                 lambda conn: self._search(conn, owner, query, limit, namespace, wanted, min_score)
             )
@@ -436,7 +409,7 @@ class SqliteMemoryStore:
             require_scope(owner, "owner")
             require_positive(limit, "limit")
             require_text(query, "query")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             terms = query_terms(query)
             if not terms:
                 return []
@@ -514,7 +487,7 @@ class SqliteMemoryStore:
         async with self._life.op():
             require_scope(owner, "owner")
             require_positive(limit, "limit")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             return await self._db.run(
                 lambda conn: self._list(conn, owner, namespace, wanted, limit, after)
@@ -555,7 +528,7 @@ class SqliteMemoryStore:
     ) -> int:
         async with self._life.op():
             require_scope(owner, "owner")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             return await self._db.run(
                 lambda conn: self._delete_scope(conn, owner, namespace, wanted)
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
@@ -107,6 +107,7 @@ class PostgresDatabase:
         self._vector_oid: int | None = None
         self._open_lock = asyncio.Lock()
         self._spaces: dict[str, sql.Identifier] = {}
+        self._statements: dict[Hashable, sql.SQL] = {}
         self._closed = False
         self._refs = 0
         self._recheck: asyncio.Task[None] | None = None
@@ -126,6 +127,15 @@ class PostgresDatabase:
 
     def _is_open(self) -> bool:
         return self._pool is not None
+
+    def cached(self, key: Hashable, build: Callable[[], sql.Composable]) -> sql.SQL:
+        """A statement composed once and kept as plain SQL text: composing and
+        quoting on every call would cost more than a short query's round trip."""
+        found = self._statements.get(key)
+        if found is None:
+            found = sql.SQL(build().as_string())
+            self._statements[key] = found
+        return found
 
     def table(self, name: str) -> sql.Identifier:
         """A schema-qualified, quoted table name."""

@@ -57,10 +57,13 @@ class PostgresCache:
             require_id(key, "key")
             async with self._db.connection() as conn:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "SELECT value FROM {t} WHERE scope = %s AND key = %s"
-                        " AND (expires_at IS NULL OR expires_at > %s)"
-                    ).format(t=self._table),
+                    self._db.cached(
+                        ("cache", 1),
+                        lambda: sql.SQL(
+                            "SELECT value FROM {t} WHERE scope = %s AND key = %s"
+                            " AND (expires_at IS NULL OR expires_at > %s)"
+                        ).format(t=self._table),
+                    ),
                     (scope, key, self._clock.now()),
                 )
                 row = await cur.fetchone()
@@ -76,11 +79,15 @@ class PostgresCache:
             expires = None if ttl is None else self._clock.now() + ttl
             async with self._db.connection() as conn:
                 await conn.execute(
-                    sql.SQL(
-                        "INSERT INTO {t} (scope, key, value, expires_at) VALUES (%s, %s, %s, %s)"
-                        " ON CONFLICT (scope, key) DO UPDATE"
-                        " SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at"
-                    ).format(t=self._table),
+                    self._db.cached(
+                        ("cache", 2),
+                        lambda: sql.SQL(
+                            "INSERT INTO {t} (scope, key, value, expires_at)"
+                            " VALUES (%s, %s, %s, %s)"
+                            " ON CONFLICT (scope, key) DO UPDATE"
+                            " SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at"
+                        ).format(t=self._table),
+                    ),
                     (scope, key, bytes(value), expires),
                 )
             self._puts += 1
@@ -93,10 +100,13 @@ class PostgresCache:
             require_id(key, "key")
             async with self._db.connection() as conn:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "DELETE FROM {t} WHERE scope = %s AND key = %s"
-                        " RETURNING (expires_at IS NULL OR expires_at > %s)"
-                    ).format(t=self._table),
+                    self._db.cached(
+                        ("cache", 3),
+                        lambda: sql.SQL(
+                            "DELETE FROM {t} WHERE scope = %s AND key = %s"
+                            " RETURNING (expires_at IS NULL OR expires_at > %s)"
+                        ).format(t=self._table),
+                    ),
                     (scope, key, self._clock.now()),
                 )
                 row = await cur.fetchone()
@@ -128,7 +138,10 @@ class PostgresCache:
     async def _purge(self) -> int:
         async with self._db.connection() as conn:
             cur = await conn.execute(
-                sql.SQL("DELETE FROM {t} WHERE expires_at <= %s").format(t=self._table),
+                self._db.cached(
+                    ("cache", 4),
+                    lambda: sql.SQL("DELETE FROM {t} WHERE expires_at <= %s").format(t=self._table),
+                ),
                 (self._clock.now(),),
             )
             return max(cur.rowcount, 0)

@@ -21,9 +21,17 @@ from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.postgres._codec import trusted, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.records import Entity, Event, EventWindow
+from agent_memory.domain.records import (
+    Entity,
+    EntitySource,
+    Event,
+    EventWindow,
+    SummarySource,
+    TimeBasis,
+)
 from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
 from agent_memory.ports.models import Clock
 
@@ -82,7 +90,7 @@ def _decode_entities(values: Sequence[str]) -> tuple[Entity, ...]:
     out = []
     for value in values:
         etype, eid = json.loads(value)
-        out.append(Entity(type=etype, id=eid))
+        out.append(trusted(Entity, type=etype, id=eid))
     return tuple(out)
 
 
@@ -90,25 +98,26 @@ def _event(row: Sequence[Any]) -> Event:
     metadata = row[16]
     if isinstance(metadata, str):
         metadata = json.loads(metadata)
-    return Event(
+    return trusted(
+        Event,
         domain=row[0],
         id=row[1],
         agent=row[2],
         action=row[3],
         outcome=row[4],
         summary=row[5],
-        occurred_at=row[6],
-        recorded_at=row[7],
+        occurred_at=utc(row[6]),
+        recorded_at=utc(row[7]),
         origin_request_id=row[8],
-        summary_source=row[9],
+        summary_source=SummarySource(row[9]),
         fallback_reason=row[10],
-        time_basis=row[11],
+        time_basis=TimeBasis(row[11]),
         entities=_decode_entities(row[12]),
-        entity_source=row[13],
+        entity_source=EntitySource(row[13]),
         user_id=row[14],
-        importance=row[15],
+        importance=float(row[15]),
         metadata=metadata,
-        is_global=row[17],
+        is_global=bool(row[17]),
     )
 
 
@@ -226,7 +235,8 @@ class PostgresEventLog:
             if not batch:
                 return 0
             async with self._db.connection() as conn:
-                cur = await conn.execute(append_statement(self._table), append_params(batch))
+                statement = self._db.cached(("append",), lambda: append_statement(self._table))
+                cur = await conn.execute(statement, append_params(batch))
                 return max(cur.rowcount, 0)
 
     async def window(
@@ -250,9 +260,11 @@ class PostgresEventLog:
                 "entity": None if entity is None else encode_entity(entity),
             }
             async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    window_statement(self._table, entity is not None), params, binary=True
+                statement = self._db.cached(
+                    ("window", entity is not None),
+                    lambda: window_statement(self._table, entity is not None),
                 )
+                cur = await conn.execute(statement, params, binary=True)
                 rows = await cur.fetchall()
             return EventWindow(
                 events=tuple(_event(r) for r in rows[:limit]), limited=len(rows) > limit

@@ -124,10 +124,13 @@ class PostgresLeaseStore:
                 row = await cur.fetchone()
                 if row is None:
                     cur = await conn.execute(
-                        sql.SQL(
-                            "SELECT owner FROM {t} WHERE scope = %s AND key = %s"
-                            " AND owner IS NOT NULL AND expires_at > %s"
-                        ).format(t=self._table),
+                        self._db.cached(
+                            ("leases", 1),
+                            lambda: sql.SQL(
+                                "SELECT owner FROM {t} WHERE scope = %s AND key = %s"
+                                " AND owner IS NOT NULL AND expires_at > %s"
+                            ).format(t=self._table),
+                        ),
                         (scope, key, now),
                     )
                     holder = await cur.fetchone()
@@ -148,10 +151,13 @@ class PostgresLeaseStore:
             require_id(owner, "owner")
             async with self._db.connection() as conn:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "UPDATE {t} SET owner = NULL, payload = ''::bytea"
-                        " WHERE scope = %s AND key = %s AND owner = %s AND expires_at > %s"
-                    ).format(t=self._table),
+                    self._db.cached(
+                        ("leases", 2),
+                        lambda: sql.SQL(
+                            "UPDATE {t} SET owner = NULL, payload = ''::bytea"
+                            " WHERE scope = %s AND key = %s AND owner = %s AND expires_at > %s"
+                        ).format(t=self._table),
+                    ),
                     (scope, key, owner, self._clock.now()),
                 )
                 return cur.rowcount > 0
@@ -162,10 +168,14 @@ class PostgresLeaseStore:
             require_id(key, "key")
             async with self._db.connection() as conn:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "SELECT key, owner, token, expires_at, payload FROM {t}"
-                        " WHERE scope = %s AND key = %s AND owner IS NOT NULL AND expires_at > %s"
-                    ).format(t=self._table),
+                    self._db.cached(
+                        ("leases", 3),
+                        lambda: sql.SQL(
+                            "SELECT key, owner, token, expires_at, payload FROM {t}"
+                            " WHERE scope = %s AND key = %s AND owner IS NOT NULL"
+                            " AND expires_at > %s"
+                        ).format(t=self._table),
+                    ),
                     (scope, key, self._clock.now()),
                 )
                 row = await cur.fetchone()
@@ -187,11 +197,14 @@ class PostgresLeaseStore:
                 raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
             async with self._db.connection() as conn:
                 cur = await conn.execute(
-                    sql.SQL(
-                        "SELECT key, owner, token, expires_at, payload FROM {t}"
-                        " WHERE scope = %s AND starts_with(key, %s)"
-                        " AND owner IS NOT NULL AND expires_at > %s ORDER BY key"
-                    ).format(t=self._table),
+                    self._db.cached(
+                        ("leases", 4),
+                        lambda: sql.SQL(
+                            "SELECT key, owner, token, expires_at, payload FROM {t}"
+                            " WHERE scope = %s AND starts_with(key, %s)"
+                            " AND owner IS NOT NULL AND expires_at > %s ORDER BY key"
+                        ).format(t=self._table),
+                    ),
                     (scope, prefix, self._clock.now()),
                 )
                 rows = await cur.fetchall()

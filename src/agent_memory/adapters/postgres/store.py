@@ -32,6 +32,7 @@ from psycopg import sql
 from psycopg.types.json import Json
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters.postgres._codec import trusted, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.adapters.postgres._vector import PgVector
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
@@ -123,7 +124,8 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
     attributes = row[10]
     if isinstance(attributes, str):  # pragma: no cover - json loader normally decodes
         attributes = json.loads(attributes)
-    return MemoryRecord(
+    return trusted(
+        MemoryRecord,
         owner=row[0],
         id=row[1],
         namespace=row[2],
@@ -131,9 +133,9 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         content=row[4],
         context=row[5],
         vector=row[6],
-        created_at=row[7],
-        updated_at=row[8],
-        importance=row[9],
+        created_at=utc(row[7]),
+        updated_at=utc(row[8]),
+        importance=float(row[9]),
         attributes=attributes,
     )
 
@@ -267,11 +269,13 @@ class PostgresMemoryStore:
             require_id(id)
             table = await self._tbl()
             async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    sql.SQL("SELECT {} FROM {} WHERE owner = %s AND id = %s").format(_COLS, table),
-                    (owner, id),
-                    binary=True,
+                statement = self._db.cached(
+                    ("get", self._space.identity),
+                    lambda: sql.SQL("SELECT {} FROM {} WHERE owner = %s AND id = %s").format(
+                        _COLS, table
+                    ),
                 )
+                cur = await conn.execute(statement, (owner, id), binary=True)
                 row = await cur.fetchone()
             return None if row is None else _record(row)
 
@@ -337,9 +341,15 @@ class PostgresMemoryStore:
 
     def search_statement(
         self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
-    ) -> sql.Composed:
+    ) -> sql.SQL:
         """The one statement `search` runs (public so the overhead benchmark can
         time the very same SQL through psycopg directly)."""
+        key = ("search", self._space.identity, namespace is None, kinds is None)
+        return self._db.cached(key, lambda: self._search_sql(table, namespace, kinds))
+
+    def _search_sql(
+        self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
+    ) -> sql.Composed:
         where = _filters(namespace, kinds)
         return sql.SQL(
             "WITH n AS (SELECT count(*) AS n FROM"
@@ -435,15 +445,14 @@ class PostgresMemoryStore:
                 "after_at": None if after is None else after[0],
                 "after_id": None if after is None else after[1],
             }
+            statement = self._db.cached(
+                ("list", self._space.identity, namespace is None, wanted is None, after is None),
+                lambda: sql.SQL(
+                    "SELECT {} FROM {} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %(limit)s"
+                ).format(_COLS, table, where),
+            )
             async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    sql.SQL(
-                        "SELECT {} FROM {} WHERE {} ORDER BY created_at DESC, id DESC"
-                        " LIMIT %(limit)s"
-                    ).format(_COLS, table, where),
-                    params,
-                    binary=True,
-                )
+                cur = await conn.execute(statement, params, binary=True)
                 rows = await cur.fetchall()
             page = tuple(_record(r) for r in rows[:limit])
             more = len(rows) > limit
@@ -469,8 +478,13 @@ class PostgresMemoryStore:
                 return []
             table = await self._tbl()
             where = _filters(namespace, wanted)
-            statement = sql.SQL(_BM25).format(
-                t=table, w=where, c=sql.SQL(", ").join(sql.Identifier("r", c) for c in _COLUMNS)
+            statement = self._db.cached(
+                ("bm25", self._space.identity, namespace is None, wanted is None),
+                lambda: sql.SQL(_BM25).format(
+                    t=table,
+                    w=where,
+                    c=sql.SQL(", ").join(sql.Identifier("r", c) for c in _COLUMNS),
+                ),
             )
             params = {
                 "owner": owner,

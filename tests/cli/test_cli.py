@@ -151,3 +151,20 @@ def test_reflect_runs_one_pass_with_a_progress_bar(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "entities discovered=1 processed=1 fragments stored=1" in result.stdout
     assert "[##############################] 1/1" in result.stderr
+
+
+def test_demo_runs_on_redis(redis_url: str) -> None:
+    result = agent_memory("demo", "--url", redis_url)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"on {redis_url}" in result.stdout
+    assert "claim acquired=False; held by agent-a" in result.stdout
+    assert "OOMKilled (exit 137)" in result.stdout
+    assert "facts left: 0" in result.stdout
+    assert "demo complete" in result.stdout
+
+
+def test_doctor_shows_redis_server_and_search_module(redis_url: str) -> None:
+    result = agent_memory("doctor", "--url", redis_url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "search_module            loaded" in result.stdout
+    assert "result: healthy" in result.stdout

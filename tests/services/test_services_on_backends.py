@@ -17,6 +17,7 @@ from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters.memory import HashingEmbedder
 from agent_memory.bootstrap import Settings, Stores, open_stores
 from agent_memory.domain.records import Entity, Event
+from agent_memory.domain.steps import Step
 from agent_memory.services.coordination import CLAIM_PREFIX, SIGNAL_PREFIX
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, KnowledgeService
 from agent_memory.services.reflection import ReflectionJob
@@ -139,3 +140,25 @@ async def test_two_reflection_jobs_at_once_run_exactly_one_pass(opener) -> None:
     assert sorted(r.ran for r in results) == [False, True], "exactly one pass runs"
     page = await first.store.list("k8s", namespace=KNOWLEDGE_NAMESPACE)
     assert [r.content for r in page.records] == ["web-1 restarts under memory pressure"]
+
+
+async def test_request_completes_with_redis_stopped_and_reports_what_failed(
+    restartable_redis,  # type: ignore[no-untyped-def]
+) -> None:
+    stores = await open_stores(restartable_redis.url, space=EMB.space, settings=Settings())
+    try:
+        memory = service(stores)
+        restartable_redis.stop()
+        async with memory.request(
+            agent="A", domain="k8s", request_id="r-down", entities=[POD]
+        ) as req:
+            ctx = await req.planning_context()
+            record = await req.record([Step(action="look", outcome="ok")])
+        announce = req.reports["activity-announcement"]
+        assert {f.error_type for f in announce.failures} == {"BackendUnavailable"}
+        assert {f.operation for f in ctx.report.failures} >= {"event-window", "signals"}
+        assert [f.operation for f in record.failures] == ["append"]
+        assert record.details["events_written"] == 0
+        assert "<agent_memory>" in ctx.agent_memory, "the view still renders, without history"
+    finally:
+        await stores.close()

@@ -1,12 +1,17 @@
 """Redis adapters: every storage port on Redis / Valkey (vectors and keyword
 search through the Search module). See docs/redis.md for the key schema."""
 
+from datetime import timedelta
+from typing import Any
+
 from agent_memory.adapters.redis._client import connect
 from agent_memory.adapters.redis._keys import SCHEMA_VERSION, KeySchema
 from agent_memory.adapters.redis.cache import RedisCache
 from agent_memory.adapters.redis.events import RedisEventLog
 from agent_memory.adapters.redis.leases import RedisLeaseStore
 from agent_memory.adapters.redis.store import RedisMemoryStore
+from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.ports.models import Clock
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -16,4 +21,54 @@ __all__ = [
     "RedisLeaseStore",
     "RedisMemoryStore",
     "connect",
+    "open_stores",
 ]
+
+
+async def _server_details(url: str) -> dict[str, str]:
+    """Server version and whether the Search module is loaded (for `doctor`)."""
+    client = connect(url)
+    try:
+        info = await client.info("server")
+        modules = await client.execute_command("MODULE", "LIST")  # type: ignore[no-untyped-call]
+    except Exception as exc:  # reported, never raised: doctor pings separately
+        return {"server": f"unavailable ({type(exc).__name__})"}
+    finally:
+        await client.aclose()
+    names = set()
+    for entry in modules or []:
+        fields = dict(zip(entry[::2], entry[1::2], strict=False))
+        name = fields.get(b"name", fields.get("name", b""))
+        names.add(name.decode() if isinstance(name, bytes) else str(name))
+    server = info.get("server_name", "redis")
+    version = info.get("valkey_version") or info.get("redis_version", "?")
+    search = "search" in {n.lower() for n in names} or "ft" in {n.lower() for n in names}
+    return {
+        "server": f"{server} {version}",
+        "search_module": "loaded"
+        if search
+        else "MISSING (vector search needs Redis 8+, Redis Stack, or Valkey with a search module)",
+    }
+
+
+async def open_stores(
+    url: str,
+    *,
+    space: EmbeddingSpace,
+    retention: timedelta,
+    deployment: str = "default",
+    clock: Clock | None = None,
+) -> dict[str, Any]:
+    """The bootstrap hook for `redis://` and `rediss://` URLs: the four ports,
+    each with its own connection pool, under one deployment's key prefix."""
+    details = {"backend": "redis", "deployment": deployment, "key_schema": SCHEMA_VERSION}
+    details.update(await _server_details(url))
+    return {
+        "store": RedisMemoryStore.from_url(url, space=space, deployment=deployment),
+        "events": RedisEventLog.from_url(
+            url, deployment=deployment, retention=retention, clock=clock
+        ),
+        "leases": RedisLeaseStore.from_url(url, deployment=deployment),
+        "cache": RedisCache.from_url(url, deployment=deployment),
+        "details": details,
+    }

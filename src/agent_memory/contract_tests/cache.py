@@ -53,19 +53,27 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
-from agent_memory.contract_tests._support import clause, require_capability
+from agent_memory.contract_tests._support import (
+    clause,
+    expect_closed,
+    expect_raises,
+    property_settings,
+    race_close,
+    require_reopen,
+)
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.contract_tests.event_strategies import (
     ADVERSARIAL_SCOPE_PAIRS,
     cache_keys,
     cache_values,
 )
-from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
+from agent_memory.domain.errors import InvalidInput, ScopeRequired
 from agent_memory.ports.storage import Cache
 
 __all__ = ["CacheContract"]
@@ -73,15 +81,7 @@ __all__ = ["CacheContract"]
 ReopenCache = Callable[[], Awaitable[Cache]]
 
 CANARY_SCOPE = "agent-memory-contract-canary"
-_PROPERTY = settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.differing_executors,
-        HealthCheck.too_slow,
-    ],
-)
+_PROPERTY = property_settings(max_examples=25)
 _LITERAL = ["*", "?", "[", "%", "_", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
 _VALUES = {
@@ -92,18 +92,6 @@ _VALUES = {
     "every-byte": bytes(range(256)),
     "large": bytes(range(256)) * 256,
 }
-
-
-async def _expect_raises(
-    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
-) -> None:
-    try:
-        result = await op
-    except exc:
-        return
-    except Exception as other:
-        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
-    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
 
 
 def _short_repr(value: bytes | None) -> object:
@@ -138,16 +126,6 @@ class CacheContract:
 
     async def _outlive_short(self) -> None:
         await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
-
-    def _reopen(self, cid: str, reopen: ReopenCache | None) -> ReopenCache:
-        require_capability(
-            self.capabilities.reopen, "reopen", "a second handle is needed to observe this"
-        )
-        if reopen is None:
-            pytest.fail(
-                clause(cid, "capabilities.reopen is declared but the `reopen` fixture is None")
-            )
-        return reopen
 
     # -- canary (first) --------------------------------------------------------
 
@@ -374,7 +352,7 @@ class CacheContract:
             "delete_prefix": lambda scope: cache.delete_prefix(scope, ""),
         }
         for blank in ("", " ", "\t\n"):
-            await _expect_raises(
+            await expect_raises(
                 "C-SCOPE-1",
                 f"{op} with scope {blank!r} raises ScopeRequired",
                 ScopeRequired,
@@ -404,7 +382,7 @@ class CacheContract:
         else:
             bad = "text"
             value = bad
-        await _expect_raises(
+        await expect_raises(
             "C-INPUT-1",
             f"put with {case} raises InvalidInput",
             InvalidInput,
@@ -416,7 +394,7 @@ class CacheContract:
                 "delete": lambda: cache.delete("s", key),
             }
             for name, op in key_ops.items():
-                await _expect_raises(
+                await expect_raises(
                     "C-INPUT-1", f"{name} with a blank key raises InvalidInput", InvalidInput, op()
                 )
         else:
@@ -437,17 +415,16 @@ class CacheContract:
             await cache.close()
         except Exception as exc:
             pytest.fail(clause("C-CLOSE-1", "a second close does not raise", repr(exc)))
-        ops: dict[str, Callable[[], Awaitable[object]]] = {
-            "get": lambda: cache.get("s", "k"),
-            "put": lambda: cache.put("s", "k2", b"v"),
-            "delete": lambda: cache.delete("s", "k"),
-            "delete_prefix": lambda: cache.delete_prefix("s", ""),
-            "ping": lambda: cache.ping(),
-        }
-        for name, op in ops.items():
-            await _expect_raises(
-                "C-CLOSE-1", f"{name} after close raises StoreClosed", StoreClosed, op()
-            )
+        await expect_closed(
+            "C-CLOSE-1",
+            {
+                "get": lambda: cache.get("s", "k"),
+                "put": lambda: cache.put("s", "k2", b"v"),
+                "delete": lambda: cache.delete("s", "k"),
+                "delete_prefix": lambda: cache.delete_prefix("s", ""),
+                "ping": lambda: cache.ping(),
+            },
+        )
 
     async def test_put_racing_close(self, cache: Cache, reopen: ReopenCache | None) -> None:
         """Puts racing close: completed before close returned, or rejected.
@@ -455,18 +432,10 @@ class CacheContract:
         When this fails, check that close waits for in-flight operations before
         releasing resources and that no write is queued to run after close.
         """
-        opener = self._reopen("C-CLOSE-2", reopen)
+        opener = require_reopen(self.capabilities, "C-CLOSE-2", reopen)
         keys = [f"race-{i:02d}" for i in range(20)]
-        tasks: list[asyncio.Task[None]] = []
-        for i, k in enumerate(keys):
-            tasks.append(asyncio.create_task(cache.put("s", k, k.encode())))
-            if i % 7 == 6:
-                await asyncio.sleep(0)
-        await cache.close()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for k, r in zip(keys, results, strict=True):
-            if isinstance(r, BaseException) and not isinstance(r, StoreClosed):
-                pytest.fail(clause("C-CLOSE-2", f"put {k} fails only with StoreClosed", r))
+        puts = [(k, partial(cache.put, "s", k, k.encode())) for k in keys]
+        results = await race_close("C-CLOSE-2", "put", puts, cache.close)
         done = sorted(k for k, r in zip(keys, results, strict=True) if r is None)
         other = await opener()
         try:
@@ -489,7 +458,7 @@ class CacheContract:
         When this fails, check that handles share the backend (no per-handle
         in-process cache in front of it).
         """
-        opener = self._reopen("C-SHARED-1", reopen)
+        opener = require_reopen(self.capabilities, "C-SHARED-1", reopen)
         await cache.put("s", "k", b"one")
         other = await opener()
         try:

@@ -76,14 +76,23 @@ import itertools
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar
 
 import attrs
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_memory.contract_tests._support import clause, require_capability, same_instant
+from agent_memory.contract_tests._support import (
+    clause,
+    expect_closed,
+    expect_raises,
+    property_settings,
+    race_close,
+    require_reopen,
+    same_instant,
+)
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.contract_tests.event_strategies import (
     ADVERSARIAL_SCOPE_PAIRS,
@@ -109,15 +118,7 @@ ReopenEventLog = Callable[[], Awaitable[EventLog]]
 
 CANARY_DOMAIN = "agent-memory-contract-canary"
 _CANARY_IDS = ("canary-local", "canary-global")
-_PROPERTY = settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.differing_executors,
-        HealthCheck.too_slow,
-    ],
-)
+_PROPERTY = property_settings(max_examples=25)
 _BIG = 10_000
 
 
@@ -155,18 +156,6 @@ def _event_diff(expected: Event, got: Event) -> list[str]:
     return out
 
 
-async def _expect_raises(
-    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
-) -> None:
-    try:
-        result = await op
-    except exc:
-        return
-    except Exception as other:
-        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
-    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
-
-
 class EventLogContract:
     """Conformance tests for `EventLog`; override `event_log` (and `reopen`)."""
 
@@ -187,16 +176,6 @@ class EventLogContract:
 
     def _resolution(self) -> timedelta:
         return timedelta(milliseconds=self.capabilities.ttl_resolution_ms)
-
-    def _reopen(self, cid: str, reopen: ReopenEventLog | None) -> ReopenEventLog:
-        require_capability(
-            self.capabilities.reopen, "reopen", "a second handle is needed to observe this"
-        )
-        if reopen is None:
-            pytest.fail(
-                clause(cid, "capabilities.reopen is declared but the `reopen` fixture is None")
-            )
-        return reopen
 
     @staticmethod
     async def _all(log: EventLog, domain: str, **kw: Any) -> EventWindow:
@@ -720,7 +699,7 @@ class EventLogContract:
         When this fails, check that `window` validates the domain first
         (`domain.validation.require_scope`).
         """
-        await _expect_raises(
+        await expect_raises(
             "EL-SCOPE-1",
             f"window({blank!r}) raises ScopeRequired",
             ScopeRequired,
@@ -743,7 +722,7 @@ class EventLogContract:
             op = event_log.window("d", since=now.replace(tzinfo=None), limit=10)
         else:
             op = event_log.erase_user("  ")
-        await _expect_raises("EL-INPUT-1", f"{case} raises InvalidInput", InvalidInput, op)
+        await expect_raises("EL-INPUT-1", f"{case} raises InvalidInput", InvalidInput, op)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -756,17 +735,16 @@ class EventLogContract:
         at = now_ms()
         await event_log.append([_event("closing", "before", at)])
         await event_log.close()
-        ops: dict[str, Callable[[], Awaitable[object]]] = {
-            "append": lambda: event_log.append([_event("closing", "after", at)]),
-            "window": lambda: event_log.window("closing", since=at, limit=5),
-            "erase_user": lambda: event_log.erase_user("u"),
-            "purge_expired": lambda: event_log.purge_expired(),
-            "ping": lambda: event_log.ping(),
-        }
-        for name, op in ops.items():
-            await _expect_raises(
-                "EL-CLOSE-1", f"{name} after close raises StoreClosed", StoreClosed, op()
-            )
+        await expect_closed(
+            "EL-CLOSE-1",
+            {
+                "append": lambda: event_log.append([_event("closing", "after", at)]),
+                "window": lambda: event_log.window("closing", since=at, limit=5),
+                "erase_user": lambda: event_log.erase_user("u"),
+                "purge_expired": lambda: event_log.purge_expired(),
+                "ping": lambda: event_log.ping(),
+            },
+        )
 
     async def test_close_is_idempotent(self, event_log: EventLog) -> None:
         """Closing twice is fine; operations still raise `StoreClosed`.
@@ -779,7 +757,7 @@ class EventLogContract:
             await event_log.close()
         except Exception as exc:
             pytest.fail(clause("EL-CLOSE-2", "a second close does not raise", repr(exc)))
-        await _expect_raises(
+        await expect_raises(
             "EL-CLOSE-2",
             "ping after a double close raises StoreClosed",
             StoreClosed,
@@ -794,20 +772,12 @@ class EventLogContract:
         When this fails, check that close waits for in-flight operations before
         releasing resources and that no write is queued to run after close.
         """
-        opener = self._reopen("EL-CLOSE-3", reopen)
+        opener = require_reopen(self.capabilities, "EL-CLOSE-3", reopen)
         d = "race"
         at = now_ms() - timedelta(minutes=1)
         evs = [_event(d, f"r{i:02d}", at + timedelta(milliseconds=i)) for i in range(20)]
-        tasks: list[asyncio.Task[int]] = []
-        for i, e in enumerate(evs):
-            tasks.append(asyncio.create_task(event_log.append([e])))
-            if i % 7 == 6:
-                await asyncio.sleep(0)
-        await event_log.close()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for e, r in zip(evs, results, strict=True):
-            if isinstance(r, BaseException) and not isinstance(r, StoreClosed):
-                pytest.fail(clause("EL-CLOSE-3", f"append {e.id} fails only with StoreClosed", r))
+        appends = [(e.id, partial(event_log.append, [e])) for e in evs]
+        results = await race_close("EL-CLOSE-3", "append", appends, event_log.close)
         done = sorted(e.id for e, r in zip(evs, results, strict=True) if isinstance(r, int))
         other = await opener()
         try:
@@ -830,7 +800,7 @@ class EventLogContract:
         When this fails, check that handles share the same storage (no per-handle
         state such as an in-process de-duplication set).
         """
-        opener = self._reopen("EL-SHARED-1", reopen)
+        opener = require_reopen(self.capabilities, "EL-SHARED-1", reopen)
         at = now_ms() - timedelta(minutes=1)
         await event_log.append([_event("shared", "s1", at, summary="first")])
         other = await opener()

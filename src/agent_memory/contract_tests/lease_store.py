@@ -65,20 +65,28 @@ import itertools
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_memory.contract_tests._support import clause, require_capability
+from agent_memory.contract_tests._support import (
+    clause,
+    expect_closed,
+    expect_raises,
+    property_settings,
+    race_close,
+    require_reopen,
+)
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.contract_tests.event_strategies import (
     ADVERSARIAL_SCOPE_PAIRS,
     cache_keys,
     lease_payloads,
 )
-from agent_memory.domain.errors import InvalidInput, LeaseNotHeld, ScopeRequired, StoreClosed
+from agent_memory.domain.errors import InvalidInput, LeaseNotHeld, ScopeRequired
 from agent_memory.domain.records import Lease
 from agent_memory.ports.storage import LeaseStore
 
@@ -88,29 +96,9 @@ ReopenLeaseStore = Callable[[], Awaitable[LeaseStore]]
 
 CANARY_SCOPE = "agent-memory-contract-canary"
 LONG = timedelta(seconds=60)
-_PROPERTY = settings(
-    max_examples=25,
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.differing_executors,
-        HealthCheck.too_slow,
-    ],
-)
+_PROPERTY = property_settings(max_examples=25)
 _LITERAL = ["*", "%", "_", "[", "?", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
-
-
-async def _expect_raises(
-    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
-) -> None:
-    try:
-        result = await op
-    except exc:
-        return
-    except Exception as other:
-        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
-    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
 
 
 def _brief(lease: Lease | None) -> tuple[str, int, bytes] | None:
@@ -143,16 +131,6 @@ class LeaseStoreContract:
 
     async def _outlive_short(self) -> None:
         await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
-
-    def _reopen(self, cid: str, reopen: ReopenLeaseStore | None) -> ReopenLeaseStore:
-        require_capability(
-            self.capabilities.reopen, "reopen", "a second handle is needed to observe this"
-        )
-        if reopen is None:
-            pytest.fail(
-                clause(cid, "capabilities.reopen is declared but the `reopen` fixture is None")
-            )
-        return reopen
 
     async def _must_acquire(
         self, cid: str, store: LeaseStore, scope: str, key: str, owner: str, **kw: Any
@@ -269,7 +247,7 @@ class LeaseStoreContract:
         When this fails, check that exclusivity lives in the backend, not in
         per-handle state (an in-process lock is not enough).
         """
-        opener = self._reopen("LS-EXC-2", reopen)
+        opener = require_reopen(self.capabilities, "LS-EXC-2", reopen)
         other = await opener()
         try:
             calls = [
@@ -323,7 +301,7 @@ class LeaseStoreContract:
         update).
         """
         held = await self._must_acquire("LS-RENEW-1", leases, "s", "k", "a", payload=b"a")
-        await _expect_raises(
+        await expect_raises(
             "LS-RENEW-1",
             "renew by a non-owner raises LeaseNotHeld",
             LeaseNotHeld,
@@ -350,7 +328,7 @@ class LeaseStoreContract:
             assert await leases.release("s", "k", "a"), clause(
                 "LS-RENEW-2", "the owner releases its lease"
             )
-        await _expect_raises(
+        await expect_raises(
             "LS-RENEW-2",
             f"renew of a {state} lease raises LeaseNotHeld",
             LeaseNotHeld,
@@ -608,7 +586,7 @@ class LeaseStoreContract:
             "scan": lambda scope: leases.scan(scope, ""),
         }
         for blank in ("", " ", "\t\n"):
-            await _expect_raises(
+            await expect_raises(
                 "LS-SCOPE-1",
                 f"{op} with scope {blank!r} raises ScopeRequired",
                 ScopeRequired,
@@ -646,7 +624,7 @@ class LeaseStoreContract:
         if case == "blank-key":
             calls.append(("get", lambda: leases.get("s", key)))
         for name, call in calls:
-            await _expect_raises(
+            await expect_raises(
                 "LS-INPUT-1", f"{name} with {case} raises InvalidInput", InvalidInput, call()
             )
         got = await leases.scan("s")
@@ -666,18 +644,17 @@ class LeaseStoreContract:
             await leases.close()
         except Exception as exc:
             pytest.fail(clause("LS-CLOSE-1", "a second close does not raise", repr(exc)))
-        ops: dict[str, Callable[[], Awaitable[object]]] = {
-            "acquire": lambda: leases.acquire("s", "k2", "o", LONG),
-            "renew": lambda: leases.renew("s", "k", "o", LONG),
-            "release": lambda: leases.release("s", "k", "o"),
-            "get": lambda: leases.get("s", "k"),
-            "scan": lambda: leases.scan("s"),
-            "ping": lambda: leases.ping(),
-        }
-        for name, op in ops.items():
-            await _expect_raises(
-                "LS-CLOSE-1", f"{name} after close raises StoreClosed", StoreClosed, op()
-            )
+        await expect_closed(
+            "LS-CLOSE-1",
+            {
+                "acquire": lambda: leases.acquire("s", "k2", "o", LONG),
+                "renew": lambda: leases.renew("s", "k", "o", LONG),
+                "release": lambda: leases.release("s", "k", "o"),
+                "get": lambda: leases.get("s", "k"),
+                "scan": lambda: leases.scan("s"),
+                "ping": lambda: leases.ping(),
+            },
+        )
 
     async def test_acquire_racing_close(
         self, leases: LeaseStore, reopen: ReopenLeaseStore | None
@@ -687,18 +664,10 @@ class LeaseStoreContract:
         When this fails, check that close waits for in-flight operations before
         releasing resources and that no write is queued to run after close.
         """
-        opener = self._reopen("LS-CLOSE-2", reopen)
+        opener = require_reopen(self.capabilities, "LS-CLOSE-2", reopen)
         keys = [f"race-{i:02d}" for i in range(20)]
-        tasks: list[asyncio.Task[Lease | None]] = []
-        for i, k in enumerate(keys):
-            tasks.append(asyncio.create_task(leases.acquire("s", k, "o", LONG)))
-            if i % 7 == 6:
-                await asyncio.sleep(0)
-        await leases.close()
-        results = await asyncio.gather(*tasks, return_exceptions=True)
-        for k, r in zip(keys, results, strict=True):
-            if isinstance(r, BaseException) and not isinstance(r, StoreClosed):
-                pytest.fail(clause("LS-CLOSE-2", f"acquire {k} fails only with StoreClosed", r))
+        acquires = [(k, partial(leases.acquire, "s", k, "o", LONG)) for k in keys]
+        results = await race_close("LS-CLOSE-2", "acquire", acquires, leases.close)
         done = sorted(k for k, r in zip(keys, results, strict=True) if isinstance(r, Lease))
         other = await opener()
         try:

@@ -54,11 +54,17 @@ from datetime import timedelta
 from typing import Any, ClassVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_memory.adapters.memory.triples import InMemoryTripleStore
-from agent_memory.contract_tests._support import BASE_TIME, clause, require_capability
+from agent_memory.contract_tests._support import (
+    BASE_TIME,
+    clause,
+    expect_raises,
+    property_settings,
+    require_capability,
+)
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
 from agent_memory.domain.triples import Triple, WalkStep
@@ -69,15 +75,7 @@ __all__ = ["TripleStoreContract"]
 ReopenTriples = Callable[[], Awaitable[TripleStore]]
 
 CANARY_OWNER = "agent-memory-contract-canary"
-_PROPERTY = settings(
-    max_examples=20,
-    deadline=None,
-    suppress_health_check=[
-        HealthCheck.function_scoped_fixture,
-        HealthCheck.differing_executors,
-        HealthCheck.too_slow,
-    ],
-)
+_PROPERTY = property_settings(max_examples=20)
 _ADVERSARIAL = [
     "a%",
     "a_",
@@ -123,18 +121,6 @@ def _spo(triples: list[Triple]) -> list[tuple[str, str, str]]:
 
 def _steps(steps: list[WalkStep]) -> list[tuple[int, str, str, str]]:
     return [(s.distance, s.triple.subject, s.triple.predicate, s.triple.object) for s in steps]
-
-
-async def _expect_raises(
-    cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
-) -> None:
-    try:
-        result = await op
-    except exc:
-        return
-    except Exception as other:
-        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
-    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
 
 
 _node = st.sampled_from(["a", "b", "c", "d", "e", "f", "a%", "B"])
@@ -421,11 +407,11 @@ class TripleStoreContract:
         When this fails, validate with `domain.validation.require_scope` first.
         """
         rule = "blank scope raises ScopeRequired"
-        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.query(blank))
-        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.query("o", loop=blank))
-        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.neighbours(blank, "n"))
-        await _expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.delete_scope(blank))
-        await _expect_raises(
+        await expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.query(blank))
+        await expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.query("o", loop=blank))
+        await expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.neighbours(blank, "n"))
+        await expect_raises("TS-SCOPE-1", rule, ScopeRequired, triples.delete_scope(blank))
+        await expect_raises(
             "TS-SCOPE-1", rule, ScopeRequired, triples.delete_scope("o", loop=blank)
         )
         with pytest.raises(ScopeRequired):
@@ -438,10 +424,10 @@ class TripleStoreContract:
         """
         bad: Any = [_t("s", "p", "o"), ("s", "p", "o")]
         rule = "bad input raises InvalidInput"
-        await _expect_raises("TS-INPUT-1", rule, InvalidInput, triples.add(bad))
-        await _expect_raises("TS-INPUT-1", rule, InvalidInput, triples.query("o", limit=0))
-        await _expect_raises("TS-INPUT-1", rule, InvalidInput, triples.neighbours("o", "s", hops=0))
-        await _expect_raises(
+        await expect_raises("TS-INPUT-1", rule, InvalidInput, triples.add(bad))
+        await expect_raises("TS-INPUT-1", rule, InvalidInput, triples.query("o", limit=0))
+        await expect_raises("TS-INPUT-1", rule, InvalidInput, triples.neighbours("o", "s", hops=0))
+        await expect_raises(
             "TS-INPUT-1", rule, InvalidInput, triples.neighbours("o", "s", limit=-1)
         )
         stored = await triples.query("o")
@@ -492,11 +478,11 @@ class TripleStoreContract:
         await triples.close()
         await triples.close()
         rule = "operations after close raise StoreClosed"
-        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.add([_t("s", "p", "o")]))
-        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.query("o"))
-        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.neighbours("o", "s"))
-        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.delete_scope("o"))
-        await _expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.ping())
+        await expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.add([_t("s", "p", "o")]))
+        await expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.query("o"))
+        await expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.neighbours("o", "s"))
+        await expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.delete_scope("o"))
+        await expect_raises("TS-CLOSE-1", rule, StoreClosed, triples.ping())
 
     async def test_shared_handle(self, triples: TripleStore, reopen: ReopenTriples | None) -> None:
         """A second handle sees the first one's triples.

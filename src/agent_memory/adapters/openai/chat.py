@@ -8,17 +8,21 @@ import math
 import random
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.openai.endpoint import api_root, endpoint_identity
+from agent_memory.adapters.openai._provider import (
+    HttpProvider,
+    positive_int,
+    positive_seconds,
+    require_api_key,
+    require_model,
+)
+from agent_memory.adapters.openai.endpoint import endpoint_identity
 from agent_memory.adapters.openai.retry import RetryPolicy
-from agent_memory.adapters.openai.transport import Answer, JsonClient
+from agent_memory.adapters.openai.transport import Answer
 from agent_memory.domain.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     import httpx
 
 __all__ = ["OpenAICompatibleChatModel", "is_pinned_model_name"]
@@ -50,7 +54,7 @@ def is_pinned_model_name(model: str) -> bool:
     return bool(_DIGEST.search(model) or _DATED.search(model) or _MMDD.search(model))
 
 
-class OpenAICompatibleChatModel:
+class OpenAICompatibleChatModel(HttpProvider):
     """Completes prompts through `POST {root}/chat/completions` (root: `base_url`
     normalised to end in `/v1`), returning `choices[0].message.content`.
 
@@ -80,8 +84,7 @@ class OpenAICompatibleChatModel:
         http_client: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise InvalidInput("model", f"a non-empty model name is required, got {model!r}")
+        require_model(model)
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, int | float)
@@ -98,18 +101,17 @@ class OpenAICompatibleChatModel:
                 "max_tokens_field",
                 f"'max_tokens' or 'max_completion_tokens' is required, got {max_tokens_field!r}",
             )
-        if api_key is not None and not isinstance(api_key, str):
-            raise InvalidInput("api_key", f"a string or None is required, got {type(api_key)}")
+        require_api_key(api_key)
         self._model = model
         self._temperature = float(temperature)
         self._pinned = is_pinned_model_name(model) if pinned is None else pinned
         self._max_tokens_field = max_tokens_field
-        self._http = JsonClient(
-            root=api_root(base_url),
+        self._connect(
             what=_WHAT,
+            base_url=base_url,
             api_key=api_key,
             headers=headers,
-            retry=retry if retry is not None else RetryPolicy(),
+            retry=retry,
             http_client=http_client,
             rng=rng,
         )
@@ -121,7 +123,6 @@ class OpenAICompatibleChatModel:
         }
         canonical = json.dumps(identity, sort_keys=True, ensure_ascii=True)
         self._fingerprint = hashlib.sha256(canonical.encode("ascii")).hexdigest()
-        self._life = Lifecycle(_WHAT)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(base_url={self._http.root!r}, model={self._model!r})"
@@ -138,11 +139,6 @@ class OpenAICompatibleChatModel:
     def model(self) -> str:
         return self._model
 
-    @property
-    def base_url(self) -> str:
-        """The normalised API root (ends in `/v1`)."""
-        return self._http.root
-
     async def complete(
         self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
     ) -> str:
@@ -151,17 +147,8 @@ class OpenAICompatibleChatModel:
             raise InvalidInput("prompt", f"a string is required, got {type(prompt).__name__}")
         if system is not None and not isinstance(system, str):
             raise InvalidInput("system", f"a string or None is required, got {type(system)}")
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise InvalidInput("max_tokens", f"an integer >= 1 is required, got {max_tokens!r}")
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not math.isfinite(timeout)
-            or timeout <= 0
-        ):
-            raise InvalidInput(
-                "timeout", f"a finite number of seconds > 0 is required, got {timeout!r}"
-            )
+        positive_int(max_tokens, "max_tokens")
+        seconds = positive_seconds(timeout, "timeout")
         messages = [] if system is None else [{"role": "system", "content": system}]
         messages.append({"role": "user", "content": prompt})
         body: dict[str, Any] = {
@@ -172,7 +159,7 @@ class OpenAICompatibleChatModel:
             "stream": False,
         }
         async with self._life.op():
-            answer = await self._http.post("/chat/completions", body, timeout=float(timeout))
+            answer = await self._http.post("/chat/completions", body, timeout=seconds)
         return self._content(answer)
 
     def _content(self, answer: Answer) -> str:
@@ -199,21 +186,3 @@ class OpenAICompatibleChatModel:
                 f"(finish_reason={reason!r})",
             )
         return content
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (idempotent); later calls raise `StoreClosed`."""
-        if await self._life.begin_close():
-            await self._http.aclose()
-
-    close = aclose
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

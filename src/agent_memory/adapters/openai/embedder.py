@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.openai.endpoint import api_root
+from agent_memory.adapters.openai._provider import (
+    HttpProvider,
+    positive_int,
+    positive_seconds,
+    require_api_key,
+    require_model,
+)
 from agent_memory.adapters.openai.retry import RetryPolicy
-from agent_memory.adapters.openai.transport import Answer, JsonClient
+from agent_memory.adapters.openai.transport import Answer
 from agent_memory.domain.errors import DimensionMismatch, InvalidInput
 from agent_memory.domain.records import EmbeddingSpace
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     import httpx
 
 __all__ = ["OpenAICompatibleEmbedder"]
@@ -27,24 +29,7 @@ __all__ = ["OpenAICompatibleEmbedder"]
 _WHAT = "openai-compatible embeddings"
 
 
-def _positive_int(value: object, field: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidInput(field, f"an integer >= 1 is required, got {value!r}")
-    return value
-
-
-def _positive_seconds(value: object, field: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise InvalidInput(field, f"a finite number of seconds > 0 is required, got {value!r}")
-    return float(value)
-
-
-class OpenAICompatibleEmbedder:
+class OpenAICompatibleEmbedder(HttpProvider):
     """Embeds texts through `POST {root}/embeddings`, where `root` is `base_url`
     normalised to end in `/v1` (see `endpoint.api_root`).
 
@@ -79,31 +64,28 @@ class OpenAICompatibleEmbedder:
         http_client: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        if not isinstance(model, str) or not model.strip():
-            raise InvalidInput("model", f"a non-empty model name is required, got {model!r}")
+        require_model(model)
         if not isinstance(provable, bool):
             raise InvalidInput("provable", f"a bool is required, got {provable!r}")
-        if api_key is not None and not isinstance(api_key, str):
-            raise InvalidInput("api_key", f"a string or None is required, got {type(api_key)}")
+        require_api_key(api_key)
         self._space = EmbeddingSpace(
             model=model,
-            dimension=_positive_int(dimension, "dimension"),
+            dimension=positive_int(dimension, "dimension"),
             revision=revision,
             provable=provable,
         )
-        self._batch_size = _positive_int(batch_size, "batch_size")
-        self._timeout = _positive_seconds(timeout, "timeout")
+        self._batch_size = positive_int(batch_size, "batch_size")
+        self._timeout = positive_seconds(timeout, "timeout")
         self._send_dimensions = bool(send_dimensions)
-        self._http = JsonClient(
-            root=api_root(base_url),
+        self._connect(
             what=_WHAT,
+            base_url=base_url,
             api_key=api_key,
             headers=headers,
-            retry=retry if retry is not None else RetryPolicy(),
+            retry=retry,
             http_client=http_client,
             rng=rng,
         )
-        self._life = Lifecycle(_WHAT)
 
     def __repr__(self) -> str:
         return (
@@ -114,11 +96,6 @@ class OpenAICompatibleEmbedder:
     @property
     def space(self) -> EmbeddingSpace:
         return self._space
-
-    @property
-    def base_url(self) -> str:
-        """The normalised API root (ends in `/v1`)."""
-        return self._http.root
 
     @property
     def batch_size(self) -> int:
@@ -207,21 +184,3 @@ class OpenAICompatibleEmbedder:
                 "beyond float32 range)"
             )
         return matrix
-
-    async def aclose(self) -> None:
-        """Close the HTTP client (idempotent); later calls raise `StoreClosed`."""
-        if await self._life.begin_close():
-            await self._http.aclose()
-
-    close = aclose
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()

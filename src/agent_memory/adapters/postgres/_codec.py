@@ -3,31 +3,49 @@
 Every value in a row was validated when its record was built, before it was
 written; running the validators again on the way out (JSON re-serialisation of
 metadata, enum and timestamp checks) would cost more than a short query. The
-records are therefore rebuilt field by field, after a check that every field is
-given, so a field added to a record class fails loudly instead of going missing.
+records are therefore rebuilt slot by slot by a builder made once per class and
+field order, which checks that the order names every field exactly once, so a
+field added to a record class fails loudly instead of going missing.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 
-__all__ = ["trusted", "utc"]
-
-T = TypeVar("T")
+__all__ = ["builder", "utc"]
 
 
-def trusted(cls: type[T], **values: Any) -> T:
-    """An instance of the frozen attrs class `cls` with exactly these field values."""
-    if len(values) != len(attrs.fields(cls)):  # type: ignore[arg-type]
-        missing = {f.name for f in attrs.fields(cls)} - set(values)  # type: ignore[arg-type]
-        raise AssertionError(f"{cls.__name__}: fields not decoded: {sorted(missing)}")
-    obj = object.__new__(cls)
-    for name, value in values.items():
-        object.__setattr__(obj, name, value)
-    return obj
+@functools.cache
+def builder(cls: type[Any], names: tuple[str, ...]) -> Callable[..., Any]:
+    """A function taking the values of `names` positionally and returning an
+    instance of the frozen attrs class `cls` with exactly those fields."""
+    expected = {f.name for f in attrs.fields(cls)}
+    if len(names) != len(expected) or set(names) != expected:
+        raise AssertionError(f"{cls.__name__}: decoded fields {names} != {sorted(expected)}")
+    setters = tuple(
+        cls.__dict__[n].__set__
+        if n in cls.__dict__
+        else functools.partial(_set_attr, n)  # not slotted
+        for n in names
+    )
+    new = object.__new__
+
+    def build(*values: Any) -> Any:
+        obj = new(cls)
+        for setter, value in zip(setters, values, strict=True):
+            setter(obj, value)
+        return obj
+
+    return build
+
+
+def _set_attr(name: str, obj: object, value: object) -> None:
+    object.__setattr__(obj, name, value)
 
 
 def utc(value: datetime) -> datetime:

@@ -12,6 +12,7 @@ Retention applies on read (the floor is `max(since, now - retention)`) and
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -21,7 +22,7 @@ from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.postgres._codec import trusted, utc
+from agent_memory.adapters.postgres._codec import builder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import (
@@ -86,38 +87,46 @@ def encode_entity(entity: Entity) -> str:
     return json.dumps([entity.type, entity.id])
 
 
+_ENTITY_FIELDS = ("type", "id")
+_SUMMARY_SOURCES = {m.value: m for m in SummarySource}
+_TIME_BASES = {m.value: m for m in TimeBasis}
+_ENTITY_SOURCES = {m.value: m for m in EntitySource}
+
+
+@functools.lru_cache(maxsize=4096)
+def _decode_entity(value: str) -> Entity:
+    """Entities repeat across events (the same service, pod, user): decode each once."""
+    etype, eid = json.loads(value)
+    return builder(Entity, _ENTITY_FIELDS)(etype, eid)  # type: ignore[no-any-return]
+
+
 def _decode_entities(values: Sequence[str]) -> tuple[Entity, ...]:
-    out = []
-    for value in values:
-        etype, eid = json.loads(value)
-        out.append(trusted(Entity, type=etype, id=eid))
-    return tuple(out)
+    return tuple(_decode_entity(value) for value in values)
 
 
 def _event(row: Sequence[Any]) -> Event:
     metadata = row[16]
     if isinstance(metadata, str):
         metadata = json.loads(metadata)
-    return trusted(
-        Event,
-        domain=row[0],
-        id=row[1],
-        agent=row[2],
-        action=row[3],
-        outcome=row[4],
-        summary=row[5],
-        occurred_at=utc(row[6]),
-        recorded_at=utc(row[7]),
-        origin_request_id=row[8],
-        summary_source=SummarySource(row[9]),
-        fallback_reason=row[10],
-        time_basis=TimeBasis(row[11]),
-        entities=_decode_entities(row[12]),
-        entity_source=EntitySource(row[13]),
-        user_id=row[14],
-        importance=float(row[15]),
-        metadata=metadata,
-        is_global=bool(row[17]),
+    return builder(Event, _COLUMNS)(  # type: ignore[no-any-return]
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        utc(row[6]),
+        utc(row[7]),
+        row[8],
+        _SUMMARY_SOURCES[row[9]],
+        row[10],
+        _TIME_BASES[row[11]],
+        _decode_entities(row[12]),
+        _ENTITY_SOURCES[row[13]],
+        row[14],
+        float(row[15]),
+        metadata,
+        bool(row[17]),
     )
 
 

@@ -32,7 +32,7 @@ from psycopg import sql
 from psycopg.types.json import Json
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.postgres._codec import trusted, utc
+from agent_memory.adapters.postgres._codec import builder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.adapters.postgres._vector import PgVector
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
@@ -73,6 +73,8 @@ _COLUMNS = (
     "importance",
     "attributes",
 )
+# MemoryRecord fields in `_COLUMNS` order (the vector lives in `embedding`).
+_RECORD_FIELDS = tuple("vector" if c == "embedding" else c for c in _COLUMNS)
 # Rows beyond `limit` the statement returns for the exact float32 re-rank, so that
 # last-bit differences between pgvector's and numpy's cosine cannot drop a hit.
 _SLACK = 16
@@ -124,19 +126,18 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
     attributes = row[10]
     if isinstance(attributes, str):  # pragma: no cover - json loader normally decodes
         attributes = json.loads(attributes)
-    return trusted(
-        MemoryRecord,
-        owner=row[0],
-        id=row[1],
-        namespace=row[2],
-        kind=row[3],
-        content=row[4],
-        context=row[5],
-        vector=row[6],
-        created_at=utc(row[7]),
-        updated_at=utc(row[8]),
-        importance=float(row[9]),
-        attributes=attributes,
+    return builder(MemoryRecord, _RECORD_FIELDS)(  # type: ignore[no-any-return]
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        row[5],
+        row[6],
+        utc(row[7]),
+        utc(row[8]),
+        float(row[9]),
+        attributes,
     )
 
 

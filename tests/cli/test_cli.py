@@ -168,3 +168,14 @@ def test_doctor_shows_redis_server_and_search_module(redis_url: str) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "search_module            loaded" in result.stdout
     assert "result: healthy" in result.stdout
+
+
+def test_doctor_shows_postgres_schema_and_pgvector_versions(postgres_url: str) -> None:
+    result = agent_memory("doctor", "--url", postgres_url)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = {line.split()[0]: line for line in result.stdout.splitlines() if line.strip()}
+    assert "schema_version" in lines
+    assert lines["schema_version"].split()[-1].isdigit()
+    assert "pgvector" in lines
+    assert lines["pgvector"].split()[-1].startswith("0.")
+    assert "result: healthy" in result.stdout

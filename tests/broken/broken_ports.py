@@ -12,11 +12,11 @@ import fnmatch
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from agent_memory.adapters._common.validation import check_lease_args
+from agent_memory.adapters._common.validation import check_lease_args, check_window_args
 from agent_memory.adapters.memory import InMemoryCache, InMemoryEventLog, InMemoryLeaseStore
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
-from agent_memory.domain.validation import require_positive, require_scope, require_utc
+from agent_memory.domain.validation import require_positive, require_scope
 
 __all__ = [
     "AnyoneRenewsLeaseStore",
@@ -42,9 +42,7 @@ class ArrivalOrderEventLog(InMemoryEventLog):
         entity: Entity | None = None,
     ) -> EventWindow:
         self._life.check()
-        require_scope(domain, "domain")
-        since = require_utc(since, "since")
-        require_positive(limit, "limit")
+        since = check_window_args(domain, since, limit, entity)
         floor = max(since, self._cutoff())
         rows = [
             e

@@ -10,21 +10,30 @@ naming the field.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, require_dimension
-from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    Entity,
+    Event,
+    MemoryRecord,
+    require_dimension,
+)
+from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
 
 __all__ = [
     "check_cache_ttl",
     "check_cache_value",
+    "check_events",
     "check_filters",
     "check_lease_args",
     "check_lease_payload",
     "check_min_score",
     "check_record",
+    "check_retention",
     "check_space",
+    "check_window_args",
 ]
 
 
@@ -100,3 +109,29 @@ def check_lease_payload(payload: object) -> bytes:
     if not isinstance(payload, bytes | bytearray | memoryview):
         raise InvalidInput("lease.payload", f"bytes are required, got {type(payload).__name__}")
     return bytes(payload)
+
+
+def check_retention(retention: object) -> timedelta:
+    """An event log's retention: a positive timedelta."""
+    if not isinstance(retention, timedelta) or retention <= timedelta(0):
+        raise InvalidInput("retention", f"must be a positive timedelta, got {retention!r}")
+    return retention
+
+
+def check_events(events: Sequence[Event]) -> list[Event]:
+    """The batch given to `append`, as a list of `Event`s."""
+    batch = list(events)
+    for e in batch:
+        if not isinstance(e, Event):
+            raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+    return batch
+
+
+def check_window_args(domain: str, since: datetime, limit: int, entity: Entity | None) -> datetime:
+    """The arguments of `window`; returns `since` in UTC."""
+    require_scope(domain, "domain")
+    since = require_utc(since, "since")
+    require_positive(limit, "limit")
+    if entity is not None and not isinstance(entity, Entity):
+        raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
+    return since

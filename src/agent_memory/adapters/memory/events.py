@@ -7,9 +7,13 @@ from datetime import datetime, timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.domain.errors import InvalidInput
+from agent_memory.adapters._common.validation import (
+    check_events,
+    check_retention,
+    check_window_args,
+)
 from agent_memory.domain.records import Entity, Event, EventWindow
-from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
+from agent_memory.domain.validation import require_id
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "InMemoryEventLog", "MemoryEventBackend"]
@@ -34,9 +38,7 @@ class InMemoryEventLog:
         clock: Clock | None = None,
         backend: MemoryEventBackend | None = None,
     ) -> None:
-        if retention <= timedelta(0):
-            raise InvalidInput("retention", f"must be positive, got {retention}")
-        self._retention = retention
+        self._retention = check_retention(retention)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._backend = backend if backend is not None else MemoryEventBackend()
         self._life = Lifecycle("memory event log")
@@ -54,10 +56,7 @@ class InMemoryEventLog:
 
     async def append(self, events: Sequence[Event]) -> int:
         self._life.check()
-        batch = list(events)
-        for e in batch:
-            if not isinstance(e, Event):
-                raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+        batch = check_events(events)
         stored = 0
         for e in batch:
             key = (e.domain, e.id)
@@ -75,11 +74,7 @@ class InMemoryEventLog:
         entity: Entity | None = None,
     ) -> EventWindow:
         self._life.check()
-        require_scope(domain, "domain")
-        since = require_utc(since, "since")
-        require_positive(limit, "limit")
-        if entity is not None and not isinstance(entity, Entity):
-            raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
+        since = check_window_args(domain, since, limit, entity)
         floor = max(since, self._cutoff())
         rows = [
             e

@@ -13,12 +13,16 @@ from datetime import datetime, timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import (
+    check_events,
+    check_retention,
+    check_window_args,
+)
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import decode_event, encode_event, to_micros
-from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event, EventWindow
-from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
+from agent_memory.domain.validation import require_id
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "SqliteEventLog"]
@@ -38,9 +42,7 @@ class SqliteEventLog:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
     ) -> None:
-        if not isinstance(retention, timedelta) or retention <= timedelta(0):
-            raise InvalidInput("retention", f"must be a positive timedelta, got {retention!r}")
-        self._retention = retention
+        self._retention = check_retention(retention)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
         self._life = Lifecycle("sqlite event log")
@@ -58,10 +60,7 @@ class SqliteEventLog:
 
     async def append(self, events: Sequence[Event]) -> int:
         async with self._life.op():
-            batch = list(events)
-            for e in batch:
-                if not isinstance(e, Event):
-                    raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+            batch = check_events(events)
             if not batch:
                 return 0
             rows = [
@@ -110,11 +109,8 @@ class SqliteEventLog:
         entity: Entity | None = None,
     ) -> EventWindow:
         async with self._life.op():
-            require_scope(domain, "domain")
-            floor = max(to_micros(require_utc(since, "since")), self._cutoff_micros())
-            require_positive(limit, "limit")
-            if entity is not None and not isinstance(entity, Entity):
-                raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
+            since = check_window_args(domain, since, limit, entity)
+            floor = max(to_micros(since), self._cutoff_micros())
             sql = (
                 "SELECT body FROM events AS e WHERE (e.domain = ? OR e.is_global = 1)"
                 " AND e.occurred_at >= ?"

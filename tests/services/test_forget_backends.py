@@ -15,8 +15,9 @@ import pytest
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters.memory import HashingEmbedder
 from agent_memory.bootstrap import Settings, open_stores
-from agent_memory.domain.records import Event
 from agent_memory.services.user_memory import UserMemory, user_cache_scope
+
+from .builders import user_event
 
 EMB = HashingEmbedder(64)
 SECRET = "Zanzibarian-quokka"  # appears only in u1's data
@@ -100,28 +101,8 @@ async def test_forget_receipt_and_raw_scan(backend: tuple[str, Any]) -> None:
         now = datetime.now(UTC)
         await stores.events.append(
             [
-                Event(
-                    id="e1",
-                    domain="travel",
-                    agent="a",
-                    action="plan",
-                    outcome="ok",
-                    summary=f"trip for the {SECRET} user",
-                    occurred_at=now,
-                    recorded_at=now,
-                    user_id="u1",
-                ),
-                Event(
-                    id="e2",
-                    domain="travel",
-                    agent="a",
-                    action="plan",
-                    outcome="ok",
-                    summary="paris trip",
-                    occurred_at=now,
-                    recorded_at=now,
-                    user_id="u2",
-                ),
+                user_event("e1", user_id="u1", summary=f"trip for the {SECRET} user", at=now),
+                user_event("e2", user_id="u2", summary="paris trip", at=now),
             ]
         )
         await stores.cache.put(user_cache_scope("u1"), "profile", SECRET.encode())

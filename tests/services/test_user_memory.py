@@ -16,7 +16,6 @@ from agent_memory.adapters.memory import (
     InMemoryEventLog,
     InMemoryMemoryStore,
 )
-from agent_memory.domain.records import Event
 from agent_memory.domain.user_facts import (
     FactCandidate,
     Neighbour,
@@ -27,6 +26,7 @@ from agent_memory.domain.user_facts import (
 )
 from agent_memory.services.user_memory import UserMemory, user_cache_scope
 
+from .builders import user_event
 from .scripted import ScriptedModel
 
 EMB = HashingEmbedder(64)
@@ -337,28 +337,8 @@ async def test_forget_removes_everything_and_the_raw_memory_backend_is_empty() -
     assert um.cache is not None
     await um.events.append(
         [
-            Event(
-                id="e1",
-                domain="travel",
-                agent="a",
-                action="plan",
-                outcome="ok",
-                summary="vegan plan",
-                occurred_at=now,
-                recorded_at=now,
-                user_id="u1",
-            ),
-            Event(
-                id="e2",
-                domain="travel",
-                agent="a",
-                action="plan",
-                outcome="ok",
-                summary="paris",
-                occurred_at=now,
-                recorded_at=now,
-                user_id="u2",
-            ),
+            user_event("e1", user_id="u1", summary="vegan plan", at=now),
+            user_event("e2", user_id="u2", summary="paris", at=now),
         ]
     )
     await um.cache.put(user_cache_scope("u1"), "profile", b"vegan")

@@ -128,11 +128,6 @@ async def test_readding_identical_fact_is_duplicate_never_deletion() -> None:
     assert model.prompts == []
 
 
-def _neighbour_ids(prompt: str) -> list[list[str]]:
-    body = json.loads(prompt.split("\n", 1)[1])
-    return [[s["id"] for s in item["stored"]] for item in body]
-
-
 async def test_batch_success_applies_update_and_contradict_in_one_call() -> None:
     um = make(ScriptedModel([]), similarity_threshold=0.3)
     await um.reconcile(

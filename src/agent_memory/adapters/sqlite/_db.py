@@ -21,10 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters.sqlite.schema import ensure_schema
 from agent_memory.domain.errors import BackendUnavailable, InvalidInput
 
-__all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteConnection", "Synchronous"]
+__all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteConnection", "SqliteHandle", "Synchronous"]
 
 T = TypeVar("T")
 Synchronous = Literal["NORMAL", "FULL"]
@@ -125,3 +126,35 @@ class SqliteConnection:
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+
+
+class SqliteHandle:
+    """Base of the SQLite adapters: one `SqliteConnection` gated by the close
+    rule. `ping` runs `_ping` on the worker thread; `close` waits for in-flight
+    operations, then closes the connection (once)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        what: str,
+        *,
+        busy_timeout: float,
+        synchronous: Synchronous,
+    ) -> None:
+        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
+        self._life = Lifecycle(what)
+
+    @property
+    def path(self) -> str:
+        return self._db.path
+
+    def _ping(self, conn: sqlite3.Connection) -> None:
+        conn.execute("SELECT 1").fetchone()
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._db.run(self._ping)
+
+    async def close(self) -> None:
+        if await self._life.begin_close():
+            await self._db.close()

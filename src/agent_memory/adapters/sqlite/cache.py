@@ -9,9 +9,8 @@ import sqlite3
 from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
-from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import prefix_condition, to_micros
 from agent_memory.domain.validation import require_id, require_scope
@@ -23,7 +22,7 @@ _PURGE_EVERY = 100  # puts between bulk purges of expired rows
 _PURGE_BATCH = 1000  # rows purged at most per bulk purge
 
 
-class SqliteCache:
+class SqliteCache(SqliteHandle):
     """`Cache` on one SQLite file shared by any number of handles and processes."""
 
     def __init__(
@@ -35,13 +34,8 @@ class SqliteCache:
         synchronous: Synchronous = "NORMAL",
     ) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._life = Lifecycle("sqlite cache")
+        super().__init__(path, "sqlite cache", busy_timeout=busy_timeout, synchronous=synchronous)
         self._puts = 0
-
-    @property
-    def path(self) -> str:
-        return self._db.path
 
     def _now(self) -> int:
         return to_micros(self._clock.now())
@@ -147,11 +141,3 @@ class SqliteCache:
         with write_tx(conn):
             now = self._now()
             return conn.execute("DELETE FROM cache WHERE expires_at <= ?", (now,)).rowcount
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.run(lambda conn: conn.execute("SELECT 1").fetchone())
-
-    async def close(self) -> None:
-        if await self._life.begin_close():
-            await self._db.close()

@@ -12,13 +12,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_events,
     check_retention,
     check_window_args,
 )
-from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import decode_event, encode_event, to_micros
 from agent_memory.domain.records import Entity, Event, EventWindow
@@ -30,7 +29,7 @@ __all__ = ["DEFAULT_RETENTION", "SqliteEventLog"]
 DEFAULT_RETENTION = timedelta(days=60)
 
 
-class SqliteEventLog:
+class SqliteEventLog(SqliteHandle):
     """`EventLog` on one SQLite file shared by any number of handles and processes."""
 
     def __init__(
@@ -44,16 +43,13 @@ class SqliteEventLog:
     ) -> None:
         self._retention = check_retention(retention)
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._life = Lifecycle("sqlite event log")
+        super().__init__(
+            path, "sqlite event log", busy_timeout=busy_timeout, synchronous=synchronous
+        )
 
     @property
     def retention(self) -> timedelta:
         return self._retention
-
-    @property
-    def path(self) -> str:
-        return self._db.path
 
     def _cutoff_micros(self) -> int:
         return to_micros(self._clock.now() - self._retention)
@@ -148,11 +144,3 @@ class SqliteEventLog:
     def _delete(conn: sqlite3.Connection, where: str, value: object) -> int:
         with write_tx(conn):
             return conn.execute(f"DELETE FROM events WHERE {where}", (value,)).rowcount
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.run(lambda conn: conn.execute("SELECT 1").fetchone())
-
-    async def close(self) -> None:
-        if await self._life.begin_close():
-            await self._db.close()

@@ -9,9 +9,8 @@ import sqlite3
 from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
-from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import from_micros, prefix_condition, to_micros
 from agent_memory.domain.errors import LeaseNotHeld
@@ -24,7 +23,7 @@ __all__ = ["SqliteLeaseStore"]
 _SELECT = "SELECT owner, token, expires_at, payload FROM leases WHERE scope = ? AND key = ?"
 
 
-class SqliteLeaseStore:
+class SqliteLeaseStore(SqliteHandle):
     """`LeaseStore` on one SQLite file shared by any number of handles and processes."""
 
     def __init__(
@@ -36,12 +35,9 @@ class SqliteLeaseStore:
         synchronous: Synchronous = "NORMAL",
     ) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._life = Lifecycle("sqlite lease store")
-
-    @property
-    def path(self) -> str:
-        return self._db.path
+        super().__init__(
+            path, "sqlite lease store", busy_timeout=busy_timeout, synchronous=synchronous
+        )
 
     async def acquire(
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
@@ -187,11 +183,3 @@ class SqliteLeaseStore:
                 )
                 for r in rows
             ]
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.run(lambda conn: conn.execute("SELECT 1").fetchone())
-
-    async def close(self) -> None:
-        if await self._life.begin_close():
-            await self._db.close()

@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_filters, check_record, check_space
-from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import read_tx, write_tx
 from agent_memory.adapters.sqlite.codec import (
     RECORD_COLUMNS,
@@ -99,7 +98,7 @@ class _Matrix:
         self.matrix = matrix
 
 
-class SqliteMemoryStore:
+class SqliteMemoryStore(SqliteHandle):
     """`MemoryStore` with `search_text`, on one SQLite file shared by any number of
     handles and processes. Every blocking call runs on the handle's worker thread."""
 
@@ -114,8 +113,9 @@ class SqliteMemoryStore:
     ) -> None:
         self._space = check_space(space)
         require_positive(matrix_cache_owners, "matrix_cache_owners")
-        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._life = Lifecycle("sqlite memory store")
+        super().__init__(
+            path, "sqlite memory store", busy_timeout=busy_timeout, synchronous=synchronous
+        )
         self._tables: SpaceTables | None = None  # set on the worker thread
         self._cache: OrderedDict[str, _Matrix] = OrderedDict()  # worker thread only
         # owner -> (change counter, pk -> (id, term counts, length)); worker thread only
@@ -127,10 +127,6 @@ class SqliteMemoryStore:
     @property
     def space(self) -> EmbeddingSpace:
         return self._space
-
-    @property
-    def path(self) -> str:
-        return self._db.path
 
     # -- worker-thread helpers -------------------------------------------------
 
@@ -562,14 +558,6 @@ class SqliteMemoryStore:
                 self._purge_fts(conn, t)
             return count
 
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.run(self._ping)
-
     def _ping(self, conn: sqlite3.Connection) -> None:
         self._t(conn)
         conn.execute("SELECT 1").fetchone()
-
-    async def close(self) -> None:
-        if await self._life.begin_close():
-            await self._db.close()

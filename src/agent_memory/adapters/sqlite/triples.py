@@ -15,8 +15,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteConnection, Synchronous
+from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import read_tx, write_tx
 from agent_memory.adapters.sqlite.codec import from_micros, to_micros
 from agent_memory.domain.triples import (
@@ -63,7 +62,7 @@ def _row(row: Sequence[Any]) -> Triple:
     )
 
 
-class SqliteTripleStore:
+class SqliteTripleStore(SqliteHandle):
     """`TripleStore` on one SQLite file, shared safely by several handles."""
 
     def __init__(
@@ -73,13 +72,10 @@ class SqliteTripleStore:
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
     ) -> None:
-        self._db = SqliteConnection(path, busy_timeout=busy_timeout, synchronous=synchronous)
-        self._life = Lifecycle("sqlite triple store")
+        super().__init__(
+            path, "sqlite triple store", busy_timeout=busy_timeout, synchronous=synchronous
+        )
         self._ready = False  # read and written on the worker thread only
-
-    @property
-    def path(self) -> str:
-        return self._db.path
 
     def _ensure(self, conn: sqlite3.Connection) -> None:
         if self._ready:
@@ -216,10 +212,5 @@ class SqliteTripleStore:
 
             return await self._db.run(job)
 
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.run(self._ensure)
-
-    async def close(self) -> None:
-        if await self._life.begin_close():
-            await self._db.close()
+    def _ping(self, conn: sqlite3.Connection) -> None:
+        self._ensure(conn)

@@ -21,7 +21,7 @@ Rows printed side by side from one run:
 The dataset (CC BY-NC 4.0) is read from its path and never copied:
 
     python benchmarks/locomo.py [--data ../shared/data/locomo-dev.json]
-        [--url memory://|sqlite://|postgresql+embedded://|<backend URL>]
+        [--url memory://|sqlite://|postgresql+embedded://|redis+embedded://|<URL>]
         [--modes bm25,lexical,vector,hybrid]
         [--embedder hashing|semantic] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
 """
@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -292,7 +292,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--url",
         default="memory://",
-        help="backend URL (sqlite:// = a temp file, postgresql+embedded:// = a temp server)",
+        help="backend URL (sqlite:// = a temp file; postgresql+embedded://, "
+        "redis+embedded:// = a temporary server)",
     )
     p.add_argument("--modes", default="bm25-ref,bm25,lexical,vector,hybrid")
     p.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
@@ -309,19 +310,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
     data = json.loads(Path(args.data).read_text())
-    server = None
-    if args.url == "postgresql+embedded://":
-        # a throw-away PostgreSQL 18 + pgvector from the test suite's helper
+    stop: Callable[[], None] | None = None
+    if args.url in ("postgresql+embedded://", "redis+embedded://"):
+        # a throw-away server from the test suite's helpers
         sys.path.insert(0, str(REPO / "tests"))
-        from servers.postgres_server import FAST_SETTINGS, start_postgres
+        if args.url.startswith("postgresql"):
+            from servers.postgres_server import FAST_SETTINGS, start_postgres
 
-        server = start_postgres(settings=FAST_SETTINGS)
-        args.url = server.uri
+            pg = start_postgres(settings=FAST_SETTINGS)
+            args.url, stop = pg.uri, pg.destroy
+        else:
+            from servers.redis_server import launch_redis
+
+            valkey = launch_redis()
+            args.url, stop = valkey.url, valkey.stop
     try:
         report(asyncio.run(run(args, data)), args)
     finally:
-        if server is not None:
-            server.destroy()
+        if stop is not None:
+            stop()
 
 
 if __name__ == "__main__":

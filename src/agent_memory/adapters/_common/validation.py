@@ -31,6 +31,7 @@ __all__ = [
     "check_lease_payload",
     "check_min_score",
     "check_record",
+    "check_records",
     "check_retention",
     "check_space",
     "check_window_args",
@@ -59,6 +60,16 @@ def check_record(record: object, field: str, space: EmbeddingSpace) -> MemoryRec
             raise InvalidInput(f"record.{name}", "a string is required")
     require_dimension(space, record.vector)
     return record
+
+
+def check_records(records: Sequence[MemoryRecord], space: EmbeddingSpace) -> list[MemoryRecord]:
+    """The batch given to `add`, as a list of checked records (`check_record`)."""
+    if isinstance(records, MemoryRecord):
+        raise InvalidInput("records", "a sequence of MemoryRecord is required")
+    batch = list(records)
+    for r in batch:
+        check_record(r, "records", space)
+    return batch
 
 
 def check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters._common.validation import check_filters, check_record
+from agent_memory.adapters._common.validation import check_filters, check_record, check_records
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.ranking import (
@@ -116,9 +116,7 @@ class InMemoryMemoryStore:
 
     async def add(self, records: Sequence[MemoryRecord]) -> None:
         self._life.check()
-        batch = list(records)
-        for r in batch:
-            check_record(r, "records", self._space)
+        batch = check_records(records, self._space)
         owners = self._owners()
         seen: set[tuple[str, str]] = set()
         dupes: dict[str, list[str]] = {}

@@ -37,6 +37,7 @@ from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
     check_record,
+    check_records,
     check_space,
 )
 from agent_memory.adapters.qdrant._codec import (
@@ -315,9 +316,7 @@ class QdrantMemoryStore:
 
     async def add(self, records: Sequence[MemoryRecord]) -> None:
         async with self._life.op():
-            batch = list(records)
-            for r in batch:
-                check_record(r, "records", self._space)
+            batch = check_records(records, self._space)
             if not batch:
                 return
             seen: set[tuple[str, str]] = set()

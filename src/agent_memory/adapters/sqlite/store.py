@@ -20,7 +20,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.validation import check_filters, check_record, check_space
+from agent_memory.adapters._common.validation import (
+    check_filters,
+    check_record,
+    check_records,
+    check_space,
+)
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import read_tx, write_tx
 from agent_memory.adapters.sqlite.codec import (
@@ -234,9 +239,7 @@ class SqliteMemoryStore(SqliteHandle):
 
     async def add(self, records: Sequence[MemoryRecord]) -> None:
         async with self._life.op():
-            batch = list(records)
-            for r in batch:
-                check_record(r, "records", self._space)
+            batch = check_records(records, self._space)
             if not batch:
                 return
             await self._db.run(lambda conn: self._add(conn, batch))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -17,6 +17,7 @@ from agent_memory.domain.errors import StoreClosed
 
 __all__ = [
     "BASE_TIME",
+    "ShortTtl",
     "clause",
     "expect_closed",
     "expect_raises",
@@ -44,6 +45,23 @@ def require_capability(declared: bool, capability: str, why: str) -> None:
     """Skip the calling test when the adapter did not declare `capability`."""
     if not declared:
         pytest.skip(f"{capability} not declared: {why}")
+
+
+class ShortTtl:
+    """TTL timing for suites whose entries expire, scaled to the declared
+    `ttl_resolution_ms`: a short TTL is 4x the resolution, and outliving it
+    waits 3x the resolution past it."""
+
+    capabilities: ClassVar[Capabilities]
+
+    def _res(self) -> timedelta:
+        return timedelta(milliseconds=max(self.capabilities.ttl_resolution_ms, 1))
+
+    def _short(self) -> timedelta:
+        return self._res() * 4
+
+    async def _outlive_short(self) -> None:
+        await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
 
 
 def require_reopen(capabilities: Capabilities, cid: str, reopen: _T | None) -> _T:

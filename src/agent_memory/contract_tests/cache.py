@@ -60,6 +60,7 @@ import pytest
 from hypothesis import given
 
 from agent_memory.contract_tests._support import (
+    ShortTtl,
     clause,
     expect_closed,
     expect_raises,
@@ -100,7 +101,7 @@ def _short_repr(value: bytes | None) -> object:
     return f"<{len(value)} bytes starting {value[:16]!r}>"
 
 
-class CacheContract:
+class CacheContract(ShortTtl):
     """Conformance tests for `Cache`; override `cache` (and `reopen`)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -115,17 +116,6 @@ class CacheContract:
         """Override when `capabilities.reopen`: an async callable opening a second
         handle on the same data as `cache`."""
         return None
-
-    # -- helpers ---------------------------------------------------------------
-
-    def _res(self) -> timedelta:
-        return timedelta(milliseconds=max(self.capabilities.ttl_resolution_ms, 1))
-
-    def _short(self) -> timedelta:
-        return self._res() * 4
-
-    async def _outlive_short(self) -> None:
-        await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
 
     # -- canary (first) --------------------------------------------------------
 

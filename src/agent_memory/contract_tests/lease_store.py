@@ -73,6 +73,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_memory.contract_tests._support import (
+    ShortTtl,
     clause,
     expect_closed,
     expect_raises,
@@ -105,7 +106,7 @@ def _brief(lease: Lease | None) -> tuple[str, int, bytes] | None:
     return None if lease is None else (lease.owner, lease.token, lease.payload)
 
 
-class LeaseStoreContract:
+class LeaseStoreContract(ShortTtl):
     """Conformance tests for `LeaseStore`; override `leases` (and `reopen`)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -122,15 +123,6 @@ class LeaseStoreContract:
         return None
 
     # -- helpers ---------------------------------------------------------------
-
-    def _res(self) -> timedelta:
-        return timedelta(milliseconds=max(self.capabilities.ttl_resolution_ms, 1))
-
-    def _short(self) -> timedelta:
-        return self._res() * 4
-
-    async def _outlive_short(self) -> None:
-        await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
 
     async def _must_acquire(
         self, cid: str, store: LeaseStore, scope: str, key: str, owner: str, **kw: Any

@@ -19,8 +19,8 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     "cmd",
     [
-        ("ruff", "check", "src", "tests", "benchmarks"),
-        ("ruff", "format", "--check", "src", "tests", "benchmarks"),
+        ("ruff", "check", "src", "tests", "benchmarks", "noxfile.py"),
+        ("ruff", "format", "--check", "src", "tests", "benchmarks", "noxfile.py"),
         ("mypy",),
         ("lint-imports",),
     ],

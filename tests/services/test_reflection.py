@@ -162,3 +162,27 @@ async def test_knowledge_recall_weights_relevance_recency_and_importance() -> No
     svc.options.relevance_weight = 0.0
     by_importance = await svc.recall("k8s", "pod OOMKilled memory limit")
     assert by_importance[0].content.startswith("DNS"), "weights are configurable"
+
+
+async def test_request_learn_stores_fragments_recalled_by_later_requests() -> None:
+    from agent_memory.services.request import AgentMemory
+
+    store = InMemoryMemoryStore(EMB.space)
+    answer = json.dumps([{"content": "OOMKilled api pods need a 512Mi limit", "importance": 0.9}])
+    clock = SystemClock()
+    knowledge = KnowledgeService(
+        store=store, embedder=EMB, clock=clock, llm=ScriptedModel([answer])
+    )
+    memory = AgentMemory(
+        events=InMemoryEventLog(), leases=InMemoryLeaseStore(), clock=clock, knowledge=knowledge
+    )
+    async with memory.request(agent="a", domain="k8s", request_id="r1", doing="fix OOM") as req:
+        scheduled = await req.learn("Raised the api memory limit to 512Mi; OOMKills stopped.")
+    assert scheduled.details == {"scheduled": True}
+    (done,) = await knowledge.drain()
+    assert done.details["stored"] == 1
+    async with memory.request(
+        agent="b", domain="k8s", request_id="r2", doing="api pods OOMKilled again"
+    ) as later:
+        ctx = await later.planning_context()
+    assert "512Mi limit" in ctx.agent_memory, "the knowledge section shows the fragment"

@@ -9,7 +9,6 @@ importance; the weights are configurable.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import uuid
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from agent_memory.domain.validation import require_scope
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import MemoryStore
+from agent_memory.services.background import BackgroundReports
 from agent_memory.services.reports import StageReport
 
 __all__ = [
@@ -90,7 +90,7 @@ class KnowledgeService:
         self.clock = clock
         self.llm = llm
         self.options = options or KnowledgeOptions()
-        self._tasks: set[asyncio.Task[StageReport]] = set()
+        self._background = BackgroundReports()
 
     async def store_fragments(
         self,
@@ -134,15 +134,13 @@ class KnowledgeService:
             return report
         if wait:
             return await self._extract(domain, request_id, result, report)
-        task = asyncio.create_task(self._extract(domain, request_id, result, report))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._background.spawn(self._extract(domain, request_id, result, report))
         report.details["scheduled"] = True
         return report
 
     async def drain(self) -> list[StageReport]:
-        tasks = list(self._tasks)
-        return list(await asyncio.gather(*tasks)) if tasks else []
+        """Wait for scheduled extractions; every report finished since the last drain."""
+        return await self._background.drain()
 
     async def _extract(
         self, domain: str, request_id: str, result: str, report: StageReport

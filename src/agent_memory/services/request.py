@@ -288,6 +288,24 @@ class MemoryRequest:
                 report=report,
             )
 
+    async def learn(self, result: str, *, wait: bool = False) -> StageReport:
+        """After synthesis: extract reusable knowledge from the request's result
+        (asynchronous and fail-open; `wait=True` runs it inline)."""
+        report = self._report("knowledge-extraction")
+        if self._m.knowledge is None:
+            report.details["skipped"] = "no knowledge service configured"
+            return report
+        with self._m.observability.span(
+            f"{_HOOK}.after_synthesis.knowledge-extraction", domain=self.domain, agent=self.agent
+        ):
+            async with fail_open(report, "extract"):
+                outcome = await self._m.knowledge.extract(
+                    domain=self.domain, request_id=self.request_id, result=result, wait=wait
+                )
+                report.details.update(outcome.details)
+                report.failures.extend(outcome.failures)
+        return report
+
     # -- exit ----------------------------------------------------------------
     async def _cleanup(self, report: StageReport) -> None:
         if self._renewal is not None:

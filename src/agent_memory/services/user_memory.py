@@ -11,7 +11,6 @@ forgetting a user can remove them too.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 from collections import Counter
@@ -45,6 +44,7 @@ from agent_memory.domain.views import (
 )
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, MemoryStore
+from agent_memory.services.background import BackgroundReports
 from agent_memory.services.reports import StageReport
 
 __all__ = [
@@ -138,7 +138,7 @@ class UserMemory:
         self.cache = cache
         self.options = options or UserMemoryOptions()
         self.counters: Counter[str] = Counter()
-        self._tasks: set[asyncio.Task[StageReport]] = set()
+        self._background = BackgroundReports()
 
     # -- extraction ------------------------------------------------------------
     async def extract(
@@ -162,16 +162,13 @@ class UserMemory:
         require_scope(namespace, "namespace")
         if wait:
             return await self._extract(user_id, namespace, conversation, report)
-        task = asyncio.create_task(self._extract(user_id, namespace, conversation, report))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._background.spawn(self._extract(user_id, namespace, conversation, report))
         report.details["scheduled"] = True
         return report
 
     async def drain(self) -> list[StageReport]:
-        """Wait for every scheduled extraction; their reports."""
-        tasks = list(self._tasks)
-        return list(await asyncio.gather(*tasks)) if tasks else []
+        """Wait for scheduled extractions; every report finished since the last drain."""
+        return await self._background.drain()
 
     async def _extract(
         self, user_id: str, namespace: str, conversation: str, report: StageReport

@@ -8,6 +8,11 @@ Subclass one contract class per port and override its fixture::
         @pytest.fixture
         async def store(self):
             ...  # yield an EMPTY store; clean up after yield
+
+Hypothesis strategies for your own tests:
+`agent_memory.contract_tests.strategies` (adversarial scopes and ids, texts,
+vectors, records), `.event_strategies` (events, lease payloads, cache keys) and
+`.view_strategies` (events, facts, signals, knowledge, budgets for views).
 """
 
 from agent_memory.contract_tests.cache import CacheContract

@@ -10,8 +10,9 @@ back to the validating constructor (new fields have defaults).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from types import MemberDescriptorType
 from typing import Any, Generic, TypeVar, cast
 
 import attrs
@@ -23,16 +24,20 @@ from agent_memory.domain.records import (
     EntitySource,
     Event,
     MemoryRecord,
+    ScoredRecord,
     SummarySource,
     TimeBasis,
 )
 
 __all__ = [
+    "RECORD_FIELDS",
     "decode_event",
     "decode_record",
+    "decode_record_values",
     "encode_event",
     "encode_record",
     "from_micros",
+    "scored",
     "sort_key",
     "to_micros",
 ]
@@ -44,14 +49,15 @@ _SK_OFFSET = (_EPOCH - datetime(1, 1, 1, tzinfo=UTC)) // _US
 
 
 _T = TypeVar("_T")
-_SET = object.__setattr__
 
 
 class _Builder(Generic[_T]):
     """Builds a frozen attrs value from already validated data, positionally in
     `names` order, with a generated function (as attrs generates `__init__`).
-    Falls back to the validating constructor when the class's fields are not
-    exactly `names` (a new field with a default, say)."""
+    Slots are filled through their descriptors (what `object.__setattr__` ends up
+    calling, without the attribute lookup). Falls back to the validating
+    constructor when the class's fields are not exactly `names` (a new field with
+    a default, say)."""
 
     def __init__(self, cls: type[_T], names: tuple[str, ...]) -> None:
         self._cls = cls
@@ -63,10 +69,18 @@ class _Builder(Generic[_T]):
         if fields != set(self._names):
             cls, names = self._cls, self._names
             return lambda *values: cls(**dict(zip(names, values, strict=True)))
+        scope: dict[str, Any] = {"_new": object.__new__, "cls": self._cls}
+        body = ""
+        for i, name in enumerate(self._names):
+            slot = self._cls.__dict__.get(name)
+            if isinstance(slot, MemberDescriptorType):
+                scope[f"_s{i}"] = slot.__set__
+                body += f"    _s{i}(o, a{i})\n"
+            else:
+                scope["_set"] = object.__setattr__
+                body += f"    _set(o, {name!r}, a{i})\n"
         args = ", ".join(f"a{i}" for i in range(len(self._names)))
-        body = "".join(f"    _set(o, {n!r}, a{i})\n" for i, n in enumerate(self._names))
         source = f"def build({args}):\n    o = _new(cls)\n{body}    return o\n"
-        scope: dict[str, Any] = {"_set": _SET, "_new": object.__new__, "cls": self._cls}
         exec(source, scope)  # names are our own literals, checked against attrs.fields
         build: Callable[..., _T] = scope["build"]
         return build
@@ -89,6 +103,8 @@ _event = _Builder(
      "entity_source", "user_id", "importance", "metadata", "is_global"),
 )  # fmt: skip
 _entity = _Builder(Entity, ("type", "id"))
+_scored = _Builder(ScoredRecord, ("record", "score"))
+_json = json.JSONDecoder().decode  # on str: json.loads would sniff the encoding of bytes
 _SUMMARY_SOURCE = {m.value: m for m in SummarySource}
 _TIME_BASIS = {m.value: m for m in TimeBasis}
 _ENTITY_SOURCE = {m.value: m for m in EntitySource}
@@ -99,7 +115,7 @@ def to_micros(dt: datetime) -> int:
 
 
 def from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
+    return _EPOCH + timedelta(0, 0, value)
 
 
 def sort_key(created_at: datetime, record_id: str) -> str:
@@ -133,20 +149,43 @@ def encode_record(r: MemoryRecord, tags: dict[str, str]) -> dict[str, bytes | st
     }
 
 
-def decode_record(fields: dict[bytes, bytes]) -> MemoryRecord:
+# The hash fields a record is rebuilt from, in the order `decode_record_values` takes.
+RECORD_FIELDS: tuple[str, ...] = ("id", "owner", "namespace", "kind", "content", "context")
+RECORD_FIELDS += ("ca", "ua", "imp", "attrs", "vec")
+_RECORD_KEYS = tuple(name.encode() for name in RECORD_FIELDS)
+
+
+def _attributes(raw: bytes) -> dict[str, Any]:
+    if raw == b"{}":
+        return {}
+    value: dict[str, Any] = _json(raw.decode("utf-8", "surrogatepass"))
+    return value
+
+
+def decode_record_values(v: Sequence[bytes]) -> MemoryRecord:
+    """A record from the raw values of `RECORD_FIELDS`, in that order."""
     return _record(
-        fields[b"id"].decode("utf-8", "surrogatepass"),
-        fields[b"owner"].decode("utf-8", "surrogatepass"),
-        fields[b"namespace"].decode("utf-8", "surrogatepass"),
-        fields[b"kind"].decode("utf-8", "surrogatepass"),
-        fields[b"content"].decode("utf-8", "surrogatepass"),
-        fields[b"context"].decode("utf-8", "surrogatepass"),
-        np.frombuffer(fields[b"vec"], dtype=np.float32),  # read-only
-        from_micros(int(fields[b"ca"])),
-        from_micros(int(fields[b"ua"])),
-        float(fields[b"imp"]),
-        json.loads(fields[b"attrs"]),
+        v[0].decode("utf-8", "surrogatepass"),
+        v[1].decode("utf-8", "surrogatepass"),
+        v[2].decode("utf-8", "surrogatepass"),
+        v[3].decode("utf-8", "surrogatepass"),
+        v[4].decode("utf-8", "surrogatepass"),
+        v[5].decode("utf-8", "surrogatepass"),
+        np.frombuffer(v[10], dtype=np.float32),  # read-only, shares the reply's bytes
+        _EPOCH + timedelta(0, 0, int(v[6])),
+        _EPOCH + timedelta(0, 0, int(v[7])),
+        float(v[8]),
+        _attributes(v[9]),
     )
+
+
+def decode_record(fields: dict[bytes, bytes]) -> MemoryRecord:
+    return decode_record_values([fields[name] for name in _RECORD_KEYS])
+
+
+def scored(record: MemoryRecord, score: float) -> ScoredRecord:
+    """`ScoredRecord(record, score)` for a decoded record and a float score."""
+    return _scored(record, score)
 
 
 def _dt(value: datetime | None) -> int | None:
@@ -178,7 +217,8 @@ def encode_event(e: Event) -> bytes:
 
 
 def decode_event(raw: bytes) -> Event:
-    d = json.loads(raw.decode("utf-8", "surrogatepass"))
+    d = _json(raw.decode("utf-8", "surrogatepass"))
+    entities = d["entities"]
     return _event(
         d["id"],
         d["domain"],
@@ -186,13 +226,13 @@ def decode_event(raw: bytes) -> Event:
         d["action"],
         d["outcome"],
         d["summary"],
-        from_micros(d["occurred_at"]),
-        from_micros(d["recorded_at"]),
+        _EPOCH + timedelta(0, 0, d["occurred_at"]),
+        _EPOCH + timedelta(0, 0, d["recorded_at"]),
         d["origin_request_id"],
         _SUMMARY_SOURCE[d["summary_source"]],
         d["fallback_reason"],
         _TIME_BASIS[d["time_basis"]],
-        tuple(_entity(t, i) for t, i in d["entities"]),
+        tuple([_entity(t, i) for t, i in entities]) if entities else (),
         _ENTITY_SOURCE[d["entity_source"]],
         d["user_id"],
         float(d["importance"]),

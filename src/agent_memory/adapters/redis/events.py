@@ -53,11 +53,16 @@ return out
 """
 
 _Ref = tuple[str, str]  # (domain, event id)
+_RawRef = tuple[str, bytes]  # (domain, event id as stored)
+
+
+def _domain_hex(domain: str) -> bytes:
+    return domain.encode("utf-8").hex().encode()
 
 
 def _gmember(domain: str, id: str) -> bytes:
     """Member of the global/user sets: id first (ties order by id), then the domain."""
-    return id.encode("utf-8", "surrogatepass") + b"\x00" + domain.encode("utf-8").hex().encode()
+    return id.encode("utf-8", "surrogatepass") + b"\x00" + _domain_hex(domain)
 
 
 def _parse_gmember(raw: bytes) -> _Ref:
@@ -194,20 +199,36 @@ class RedisEventLog:
             else:
                 own = k.ev_domain_entity(domain, entity.type, entity.id)
                 glob = k.ev_global_entity(entity.type, entity.id)
+            n = limit + 1
             with translate("window"):
                 pipe = self._r.pipeline(transaction=False)
-                pipe.zrevrangebyscore(own, "+inf", floor, start=0, num=limit + 1, withscores=True)
-                pipe.zrevrangebyscore(glob, "+inf", floor, start=0, num=limit + 1, withscores=True)
+                # Plain commands: flat [member, score, ...] replies, not paired by the client.
+                pipe.execute_command(
+                    "ZREVRANGEBYSCORE", own, "+inf", floor, "WITHSCORES", "LIMIT", 0, n
+                )
+                pipe.execute_command(
+                    "ZREVRANGEBYSCORE", glob, "+inf", floor, "WITHSCORES", "LIMIT", 0, n
+                )
                 own_rows, glob_rows = await pipe.execute()
-                # Merge by (time, id) desc before fetching: only the page's payloads travel.
-                merged: list[tuple[float, str, str]] = [
-                    (score, i.decode("utf-8", "surrogatepass"), domain) for i, score in own_rows
+                # Merge by (time, id, domain) desc before fetching: only the page's payloads
+                # travel. Raw UTF-8 ids and hex domains sort as their strings do (code
+                # point order), so only the page's references are decoded.
+                own_hex = _domain_hex(domain)
+                merged: list[tuple[float, bytes, bytes]] = [
+                    (float(score), i, own_hex)
+                    for i, score in zip(own_rows[0::2], own_rows[1::2], strict=True)
                 ]
-                for member, score in glob_rows:
-                    d, i = _parse_gmember(member)
-                    merged.append((score, i, d))
+                for member, score in zip(glob_rows[0::2], glob_rows[1::2], strict=True):
+                    id_raw, _, dom_hex = member.rpartition(b"\x00")
+                    merged.append((float(score), id_raw, dom_hex))
                 merged.sort(reverse=True)
-                refs: list[_Ref] = [(d, i) for _, i, d in merged[:limit]]
+                names = {own_hex: domain}
+                refs: list[_RawRef] = []
+                for _, i, h in merged[:limit]:
+                    d = names.get(h)
+                    if d is None:
+                        d = names[h] = bytes.fromhex(h.decode()).decode("utf-8")
+                    refs.append((d, i))
                 found = await self._payloads(refs)
             rows = [
                 e
@@ -216,7 +237,7 @@ class RedisEventLog:
             ]
             return EventWindow(events=tuple(rows), limited=len(merged) > limit)
 
-    async def _payloads(self, refs: Sequence[_Ref]) -> list[Event | None]:
+    async def _payloads(self, refs: Sequence[_Ref | _RawRef]) -> list[Event | None]:
         """Fetch payloads with one HMGET per domain, in one round trip."""
         if not refs:
             return []
@@ -225,7 +246,9 @@ class RedisEventLog:
             by_domain.setdefault(d, []).append(pos)
         pipe = self._r.pipeline(transaction=False)
         for d, positions in by_domain.items():
-            pipe.hmget(self._keys.ev_payloads(d), [refs[p][1] for p in positions])
+            pipe.execute_command(
+                "HMGET", self._keys.ev_payloads(d), *[refs[p][1] for p in positions]
+            )
         out: list[Event | None] = [None] * len(refs)
         for positions, raws in zip(by_domain.values(), await pipe.execute(), strict=True):
             for p, raw in zip(positions, raws, strict=True):

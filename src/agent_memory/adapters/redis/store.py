@@ -20,7 +20,15 @@ import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters.redis._client import Client, connect
-from agent_memory.adapters.redis._codec import decode_record, encode_record, sort_key, to_micros
+from agent_memory.adapters.redis._codec import (
+    RECORD_FIELDS,
+    decode_record,
+    decode_record_values,
+    encode_record,
+    scored,
+    sort_key,
+    to_micros,
+)
 from agent_memory.adapters.redis._errors import (
     BACKEND,
     SEARCH_HINT,
@@ -70,12 +78,16 @@ return 1
 """
 
 _Hits = list[ScoredRecord]
-# Fields a reply needs to rebuild a record (not the index-only tags and sort key).
-_RECORD_FIELDS: tuple[str, ...] = ("id", "owner", "namespace", "kind", "content", "context")
-_RECORD_FIELDS += ("ca", "ua", "imp", "attrs", "vec")
-_RETURN = ("RETURN", str(len(_RECORD_FIELDS)), *_RECORD_FIELDS)
-_RETURN_SCORED = ("RETURN", str(len(_RECORD_FIELDS) + 1), *_RECORD_FIELDS, "__d")
-_RETURN_LIST = ("RETURN", str(len(_RECORD_FIELDS) + 1), *_RECORD_FIELDS, "sk")
+# Fields a reply needs to rebuild a record (not the index-only tags), led by the
+# sort field where there is one: the module returns the sort field first, then the
+# RETURN fields in order, so a row's names usually equal these lists exactly.
+_RECORD = [name.encode() for name in RECORD_FIELDS]
+_SCORED = [b"__d", *_RECORD]
+_LISTED = [b"sk", *_RECORD]
+_RETURN = ("RETURN", str(len(_RECORD)), *RECORD_FIELDS)
+_RETURN_SCORED = ("RETURN", str(len(_SCORED)), "__d", *RECORD_FIELDS)
+_RETURN_LIST = ("RETURN", str(len(_LISTED)), "sk", *RECORD_FIELDS)
+_ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
 _MAX_TERMS = 64
 _PAGE = 500
 
@@ -94,8 +106,19 @@ def _escape_term(term: str) -> str:
     return "".join(c if c.isalnum() else "\\" + c for c in term)
 
 
-def _fields(flat: list[Any]) -> dict[bytes, bytes]:
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+def _values(row: list[bytes], names: list[bytes]) -> list[bytes]:
+    """The values of `names` in a reply row `[name, value, ...]`, in that order."""
+    if row[0::2] == names:
+        return row[1::2]
+    fields = {row[i]: row[i + 1] for i in range(0, len(row), 2)}
+    return [fields[name] for name in names]
+
+
+def _is_zero(blob: bytes) -> bool:
+    """Whether a float32 vector blob is all zeros (a byte count rules most out)."""
+    if blob.count(0) * 4 < len(blob) * _ZERO_FLOAT_BYTES:
+        return False
+    return not np.frombuffer(blob, dtype=np.float32).any()
 
 
 class RedisMemoryStore:
@@ -375,7 +398,7 @@ class RedisMemoryStore:
                 return []
             filt = self._filter(owner, namespace, wanted)
             with translate("search"):
-                if not np.any(query):
+                if not query.any():
                     hits = await self._zero_scored(filt, limit)
                 else:
                     hits = await self._knn(filt, query, limit)
@@ -390,7 +413,7 @@ class RedisMemoryStore:
     async def _knn(
         self, filt: str, query: npt.NDArray[np.float32], limit: int
     ) -> list[ScoredRecord]:
-        blob = np.ascontiguousarray(query, dtype=np.float32).tobytes()
+        blob = query.tobytes()  # as_vector made it a fresh 1-D float32 array
         k = limit + 1
         while True:
             ef = max(self._ef, k)
@@ -400,20 +423,24 @@ class RedisMemoryStore:
                 "PARAMS", "2", "v", blob, *_RETURN_SCORED,
                 "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
             )  # fmt: skip
-            rows: list[tuple[float, str, dict[bytes, bytes]]] = []
-            for i in range(2, len(res), 2):
-                fields = _fields(res[i])
-                if not np.frombuffer(fields[b"vec"], dtype=np.float32).any():
+            rows: list[tuple[float, str, list[bytes]]] = []
+            for row in res[2::2]:
+                v = _values(row, _SCORED)
+                if _is_zero(v[11]):
                     continue  # zero vectors are scored by _zero_scored
-                score = min(1.0, max(-1.0, 1.0 - float(fields[b"__d"])))
-                rows.append((-score, fields[b"id"].decode("utf-8", "surrogatepass"), fields))
-            rows.sort(key=lambda row: (row[0], row[1]))
-            # A tie across the cut may hide equal-scored records with smaller ids.
-            if len(rows) < k or rows[limit - 1][0] != rows[limit][0]:
-                # Only the returned rows become records (validation is not free).
-                return [
-                    ScoredRecord(record=decode_record(f), score=-neg) for neg, _, f in rows[:limit]
-                ]
+                score = 1.0 - float(v[0])
+                if score > 1.0:
+                    score = 1.0
+                elif score < -1.0:
+                    score = -1.0
+                rows.append((-score, v[1].decode("utf-8", "surrogatepass"), v))
+            # (score, id) is unique within an owner: the lists are never compared.
+            rows.sort()
+            # All candidates seen, or no tie across the cut hiding equal-scored
+            # records with smaller ids: done.
+            if len(res) < 2 * k + 1 or (len(rows) > limit and rows[limit - 1][0] != rows[limit][0]):
+                # Only the returned rows become records.
+                return [scored(decode_record_values(v[1:]), -neg) for neg, _, v in rows[:limit]]
             k *= 2
 
     async def _zero_scored(self, filt: str, limit: int) -> list[ScoredRecord]:
@@ -425,12 +452,12 @@ class RedisMemoryStore:
                 "FT.SEARCH", self._index, filt, *_RETURN,
                 "LIMIT", str(offset), str(_PAGE), "DIALECT", "2",
             )  # fmt: skip
-            found += [decode_record(_fields(res[i])) for i in range(2, len(res), 2)]
+            found += [decode_record_values(_values(row, _RECORD)) for row in res[2::2]]
             offset += _PAGE
             if offset >= int(res[0]):
                 break
         found.sort(key=lambda r: r.id)
-        return [ScoredRecord(record=r, score=0.0) for r in found[:limit]]
+        return [scored(r, 0.0) for r in found[:limit]]
 
     async def list(
         self,
@@ -461,10 +488,10 @@ class RedisMemoryStore:
                         "FT.SEARCH", self._index, query, *_RETURN_LIST, "SORTBY", "sk", "DESC",
                         "LIMIT", str(offset), str(size), "DIALECT", "2",
                     )  # fmt: skip
-                    for i in range(2, len(res), 2):
-                        fields = _fields(res[i])
-                        if after_sk is None or fields[b"sk"].decode() < after_sk:
-                            rows.append(decode_record(fields))
+                    for row in res[2::2]:
+                        v = _values(row, _LISTED)
+                        if after_sk is None or v[0].decode() < after_sk:
+                            rows.append(decode_record_values(v[1:]))
                     offset += size
                     if offset >= int(res[0]):
                         break
@@ -507,10 +534,8 @@ class RedisMemoryStore:
                         "WITHSCORES", "SCORER", "BM25STD", "LIMIT", "0", str(k), "DIALECT", "2",
                     )  # fmt: skip
                     hits = [
-                        ScoredRecord(
-                            record=decode_record(_fields(res[i + 2])), score=float(res[i + 1])
-                        )
-                        for i in range(1, len(res), 3)
+                        scored(decode_record_values(_values(row, _RECORD)), float(score))
+                        for score, row in zip(res[2::3], res[3::3], strict=True)
                     ]
                     hits.sort(key=lambda h: (-h.score, h.record.id))
                     if len(hits) < k or hits[limit - 1].score != hits[limit].score:

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from agent_memory.adapters.postgres._codec import register_json_loaders
 from agent_memory.adapters.postgres._migrations import MIGRATION_LOCK, SCHEMA_VERSION, migrate
 from agent_memory.adapters.postgres._vector import register_vector
 from agent_memory.domain.errors import (
@@ -101,6 +102,9 @@ class PostgresDatabase:
         self._settings: dict[str, str] = {
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(ef_search),
+            # Records hold UTC: with a UTC session psycopg returns timestamptz
+            # values as UTC datetimes, with no per-value zone conversion.
+            "timezone": "UTC",
             **dict(settings or {}),
         }
         self._pool: AsyncConnectionPool[AsyncConnection[Any]] | None = None
@@ -196,6 +200,7 @@ class PostgresDatabase:
         if row is not None and row[0] is not None:
             self._vector_oid = int(row[0])
             register_vector(conn, self._vector_oid)
+        register_json_loaders(conn)
 
     def retain(self) -> None:
         """Count one more adapter that closes this database when it is closed."""

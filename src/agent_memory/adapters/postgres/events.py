@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +22,7 @@ from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.postgres._codec import builder, utc
+from agent_memory.adapters.postgres._codec import row_decoder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import (
@@ -96,38 +96,33 @@ _ENTITY_SOURCES = {m.value: m for m in EntitySource}
 @functools.lru_cache(maxsize=4096)
 def _decode_entity(value: str) -> Entity:
     """Entities repeat across events (the same service, pod, user): decode each once."""
-    etype, eid = json.loads(value)
-    return builder(Entity, _ENTITY_FIELDS)(etype, eid)  # type: ignore[no-any-return]
+    return row_decoder(Entity, _ENTITY_FIELDS)(json.loads(value))  # type: ignore[no-any-return]
 
 
 def _decode_entities(values: Sequence[str]) -> tuple[Entity, ...]:
-    return tuple(_decode_entity(value) for value in values)
+    return tuple(map(_decode_entity, values)) if values else ()
 
 
-def _event(row: Sequence[Any]) -> Event:
-    metadata = row[16]
-    if isinstance(metadata, str):
-        metadata = json.loads(metadata)
-    return builder(Event, _COLUMNS)(  # type: ignore[no-any-return]
-        row[0],
-        row[1],
-        row[2],
-        row[3],
-        row[4],
-        row[5],
-        utc(row[6]),
-        utc(row[7]),
-        row[8],
-        _SUMMARY_SOURCES[row[9]],
-        row[10],
-        _TIME_BASES[row[11]],
-        _decode_entities(row[12]),
-        _ENTITY_SOURCES[row[13]],
-        row[14],
-        float(row[15]),
-        metadata,
-        bool(row[17]),
+@functools.cache
+def event_decoder() -> Callable[[Sequence[Any]], Event]:
+    """Row (the columns of `window_statement`, binary) -> `Event`, without re-validation."""
+    return row_decoder(
+        Event,
+        _COLUMNS,
+        {
+            "occurred_at": utc,
+            "recorded_at": utc,
+            "summary_source": _SUMMARY_SOURCES.__getitem__,
+            "time_basis": _TIME_BASES.__getitem__,
+            "entities": _decode_entities,
+            "entity_source": _ENTITY_SOURCES.__getitem__,
+        },
     )
+
+
+def _event_rows(cursor: Any) -> Callable[[Sequence[Any]], Event]:
+    """psycopg row factory: each fetched row becomes an `Event` directly."""
+    return event_decoder()
 
 
 def append_statement(table: sql.Identifier) -> sql.Composed:
@@ -273,11 +268,13 @@ class PostgresEventLog:
                     ("window", entity is not None),
                     lambda: window_statement(self._table, entity is not None),
                 )
-                cur = await conn.execute(statement, params, binary=True)
-                rows = await cur.fetchall()
-            return EventWindow(
-                events=tuple(_event(r) for r in rows[:limit]), limited=len(rows) > limit
-            )
+                cur = conn.cursor(binary=True, row_factory=_event_rows)
+                await cur.execute(statement, params)
+                # The statement reads `limit + 1` rows: the last one only says
+                # whether the limit cut the window, and is never decoded.
+                events = await cur.fetchmany(limit)
+                limited = cur.rowcount > limit
+            return EventWindow(events=tuple(events), limited=limited)
 
     async def erase_user(self, user_id: str) -> int:
         async with self._life.op():

@@ -21,8 +21,9 @@ fail), document frequencies come from the owner's filtered records.
 from __future__ import annotations
 
 import builtins
+import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from psycopg import sql
 from psycopg.types.json import Json
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.postgres._codec import builder, utc
+from agent_memory.adapters.postgres._codec import row_decoder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.adapters.postgres._vector import PgVector
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
@@ -123,21 +124,16 @@ def _check_record(space: EmbeddingSpace, record: object, field: str) -> MemoryRe
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
-    attributes = row[10]
-    if isinstance(attributes, str):  # pragma: no cover - json loader normally decodes
-        attributes = json.loads(attributes)
-    return builder(MemoryRecord, _RECORD_FIELDS)(  # type: ignore[no-any-return]
-        row[0],
-        row[1],
-        row[2],
-        row[3],
-        row[4],
-        row[5],
-        row[6],
-        utc(row[7]),
-        utc(row[8]),
-        float(row[9]),
-        attributes,
+    """A row of `_COLUMNS` (binary) -> `MemoryRecord`, without re-validation."""
+    return _record_decoder()(row)
+
+
+@functools.cache
+def _record_decoder() -> Callable[[Sequence[Any]], MemoryRecord]:
+    return row_decoder(
+        MemoryRecord,
+        _RECORD_FIELDS,
+        {"created_at": utc, "updated_at": utc},
     )
 
 
@@ -501,7 +497,7 @@ class PostgresMemoryStore:
             async with self._db.connection() as conn:
                 cur = await conn.execute(statement, params, binary=True)
                 rows = await cur.fetchall()
-            return [ScoredRecord(record=_record(r), score=float(r[-1])) for r in rows]
+            return [ScoredRecord(record=_record(r[:-1]), score=float(r[-1])) for r in rows]
 
     # -- lifecycle ----------------------------------------------------------
 

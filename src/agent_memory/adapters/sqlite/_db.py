@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -101,6 +102,27 @@ class SqliteConnection:
             raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
 
     def _open(self) -> sqlite3.Connection:
+        """Open and initialise, retrying while another connection holds the lock.
+
+        Switching a fresh file to WAL (and creating the schema) takes an exclusive
+        lock that SQLite may refuse at once, without consulting the busy handler,
+        when several processes open the same new file together; retry until the
+        busy timeout has passed."""
+        deadline = time.monotonic() + self._busy_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                return self._open_once()
+            except sqlite3.OperationalError as exc:
+                message = str(exc).lower()
+                if ("locked" not in message and "busy" not in message) or (
+                    time.monotonic() + delay > deadline
+                ):
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _open_once(self) -> sqlite3.Connection:
         Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
             self._path, timeout=self._busy_ms / 1000, isolation_level=None, check_same_thread=True

@@ -60,12 +60,19 @@ def _compile(
     unknown = set(converters) - expected
     if unknown:
         raise AssertionError(f"{cls.__name__}: converters for unknown fields {sorted(unknown)}")
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": cls, "_setattr": object.__setattr__}
+    scope: dict[str, Any] = {
+        "_new": object.__new__,
+        "_cls": cls,
+        "_setattr": object.__setattr__,
+        "_UTC": UTC,
+    }
     args = [f"v{i}" for i in range(len(columns))]
     body: list[str] = [f"    ({', '.join(args)},) = row", "    o = _new(_cls)"]
     for i, name in enumerate(columns):
         value = f"v{i}"
-        if name in converters:
+        if converters.get(name) is utc:  # inlined: no call for values already in UTC
+            value = f"(v{i} if v{i}.tzinfo is _UTC else v{i}.astimezone(_UTC))"
+        elif name in converters:
             scope[f"_c{i}"] = converters[name]
             value = f"_c{i}(v{i})"
         slot = cls.__dict__.get(name)

@@ -1,0 +1,218 @@
+"""The PostgreSQL adapter's fast decoding path equals the validating constructors.
+
+Rows of our own tables are decoded without re-running the domain validators
+(`_codec.row_decoder`), and `json` columns are parsed by `_codec.loads_json`.
+These properties pin both to the domain: for generated records, the decoded
+value compares equal to the one the public constructor builds, field by field
+and type by type, both from rows shaped like psycopg's and after a real round
+trip through PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import attrs
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agent_memory.adapters.postgres import PostgresEventLog, PostgresMemoryStore
+from agent_memory.adapters.postgres._codec import loads_json, row_decoder
+from agent_memory.adapters.postgres.events import _COLUMNS, encode_entity, event_decoder
+from agent_memory.adapters.postgres.store import _RECORD_FIELDS, _record
+from agent_memory.domain.records import (
+    Entity,
+    EntitySource,
+    Event,
+    MemoryRecord,
+    SummarySource,
+    TimeBasis,
+)
+from postgres.conftest import SPACE, OpenDatabase
+
+_chars = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
+_text = st.text(_chars, max_size=20)
+_ident = _text.filter(lambda s: bool(s.strip()))
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=8,
+)
+_mapping = st.dictionaries(_text, _json, max_size=4)
+_zones = st.sampled_from(
+    [UTC, timezone(timedelta(hours=5, minutes=30)), timezone(-timedelta(hours=7))]
+)
+_any_time = st.datetimes(
+    min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=_zones
+)
+_NOW = datetime.now(UTC)
+_recent = st.datetimes(
+    min_value=(_NOW - timedelta(days=30)).replace(tzinfo=None),
+    max_value=_NOW.replace(tzinfo=None),
+    timezones=_zones,
+)
+
+
+_FIXTURE = [HealthCheck.function_scoped_fixture]  # each example uses its own ids
+
+
+def _events(occurred: st.SearchStrategy[datetime]) -> st.SearchStrategy[Event]:
+    return st.builds(
+        Event,
+        id=_ident,
+        domain=_ident,
+        agent=_ident,
+        action=_text,
+        outcome=_text,
+        summary=_text,
+        occurred_at=occurred,
+        recorded_at=_any_time,
+        origin_request_id=st.none() | _ident,
+        summary_source=st.sampled_from(list(SummarySource)),
+        fallback_reason=st.none() | _text,
+        time_basis=st.sampled_from(list(TimeBasis)),
+        entities=st.lists(st.builds(Entity, type=_ident, id=_ident), max_size=3).map(tuple),
+        entity_source=st.sampled_from(list(EntitySource)),
+        user_id=st.none() | _ident,
+        importance=st.floats(min_value=0.0, max_value=1.0),
+        metadata=_mapping,
+        is_global=st.booleans(),
+    )
+
+
+def _records() -> st.SearchStrategy[MemoryRecord]:
+    return st.builds(
+        MemoryRecord,
+        id=_ident,
+        owner=_ident,
+        namespace=_ident,
+        kind=_ident,
+        content=_text,
+        vector=st.lists(
+            st.floats(min_value=-1e3, max_value=1e3, width=32), min_size=8, max_size=8
+        ).map(lambda v: np.asarray(v, dtype=np.float32)),
+        created_at=_any_time,
+        updated_at=_any_time,
+        importance=st.floats(min_value=0.0, max_value=1.0),
+        attributes=_mapping,
+        context=_text,
+    )
+
+
+def _same(decoded: Any, expected: Any) -> None:
+    """Equal as values, and field by field of the same type (enums stay enums)."""
+    assert type(decoded) is type(expected)
+    assert decoded == expected
+    for f in attrs.fields(type(expected)):
+        got, want = getattr(decoded, f.name), getattr(expected, f.name)
+        assert type(got) is type(want), f.name
+        if isinstance(want, datetime):
+            assert got.tzinfo is UTC, f.name
+
+
+def _event_row(e: Event, zone: timezone) -> tuple[Any, ...]:
+    """The row psycopg returns for `e` (timestamps in the session's zone)."""
+    values = {
+        **{name: getattr(e, name) for name in _COLUMNS},
+        "occurred_at": e.occurred_at.astimezone(zone),
+        "recorded_at": e.recorded_at.astimezone(zone),
+        "summary_source": e.summary_source.value,
+        "time_basis": e.time_basis.value,
+        "entity_source": e.entity_source.value,
+        "entities": [encode_entity(x) for x in e.entities],
+        "metadata": json.loads(json.dumps(e.metadata)),
+    }
+    return tuple(values[name] for name in _COLUMNS)
+
+
+@settings(max_examples=200)
+@given(event=_events(_any_time), zone=_zones)
+def test_decoded_event_rows_equal_the_validated_event(event: Event, zone: timezone) -> None:
+    _same(event_decoder()(_event_row(event, zone)), event)
+
+
+@settings(max_examples=100)
+@given(record=_records(), zone=_zones)
+def test_decoded_record_rows_equal_the_validated_record(
+    record: MemoryRecord, zone: timezone
+) -> None:
+    row = tuple(
+        getattr(record, "vector" if name == "embedding" else name).astimezone(zone)
+        if name in ("created_at", "updated_at")
+        else getattr(record, name)
+        for name in _RECORD_FIELDS
+    )
+    _same(_record(row), record)
+
+
+def test_a_field_order_missing_a_field_fails_loudly() -> None:
+    with pytest.raises(AssertionError, match="decoded fields"):
+        row_decoder(Entity, ("type",))
+    with pytest.raises(AssertionError, match="decoded fields"):
+        row_decoder(Entity, ("type", "id", "extra"))
+
+
+@given(
+    value=_json,
+    before=st.sampled_from(["", " ", "\n\t "]),
+    after=st.sampled_from(["", " ", "\r\n"]),
+)
+def test_loads_json_is_json_loads(value: Any, before: str, after: str) -> None:
+    text = before + json.dumps(value) + after
+    assert loads_json(text) == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", " ", "{} x", "[1,", "nope"])
+def test_loads_json_rejects_what_json_loads_rejects(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError):
+        loads_json(text)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(events=st.lists(_events(_recent), min_size=1, max_size=6))
+async def test_events_read_back_from_postgres_equal_the_appended_ones(
+    open_database: OpenDatabase, events: list[Event]
+) -> None:
+    """Round trip: every appended event comes back from `window` equal to itself."""
+    log = PostgresEventLog(await open_database())
+    run = uuid.uuid4().hex  # examples share the table: their own domain and ids
+    batch = [
+        attrs.evolve(e, domain=f"{run}-{e.domain}", id=f"{run}-{i}") for i, e in enumerate(events)
+    ]
+    await log.append(batch)
+    since = _NOW - timedelta(days=31)
+    for domain in {e.domain for e in batch}:
+        window = await log.window(domain, since=since, limit=100)
+        got = {e.id: e for e in window.events if e.id.startswith(run)}
+        expected = [e for e in batch if e.domain == domain or e.is_global]
+        assert len(got) == len(expected)
+        for e in expected:
+            _same(got[e.id], e)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records=st.lists(_records(), min_size=1, max_size=5))
+async def test_records_read_back_from_postgres_equal_the_added_ones(
+    open_database: OpenDatabase, records: list[MemoryRecord]
+) -> None:
+    store = PostgresMemoryStore(await open_database(), SPACE)
+    run = uuid.uuid4().hex
+    batch = [attrs.evolve(r, id=f"{run}-{i}") for i, r in enumerate(records)]
+    await store.add(batch)
+    for r in batch:
+        got = await store.get(r.owner, r.id)
+        assert got is not None
+        _same(got, r)

@@ -22,7 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.adapters.postgres import PostgresEventLog, PostgresMemoryStore
-from agent_memory.adapters.postgres._codec import loads_json, row_decoder
+from agent_memory.adapters.postgres._codec import (
+    _JsonBinaryLoader,
+    _JsonTextLoader,
+    loads_json,
+    row_decoder,
+)
 from agent_memory.adapters.postgres.events import _COLUMNS, encode_entity, event_decoder
 from agent_memory.adapters.postgres.store import _RECORD_FIELDS, _record
 from agent_memory.domain.records import (
@@ -216,3 +221,14 @@ async def test_records_read_back_from_postgres_equal_the_added_ones(
         got = await store.get(r.owner, r.id)
         assert got is not None
         _same(got, r)
+
+
+@given(
+    value=_json,
+    before=st.sampled_from(["", " ", "\n\t "]),
+    after=st.sampled_from(["", " ", "\r\n"]),
+)
+def test_the_json_column_loader_is_json_loads(value: Any, before: str, after: str) -> None:
+    text = before + json.dumps(value) + after
+    for loader in (_JsonTextLoader, _JsonBinaryLoader):
+        assert loader(0).load(memoryview(text.encode())) == json.loads(text)

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from redis_helpers import SPACE, make_record
 
-from agent_memory.adapters.redis import RedisMemoryStore
-from agent_memory.domain.errors import DimensionMismatch, DuplicateRecord, NotFound, ScopeRequired
+from agent_memory.adapters.redis import RedisMemoryStore, connect
+from agent_memory.domain.errors import (
+    DimensionMismatch,
+    DuplicateRecord,
+    InvalidInput,
+    NotFound,
+    ScopeRequired,
+)
 from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.domain.validation import as_vector
 
 NASTY = ["a}b", "*", "@owner:{x}", "-1", "x|y", "ünï cödé", "a,b", "A", "a", "{a}", "a b", "\\"]
 
@@ -172,3 +183,71 @@ async def test_keyword_search_scores_every_matching_term(store: RedisMemoryStore
     await store.add(recs)
     hits = await store.search_text("alice", "When did Gina launch an ad campaign for her store?")
     assert hits[0].record.id == "long"
+
+
+# -- the query vector's fast path (checked on its bytes) agrees with as_vector --
+
+_SPECIAL = st.sampled_from([0.0, -0.0, 1.0, -1.5, 3.4e38, -3.4e38, 1e-45, np.nan, np.inf, -np.inf])
+
+
+def _outcome(check: Callable[[], object]) -> object:
+    """What a check gives: its value, or the type and field of its typed error."""
+    try:
+        return check()
+    except (InvalidInput, DimensionMismatch) as exc:
+        return (type(exc), getattr(exc, "field", None))
+
+
+def _reference(vector: object) -> tuple[bytes, bool]:
+    query = as_vector(vector, "query vector")
+    if query.shape[0] != SPACE.dimension:
+        raise DimensionMismatch(SPACE.dimension, int(query.shape[0]))
+    return query.tobytes(), bool(query.any())
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.one_of(_SPECIAL, st.floats(width=32)), min_size=6, max_size=10))
+def test_query_blob_agrees_with_as_vector(values: list[float]) -> None:
+    store = RedisMemoryStore(connect("redis://127.0.0.1:1"), SPACE)  # never connects
+    for vector in (
+        np.array(values, dtype=np.float32),
+        np.array(values, dtype=">f4"),  # non-native byte order: the validating path
+        np.array(values, dtype=np.float32)[::-1],  # a strided view
+    ):
+        expected = _outcome(lambda: _reference(vector))  # noqa: B023
+        assert _outcome(lambda: store._query_blob(vector)) == expected  # noqa: B023
+
+
+async def test_search_query_vector_checks(store: RedisMemoryStore) -> None:
+    e = np.eye(8, dtype=np.float32)[0]
+    await store.add([make_record("p", vector=e), make_record("z", vector=np.zeros(8))])
+    for bad in (np.nan, np.inf, -np.inf):
+        q = e.copy()
+        q[3] = bad
+        with pytest.raises(InvalidInput) as err:
+            await store.search("alice", q)
+        assert err.value.field == "query vector"
+    huge = np.full(8, 3.4e38, dtype=np.float32)  # finite; its float32 sum would overflow
+    assert [h.record.id for h in await store.search("alice", huge)] == ["p", "z"]
+    minus_zero = np.full(8, -0.0, dtype=np.float32)  # a zero query: every score is 0
+    hits = await store.search("alice", minus_zero)
+    assert [(h.record.id, h.score) for h in hits] == [("p", 0.0), ("z", 0.0)]
+    as_list = await store.search("alice", [1, 0, 0, 0, 0, 0, 0, 0], limit=1)
+    assert [h.record.id for h in as_list] == ["p"]
+
+
+async def test_zero_vectors_never_take_knn_slots(store: RedisMemoryStore) -> None:
+    e = np.eye(8, dtype=np.float32)[0]
+    recs = [make_record("p1", vector=e), make_record("n2", vector=-e)]
+    recs += [make_record(f"z{i}", vector=np.zeros(8)) for i in range(6)]
+    recs.append(make_record("n1", vector=[-1, 3**0.5, 0, 0, 0, 0, 0, 0]))
+    await store.add(recs)
+    for limit, want in [
+        (1, ["p1"]),
+        (3, ["p1", "z0", "z1"]),
+        (9, ["p1", "z0", "z1", "z2", "z3", "z4", "z5", "n1", "n2"]),
+    ]:
+        hits = await store.search("alice", e, limit=limit)
+        assert [h.record.id for h in hits] == want
+    hits = await store.search("alice", e, limit=9)
+    assert [h.score for h in hits][7:] == [pytest.approx(-0.5, abs=1e-6), pytest.approx(-1.0)]

@@ -12,6 +12,8 @@ can ever be a candidate.
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -87,6 +89,7 @@ _LISTED = [b"sk", *_RECORD]
 _RETURN = ("RETURN", str(len(_RECORD)), *RECORD_FIELDS)
 _RETURN_SCORED = ("RETURN", str(len(_SCORED)), "__d", *RECORD_FIELDS)
 _RETURN_LIST = ("RETURN", str(len(_LISTED)), "sk", *RECORD_FIELDS)
+_F32 = np.dtype(np.float32)
 _ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
 _MAX_TERMS = 64
 _PAGE = 500
@@ -104,6 +107,17 @@ def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[s
 
 def _escape_term(term: str) -> str:
     return "".join(c if c.isalnum() else "\\" + c for c in term)
+
+
+@functools.lru_cache(maxsize=1024)
+def _filter(owner: str, namespace: str | None, kinds: tuple[str, ...] | None) -> str:
+    """The owner (+ namespace, kinds) filter of a query, on the digest tags."""
+    parts = [f"@oh:{{{digest(owner)}}}"]
+    if namespace is not None:
+        parts.append(f"@nh:{{{digest(namespace)}}}")
+    if kinds is not None:
+        parts.append("@kh:{" + " | ".join(digest(k) for k in kinds) + "}")
+    return " ".join(parts)
 
 
 def _values(row: list[bytes], names: list[bytes]) -> list[bytes]:
@@ -239,7 +253,8 @@ class RedisMemoryStore:
         query timeout (500 ms, policy "return") would silently cut results; the
         client's socket timeout bounds the call instead."""
         args = (*args, "TIMEOUT", "0")
-        await self.ensure_index()
+        if not self._index_ready:
+            await self.ensure_index()
         try:
             return await self._cmd(*args)
         except Exception as exc:
@@ -261,12 +276,28 @@ class RedisMemoryStore:
 
     @staticmethod
     def _filter(owner: str, namespace: str | None, kinds: list[str] | None) -> str:
-        parts = [f"@oh:{{{digest(owner)}}}"]
-        if namespace is not None:
-            parts.append(f"@nh:{{{digest(namespace)}}}")
-        if kinds is not None:
-            parts.append("@kh:{" + " | ".join(digest(k) for k in kinds) + "}")
-        return " ".join(parts)
+        return _filter(owner, namespace, None if kinds is None else tuple(kinds))
+
+    def _query_blob(self, vector: object) -> tuple[bytes, bool]:
+        """The query vector as float32 bytes, and whether any component is nonzero.
+
+        A 1-D float32 array of the space's dimension is checked on its bytes (a
+        float sum is finite only when every component is, and cannot overflow);
+        anything else, or a failed check, goes through `as_vector` and
+        `require_dimension` for their typed errors."""
+        if (
+            type(vector) is np.ndarray
+            and vector.dtype is _F32
+            and vector.ndim == 1
+            and vector.shape[0] == self._space.dimension
+        ):
+            blob = vector.tobytes()
+            values = memoryview(blob).cast("f")
+            if math.isfinite(sum(values)):
+                return blob, any(values)
+        query = as_vector(vector, "query vector")
+        require_dimension(self._space, query)
+        return query.tobytes(), bool(query.any())
 
     def _check_records(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
         if isinstance(records, MemoryRecord):
@@ -387,8 +418,7 @@ class RedisMemoryStore:
         async with self._life.op():
             require_scope(owner, "owner")
             require_positive(limit, "limit")
-            query = as_vector(vector, "query vector")
-            require_dimension(self._space, query)
+            blob, nonzero = self._query_blob(vector)
             wanted = _check_filters(namespace, kinds)
             if min_score is not None and (
                 isinstance(min_score, bool) or not isinstance(min_score, int | float)
@@ -398,10 +428,10 @@ class RedisMemoryStore:
                 return []
             filt = self._filter(owner, namespace, wanted)
             with translate("search"):
-                if not query.any():
+                if not nonzero:
                     hits = await self._zero_scored(filt, limit)
                 else:
-                    hits = await self._knn(filt, query, limit)
+                    hits = await self._knn(filt, blob, limit)
                     if len(hits) < limit or hits[-1].score <= 0.0:
                         # Zero vectors have no cosine in the index; their similarity is 0.
                         hits += await self._zero_scored(filt + " @z:{1}", limit)
@@ -410,10 +440,7 @@ class RedisMemoryStore:
                 hits = [h for h in hits if h.score >= min_score]
             return hits[:limit]
 
-    async def _knn(
-        self, filt: str, query: npt.NDArray[np.float32], limit: int
-    ) -> list[ScoredRecord]:
-        blob = query.tobytes()  # as_vector made it a fresh 1-D float32 array
+    async def _knn(self, filt: str, blob: bytes, limit: int) -> list[ScoredRecord]:
         k = limit + 1
         while True:
             ef = max(self._ef, k)

@@ -29,12 +29,13 @@ from agent_memory.adapters.postgres._codec import (
     row_decoder,
 )
 from agent_memory.adapters.postgres.events import _COLUMNS, encode_entity, event_decoder
-from agent_memory.adapters.postgres.store import _RECORD_FIELDS, _record
+from agent_memory.adapters.postgres.store import _RECORD_FIELDS, _hits, _record
 from agent_memory.domain.records import (
     Entity,
     EntitySource,
     Event,
     MemoryRecord,
+    ScoredRecord,
     SummarySource,
     TimeBasis,
 )
@@ -157,6 +158,14 @@ def test_decoded_record_rows_equal_the_validated_record(
         for name in _RECORD_FIELDS
     )
     _same(_record(row), record)
+
+
+@settings(max_examples=50)
+@given(record=_records(), score=st.floats(min_value=-1.0, max_value=1.0))
+def test_decoded_search_hits_equal_the_validated_hits(record: MemoryRecord, score: float) -> None:
+    row = tuple(getattr(record, "vector" if n == "embedding" else n) for n in _RECORD_FIELDS)
+    [hit] = _hits([row, row], [(1, score)])
+    _same(hit, ScoredRecord(record=record, score=score))
 
 
 def test_a_field_order_missing_a_field_fails_loudly() -> None:

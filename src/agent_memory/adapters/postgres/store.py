@@ -123,18 +123,25 @@ def _check_record(space: EmbeddingSpace, record: object, field: str) -> MemoryRe
     return record
 
 
+@functools.cache
+def _record_decoder() -> Callable[[Sequence[Any]], MemoryRecord]:
+    return row_decoder(MemoryRecord, _RECORD_FIELDS, {"created_at": utc, "updated_at": utc})
+
+
 def _record(row: Sequence[Any]) -> MemoryRecord:
     """A row of `_COLUMNS` (binary) -> `MemoryRecord`, without re-validation."""
     return _record_decoder()(row)
 
 
 @functools.cache
-def _record_decoder() -> Callable[[Sequence[Any]], MemoryRecord]:
-    return row_decoder(
-        MemoryRecord,
-        _RECORD_FIELDS,
-        {"created_at": utc, "updated_at": utc},
-    )
+def _hit_decoder() -> Callable[[Sequence[Any]], ScoredRecord]:
+    """`(record, score)` -> `ScoredRecord` (a class without validators or converters)."""
+    return row_decoder(ScoredRecord, ("record", "score"))
+
+
+def _hits(rows: Sequence[Sequence[Any]], hits: Sequence[tuple[int, float]]) -> list[ScoredRecord]:
+    record, hit = _record_decoder(), _hit_decoder()
+    return [hit((record(rows[i]), score)) for i, score in hits]
 
 
 def _dump_attributes(attributes: dict[str, Any]) -> Json:
@@ -412,7 +419,7 @@ class PostgresMemoryStore:
             matrix = normalise_rows(np.stack([r[6] for r in rows]))
             scores = cosine_scores(matrix, query)
             hits = top_k(scores, ids, limit, min_score)
-            return [ScoredRecord(record=_record(rows[i]), score=s) for i, s in hits]
+            return _hits(rows, hits)
 
     async def list(
         self,

@@ -9,6 +9,11 @@ Qdrant normalises vectors stored under cosine distance, so the exact vector is
 kept in the payload (`v`, base64 float32 little-endian): `get` returns the
 vector that was added, and scores are recomputed from it exactly as the
 in-process oracle computes them.
+
+`add` converts whole batches (`point_ids`, `batch_payloads`): the vectors from
+one stacked matrix, one JSON encoder for the attributes, one hash prefix per
+owner. The stored format is the same as one record at a time
+(`point_id`, `record_to_payload`), which tests check.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ import base64
 import hashlib
 import json
 import uuid
+from binascii import b2a_base64
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -35,8 +42,10 @@ __all__ = [
     "FIELD_NAMESPACE",
     "FIELD_OWNER",
     "FIELD_TOKENS",
+    "batch_payloads",
     "from_micros",
     "point_id",
+    "point_ids",
     "record_from_payload",
     "record_to_payload",
     "to_micros",
@@ -63,18 +72,37 @@ FIELD_VECTOR = "v"
 FIELD_TOKENS = "token_count"
 
 
+# The hex digit holding the RFC 4122 variant bits (10xx), from the digest's digit.
+_VARIANT = {f"{n:x}": f"{(n & 0x3) | 0x8:x}" for n in range(16)}
+
+
 def point_id(owner: str, record_id: str) -> str:
     """The deterministic point id of `(owner, id)`; different pairs never collide.
 
-    Equal to `str(uuid.uuid5(_POINT_NAMESPACE, f"{len(owner)}:{owner}{record_id}"))`,
-    computed without building UUID objects (it runs once per record on every write).
+    Equal to `str(uuid.uuid5(_POINT_NAMESPACE, f"{len(owner)}:{owner}{record_id}"))`.
     """
-    name = f"{len(owner)}:{owner}{record_id}".encode()
-    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    return point_ids([(owner, record_id)])[0]
+
+
+def point_ids(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """`point_id` of each `(owner, id)` pair, computed without building UUID objects
+    (it runs once per record on every write): the SHA-1 state after the
+    namespace and the owner prefix is computed once per owner and copied."""
+    heads: dict[str, Any] = {}
+    out: list[str] = []
+    append = out.append
+    for owner, record_id in pairs:
+        head = heads.get(owner)
+        if head is None:
+            prefix = _NAMESPACE_BYTES + f"{len(owner)}:{owner}".encode()
+            head = heads[owner] = hashlib.sha1(prefix, usedforsecurity=False)
+        h = head.copy()
+        h.update(record_id.encode())
+        x = h.hexdigest()
+        # The first 16 bytes, version 5 (nibble 12) and the RFC 4122 variant
+        # (the top two bits of nibble 16 set to 10).
+        append(f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT[x[16]]}{x[17:20]}-{x[20:32]}")
+    return out
 
 
 def to_micros(moment: datetime) -> int:
@@ -90,6 +118,43 @@ def _encode_vector(vector: npt.NDArray[np.float32]) -> str:
     return base64.b64encode(vector.astype("<f4", copy=False).tobytes()).decode("ascii")
 
 
+def _encode_vectors(matrix: npt.NDArray[np.float32]) -> list[str]:
+    """`_encode_vector` of each row of `matrix`, from one little-endian buffer."""
+    raw = memoryview(np.ascontiguousarray(matrix, dtype="<f4").tobytes())
+    width = 4 * matrix.shape[1]
+    return [
+        b2a_base64(raw[i : i + width], newline=False).decode("ascii")
+        for i in range(0, len(raw), width)
+    ]
+
+
+def _attributes_encoder() -> Callable[[dict[str, Any]], str]:
+    """`json.dumps` with its default arguments, for many calls in a row.
+
+    `json.dumps` builds a new C encoder on every call, which costs more than
+    encoding a small mapping; one encoder serves a whole batch (it is not
+    shared across batches: its circular-reference markers live in it).
+    Falls back to `json.dumps` where the C encoder is unavailable.
+    """
+    try:
+        from _json import make_encoder
+    except ImportError:  # pragma: no cover - CPython always has _json
+        return json.dumps
+    encode = make_encoder(
+        {},
+        json.JSONEncoder().default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan
+    )
+    join = "".join
+    return lambda value: join(encode(value, 0))
+
+
 def vector_from_payload(payload: dict[str, Any]) -> npt.NDArray[np.float32]:
     raw = base64.b64decode(payload[FIELD_VECTOR])
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)
@@ -97,23 +162,45 @@ def vector_from_payload(payload: dict[str, Any]) -> npt.NDArray[np.float32]:
 
 def record_to_payload(record: MemoryRecord) -> dict[str, Any]:
     """The payload of one point: filter fields, exact values, and the token count."""
-    return {
-        FIELD_OWNER: record.owner,
-        FIELD_ID: record.id,
-        FIELD_NAMESPACE: record.namespace,
-        FIELD_KIND: record.kind,
-        FIELD_CONTENT: record.content,
-        FIELD_CONTEXT: record.context,
-        FIELD_CREATED: to_micros(record.created_at),
-        FIELD_UPDATED: to_micros(record.updated_at),
-        FIELD_IMPORTANCE: record.importance,
-        # A JSON string, so that attributes round-trip exactly (1 vs 1.0, key order)
-        # and can never collide with the indexed fields. The record validated them
-        # as finite JSON, so the default (cached, fast) encoder is enough.
-        FIELD_ATTRIBUTES: json.dumps(record.attributes) if record.attributes else "{}",
-        FIELD_VECTOR: _encode_vector(record.vector),
-        FIELD_TOKENS: count_tokens(record.content) + count_tokens(record.context),
-    }
+    return batch_payloads([record], np.stack([record.vector]))[0]
+
+
+def batch_payloads(
+    records: Sequence[MemoryRecord], matrix: npt.NDArray[np.float32]
+) -> list[dict[str, Any]]:
+    """`record_to_payload` of each record; `matrix` stacks their vectors (the
+    points' vectors too), so the exact vectors are encoded from one buffer."""
+    encoded = _encode_vectors(matrix)
+    # A JSON string, so that attributes round-trip exactly (1 vs 1.0, key order)
+    # and can never collide with the indexed fields. The records validated them
+    # as finite JSON, so the default encoder is enough.
+    dumps = _attributes_encoder()
+    out: list[dict[str, Any]] = []
+    append = out.append
+    for record, vector in zip(records, encoded, strict=True):
+        created = record.created_at
+        updated = record.updated_at
+        created_us = (created - _EPOCH) // _MICRO
+        attributes = record.attributes
+        content = record.content
+        context = record.context
+        append(
+            {
+                FIELD_OWNER: record.owner,
+                FIELD_ID: record.id,
+                FIELD_NAMESPACE: record.namespace,
+                FIELD_KIND: record.kind,
+                FIELD_CONTENT: content,
+                FIELD_CONTEXT: context,
+                FIELD_CREATED: created_us,
+                FIELD_UPDATED: created_us if updated == created else (updated - _EPOCH) // _MICRO,
+                FIELD_IMPORTANCE: record.importance,
+                FIELD_ATTRIBUTES: dumps(attributes) if attributes else "{}",
+                FIELD_VECTOR: vector,
+                FIELD_TOKENS: count_tokens(content) + count_tokens(context),
+            }
+        )
+    return out
 
 
 def record_from_payload(payload: dict[str, Any]) -> MemoryRecord:

@@ -49,10 +49,11 @@ from agent_memory.adapters.qdrant._codec import (
     FIELD_NAMESPACE,
     FIELD_OWNER,
     FIELD_TOKENS,
+    batch_payloads,
     from_micros,
     point_id,
+    point_ids,
     record_from_payload,
-    record_to_payload,
     to_micros,
     vector_from_payload,
 )
@@ -139,6 +140,23 @@ def _scope_conditions(
 
 def _created(condition: qm.Range) -> qm.FieldCondition:
     return qm.FieldCondition(key=FIELD_CREATED, range=condition)
+
+
+def _reject_duplicates(batch: list[MemoryRecord], ids: list[str], stored: set[str]) -> None:
+    """Raise `DuplicateRecord` for the first owner with ids repeated in the batch
+    or already stored (repeats first, then stored ones, each in batch order)."""
+    seen: set[str] = set()
+    dupes: dict[str, list[str]] = {}
+    for r, pid in zip(batch, ids, strict=True):
+        if pid in seen:
+            dupes.setdefault(r.owner, []).append(r.id)
+        seen.add(pid)
+    for r, pid in zip(batch, ids, strict=True):
+        if pid in stored and r.id not in dupes.get(r.owner, ()):
+            dupes.setdefault(r.owner, []).append(r.id)
+    if dupes:
+        owner, dupe_ids = next(iter(dupes.items()))
+        raise DuplicateRecord(owner, tuple(dupe_ids))
 
 
 def _payload(point: qm.Record | qm.ScoredPoint) -> dict[str, Any]:
@@ -305,10 +323,11 @@ class QdrantMemoryStore:
         for start in range(0, len(records), _UPSERT_BATCH):
             chunk = records[start : start + _UPSERT_BATCH]
             chunk_ids: list[qm.ExtendedPointId] = list(ids[start : start + _UPSERT_BATCH])
+            matrix = np.stack([r.vector for r in chunk])
             batch = qm.Batch(
                 ids=chunk_ids,
-                vectors=np.stack([r.vector for r in chunk]).tolist(),
-                payloads=[record_to_payload(r) for r in chunk],
+                vectors=matrix.tolist(),
+                payloads=batch_payloads(chunk, matrix),
             )
             await self._call("upsert", self._client.upsert(name, points=batch, wait=True))
 
@@ -319,22 +338,13 @@ class QdrantMemoryStore:
             batch = check_records(records, self._space)
             if not batch:
                 return
-            seen: set[tuple[str, str]] = set()
-            dupes: dict[str, list[str]] = {}
-            for r in batch:
-                if (r.owner, r.id) in seen:
-                    dupes.setdefault(r.owner, []).append(r.id)
-                seen.add((r.owner, r.id))
+            # Point ids are injective in (owner, id): a repeated id shows as a repeated point id.
+            ids = point_ids([(r.owner, r.id) for r in batch])
             name = await self._collection()
             async with _write_lock(self._client, name):
-                ids = [point_id(r.owner, r.id) for r in batch]
                 stored = await self._existing(name, ids)
-                for r, pid in zip(batch, ids, strict=True):
-                    if pid in stored and r.id not in dupes.get(r.owner, ()):
-                        dupes.setdefault(r.owner, []).append(r.id)
-                if dupes:
-                    owner, dupe_ids = next(iter(dupes.items()))
-                    raise DuplicateRecord(owner, tuple(dupe_ids))
+                if stored or len(set(ids)) != len(ids):
+                    _reject_duplicates(batch, ids, stored)
                 await self._upsert(name, batch, ids)
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from json.scanner import make_scanner
 from types import MemberDescriptorType
 from typing import Any, Generic, TypeVar, cast
 
@@ -104,7 +105,21 @@ _event = _Builder(
 )  # fmt: skip
 _entity = _Builder(Entity, ("type", "id"))
 _scored = _Builder(ScoredRecord, ("record", "score"))
-_json = json.JSONDecoder().decode  # on str: json.loads would sniff the encoding of bytes
+_JSON = json.JSONDecoder()
+# The C scanner `decode` runs, without the whitespace regexes around it.
+_scan: Callable[[str, int], tuple[Any, int]] = cast(Any, make_scanner)(_JSON)
+
+
+def _json(text: str) -> Any:
+    """JSON as this module writes it (no surrounding whitespace): scanned directly;
+    anything else (or an error) goes through the full decoder."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        end = -1
+    return value if end == len(text) else _JSON.decode(text)
+
+
 _SUMMARY_SOURCE = {m.value: m for m in SummarySource}
 _TIME_BASIS = {m.value: m for m in TimeBasis}
 _ENTITY_SOURCE = {m.value: m for m in EntitySource}

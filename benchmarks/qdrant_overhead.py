@@ -18,7 +18,14 @@ On the same 10,000 records (10 owners, one collection) it times:
 Ours and the baselines alternate call by call (adds go to three fresh
 collections), and the ratio of medians over rounds is printed (target: at
 most 1.15x). Local mode runs in this process and is timed in CPU time (steady
-on a shared machine); with `--url` the wall clock is used.
+on a shared machine); with `--url` the wall clock is used. Before every timed
+call, outside the clock, the garbage collector runs a full collection: a
+full collection costs time in proportion to everything alive in the process
+(here mostly local mode's own copy of the collections), and without this it
+lands on whichever call happens to cross the threshold, which moved a
+contender's total by up to 40% between rounds. Each call still pays for the
+young-generation collections its own allocations cause. `--no-collect` leaves
+the collector alone (noisier; the same medians within the noise).
 
     python benchmarks/qdrant_overhead.py                  # local mode (:memory:)
     python benchmarks/qdrant_overhead.py --url http://localhost:6333
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import statistics
 import time
@@ -41,7 +49,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
 from agent_memory.adapters.qdrant import QdrantMemoryStore
-from agent_memory.adapters.qdrant._codec import point_id, record_to_payload
+from agent_memory.adapters.qdrant._codec import batch_payloads, point_ids
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, ScoredRecord
 
 
@@ -63,6 +71,15 @@ def _records(n: int, dim: int, owners: int, seed: int) -> list[MemoryRecord]:
         )
         for i in range(n)
     ]
+
+
+# Whether a full garbage collection runs (untimed) before every timed call.
+_settle_gc = True
+
+
+def _settle() -> None:
+    if _settle_gc:
+        gc.collect()
 
 
 # Local mode runs entirely in this process, so CPU time measures it without the
@@ -117,20 +134,23 @@ async def _add_round(
         await client.upsert(names[1], points=points, wait=True)
 
     async def run_by_hand(chunk: list[MemoryRecord], _prep: _Prepared) -> None:
-        # the same upsert, converting the records to the same points
+        # the same upsert, converting the records to the same points with the
+        # store's own batch codec
+        matrix = np.stack([r.vector for r in chunk])
         points = qm.Batch(
-            ids=[cast(qm.ExtendedPointId, point_id(r.owner, r.id)) for r in chunk],
-            vectors=np.stack([r.vector for r in chunk]).tolist(),
-            payloads=[record_to_payload(r) for r in chunk],
+            ids=cast(list[qm.ExtendedPointId], point_ids([(r.owner, r.id) for r in chunk])),
+            vectors=cast(Any, matrix),
+            payloads=batch_payloads(chunk, matrix),
         )
         await client.upsert(names[2], points=points, wait=True)
 
     contenders = [run_ours, run_bare, run_by_hand]
     totals = [0.0, 0.0, 0.0]
     # The contenders alternate batch by batch, in rotating order, so that load
-    # drift and garbage collection on a shared machine hit them alike.
+    # drift on a shared machine hits them alike.
     for i, (chunk, prep) in enumerate(zip(batches, prepared, strict=True)):
         for k in [(i + j) % 3 for j in range(3)]:
+            _settle()
             t = _now()
             await contenders[k](chunk, prep)
             totals[k] += _now() - t
@@ -145,14 +165,13 @@ async def _bench_add(
 ) -> tuple[float, float, float]:
     """Medians of: ours, bare upsert of prepared data, bare upsert converting records."""
     batches = [records[i : i + batch] for i in range(0, len(records), batch)]
-    prepared = [
-        (
-            [cast(qm.ExtendedPointId, point_id(r.owner, r.id)) for r in chunk],
-            np.stack([r.vector for r in chunk]),
-            [record_to_payload(r) for r in chunk],
+    prepared: list[_Prepared] = []
+    for chunk in batches:
+        matrix = np.stack([r.vector for r in chunk])
+        ids = point_ids([(r.owner, r.id) for r in chunk])
+        prepared.append(
+            (cast(list[qm.ExtendedPointId], ids), matrix, batch_payloads(chunk, matrix))
         )
-        for chunk in batches
-    ]
     rounds_out = [await _add_round(url, space, batches, prepared) for _ in range(rounds)]
     ours, bare, by_hand = ([r[k] for r in rounds_out] for k in range(3))
     return statistics.median(ours), statistics.median(bare), statistics.median(by_hand)
@@ -181,6 +200,7 @@ async def _bench_search(
         top: list[str] = []
         # alternate which one goes first, so that neither always runs warm
         for which in (0, 1) if k % 2 == 0 else (1, 0):
+            _settle()
             t = _now()
             if which == 0:
                 hits = await store.search(owner, q, limit=10)
@@ -205,7 +225,7 @@ async def main() -> None:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--owners", type=int, default=10)
     parser.add_argument("--batch", type=int, default=1_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument(
         "--clock",
@@ -213,13 +233,24 @@ async def main() -> None:
         default=None,
         help="cpu (default in local mode) or wall (default with --url)",
     )
+    parser.add_argument(
+        "--no-collect",
+        action="store_true",
+        help="no full garbage collection before each timed call",
+    )
     args = parser.parse_args()
+    global _settle_gc
+    _settle_gc = not args.no_collect
     clock = args.clock or ("wall" if args.url else "cpu")
     _set_clock(clock)
     space = EmbeddingSpace("bench", args.dim)
     records = _records(args.records, args.dim, args.owners, seed=1)
     where = args.url or "local mode (:memory:)"
-    print(f"qdrant overhead on {where}: {args.records} records, dim {args.dim}, {clock} time")
+    gc_note = "full GC before each call" if _settle_gc else "GC left alone"
+    print(
+        f"qdrant overhead on {where}: {args.records} records, dim {args.dim}, "
+        f"{clock} time, {gc_note}, median of {args.rounds} rounds"
+    )
     ours, bare, by_hand = await _bench_add(args.url, records, space, args.batch, args.rounds)
     print(
         f"batch add ({args.batch}/batch): ours {ours:.3f}s  "

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
+from typing import Literal
 
 from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, SearchModuleMissing
 from redis import exceptions as rexc
@@ -31,16 +31,36 @@ def is_missing_index(exc: BaseException) -> bool:
     )
 
 
-@contextmanager
-def translate(what: str) -> Iterator[None]:
+class _Translate:
+    """`with translate(what):` re-raises any client failure as `BackendUnavailable`
+    (or `SearchModuleMissing`); a plain class, cheaper to enter than a generator."""
+
+    __slots__ = ("_what",)
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> Literal[False]:
+        if exc is None or isinstance(exc, AgentMemoryError):
+            return False
+        what = self._what
+        if isinstance(exc, rexc.ResponseError):
+            if is_unknown_command(exc) and "ft." in str(exc).lower():
+                raise SearchModuleMissing(BACKEND, f"{what}: {SEARCH_HINT} ({exc})") from exc
+            raise BackendUnavailable(BACKEND, f"{what}: {exc}") from exc
+        if isinstance(exc, rexc.RedisError | OSError):
+            raise BackendUnavailable(BACKEND, f"{what}: {type(exc).__name__}: {exc}") from exc
+        return False
+
+
+def translate(what: str) -> _Translate:
     """Re-raise any client failure as `BackendUnavailable` (or `SearchModuleMissing`)."""
-    try:
-        yield
-    except AgentMemoryError:
-        raise
-    except rexc.ResponseError as exc:
-        if is_unknown_command(exc) and "ft." in str(exc).lower():
-            raise SearchModuleMissing(BACKEND, f"{what}: {SEARCH_HINT} ({exc})") from exc
-        raise BackendUnavailable(BACKEND, f"{what}: {exc}") from exc
-    except (rexc.RedisError, OSError) as exc:
-        raise BackendUnavailable(BACKEND, f"{what}: {type(exc).__name__}: {exc}") from exc
+    return _Translate(what)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.adapters.postgres import PostgresEventLog, PostgresMemoryStore
+from agent_memory.adapters.postgres import PostgresDatabase, PostgresEventLog, PostgresMemoryStore
 from agent_memory.adapters.postgres._codec import (
     _JsonBinaryLoader,
     _JsonTextLoader,
@@ -241,3 +241,30 @@ def test_the_json_column_loader_is_json_loads(value: Any, before: str, after: st
     text = before + json.dumps(value) + after
     for loader in (_JsonTextLoader, _JsonBinaryLoader):
         assert loader(0).load(memoryview(text.encode())) == json.loads(text)
+
+
+async def test_a_session_in_another_time_zone_still_reads_utc(
+    open_database: OpenDatabase, postgres_url: str
+) -> None:
+    """`settings` may set another session time zone: records still hold UTC."""
+    db = await open_database()
+    event = Event(
+        id="e1",
+        domain="tz",
+        agent="a",
+        action="act",
+        outcome="ok",
+        summary="s",
+        occurred_at=_NOW - timedelta(hours=1),
+        recorded_at=_NOW,
+        metadata={"k": [1, "v"]},
+    )
+    await PostgresEventLog(db).append([event])
+    other = PostgresDatabase(postgres_url, schema=db.schema, settings={"timezone": "Asia/Kolkata"})
+    log = PostgresEventLog(other, owns_database=True)
+    try:
+        window = await log.window("tz", since=_NOW - timedelta(days=1), limit=5)
+    finally:
+        await log.close()
+    assert len(window.events) == 1
+    _same(window.events[0], event)

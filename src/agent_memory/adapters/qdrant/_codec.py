@@ -128,30 +128,38 @@ def _encode_vectors(matrix: npt.NDArray[np.float32]) -> list[str]:
     ]
 
 
+# Checks the fast encoder against `json.dumps` (escapes, big ints, floats, nesting).
+_PROBE: dict[str, Any] = {"a\u00e9\n": [1, 2**70, 0.1, -1e16, None, True, {"k": "\u6240"}]}
+
+
 def _attributes_encoder() -> Callable[[dict[str, Any]], str]:
     """`json.dumps` with its default arguments, for many calls in a row.
 
     `json.dumps` builds a new C encoder on every call, which costs more than
     encoding a small mapping; one encoder serves a whole batch (it is not
     shared across batches: its circular-reference markers live in it).
-    Falls back to `json.dumps` where the C encoder is unavailable.
+    Falls back to `json.dumps` where that C encoder is unavailable or does not
+    give `json.dumps`'s output.
     """
+    join = "".join
     try:
         from _json import make_encoder
-    except ImportError:  # pragma: no cover - CPython always has _json
+
+        encode = make_encoder(
+            {},
+            json.JSONEncoder().default,
+            json.encoder.encode_basestring_ascii,
+            None,
+            ": ",
+            ", ",
+            False,  # sort_keys
+            False,  # skipkeys
+            True,  # allow_nan
+        )
+        if join(encode(_PROBE, 0)) != json.dumps(_PROBE):
+            return json.dumps
+    except (ImportError, TypeError):  # pragma: no cover - another Python's internals
         return json.dumps
-    encode = make_encoder(
-        {},
-        json.JSONEncoder().default,
-        json.encoder.encode_basestring_ascii,
-        None,
-        ": ",
-        ", ",
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan
-    )
-    join = "".join
     return lambda value: join(encode(value, 0))
 
 

@@ -9,12 +9,32 @@ after.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from types import TracebackType
 
 from agent_memory.domain.errors import StoreClosed
 
 __all__ = ["Lifecycle"]
+
+
+class _Operation:
+    """The context manager `Lifecycle.op()` returns: a plain class, because it
+    wraps every store call and a generator-based one costs a few µs each."""
+
+    __slots__ = ("_life",)
+
+    def __init__(self, life: Lifecycle) -> None:
+        self._life = life
+
+    async def __aenter__(self) -> None:
+        self._life._enter()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._life._exit()
 
 
 class Lifecycle:
@@ -35,17 +55,19 @@ class Lifecycle:
         if self._closing:
             raise StoreClosed(self._what)
 
-    @asynccontextmanager
-    async def op(self) -> AsyncIterator[None]:
-        """Wrap one operation: rejected after close, waited for by close."""
+    def op(self) -> _Operation:
+        """Wrap one operation (`async with life.op():`): rejected after close,
+        waited for by close."""
+        return _Operation(self)
+
+    def _enter(self) -> None:
         self.check()
         self._inflight += 1
-        try:
-            yield
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0 and self._idle is not None:
-                self._idle.set()
+
+    def _exit(self) -> None:
+        self._inflight -= 1
+        if self._inflight == 0 and self._idle is not None:
+            self._idle.set()
 
     async def begin_close(self) -> bool:
         """Mark closed and wait for in-flight operations.

@@ -1,8 +1,8 @@
 """Test-session setup: hypothesis profiles and the real-server fixtures.
 
-Servers start once per session (see tests/servers/). In CI
-(`CI=true` or `AGENT_MEMORY_REQUIRE_BACKENDS=1`) a backend that cannot start is an error,
-never a skip.
+Servers start once per session (see tests/servers/), from the project's own
+dependencies, or come from `REDIS_URL`, `DATABASE_URL`, `NATS_URL`, `QDRANT_URL`.
+A backend that cannot start is an error, never a skip — locally and in CI.
 """
 
 from __future__ import annotations

@@ -38,10 +38,10 @@ async def store(open_database: OpenDatabase) -> AsyncIterator[PostgresMemoryStor
     store = PostgresMemoryStore(await open_database(), SPACE, owns_database=True)
     await store.add(
         [
-            _rec("t1", "Caroline went to the LGBTQ support group"),
-            _rec("t2", "Melanie painted a sunrise over the lake"),
-            _rec("t3", "Caroline researched adoption agencies", context="Melanie: how so?"),
-            _rec("t4", "we talked about the weather", context="Caroline: adoption is hard"),
+            _rec("t1", "Ingrid went to the chess club meeting"),
+            _rec("t2", "Tomas painted a sunrise over the lake"),
+            _rec("t3", "Ingrid researched adoption agencies", context="Tomas: how so?"),
+            _rec("t4", "we talked about the weather", context="Ingrid: adoption is hard"),
             _rec("t5", "o'neil said \\ back-slash & pipes | (really) <-> :*"),
             _rec("x1", "adoption adoption adoption", owner="bob"),
         ]
@@ -60,7 +60,7 @@ HOSTILE = [
     "🙂 émigré naïve",
     "the of and a",  # only stop words
     "x" * 3000,
-    "!(caroline & !melanie)",
+    "!(ingrid & !tomas)",
     "adoption:*",
     "o'neil",
 ]
@@ -90,7 +90,7 @@ async def test_rare_terms_weigh_more(store: PostgresMemoryStore) -> None:
     """When this fails, scoring lost its IDF (BM25) or stemming."""
     hits = await store.search_text("alice", "adoption agencies")
     assert [h.record.id for h in hits] == ["t3", "t4"]  # t3 has both terms
-    ids = [h.record.id for h in await store.search_text("alice", "caroline")]
+    ids = [h.record.id for h in await store.search_text("alice", "ingrid")]
     assert set(ids) == {"t1", "t3", "t4"}  # content or context
     # Stemming: "researching" finds "researched".
     assert [h.record.id for h in await store.search_text("alice", "researching")] == ["t3"]

@@ -242,7 +242,7 @@ def test_tokens_are_stemmed_and_stopwords_dropped() -> None:
         "painting",
         "paint",
     ]
-    assert query_terms("What did Caroline paint? Caroline!") == ["carolin", "paint"]
+    assert query_terms("What did Ingrid paint? Ingrid!") == ["ingrid", "paint"]
     assert stem("running") == "run"
     assert stem("classes") == "class"
     assert stem("status") == "status"

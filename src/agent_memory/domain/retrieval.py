@@ -16,8 +16,8 @@ before the recency, importance and speaker terms are added:
 `final = fused + recency_weight * 0.5 ** (age / half_life)
 + importance_weight * importance + speaker_weight * [the query names the speaker]`.
 The speaker term applies when the query names exactly one of the candidates'
-speakers (`attributes["speaker"]` of a conversation turn): "What does Melanie
-play?" favours what Melanie said.
+speakers (`attributes["speaker"]` of a conversation turn): "What does Tomas
+play?" favours what Tomas said.
 Ties are broken by id ascending, so the order is deterministic.
 """
 

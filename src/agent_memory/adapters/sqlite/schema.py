@@ -254,7 +254,7 @@ _PROBE = (
     "classes glasses boxes watches running stopped hopping fizzed quickly happily "
     "decide decided deciding hike hikes hiking hiked happiness movement agreement "
     "it's don't I'm we're they've he'd you'll s t d ll m re ve "
-    "Caroline Melanie LGBTQ 2023 7pm 10 1st ÉCOLE café straße İstanbul naïve 東京 данные "
+    "Ingrid Tomas NASA 2023 7pm 10 1st ÉCOLE café straße İstanbul naïve 東京 данные "
     "x_y foo-bar e.g. U.S.A. co-op re-enter"
 )
 

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._keys import KeySchema, lex_prefix_range
@@ -64,18 +65,12 @@ class RedisCache:
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            if not isinstance(value, bytes | bytearray | memoryview):
-                raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
-            ms = None
-            if ttl is not None:
-                if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
-                    raise InvalidInput(
-                        "ttl", f"a positive timedelta or None is required, got {ttl!r}"
-                    )
-                ms = max(1, ttl // timedelta(milliseconds=1))
+            data = check_cache_value(value)
+            check_cache_ttl(ttl)
+            ms = None if ttl is None else max(1, ttl // timedelta(milliseconds=1))
             with translate("cache put"):
                 pipe = self._r.pipeline(transaction=True)
-                pipe.set(self._keys.cache_value(scope, key), bytes(value), px=ms)
+                pipe.set(self._keys.cache_value(scope, key), data, px=ms)
                 pipe.zadd(self._keys.cache_index(scope), {key.encode("utf-8", "surrogatepass"): 0})
                 await pipe.execute()
 

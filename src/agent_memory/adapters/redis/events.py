@@ -18,13 +18,18 @@ from redis.exceptions import NoScriptError
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import (
+    check_events,
+    check_retention,
+    check_window_args,
+)
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._codec import decode_event, encode_event, to_micros
 from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._keys import KeySchema
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event, EventWindow
-from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
+from agent_memory.domain.validation import require_id
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "RedisEventLog"]
@@ -83,11 +88,9 @@ class RedisEventLog:
         clock: Clock | None = None,
         owns_client: bool = False,
     ) -> None:
-        if not isinstance(retention, timedelta) or retention <= timedelta(0):
-            raise InvalidInput("retention", f"must be a positive timedelta, got {retention!r}")
+        self._retention = check_retention(retention)
         self._r = client
         self._keys = KeySchema(prefix, deployment)
-        self._retention = retention
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._owns = owns_client
         self._life = Lifecycle("redis event log")
@@ -109,10 +112,7 @@ class RedisEventLog:
         async with self._life.op():
             if isinstance(events, Event):
                 raise InvalidInput("events", "a sequence of Event is required")
-            batch = list(events)
-            for e in batch:
-                if not isinstance(e, Event):
-                    raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+            batch = check_events(events)
             if not batch:
                 return 0
             k = self._keys
@@ -187,11 +187,7 @@ class RedisEventLog:
         entity: Entity | None = None,
     ) -> EventWindow:
         async with self._life.op():
-            require_scope(domain, "domain")
-            since = require_utc(since, "since")
-            require_positive(limit, "limit")
-            if entity is not None and not isinstance(entity, Entity):
-                raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
+            since = check_window_args(domain, since, limit, entity)
             floor = to_micros(max(since, self._cutoff()))
             k = self._keys
             if entity is None:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._keys import KeySchema, lex_prefix_range
@@ -71,8 +72,7 @@ return 1
 
 
 def _ttl_ms(ttl: timedelta) -> int:
-    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
-        raise InvalidInput("ttl", f"a positive timedelta is required, got {ttl!r}")
+    """A checked (`check_lease_args`) ttl in whole milliseconds, at least 1."""
     return max(1, ttl // timedelta(milliseconds=1))
 
 
@@ -108,38 +108,32 @@ class RedisLeaseStore:
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
     ) -> Lease | None:
         async with self._life.op():
-            require_scope(scope, "scope")
-            require_id(key, "key")
-            require_id(owner, "owner")
+            check_lease_args(scope, key, owner, ttl)
             ms = _ttl_ms(ttl)
-            if not isinstance(payload, bytes | bytearray | memoryview):
-                raise InvalidInput("payload", f"bytes are required, got {type(payload).__name__}")
+            data = check_lease_payload(payload)
             k = self._keys
             with translate("acquire"):
                 res = await self._acquire(
                     keys=[k.lease(scope, key), k.lease_counter(scope, key), k.lease_index(scope)],
-                    args=[owner, ms, bytes(payload), key],
+                    args=[owner, ms, data, key],
                 )
             if not res:
                 return None
             token, exp = int(res[0]), int(res[1])
             return Lease(scope=scope, key=key, owner=owner, token=token,
-                         expires_at=_at(exp), payload=bytes(payload))  # fmt: skip
+                         expires_at=_at(exp), payload=data)  # fmt: skip
 
     async def renew(
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
     ) -> Lease:
         async with self._life.op():
-            require_scope(scope, "scope")
-            require_id(key, "key")
-            require_id(owner, "owner")
+            check_lease_args(scope, key, owner, ttl)
             ms = _ttl_ms(ttl)
-            if payload is not None and not isinstance(payload, bytes | bytearray | memoryview):
-                raise InvalidInput("payload", f"bytes are required, got {type(payload).__name__}")
+            data = None if payload is None else check_lease_payload(payload)
             with translate("renew"):
                 res = await self._renew(
                     keys=[self._keys.lease(scope, key)],
-                    args=[owner, ms, "0" if payload is None else "1", bytes(payload or b"")],
+                    args=[owner, ms, "0" if data is None else "1", data or b""],
                 )
             if len(res) < 3:
                 holder = res[0].decode("utf-8", "surrogatepass") if res else None

@@ -21,6 +21,12 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import (
+    check_filters,
+    check_min_score,
+    check_record,
+    check_records,
+)
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._codec import (
     RECORD_FIELDS,
@@ -93,16 +99,6 @@ _F32 = np.dtype(np.float32)
 _ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
 _MAX_TERMS = 64
 _PAGE = 500
-
-
-def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
-    if namespace is not None:
-        require_scope(namespace, "namespace")
-    if kinds is None:
-        return None
-    if isinstance(kinds, str):
-        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
-    return sorted({require_id(k, "kinds") for k in kinds})
 
 
 def _escape_term(term: str) -> str:
@@ -299,25 +295,18 @@ class RedisMemoryStore:
         require_dimension(self._space, query)
         return query.tobytes(), bool(query.any())
 
-    def _check_records(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        if isinstance(records, MemoryRecord):
-            raise InvalidInput("records", "a sequence of MemoryRecord is required")
-        batch = list(records)
+    @staticmethod
+    def _check_vectors(batch: Sequence[MemoryRecord]) -> None:
+        """Beyond `check_record`: every stored vector finite (a record built without
+        its validators could carry NaN or infinity into the HNSW index)."""
         for r in batch:
-            if not isinstance(r, MemoryRecord):
-                raise InvalidInput("records", f"MemoryRecord required, got {type(r).__name__}")
-            # Records may be built without validation (attrs.evolve, __new__): check again.
-            require_scope(r.owner, "record.owner")
-            require_scope(r.namespace, "record.namespace")
-            require_id(r.id, "record.id")
-            require_id(r.kind, "record.kind")
-            require_dimension(self._space, as_vector(r.vector, "record.vector"))
-        return batch
+            as_vector(r.vector, "record.vector")
 
     # -- writes -----------------------------------------------------------------
     async def add(self, records: Sequence[MemoryRecord]) -> None:
         async with self._life.op():
-            batch = self._check_records(records)
+            batch = check_records(records, self._space)
+            self._check_vectors(batch)
             if not batch:
                 return
             seen: set[tuple[str, str]] = set()
@@ -350,7 +339,8 @@ class RedisMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
-            (r,) = self._check_records([record])
+            r = check_record(record, "record", self._space)
+            self._check_vectors([r])
             flat: list[Any] = []
             for name, value in encode_record(r, self._tags(r)).items():
                 flat += [name, value]
@@ -376,7 +366,7 @@ class RedisMemoryStore:
     ) -> int:
         async with self._life.op():
             require_scope(owner, "owner")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             if wanted is not None and not wanted:
                 return 0
             query = self._filter(owner, namespace, wanted)
@@ -419,11 +409,8 @@ class RedisMemoryStore:
             require_scope(owner, "owner")
             require_positive(limit, "limit")
             blob, nonzero = self._query_blob(vector)
-            wanted = _check_filters(namespace, kinds)
-            if min_score is not None and (
-                isinstance(min_score, bool) or not isinstance(min_score, int | float)
-            ):
-                raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+            wanted = check_filters(namespace, kinds)
+            check_min_score(min_score)
             if wanted is not None and not wanted:
                 return []
             filt = self._filter(owner, namespace, wanted)
@@ -498,7 +485,7 @@ class RedisMemoryStore:
         async with self._life.op():
             require_scope(owner, "owner")
             require_positive(limit, "limit")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             if wanted is not None and not wanted:
                 return Page(records=(), next_cursor=None)
@@ -544,7 +531,7 @@ class RedisMemoryStore:
             require_positive(limit, "limit")
             if not isinstance(query, str):
                 raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             terms = query_terms(query)[:_MAX_TERMS]
             if not terms or (wanted is not None and not wanted):
                 return []

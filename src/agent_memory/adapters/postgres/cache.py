@@ -13,6 +13,7 @@ from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
@@ -21,11 +22,6 @@ from agent_memory.ports.models import Clock
 __all__ = ["PostgresCache"]
 
 _PURGE_EVERY = 1000  # puts between opportunistic purges
-
-
-def _check_ttl(ttl: timedelta | None) -> None:
-    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
-        raise InvalidInput("ttl", f"a positive timedelta or None is required, got {ttl!r}")
 
 
 class PostgresCache:
@@ -73,9 +69,8 @@ class PostgresCache:
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            if not isinstance(value, bytes | bytearray | memoryview):
-                raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
-            _check_ttl(ttl)
+            data = check_cache_value(value)
+            check_cache_ttl(ttl)
             expires = None if ttl is None else self._clock.now() + ttl
             async with self._db.connection() as conn:
                 await conn.execute(
@@ -88,7 +83,7 @@ class PostgresCache:
                             " SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at"
                         ).format(t=self._table),
                     ),
-                    (scope, key, bytes(value), expires),
+                    (scope, key, data, expires),
                 )
             self._puts += 1
             if self._puts % _PURGE_EVERY == 0:

@@ -22,9 +22,13 @@ from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import (
+    check_events,
+    check_retention,
+    check_window_args,
+)
 from agent_memory.adapters.postgres._codec import row_decoder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
-from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import (
     Entity,
     EntitySource,
@@ -33,7 +37,7 @@ from agent_memory.domain.records import (
     SummarySource,
     TimeBasis,
 )
-from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
+from agent_memory.domain.validation import require_id
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "PostgresEventLog", "encode_entity"]
@@ -208,10 +212,8 @@ class PostgresEventLog:
         clock: Clock | None = None,
         owns_database: bool = False,
     ) -> None:
-        if not isinstance(retention, timedelta) or retention <= timedelta(0):
-            raise InvalidInput("retention", f"must be a positive timedelta, got {retention!r}")
+        self._retention = check_retention(retention)
         self._db = database
-        self._retention = retention
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._owns = owns_database
         if owns_database:
@@ -232,10 +234,7 @@ class PostgresEventLog:
 
     async def append(self, events: Sequence[Event]) -> int:
         async with self._life.op():
-            batch = list(events)
-            for e in batch:
-                if not isinstance(e, Event):
-                    raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+            batch = check_events(events)
             if not batch:
                 return 0
             async with self._db.connection() as conn:
@@ -252,11 +251,7 @@ class PostgresEventLog:
         entity: Entity | None = None,
     ) -> EventWindow:
         async with self._life.op():
-            require_scope(domain, "domain")
-            since = require_utc(since, "since")
-            require_positive(limit, "limit")
-            if entity is not None and not isinstance(entity, Entity):
-                raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
+            since = check_window_args(domain, since, limit, entity)
             params: dict[str, Any] = {
                 "domain": domain,
                 "floor": max(since, self._cutoff()),

@@ -15,6 +15,7 @@ from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
@@ -22,20 +23,6 @@ from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
 
 __all__ = ["PostgresLeaseStore"]
-
-
-def _check(scope: str, key: str, owner: str, ttl: timedelta) -> None:
-    require_scope(scope, "scope")
-    require_id(key, "key")
-    require_id(owner, "owner")
-    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
-        raise InvalidInput("ttl", f"a positive timedelta is required, got {ttl!r}")
-
-
-def _payload(value: object, field: str = "payload") -> bytes:
-    if not isinstance(value, bytes | bytearray | memoryview):
-        raise InvalidInput(field, f"bytes are required, got {type(value).__name__}")
-    return bytes(value)
 
 
 class PostgresLeaseStore:
@@ -64,8 +51,8 @@ class PostgresLeaseStore:
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
     ) -> Lease | None:
         async with self._life.op():
-            _check(scope, key, owner, ttl)
-            data = _payload(payload)
+            check_lease_args(scope, key, owner, ttl)
+            data = check_lease_payload(payload)
             now = self._clock.now()
             async with self._db.connection() as conn:
                 cur = await conn.execute(
@@ -101,8 +88,8 @@ class PostgresLeaseStore:
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
     ) -> Lease:
         async with self._life.op():
-            _check(scope, key, owner, ttl)
-            data = None if payload is None else _payload(payload)
+            check_lease_args(scope, key, owner, ttl)
+            data = None if payload is None else check_lease_payload(payload)
             now = self._clock.now()
             async with self._db.connection() as conn:
                 cur = await conn.execute(

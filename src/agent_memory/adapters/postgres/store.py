@@ -33,6 +33,13 @@ from psycopg import sql
 from psycopg.types.json import Json
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
+from agent_memory.adapters._common.validation import (
+    check_filters,
+    check_min_score,
+    check_record,
+    check_records,
+    check_space,
+)
 from agent_memory.adapters.postgres._codec import row_decoder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase
 from agent_memory.adapters.postgres._vector import PgVector
@@ -92,16 +99,6 @@ _COPY_TYPES: list[int | str] = [
 ]
 
 
-def _check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:
-    if namespace is not None:
-        require_scope(namespace, "namespace")
-    if kinds is None:
-        return None
-    if isinstance(kinds, str):
-        raise InvalidInput("kinds", "a sequence of kinds is required, not a single string")
-    return sorted({require_id(k, "kinds") for k in kinds})
-
-
 def _filters(namespace: str | None, kinds: list[str] | None) -> sql.Composable:
     parts = [sql.SQL("owner = %(owner)s")]
     if namespace is not None:
@@ -109,18 +106,6 @@ def _filters(namespace: str | None, kinds: list[str] | None) -> sql.Composable:
     if kinds is not None:
         parts.append(sql.SQL("kind = ANY(%(kinds)s::text[])"))
     return sql.SQL(" AND ").join(parts)
-
-
-def _check_record(space: EmbeddingSpace, record: object, field: str) -> MemoryRecord:
-    """Records are validated when built; check again what the table relies on."""
-    if not isinstance(record, MemoryRecord):
-        raise InvalidInput(field, f"MemoryRecord required, got {type(record).__name__}")
-    require_scope(record.owner, "record.owner")
-    require_scope(record.namespace, "record.namespace")
-    require_id(record.id, "record.id")
-    require_id(record.kind, "record.kind")
-    require_dimension(space, record.vector)
-    return record
 
 
 @functools.cache
@@ -163,12 +148,10 @@ class PostgresMemoryStore:
         bm25_b: float = 0.75,
         context_weight: float = 1.0,
     ) -> None:
-        if not isinstance(space, EmbeddingSpace):
-            raise InvalidInput("space", f"EmbeddingSpace required, got {type(space).__name__}")
+        self._space = check_space(space)
         if not isinstance(exact_threshold, int) or exact_threshold < 0:
             raise InvalidInput("exact_threshold", f"a non-negative integer, got {exact_threshold}")
         self._db = database
-        self._space = space
         self._owns = owns_database
         if owns_database:
             database.retain()
@@ -197,7 +180,7 @@ class PostgresMemoryStore:
 
     async def add(self, records: Sequence[MemoryRecord]) -> None:
         async with self._life.op():
-            batch = [_check_record(self._space, r, "records") for r in records]
+            batch = check_records(records, self._space)
             seen: set[tuple[str, str]] = set()
             repeated: dict[str, list[str]] = {}
             for r in batch:
@@ -285,7 +268,7 @@ class PostgresMemoryStore:
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
-            _check_record(self._space, record, "record")
+            check_record(record, "record", self._space)
             table = await self._tbl()
             async with self._db.connection() as conn:
                 cur = await conn.execute(
@@ -332,7 +315,7 @@ class PostgresMemoryStore:
     ) -> int:
         async with self._life.op():
             require_scope(owner, "owner")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             table = await self._tbl()
             async with self._db.connection() as conn:
                 cur = await conn.execute(
@@ -400,11 +383,8 @@ class PostgresMemoryStore:
             require_positive(limit, "limit")
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
-            wanted = _check_filters(namespace, kinds)
-            if min_score is not None and (
-                isinstance(min_score, bool) or not isinstance(min_score, int | float)
-            ):
-                raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+            wanted = check_filters(namespace, kinds)
+            check_min_score(min_score)
             table = await self._tbl()
             async with self._db.connection() as conn:
                 cur = await conn.execute(
@@ -433,7 +413,7 @@ class PostgresMemoryStore:
         async with self._life.op():
             require_scope(owner, "owner")
             require_positive(limit, "limit")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             table = await self._tbl()
             where = _filters(namespace, wanted)
@@ -477,7 +457,7 @@ class PostgresMemoryStore:
             require_scope(owner, "owner")
             require_positive(limit, "limit")
             require_text(query, "query")
-            wanted = _check_filters(namespace, kinds)
+            wanted = check_filters(namespace, kinds)
             if not query.strip():
                 return []
             table = await self._tbl()

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -58,6 +60,8 @@ def check_record(record: object, field: str, space: EmbeddingSpace) -> MemoryRec
     for name in ("content", "context"):
         if not isinstance(getattr(record, name), str):
             raise InvalidInput(f"record.{name}", "a string is required")
+    if not isinstance(record.vector, np.ndarray):
+        raise InvalidInput("record.vector", "a numpy vector is required (build records normally)")
     require_dimension(space, record.vector)
     return record
 
@@ -131,6 +135,8 @@ def check_retention(retention: object) -> timedelta:
 
 def check_events(events: Sequence[Event]) -> list[Event]:
     """The batch given to `append`, as a list of `Event`s."""
+    if isinstance(events, Event):
+        raise InvalidInput("events", "a sequence of Event is required")
     batch = list(events)
     for e in batch:
         if not isinstance(e, Event):

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters._common.validation import check_lease_args
+from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
@@ -73,6 +73,8 @@ class InMemoryLeaseStore:
     ) -> Lease:
         self._life.check()
         check_lease_args(scope, key, owner, ttl)
+        if payload is not None:
+            payload = check_lease_payload(payload)
         current = self._live(scope, key)
         if current is None or current.owner != owner:
             raise LeaseNotHeld(key, owner, None if current is None else current.owner)

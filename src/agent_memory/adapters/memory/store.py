@@ -13,7 +13,12 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters._common.validation import check_filters, check_record, check_records
+from agent_memory.adapters._common.validation import (
+    check_filters,
+    check_min_score,
+    check_record,
+    check_records,
+)
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.ranking import (
@@ -175,6 +180,7 @@ class InMemoryMemoryStore:
         require_positive(limit, "limit")
         query = as_vector(vector, "query vector")
         require_dimension(self._space, query)
+        check_min_score(min_score)
         wanted = check_filters(namespace, kinds)
         index = self._owners().get(owner)
         if index is None:

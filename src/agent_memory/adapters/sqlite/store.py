@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from agent_memory.adapters._common.validation import (
     check_filters,
+    check_min_score,
     check_record,
     check_records,
     check_space,
@@ -344,6 +345,7 @@ class SqliteMemoryStore(SqliteHandle):
             require_positive(limit, "limit")
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
+            check_min_score(min_score)
             wanted = check_filters(namespace, kinds)
             return await self._db.run(
                 lambda conn: self._search(conn, owner, query, limit, namespace, wanted, min_score)

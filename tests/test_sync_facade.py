@@ -42,3 +42,24 @@ def test_script_round_trip_on_sqlite(tmp_path: Path) -> None:
 async def test_refuses_inside_an_event_loop() -> None:
     with pytest.raises(ConfigurationError, match="running event loop"):
         connect("memory://x")
+
+
+async def test_unprovable_embedding_space_warns_at_startup(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import numpy as np
+
+    from agent_memory import EmbeddingSpace
+    from agent_memory import connect as aconnect
+
+    class Remote:
+        space = EmbeddingSpace("acme-embed", 8, provable=False)
+
+        async def embed(self, texts: list[str]) -> np.ndarray:
+            return np.ones((len(texts), 8), np.float32)
+
+    with caplog.at_level("WARNING", logger="agent_memory"):
+        memory = await aconnect("memory://warn", embedder=Remote())  # type: ignore[arg-type]
+    await memory.close()
+    assert "cannot be proven" in caplog.text
+    assert "'acme-embed'" in caplog.text

@@ -18,6 +18,7 @@ with a message naming it, and importing the package stays cheap.
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
@@ -32,6 +33,8 @@ from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
 
 __all__ = ["Memory", "Stores", "connect", "open_stores", "scheme_of"]
+
+_log = logging.getLogger("agent_memory")
 
 
 @define
@@ -240,6 +243,14 @@ async def connect(
     family = scheme_of(url)
     embedder = embedder if embedder is not None else _embedder(settings)
     llm = llm if llm is not None else _llm(settings)
+    if not embedder.space.provable:
+        _log.warning(
+            "embedding space %r cannot be proven by its endpoint; stored vectors are bound "
+            "to the configured name %r (dimension %d): change it when the model changes",
+            embedder.space.identity,
+            embedder.space.model,
+            embedder.space.dimension,
+        )
     stores = await open_stores(url, space=embedder.space, settings=settings, clock=clock)
     coordination = None
     if family == "qdrant":

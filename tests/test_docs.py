@@ -22,3 +22,22 @@ def test_ci_runs_the_readme_test_command() -> None:
     commands = [line for line in readme.splitlines() if line.startswith("python3 -m venv")]
     assert any("pytest" in c for c in commands), "the README gives the test command"
     assert "grep -m1 -E '^python3 -m venv .*pytest' README.md" in ci
+
+
+def test_readme_example_runs(tmp_path: Path) -> None:
+    """The README's Python example, run as written (in a scratch directory)."""
+    import re
+    import subprocess
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    (code,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    result = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "<agent_memory>" in result.stdout
+    assert '"User is vegan"' in result.stdout
+    assert "facts=1" in result.stdout

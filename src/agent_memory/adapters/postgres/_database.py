@@ -21,6 +21,7 @@ import psycopg
 from psycopg import AsyncConnection, sql
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters.postgres._codec import register_json_loaders
 from agent_memory.adapters.postgres._migrations import MIGRATION_LOCK, SCHEMA_VERSION, migrate
 from agent_memory.adapters.postgres._vector import register_vector
@@ -32,7 +33,13 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.records import EmbeddingSpace
 
-__all__ = ["BACKEND", "HNSW_MAX_DIMENSION", "PostgresDatabase", "schema_for_deployment"]
+__all__ = [
+    "BACKEND",
+    "HNSW_MAX_DIMENSION",
+    "PostgresDatabase",
+    "PostgresHandle",
+    "schema_for_deployment",
+]
 
 BACKEND = "postgres"
 HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`
@@ -384,3 +391,27 @@ def _space_ddl(schema: str, name: str, dimension: int, text_config: str) -> list
             ).format(sql.Identifier(f"{name}_hnsw"[:63]), table)
         )
     return statements
+
+
+class PostgresHandle:
+    """Base of the PostgreSQL adapters: one `PostgresDatabase` (closed with the
+    last owning handle) gated by the close rule."""
+
+    def __init__(self, database: PostgresDatabase, what: str, *, owns_database: bool) -> None:
+        self._db = database
+        self._owns = owns_database
+        if owns_database:
+            database.retain()
+        self._life = Lifecycle(what)
+
+    @property
+    def database(self) -> PostgresDatabase:
+        return self._db
+
+    async def ping(self) -> None:
+        async with self._life.op():
+            await self._db.ping()
+
+    async def close(self) -> None:
+        if await self._life.begin_close() and self._owns:
+            await self._db.release()

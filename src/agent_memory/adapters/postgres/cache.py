@@ -12,9 +12,8 @@ from datetime import timedelta
 from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
-from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
@@ -24,7 +23,7 @@ __all__ = ["PostgresCache"]
 _PURGE_EVERY = 1000  # puts between opportunistic purges
 
 
-class PostgresCache:
+class PostgresCache(PostgresHandle):
     """`Cache` on one PostgreSQL schema."""
 
     def __init__(
@@ -34,18 +33,10 @@ class PostgresCache:
         clock: Clock | None = None,
         owns_database: bool = False,
     ) -> None:
-        self._db = database
+        super().__init__(database, "postgres cache", owns_database=owns_database)
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._owns = owns_database
-        if owns_database:
-            database.retain()
-        self._life = Lifecycle("postgres cache")
         self._table = database.table("cache")
         self._puts = 0
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     async def get(self, scope: str, key: str) -> bytes | None:
         async with self._life.op():
@@ -140,11 +131,3 @@ class PostgresCache:
                 (self._clock.now(),),
             )
             return max(cur.rowcount, 0)
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._db.release()

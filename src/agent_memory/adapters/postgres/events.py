@@ -21,14 +21,13 @@ from typing import Any
 from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_events,
     check_retention,
     check_window_args,
 )
 from agent_memory.adapters.postgres._codec import row_decoder, utc
-from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.domain.records import (
     Entity,
     EntitySource,
@@ -201,7 +200,7 @@ def window_statement(table: sql.Identifier, with_entity: bool) -> sql.Composed:
     ).format(c=cols, t=table, e=entity)
 
 
-class PostgresEventLog:
+class PostgresEventLog(PostgresHandle):
     """`EventLog` on one PostgreSQL schema."""
 
     def __init__(
@@ -213,21 +212,13 @@ class PostgresEventLog:
         owns_database: bool = False,
     ) -> None:
         self._retention = check_retention(retention)
-        self._db = database
+        super().__init__(database, "postgres event log", owns_database=owns_database)
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._owns = owns_database
-        if owns_database:
-            database.retain()
-        self._life = Lifecycle("postgres event log")
         self._table = database.table("events")
 
     @property
     def retention(self) -> timedelta:
         return self._retention
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     def _cutoff(self) -> datetime:
         return self._clock.now() - self._retention
@@ -287,11 +278,3 @@ class PostgresEventLog:
                 (self._cutoff(),),
             )
             return max(cur.rowcount, 0)
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._db.release()

@@ -14,9 +14,8 @@ from datetime import timedelta
 from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
-from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
@@ -25,7 +24,7 @@ from agent_memory.ports.models import Clock
 __all__ = ["PostgresLeaseStore"]
 
 
-class PostgresLeaseStore:
+class PostgresLeaseStore(PostgresHandle):
     """`LeaseStore` on one PostgreSQL schema."""
 
     def __init__(
@@ -35,17 +34,9 @@ class PostgresLeaseStore:
         clock: Clock | None = None,
         owns_database: bool = False,
     ) -> None:
-        self._db = database
+        super().__init__(database, "postgres lease store", owns_database=owns_database)
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._owns = owns_database
-        if owns_database:
-            database.retain()
-        self._life = Lifecycle("postgres lease store")
         self._table = database.table("leases")
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     async def acquire(
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
@@ -206,11 +197,3 @@ class PostgresLeaseStore:
                 )
                 for r in rows
             ]
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._db.release()

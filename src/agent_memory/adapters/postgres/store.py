@@ -32,7 +32,6 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Json
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
@@ -41,7 +40,7 @@ from agent_memory.adapters._common.validation import (
     check_space,
 )
 from agent_memory.adapters.postgres._codec import row_decoder, utc
-from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.adapters.postgres._vector import PgVector
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
 from agent_memory.domain.ranking import (
@@ -133,7 +132,7 @@ def _dump_attributes(attributes: dict[str, Any]) -> Json:
     return Json(attributes, dumps=lambda v: json.dumps(v, allow_nan=False))
 
 
-class PostgresMemoryStore:
+class PostgresMemoryStore(PostgresHandle):
     """`MemoryStore` (and `KeywordSearch`) on one PostgreSQL schema."""
 
     def __init__(
@@ -151,25 +150,17 @@ class PostgresMemoryStore:
         self._space = check_space(space)
         if not isinstance(exact_threshold, int) or exact_threshold < 0:
             raise InvalidInput("exact_threshold", f"a non-negative integer, got {exact_threshold}")
-        self._db = database
-        self._owns = owns_database
-        if owns_database:
-            database.retain()
+        super().__init__(database, "postgres memory store", owns_database=owns_database)
         self._exact_threshold = exact_threshold
         self._text_config = text_config
         self._k1 = float(bm25_k1)
         self._b = float(bm25_b)
         self._context_weight = float(context_weight)
-        self._life = Lifecycle("postgres memory store")
         self._table: sql.Identifier | None = None
 
     @property
     def space(self) -> EmbeddingSpace:
         return self._space
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     async def _tbl(self) -> sql.Identifier:
         if self._table is None:
@@ -487,14 +478,6 @@ class PostgresMemoryStore:
             return [ScoredRecord(record=_record(r[:-1]), score=float(r[-1])) for r in rows]
 
     # -- lifecycle ----------------------------------------------------------
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._db.release()
 
 
 # BM25 in one statement. Query lexemes come from to_tsvector (never a syntax

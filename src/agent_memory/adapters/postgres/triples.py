@@ -15,8 +15,7 @@ from typing import Any
 
 from psycopg import sql
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters.postgres._database import PostgresDatabase
+from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.adapters.postgres._migrations import MIGRATION_LOCK
 from agent_memory.domain.triples import (
     Triple,
@@ -71,21 +70,13 @@ def _row(row: Sequence[Any]) -> Triple:
     )
 
 
-class PostgresTripleStore:
+class PostgresTripleStore(PostgresHandle):
     """`TripleStore` on one PostgreSQL schema (a `PostgresDatabase`)."""
 
     def __init__(self, database: PostgresDatabase, *, owns_database: bool = False) -> None:
-        self._db = database
-        self._owns = owns_database
-        if owns_database:
-            database.retain()
-        self._life = Lifecycle("postgres triple store")
+        super().__init__(database, "postgres triple store", owns_database=owns_database)
         self._table = database.table(TABLE)
         self._ready = False
-
-    @property
-    def database(self) -> PostgresDatabase:
-        return self._db
 
     async def _ensure(self) -> None:
         if self._ready:
@@ -211,11 +202,3 @@ class PostgresTripleStore:
                         (owner, loop),
                     )
                 return max(cur.rowcount, 0)
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            await self._db.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._db.release()

@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
-from agent_memory.adapters.redis._keys import KeySchema, lex_prefix_range
+from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._keys import lex_prefix_range
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
 
@@ -31,7 +31,7 @@ return n
 _BATCH = 500
 
 
-class RedisCache:
+class RedisCache(RedisHandle):
     """`Cache` over redis.asyncio (no module needed)."""
 
     def __init__(
@@ -42,10 +42,9 @@ class RedisCache:
         deployment: str = "default",
         owns_client: bool = False,
     ) -> None:
-        self._r = client
-        self._keys = KeySchema(prefix, deployment)
-        self._owns = owns_client
-        self._life = Lifecycle("redis cache")
+        super().__init__(
+            client, "redis cache", prefix=prefix, deployment=deployment, owns_client=owns_client
+        )
         self._delete_many = client.register_script(_DELETE_MANY)
 
     @classmethod
@@ -103,12 +102,3 @@ class RedisCache:
                         for m in members
                     ]
                     total += int(await self._delete_many(keys=[index, *keys], args=members))
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            with translate("ping"):
-                await self._r.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._r.aclose()

@@ -17,7 +17,6 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_events,
     check_retention,
@@ -26,7 +25,7 @@ from agent_memory.adapters._common.validation import (
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._codec import decode_event, encode_event, to_micros
 from agent_memory.adapters.redis._errors import translate
-from agent_memory.adapters.redis._keys import KeySchema
+from agent_memory.adapters.redis._handle import RedisHandle
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event, EventWindow
 from agent_memory.domain.validation import require_id
@@ -75,7 +74,7 @@ def _parse_gmember(raw: bytes) -> _Ref:
     return bytes.fromhex(dom_hex.decode()).decode("utf-8"), id_raw.decode("utf-8", "surrogatepass")
 
 
-class RedisEventLog:
+class RedisEventLog(RedisHandle):
     """`EventLog` over redis.asyncio (no module needed)."""
 
     def __init__(
@@ -89,11 +88,10 @@ class RedisEventLog:
         owns_client: bool = False,
     ) -> None:
         self._retention = check_retention(retention)
-        self._r = client
-        self._keys = KeySchema(prefix, deployment)
+        super().__init__(
+            client, "redis event log", prefix=prefix, deployment=deployment, owns_client=owns_client
+        )
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._owns = owns_client
-        self._life = Lifecycle("redis event log")
         self._append = client.register_script(_APPEND)
 
     @classmethod
@@ -319,12 +317,3 @@ class RedisEventLog:
                         pipe.zrem(k.ev_global(), _gmember(d, i))
                     await pipe.execute()
             return count
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            with translate("ping"):
-                await self._r.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._r.aclose()

@@ -11,11 +11,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
-from agent_memory.adapters.redis._keys import KeySchema, lex_prefix_range
+from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._keys import lex_prefix_range
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
@@ -80,7 +80,7 @@ def _at(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-class RedisLeaseStore:
+class RedisLeaseStore(RedisHandle):
     """`LeaseStore` over redis.asyncio; expiry by the server's clock (PX)."""
 
     def __init__(
@@ -91,10 +91,13 @@ class RedisLeaseStore:
         deployment: str = "default",
         owns_client: bool = False,
     ) -> None:
-        self._r = client
-        self._keys = KeySchema(prefix, deployment)
-        self._owns = owns_client
-        self._life = Lifecycle("redis lease store")
+        super().__init__(
+            client,
+            "redis lease store",
+            prefix=prefix,
+            deployment=deployment,
+            owns_client=owns_client,
+        )
         self._acquire = client.register_script(_ACQUIRE)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
@@ -195,12 +198,3 @@ class RedisLeaseStore:
             leases = [lease for lease in out if lease is not None]
             leases.sort(key=lambda lease: lease.key)
             return leases
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            with translate("ping"):
-                await self._r.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._r.aclose()

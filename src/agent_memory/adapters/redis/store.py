@@ -20,7 +20,6 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
@@ -44,7 +43,8 @@ from agent_memory.adapters.redis._errors import (
     is_unknown_command,
     translate,
 )
-from agent_memory.adapters.redis._keys import KeySchema, digest
+from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._keys import digest
 from agent_memory.domain.errors import (
     DuplicateRecord,
     InvalidInput,
@@ -131,7 +131,7 @@ def _is_zero(blob: bytes) -> bool:
     return not np.frombuffer(blob, dtype=np.float32).any()
 
 
-class RedisMemoryStore:
+class RedisMemoryStore(RedisHandle):
     """`MemoryStore` and `KeywordSearch` over redis.asyncio and the Search module.
 
     Build with `RedisMemoryStore.from_url(url, space)` (owns its client) or pass a
@@ -150,10 +150,14 @@ class RedisMemoryStore:
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 200,
     ) -> None:
-        self._r = client
+        super().__init__(
+            client,
+            "redis memory store",
+            prefix=prefix,
+            deployment=deployment,
+            owns_client=owns_client,
+        )
         self._space = space
-        self._keys = KeySchema(prefix, deployment)
-        self._owns = owns_client
         self._ef = require_positive(ef_runtime, "ef_runtime")
         self._hnsw = (
             require_positive(hnsw_m, "hnsw_m"),
@@ -162,7 +166,6 @@ class RedisMemoryStore:
         self._sid = space.identity
         self._index = self._keys.ms_index(self._sid)
         self._index_ready = False
-        self._life = Lifecycle("redis memory store")
         self._add = client.register_script(_ADD)
         self._update = client.register_script(_UPDATE)
 
@@ -555,12 +558,3 @@ class RedisMemoryStore:
                     if len(hits) < k or hits[limit - 1].score != hits[limit].score:
                         return hits[:limit]
                     k *= 2
-
-    async def ping(self) -> None:
-        async with self._life.op():
-            with translate("ping"):
-                await self._r.ping()
-
-    async def close(self) -> None:
-        if await self._life.begin_close() and self._owns:
-            await self._r.aclose()

@@ -22,8 +22,8 @@ from attrs import field, frozen
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, EntitySource, Event, SummarySource, TimeBasis
-from agent_memory.domain.text import shorten_utf8
 from agent_memory.domain.validation import require_json_mapping, require_text, require_utc
+from agent_memory.domain.views.encoding import shorten_text
 
 __all__ = [
     "CAUSE_MAX_BYTES",
@@ -113,6 +113,12 @@ def event_time(step: Step, recorded_at: datetime) -> tuple[datetime, TimeBasis]:
     if step.started_at is not None:
         return step.started_at, TimeBasis.STEP_START
     return recorded_at, TimeBasis.RECORDED
+
+
+def shorten_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
+    """(text cut to `max_bytes` UTF-8 bytes + `[shortened]` beyond them, was it cut)."""
+    cut = shorten_text(text, max_bytes, separator="")
+    return cut, cut is not text
 
 
 def entity_from_json(raw: object) -> Entity | None:

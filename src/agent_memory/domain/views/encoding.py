@@ -113,11 +113,13 @@ def shorten_encoded(text: str, max_bytes: int) -> tuple[str, bool]:
     return encode_text(text[: _prefix_within(text, max_bytes - 2)]), True
 
 
-def shorten_text(text: str, max_bytes: int, *, marker: str = SHORTENED_MARKER) -> str:
+def shorten_text(
+    text: str, max_bytes: int, *, marker: str = SHORTENED_MARKER, separator: str = " "
+) -> str:
     """Plain-text shortening: the longest safe prefix within `max_bytes` UTF-8 bytes.
 
-    When `text` was cut, `" " + marker` is appended *beyond* the allowance, so
-    the allowance measures the kept text only. No escaping happens here: use it
+    When `text` was cut, `separator + marker` is appended *beyond* the allowance,
+    so the allowance measures the kept text only. No escaping happens here: use it
     for trusted text or encode the result afterwards.
     """
     if max_bytes < 0:
@@ -131,4 +133,4 @@ def shorten_text(text: str, max_bytes: int, *, marker: str = SHORTENED_MARKER) -
         if used > max_bytes:
             end = _safe_cut(text, index)
             break
-    return f"{text[:end]} {marker}"
+    return f"{text[:end]}{separator}{marker}"

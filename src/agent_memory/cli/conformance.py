@@ -79,7 +79,6 @@ class Target:
         self.factory = _load_factory(factory) if factory is not None else None
         self.family = scheme_of(url) if url is not None else "factory"
         self._settings = Settings()
-        self._tmp = Path(tempfile.mkdtemp(prefix="agent-memory-conformance-"))
         self._handles: dict[int, tuple[str, str]] = {}
 
     # -- what the suite should expect -----------------------------------------

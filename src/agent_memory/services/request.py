@@ -35,7 +35,6 @@ from agent_memory.services.compaction import Compactor
 from agent_memory.services.coordination import (
     ClaimResult,
     Coordinator,
-    SignalInfo,
     claim_key,
     request_owner,
 )
@@ -267,9 +266,6 @@ class MemoryRequest:
                 report=report,
             )
         return context
-
-    async def other_signals(self) -> list[SignalInfo]:
-        return [s for s in await self._coord.active_signals() if s.request_id != self.request_id]
 
     # -- after execution -----------------------------------------------------
     async def record(self, steps: Sequence[Step]) -> StageReport:

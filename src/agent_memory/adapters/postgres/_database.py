@@ -295,10 +295,6 @@ class PostgresDatabase:
             row = await cur.fetchone()
         return "" if row is None else str(row[0])
 
-    @staticmethod
-    def expected_schema_version() -> int:
-        return SCHEMA_VERSION
-
     # -- per-space tables ---------------------------------------------------
 
     async def space_table(self, space: EmbeddingSpace, text_config: str) -> sql.Identifier:

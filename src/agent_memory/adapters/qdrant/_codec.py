@@ -114,12 +114,8 @@ def from_micros(micros: int) -> datetime:
     return _EPOCH + timedelta(microseconds=micros)
 
 
-def _encode_vector(vector: npt.NDArray[np.float32]) -> str:
-    return base64.b64encode(vector.astype("<f4", copy=False).tobytes()).decode("ascii")
-
-
 def _encode_vectors(matrix: npt.NDArray[np.float32]) -> list[str]:
-    """`_encode_vector` of each row of `matrix`, from one little-endian buffer."""
+    """Base64 of each row of `matrix` as little-endian float32, from one buffer."""
     raw = memoryview(np.ascontiguousarray(matrix, dtype="<f4").tobytes())
     width = 4 * matrix.shape[1]
     return [

@@ -203,10 +203,6 @@ def scored(record: MemoryRecord, score: float) -> ScoredRecord:
     return _scored(record, score)
 
 
-def _dt(value: datetime | None) -> int | None:
-    return None if value is None else to_micros(value)
-
-
 def encode_event(e: Event) -> bytes:
     doc: dict[str, Any] = {
         "id": e.id,

@@ -256,8 +256,13 @@ class UserMemory:
         if pending:
             decisions.update(await self._classify(candidates, neighbours, pending, report))
         ops: Counter[str] = Counter()
+        now = self.clock.now()
+        additions: list[MemoryRecord] = []  # every ADD goes to the store in one batch
         for i, candidate in enumerate(candidates):
             decision = decisions.get(i, Classification(Operation.ADD))
+            if decision.operation is Operation.ADD:
+                additions.append(self._record(user_id, namespace, candidate, vectors[i], now))
+                continue
             try:
                 await self._apply(user_id, namespace, candidate, vectors[i], decision)
             except Exception as exc:
@@ -265,6 +270,14 @@ class UserMemory:
                 continue
             ops[str(decision.operation)] += 1
             self.counters[f"op.{decision.operation}"] += 1
+        if additions:
+            try:
+                await self.store.add(additions)
+            except Exception as exc:
+                report.fail(f"apply ADD x{len(additions)}", exc)
+            else:
+                ops[str(Operation.ADD)] += len(additions)
+                self.counters[f"op.{Operation.ADD}"] += len(additions)
         report.details["operations"] = dict(ops)
         return report
 
@@ -341,10 +354,8 @@ class UserMemory:
         vector: np.ndarray[Any, Any],
         decision: Classification,
     ) -> None:
+        """UPDATE, CONTRADICT or DUPLICATE one candidate (ADDs are batched by the caller)."""
         now = self.clock.now()
-        if decision.operation is Operation.ADD:
-            await self.store.add([self._record(user_id, namespace, candidate, vector, now)])
-            return
         assert decision.target_id is not None
         target = await self.store.get(user_id, decision.target_id)
         if target is None:  # vanished meanwhile: keep the information

@@ -5,6 +5,7 @@ from datetime import timedelta
 from typing import Any
 
 from agent_memory.adapters.redis._client import connect
+from agent_memory.adapters.redis._handle import SharedClient
 from agent_memory.adapters.redis._keys import SCHEMA_VERSION, KeySchema
 from agent_memory.adapters.redis.cache import RedisCache
 from agent_memory.adapters.redis.events import RedisEventLog
@@ -59,16 +60,16 @@ async def open_stores(
     deployment: str = "default",
     clock: Clock | None = None,
 ) -> dict[str, Any]:
-    """The bootstrap hook for `redis://` and `rediss://` URLs: the four ports,
-    each with its own connection pool, under one deployment's key prefix."""
+    """The bootstrap hook for `redis://` and `rediss://` URLs: the four ports on
+    one shared connection pool (closed with the last port), under one
+    deployment's key prefix."""
     details = {"backend": "redis", "deployment": deployment, "key_schema": SCHEMA_VERSION}
     details.update(await _server_details(url))
+    shared = SharedClient(connect(url))  # one pool for the four ports
     return {
-        "store": RedisMemoryStore.from_url(url, space=space, deployment=deployment),
-        "events": RedisEventLog.from_url(
-            url, deployment=deployment, retention=retention, clock=clock
-        ),
-        "leases": RedisLeaseStore.from_url(url, deployment=deployment),
-        "cache": RedisCache.from_url(url, deployment=deployment),
+        "store": RedisMemoryStore(shared, space, deployment=deployment),
+        "events": RedisEventLog(shared, deployment=deployment, retention=retention, clock=clock),
+        "leases": RedisLeaseStore(shared, deployment=deployment),
+        "cache": RedisCache(shared, deployment=deployment),
         "details": details,
     }

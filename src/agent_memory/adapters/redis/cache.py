@@ -14,7 +14,7 @@ from typing import Any
 from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
-from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
@@ -36,7 +36,7 @@ class RedisCache(RedisHandle):
 
     def __init__(
         self,
-        client: Client,
+        client: Client | SharedClient,
         *,
         prefix: str = "agent_memory",
         deployment: str = "default",
@@ -45,7 +45,7 @@ class RedisCache(RedisHandle):
         super().__init__(
             client, "redis cache", prefix=prefix, deployment=deployment, owns_client=owns_client
         )
-        self._delete_many = client.register_script(_DELETE_MANY)
+        self._delete_many = self._r.register_script(_DELETE_MANY)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisCache:

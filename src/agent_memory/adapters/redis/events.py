@@ -25,7 +25,7 @@ from agent_memory.adapters._common.validation import (
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._codec import decode_event, encode_event, to_micros
 from agent_memory.adapters.redis._errors import translate
-from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event, EventWindow
 from agent_memory.domain.validation import require_id
@@ -79,7 +79,7 @@ class RedisEventLog(RedisHandle):
 
     def __init__(
         self,
-        client: Client,
+        client: Client | SharedClient,
         *,
         prefix: str = "agent_memory",
         deployment: str = "default",
@@ -92,7 +92,7 @@ class RedisEventLog(RedisHandle):
             client, "redis event log", prefix=prefix, deployment=deployment, owns_client=owns_client
         )
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._append = client.register_script(_APPEND)
+        self._append = self._r.register_script(_APPEND)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisEventLog:

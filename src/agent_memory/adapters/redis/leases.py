@@ -14,7 +14,7 @@ from typing import Any
 from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
-from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
@@ -85,7 +85,7 @@ class RedisLeaseStore(RedisHandle):
 
     def __init__(
         self,
-        client: Client,
+        client: Client | SharedClient,
         *,
         prefix: str = "agent_memory",
         deployment: str = "default",
@@ -98,9 +98,9 @@ class RedisLeaseStore(RedisHandle):
             deployment=deployment,
             owns_client=owns_client,
         )
-        self._acquire = client.register_script(_ACQUIRE)
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
+        self._acquire = self._r.register_script(_ACQUIRE)
+        self._renew = self._r.register_script(_RENEW)
+        self._release = self._r.register_script(_RELEASE)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisLeaseStore:

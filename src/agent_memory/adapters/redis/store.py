@@ -43,7 +43,7 @@ from agent_memory.adapters.redis._errors import (
     is_unknown_command,
     translate,
 )
-from agent_memory.adapters.redis._handle import RedisHandle
+from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import digest
 from agent_memory.domain.errors import (
     DuplicateRecord,
@@ -140,7 +140,7 @@ class RedisMemoryStore(RedisHandle):
 
     def __init__(
         self,
-        client: Client,
+        client: Client | SharedClient,
         space: EmbeddingSpace,
         *,
         prefix: str = "agent_memory",
@@ -166,8 +166,8 @@ class RedisMemoryStore(RedisHandle):
         self._sid = space.identity
         self._index = self._keys.ms_index(self._sid)
         self._index_ready = False
-        self._add = client.register_script(_ADD)
-        self._update = client.register_script(_UPDATE)
+        self._add = self._r.register_script(_ADD)
+        self._update = self._r.register_script(_UPDATE)
 
     @classmethod
     def from_url(

@@ -7,12 +7,15 @@ import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters.memory import InMemoryEventLog
 from agent_memory.domain.errors import ModelError
 from agent_memory.domain.records import Entity, EntitySource, SummarySource, TimeBasis
 from agent_memory.domain.steps import Step
+from agent_memory.domain.summary_parsing import parse_summaries
 from agent_memory.services.recorder import Recorder, RecorderOptions
 
 from .scripted import Delay, ScriptedModel, answers_for
@@ -52,11 +55,24 @@ async def test_model_summaries_are_used_in_one_batched_call() -> None:
         ("Here you go:\n" + answers_for(["a", "b"]) + "\nHope this helps!", 2, None),
         ("```json\n" + answers_for(["a", "b"]) + "\n```", 2, None),
         (answers_for(["a", "b"])[:-25], 1, "parse_error"),  # truncated: keep complete entries
+        ("```json\n" + answers_for(["a", "b"])[:-25], 1, "parse_error"),  # fenced, truncated
+        ("Here you go:\n" + answers_for(["a", "b"])[:-25], 0, "parse_error"),  # prose + cut
+        ("Sure!\n```json\n" + answers_for(["a", "b"])[:-25], 0, "parse_error"),
         ("I could not do that.", 0, "parse_error"),
         (answers_for(["a", "b"]) + " or maybe " + answers_for(["c", "d"]), 0, "parse_error"),
         ('{"summary": "not an array"}', 0, "parse_error"),
     ],
-    ids=["prose-wrapped", "fenced", "truncated", "garbage", "ambiguous", "object"],
+    ids=[
+        "prose-wrapped",
+        "fenced",
+        "truncated",
+        "fenced-truncated",
+        "prose-truncated",
+        "prose-fence-truncated",
+        "garbage",
+        "ambiguous",
+        "object",
+    ],
 )
 async def test_answer_shapes(answer: str, expected_model: int, reason: str | None) -> None:
     model = ScriptedModel([answer])
@@ -202,3 +218,31 @@ async def test_ineligible_steps_are_not_recorded_and_append_failure_is_reported(
     assert report.details["eligible"] == 1
     assert report.details["events_written"] == 0
     assert [f.error_type for f in report.failures] == ["StoreClosed"]
+
+
+_summary_texts = st.lists(
+    st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12).map(
+        lambda s: "s" + s
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=_summary_texts, cut=st.integers(min_value=1, max_value=400), prose=st.booleans())
+def test_truncated_arrays_keep_complete_entries_only_when_bare(
+    texts: list[str], cut: int, prose: bool
+) -> None:
+    """A cut array keeps a prefix of its complete entries when bare or fenced;
+    with prose before it nothing is salvaged (the guide's rule)."""
+    full = answers_for(texts)
+    cut = min(cut, len(full) - 1)
+    body = full[:-cut]
+    answer = ("Here is the summary:\n" + body) if prose else body
+    parsed = parse_summaries(answer, len(texts))
+    if prose:
+        assert parsed.items == {}
+    else:
+        assert all(parsed.items[i].summary == texts[i].strip() for i in parsed.items)
+        assert sorted(parsed.items) == list(range(len(parsed.items))), "a prefix"

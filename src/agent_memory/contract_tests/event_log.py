@@ -52,6 +52,9 @@ Clause ids (each assertion message starts with one):
             keeps the rest.
 - EL-ERASE-1 `erase_user` deletes exactly the events carrying that user id, in
             every domain (the count); other users' events stay.
+- EL-USER-1 `user_events` returns exactly the events `erase_user` would delete
+            (every domain, global ones included, user ids matched exactly),
+            newest first; `domains` lists every domain with a stored event.
 - EL-RT-1   a stored event reads back with every field equal (timestamps within
             1 ms, metadata, entities in order, enums as enums).
 - EL-RT-2   property: the same for arbitrary adversarial events.
@@ -621,8 +624,19 @@ class EventLogContract:
                 _event("er-b", "b3", at),
             ]
         )
+        seen = [(e.domain, e.id) for e in await event_log.user_events("u:1*")]
+        assert sorted(seen) == [("er-a", "a1"), ("er-b", "b1")], clause(
+            "EL-USER-1", "user_events lists exactly the user's events, in every domain", seen
+        )
+        domains = await event_log.domains()
+        assert domains == ["er-a", "er-b"], clause(
+            "EL-USER-1", "domains lists every domain with a stored event, sorted", domains
+        )
         erased = await event_log.erase_user("u:1*")
         assert erased == 2, clause("EL-ERASE-1", "erase_user returns the 2 erased events", erased)
+        assert await event_log.user_events("u:1*") == [], clause(
+            "EL-USER-1", "after erase_user, user_events finds nothing"
+        )
         a = sorted(_ids(await self._all(event_log, "er-a")))
         b = sorted(_ids(await self._all(event_log, "er-b")))
         assert (a, b) == (["a2"], ["b2", "b3"]), clause(
@@ -741,6 +755,8 @@ class EventLogContract:
                 "append": lambda: event_log.append([_event("closing", "after", at)]),
                 "window": lambda: event_log.window("closing", since=at, limit=5),
                 "erase_user": lambda: event_log.erase_user("u"),
+                "user_events": lambda: event_log.user_events("u"),
+                "domains": lambda: event_log.domains(),
                 "purge_expired": lambda: event_log.purge_expired(),
                 "ping": lambda: event_log.ping(),
             },

@@ -152,6 +152,17 @@ class EventLog(Protocol):
         """Delete every event carrying this user id, in every domain; the count."""
         ...
 
+    async def user_events(self, user_id: str) -> list[Event]:
+        """Every stored event carrying this user id, in every domain, expired ones
+        not yet purged included; newest first by occurred_at (then domain, id
+        desc). What `erase_user` would delete: forgetting reads it first to find
+        the data derived from those events."""
+        ...
+
+    async def domains(self) -> list[str]:
+        """Every domain that has (or had, until purged) a stored event, sorted."""
+        ...
+
     async def purge_expired(self) -> int:
         """Delete events past retention; the count."""
         ...

@@ -94,6 +94,17 @@ class InMemoryEventLog:
             del self._backend.events[k]
         return len(doomed)
 
+    async def user_events(self, user_id: str) -> list[Event]:
+        self._life.check()
+        require_id(user_id, "user_id")
+        rows = [e for e in self._backend.events.values() if e.user_id == user_id]
+        rows.sort(key=lambda e: (e.occurred_at, e.domain, e.id), reverse=True)
+        return rows
+
+    async def domains(self) -> list[str]:
+        self._life.check()
+        return sorted({domain for domain, _ in self._backend.events})
+
     async def purge_expired(self) -> int:
         self._life.check()
         cutoff = self._cutoff()

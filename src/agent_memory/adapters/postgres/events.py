@@ -271,6 +271,25 @@ class PostgresEventLog(PostgresHandle):
                 )
                 return max(cur.rowcount, 0)
 
+    async def user_events(self, user_id: str) -> list[Event]:
+        async with self._life.op():
+            require_id(user_id, "user_id")
+            cols = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
+            async with self._db.connection() as conn:
+                cur = conn.cursor(binary=True, row_factory=_event_rows)
+                await cur.execute(
+                    sql.SQL("SELECT {} FROM {} WHERE user_id = %s").format(cols, self._table),
+                    (user_id,),
+                )
+                rows = await cur.fetchall()
+            rows.sort(key=lambda e: (e.occurred_at, e.domain, e.id), reverse=True)
+            return rows
+
+    async def domains(self) -> list[str]:
+        async with self._life.op(), self._db.connection() as conn:
+            cur = await conn.execute(sql.SQL("SELECT DISTINCT domain FROM {}").format(self._table))
+            return sorted(str(r[0]) for r in await cur.fetchall())
+
     async def purge_expired(self) -> int:
         async with self._life.op(), self._db.connection() as conn:
             cur = await conn.execute(

@@ -289,6 +289,22 @@ class RedisEventLog(RedisHandle):
                 await self._r.delete(key)
             return count
 
+    async def user_events(self, user_id: str) -> list[Event]:
+        async with self._life.op():
+            require_id(user_id, "user_id")
+            with translate("user_events"):
+                members: Any = await self._r.smembers(self._keys.ev_user(user_id))
+                found = await self._payloads([_parse_gmember(m) for m in members])
+            rows = [e for e in found if e is not None and e.user_id == user_id]
+            rows.sort(key=lambda e: (e.occurred_at, e.domain, e.id), reverse=True)
+            return rows
+
+    async def domains(self) -> list[str]:
+        async with self._life.op():
+            with translate("domains"):
+                known: Any = await self._r.smembers(self._keys.ev_domains())
+            return sorted(d.decode("utf-8") for d in known)
+
     async def purge_expired(self) -> int:
         async with self._life.op():
             cutoff = f"({to_micros(self._cutoff())}"

@@ -135,6 +135,30 @@ class SqliteEventLog(SqliteHandle):
                 lambda conn: self._delete(conn, "user_id = ? AND user_id IS NOT NULL", user_id)
             )
 
+    async def user_events(self, user_id: str) -> list[Event]:
+        async with self._life.op():
+            require_id(user_id, "user_id")
+
+            def read(conn: sqlite3.Connection) -> list[Event]:
+                rows = conn.execute(
+                    "SELECT body FROM events WHERE user_id = ? AND user_id IS NOT NULL",
+                    (user_id,),
+                ).fetchall()
+                out = [decode_event(r[0]) for r in rows]
+                out.sort(key=lambda e: (e.occurred_at, e.domain, e.id), reverse=True)
+                return out
+
+            return await self._db.run(read)
+
+    async def domains(self) -> list[str]:
+        async with self._life.op():
+
+            def read(conn: sqlite3.Connection) -> list[str]:
+                rows = conn.execute("SELECT DISTINCT domain FROM events").fetchall()
+                return sorted(str(r[0]) for r in rows)
+
+            return await self._db.run(read)
+
     async def purge_expired(self) -> int:
         async with self._life.op():
             cutoff = self._cutoff_micros()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,10 +21,12 @@ from agent_memory.adapters.memory import (
     InMemoryLeaseStore,
     InMemoryMemoryStore,
 )
+from agent_memory.adapters.sqlite import SqliteEventLog
+from agent_memory.domain.errors import BackendUnavailable
 from agent_memory.domain.records import Entity, Event
 from agent_memory.ports.storage import LeaseStore
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, KnowledgeService
-from agent_memory.services.reflection import ReflectionJob
+from agent_memory.services.reflection import ReflectionJob, ReflectionReport
 
 from .scripted import Delay, ScriptedModel
 
@@ -186,3 +191,208 @@ async def test_request_learn_stores_fragments_recalled_by_later_requests() -> No
     ) as later:
         ctx = await later.planning_context()
     assert "512Mi limit" in ctx.agent_memory, "the knowledge section shows the fragment"
+
+
+# -- incremental passes, content-addressed fragments, paging by event time ------
+
+
+async def test_two_passes_over_the_same_data_store_each_fragment_once() -> None:
+    log = InMemoryEventLog()
+    await log.append(old_events(Entity("pod", "web-1"), 6) + old_events(Entity("pod", "db-1"), 5))
+    store = InMemoryMemoryStore(EMB.space)
+    leases = InMemoryLeaseStore()
+    first = await job(leases, log, store, None).run_once(["k8s"])
+    second = await job(leases, log, store, None).run_once(["k8s"])
+    assert (first.entities_processed, first.fragments_stored) == (2, 2)
+    assert second.entities_discovered == 0, "nothing newly past the threshold since the last pass"
+    page = await store.list("k8s", namespace=KNOWLEDGE_NAMESPACE)
+    assert len(page.records) == 2, [r.content for r in page.records]
+
+
+async def test_a_repeated_pass_without_its_watermark_updates_instead_of_adding() -> None:
+    """Lost watermark (another lease store): the same fragments get the same ids."""
+    log = InMemoryEventLog()
+    await log.append(old_events(Entity("pod", "web-1"), 6))
+    store = InMemoryMemoryStore(EMB.space)
+    answer = json.dumps([{"content": "web-1 restarts when memory spikes", "importance": 0.7}])
+    await job(InMemoryLeaseStore(), log, store, ScriptedModel([answer])).run_once(["k8s"])
+    again = await job(InMemoryLeaseStore(), log, store, ScriptedModel([answer])).run_once(["k8s"])
+    assert again.report.ok, again.report.failures
+    (record,) = (await store.list("k8s", namespace=KNOWLEDGE_NAMESPACE)).records
+    assert record.content == "web-1 restarts when memory spikes"
+
+
+async def test_newly_aged_events_are_picked_up_by_the_next_pass() -> None:
+    log = InMemoryEventLog()
+    await log.append(old_events(Entity("pod", "web-1"), 5))
+    store = InMemoryMemoryStore(EMB.space)
+    leases = InMemoryLeaseStore()
+    await job(leases, log, store, None).run_once(["k8s"])
+    later = [
+        Event(
+            id=f"late-{i}",
+            domain="k8s",
+            agent="a",
+            action="scale",
+            outcome="success",
+            summary=f"scaled api {i}",
+            occurred_at=datetime.now(UTC) - timedelta(days=7) + timedelta(minutes=10 + i),
+            recorded_at=datetime.now(UTC),
+            entities=(Entity("svc", "api"),),
+        )
+        for i in range(5)
+    ]
+    await log.append(later)
+    # younger than the first pass's cutoff; the next pass (emulated an hour later
+    # by shrinking the threshold) finds them newly past it
+    nxt = job(leases, log, store, None)
+    nxt.options.age_threshold = timedelta(days=7, hours=-1)
+    result = await nxt.run_once(["k8s"])
+    assert result.entities_processed == 1, "only the entity newly past the threshold"
+    contents = sorted(r.content for r in (await store.list("k8s")).records)
+    assert [c.split(":")[0] for c in contents] == ["pod web-1", "svc api"]
+
+
+class FlakyLeases(InMemoryLeaseStore):
+    """A real in-memory lease store whose backend is down for the first `down` calls."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__()
+        self.down = down
+
+    def _maybe_fail(self) -> None:
+        if self.down > 0:
+            self.down -= 1
+            raise BackendUnavailable("lease store unreachable")
+
+    async def acquire(self, *args: Any, **kwargs: Any) -> Any:
+        self._maybe_fail()
+        return await super().acquire(*args, **kwargs)
+
+    async def release(self, *args: Any, **kwargs: Any) -> Any:
+        self._maybe_fail()
+        return await super().release(*args, **kwargs)
+
+
+async def test_a_lease_store_outage_is_reported_and_the_next_pass_runs(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = InMemoryEventLog()
+    await log.append(old_events(Entity("pod", "web-1"), 5))
+    store = InMemoryMemoryStore(EMB.space)
+    reflection = job(FlakyLeases(down=1), log, store, None)
+    reflection.options.interval = timedelta(milliseconds=10)
+    reflection.options.retry_backoff = timedelta(milliseconds=10)
+    reports: list[ReflectionReport] = []
+    caplog.set_level(logging.INFO, logger="agent_memory.reflection")
+    ran = asyncio.Event()
+
+    def on_report(result: ReflectionReport) -> None:
+        reports.append(result)
+        if result.ran:
+            ran.set()
+
+    loop = asyncio.create_task(reflection.run_forever(["k8s"], on_report=on_report))
+    try:
+        async with asyncio.timeout(5):
+            await ran.wait()
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+    failed = reports[0]
+    assert not failed.ran
+    assert [f.operation for f in failed.report.failures] == ["acquire-lock"]
+    assert next(r for r in reports if r.ran).fragments_stored == 1, "the next pass ran"
+    completed = [r.getMessage() for r in caplog.records if "pass completed" in r.getMessage()]
+    assert completed
+    assert "fragments_stored=1" in completed[-1]
+    assert any("pass starting" in r.getMessage() for r in caplog.records)
+
+
+async def test_an_outage_mid_pass_does_not_escape_run_once() -> None:
+    """Acquire works, then the store goes down: release fails; run_once returns a report."""
+    log = InMemoryEventLog()
+    await log.append(old_events(Entity("pod", "web-1"), 5))
+    leases = FlakyLeases(down=0)
+    reflection = job(leases, log, InMemoryMemoryStore(EMB.space), None)
+    original = leases.acquire
+
+    async def acquire_then_fail(*args: Any, **kwargs: Any) -> Any:
+        lease = await original(*args, **kwargs)
+        leases.down = 100
+        return lease
+
+    leases.acquire = acquire_then_fail  # type: ignore[method-assign]
+    result = await reflection.run_once(["k8s"])
+    assert result.ran
+    assert not result.report.ok
+    assert "release-lock" in {f.operation for f in result.report.failures}
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_week_old_events_are_reached_behind_fifty_thousand_newer_ones(
+    backend: str, tmp_path: Path
+) -> None:
+    log: Any = InMemoryEventLog() if backend == "memory" else SqliteEventLog(tmp_path / "events.db")
+    await log.append(_busy_events())
+    await log.append(old_events(Entity("pod", "web-1"), 5))
+    store = InMemoryMemoryStore(EMB.space)
+    try:
+        result = await job(InMemoryLeaseStore(), log, store, None).run_once(["k8s"])
+    finally:
+        await log.close()
+    assert result.report.ok, result.report.failures
+    assert (result.entities_discovered, result.fragments_stored) == (1, 1)
+
+
+@functools.cache
+def _busy_events() -> tuple[Event, ...]:
+    """50,000 events of the last 14 hours (built once for both backends)."""
+    now = datetime.now(UTC)
+    return tuple(
+        Event(
+            id=f"busy-{i}",
+            domain="k8s",
+            agent="a",
+            action="poll",
+            outcome="success",
+            summary="poll",
+            occurred_at=now - timedelta(seconds=i),
+            recorded_at=now,
+        )
+        for i in range(50_000)
+    )
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+async def test_paging_back_in_event_time_reads_every_tied_event(
+    backend: str, tmp_path: Path
+) -> None:
+    """Pages of 2 over 10 aged events sharing 3 instants: every entity is found once."""
+    log: Any = InMemoryEventLog() if backend == "memory" else SqliteEventLog(tmp_path / "events.db")
+    await log.append(
+        [
+            Event(
+                id=f"e{i}",
+                domain="k8s",
+                agent="a",
+                action="restart",
+                outcome="failure",
+                summary=f"restart of pod p{i}",
+                occurred_at=OLD + timedelta(minutes=i % 3),
+                recorded_at=OLD,
+                entities=(Entity("pod", f"p{i}"),),
+            )
+            for i in range(10)
+        ]
+    )
+    store = InMemoryMemoryStore(EMB.space)
+    reflection = job(InMemoryLeaseStore(), log, store, None)
+    reflection.options.page_size = 2
+    reflection.options.min_events = 1
+    try:
+        result = await reflection.run_once(["k8s"])
+    finally:
+        await log.close()
+    assert (result.entities_discovered, result.fragments_stored) == (10, 10)

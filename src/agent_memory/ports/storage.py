@@ -142,10 +142,13 @@ class EventLog(Protocol):
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         """The domain's events (and global ones) with occurred_at >= since, newest
         first by occurred_at (then id desc); `entity` narrows to events that carry
-        it. `limited` is True when more events matched than `limit`."""
+        it; `until`, when given, keeps only events with occurred_at < until, so a
+        caller can page back in event time. `limited` is True when more events
+        matched than `limit`."""
         ...
 
     async def erase_user(self, user_id: str) -> int:

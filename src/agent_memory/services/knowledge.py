@@ -9,14 +9,17 @@ importance; the weights are configurable.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import attrs
 from attrs import define
 
+from agent_memory.domain.errors import DuplicateRecord
 from agent_memory.domain.json_answers import extract_json_array
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.validation import require_scope
@@ -30,6 +33,7 @@ __all__ = [
     "KNOWLEDGE_NAMESPACE",
     "KnowledgeOptions",
     "KnowledgeService",
+    "fragment_id",
     "parse_fragments",
 ]
 
@@ -52,6 +56,16 @@ class KnowledgeOptions:
     max_fragments: int = 5
     model_timeout: float = 60.0
     max_tokens: int = 1024
+
+
+def fragment_id(domain: str, kind: str, content: str, key: str = "") -> str:
+    """A fragment's content address: the same (domain, kind, key, content) — content
+    compared case- and whitespace-insensitively — always gets the same id."""
+    normal = " ".join(content.split()).casefold()
+    digest = hashlib.sha256(
+        json.dumps([domain, kind, key, normal], ensure_ascii=False).encode("utf-8")
+    )
+    return f"{kind}-{digest.hexdigest()[:32]}"
 
 
 def parse_fragments(text: str, limit: int) -> tuple[list[tuple[str, float]], str | None]:
@@ -99,29 +113,53 @@ class KnowledgeService:
         *,
         kind: str,
         attributes: dict[str, Any] | None = None,
+        key: str = "",
     ) -> int:
-        """Embed and store fragments under the domain; the count stored."""
-        if not fragments:
+        """Embed and store fragments under the domain; the count stored.
+
+        Ids are content-addressed (`fragment_id`): storing the same content again
+        (same domain, kind and `key`) refreshes the stored record instead of
+        adding a copy, so a repeated pass never duplicates knowledge."""
+        unique: dict[str, tuple[str, float]] = {}
+        for content, importance in fragments:
+            unique.setdefault(fragment_id(domain, kind, content, key), (content, importance))
+        if not unique:
             return 0
-        vectors = await self.embedder.embed([c for c, _ in fragments])
+        ids = list(unique)
+        vectors = await self.embedder.embed([unique[i][0] for i in ids])
         now = self.clock.now()
-        records = [
-            MemoryRecord(
-                id=uuid.uuid4().hex,
+        fresh: list[MemoryRecord] = []
+        for n, record_id in enumerate(ids):
+            content, importance = unique[record_id]
+            record = MemoryRecord(
+                id=record_id,
                 owner=domain,
                 namespace=KNOWLEDGE_NAMESPACE,
                 kind=kind,
                 content=content,
-                vector=vectors[i],
+                vector=vectors[n],
                 created_at=now,
                 updated_at=now,
                 importance=importance,
                 attributes=dict(attributes or {}),
             )
-            for i, (content, importance) in enumerate(fragments)
-        ]
-        await self.store.add(records)
-        return len(records)
+            stored = await self.store.get(domain, record_id)
+            if stored is None:
+                fresh.append(record)
+            else:
+                await self.store.update(
+                    attrs.evolve(record, created_at=stored.created_at, updated_at=now)
+                )
+        if fresh:
+            try:
+                await self.store.add(fresh)
+            except DuplicateRecord:  # a concurrent writer stored some of them first
+                for record in fresh:
+                    if await self.store.get(domain, record.id) is None:
+                        await self.store.add([record])
+                    else:
+                        await self.store.update(record)
+        return len(ids)
 
     async def extract(
         self, *, domain: str, request_id: str, result: str, wait: bool = False

@@ -1,36 +1,59 @@
-"""The reflection job: every interval (default 24 h), distil old events into
+"""The reflection job: every interval (default 24 h), distil aged events into
 knowledge fragments that outlive the event log.
 
-A pass takes each domain's events older than the age threshold (default 7
-days), groups them by entity, and for entities with at least the minimum
-number of events (default 5) asks the model for 1-3 fragments, which are
-embedded and stored. Events are never deleted by it. A deployment-scoped lease
-makes sure only one replica runs a pass; the others log that the lock is held
-and skip. Without a model, a deterministic summary per entity is stored.
+A pass looks, per domain, at the events that crossed the age threshold
+(default 7 days) since the last completed pass: those with an event time in
+`[watermark, now - age_threshold)`. It pages back through that slice by event
+time (`EventLog.window(..., until=...)`), so however many newer events a busy
+domain holds, the aged ones are reached. Each entity found there is distilled
+from its eligible events (at most `max_events_per_entity`, newest first) when it
+has at least `min_events` of them (default 5): the model proposes 1-3 fragments,
+which are embedded and stored under content-addressed ids, so repeating a pass
+over the same data refreshes fragments instead of copying them. Without a model
+a deterministic summary per entity is stored. Events are never deleted.
+
+The watermark (the cutoff of the domain's last completed pass) is a long-lived
+lease in the deployment's scope; it advances only when the domain's pass had no
+failure. A deployment-scoped lock lease makes sure one replica runs a pass; the
+others log that the lock is held and skip. Everything is fail-open: a pass
+reports what failed and returns, and `run_forever` keeps going with backoff.
+An event recorded after a pass with an event time older than that pass's
+cutoff is not picked up later (the slice is by event time, not arrival).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from attrs import define, field
 
-from agent_memory.domain.records import Entity, Event
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.records import Entity, Event, EventWindow
 from agent_memory.domain.views import estimate_tokens
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
 from agent_memory.services.knowledge import KnowledgeService, parse_fragments
 from agent_memory.services.reports import StageReport
 
-__all__ = ["REFLECTION_LOCK", "ReflectionJob", "ReflectionOptions", "ReflectionReport"]
+__all__ = [
+    "REFLECTION_LOCK",
+    "WATERMARK_PREFIX",
+    "ReflectionJob",
+    "ReflectionOptions",
+    "ReflectionReport",
+]
 
 _log = logging.getLogger("agent_memory.reflection")
 REFLECTION_LOCK = "job:reflection"
+WATERMARK_PREFIX = "job:reflection:watermark:"
+_WATERMARK_OWNER = "agent-memory-reflection"
+_TICK = timedelta(microseconds=1)
 DISTIL_SYSTEM_PROMPT = (
     "These are past events about one entity. Distil 1 to 3 reusable lessons another "
     "agent should know when it meets this entity again. Answer with ONLY a JSON array: "
@@ -38,16 +61,31 @@ DISTIL_SYSTEM_PROMPT = (
 )
 
 
+def _positive(_instance: object, attribute: object, value: object) -> None:
+    name = getattr(attribute, "name", "option")
+    if isinstance(value, timedelta):
+        if value <= timedelta(0):
+            raise InvalidInput(name, "must be positive")
+    elif not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise InvalidInput(name, "must be positive")
+
+
 @define
 class ReflectionOptions:
-    interval: timedelta = timedelta(hours=24)
-    age_threshold: timedelta = timedelta(days=7)
-    min_events: int = 5
-    max_events_per_entity: int = 50
-    scan_limit: int = 10_000
-    lock_ttl: timedelta = timedelta(minutes=30)
+    """Numbers of the reflection job (defaults from the design; env via Settings)."""
+
+    interval: timedelta = field(default=timedelta(hours=24), validator=_positive)
+    age_threshold: timedelta = field(default=timedelta(days=7), validator=_positive)
+    min_events: int = field(default=5, validator=_positive)
+    max_events_per_entity: int = field(default=50, validator=_positive)
+    page_size: int = field(default=1000, validator=_positive)
+    lock_ttl: timedelta = field(default=timedelta(minutes=30), validator=_positive)
     deployment: str = "default"
-    model_timeout: float = 120.0
+    model_timeout: float = field(default=120.0, validator=_positive)
+    retry_backoff: timedelta = field(default=timedelta(minutes=1), validator=_positive)
+    """First delay after a pass that reported failures; doubles up to `interval`."""
+    legacy_scan_limit: int = field(default=10_000, validator=_positive)
+    """Events read per domain from an event log whose `window` has no `until`."""
 
 
 @define
@@ -74,6 +112,10 @@ def _fallback_fragment(entity: Entity, events: Sequence[Event]) -> tuple[str, fl
     )
 
 
+def watermark_key(domain: str) -> str:
+    return WATERMARK_PREFIX + json.dumps(domain, ensure_ascii=False)
+
+
 class ReflectionJob:
     """One replica's reflection job; `run_once` is one pass."""
 
@@ -95,34 +137,74 @@ class ReflectionJob:
         self.llm = llm
         self.options = options or ReflectionOptions()
         self.replica = replica or f"replica-{uuid.uuid4().hex[:8]}"
+        self._scope = f"deployment:{self.options.deployment}"
 
+    # -- one pass --------------------------------------------------------------
     async def run_once(
         self,
         domains: Sequence[str],
         *,
         progress: Callable[[int, int, str], None] | None = None,
     ) -> ReflectionReport:
-        """One pass over `domains`, if this replica gets the lock."""
+        """One pass over `domains`, if this replica gets the lock. Never raises
+        (except cancellation): what failed is in the report."""
         out = ReflectionReport()
-        scope = f"deployment:{self.options.deployment}"
-        lease = await self.leases.acquire(
-            scope, REFLECTION_LOCK, self.replica, self.options.lock_ttl
-        )
+        _log.info("reflection pass starting: replica=%s domains=%d", self.replica, len(domains))
+        try:
+            await self._locked_pass(domains, out, progress)
+        except Exception as exc:  # a bug or an unexpected port error: still fail open
+            out.report.fail("pass", exc)
+        if out.ran or not out.report.ok:
+            _log.info(
+                "reflection pass completed: ran=%s entities_discovered=%d entities_processed=%d "
+                "fragments_stored=%d embedding_tokens=%d failures=%d",
+                out.ran,
+                out.entities_discovered,
+                out.entities_processed,
+                out.fragments_stored,
+                out.embedding_tokens,
+                len(out.report.failures),
+            )
+        return out
+
+    async def _locked_pass(
+        self,
+        domains: Sequence[str],
+        out: ReflectionReport,
+        progress: Callable[[int, int, str], None] | None,
+    ) -> None:
+        try:
+            lease = await self.leases.acquire(
+                self._scope, REFLECTION_LOCK, self.replica, self.options.lock_ttl
+            )
+        except Exception as exc:
+            out.report.fail("acquire-lock", exc)
+            return
         if lease is None:
-            holder = await self.leases.get(scope, REFLECTION_LOCK)
+            try:
+                holder = await self.leases.get(self._scope, REFLECTION_LOCK)
+            except Exception as exc:
+                out.report.fail("lock-holder", exc)
+                holder = None
             out.lock_held_by = holder.owner if holder is not None else "unknown"
             _log.info("reflection lock held by %s; skipping this pass", out.lock_held_by)
-            return out
+            return
         out.ran = True
         try:
-            groups: list[tuple[str, Entity, list[Event]]] = []
+            work: list[tuple[str, Entity, list[Event]]] = []
+            cutoffs: dict[str, datetime] = {}
+            failed_domains: set[str] = set()
             for domain in domains:
-                groups.extend(await self._groups(domain, out.report))
-            out.entities_discovered = len(groups)
-            eligible = [g for g in groups if len(g[2]) >= self.options.min_events]
-            for n, (domain, entity, events) in enumerate(eligible, start=1):
+                before = len(out.report.failures)
+                found, cutoff = await self._domain_work(domain, out)
+                work.extend((domain, entity, evs) for entity, evs in found)
+                if cutoff is not None:
+                    cutoffs[domain] = cutoff
+                if len(out.report.failures) > before:
+                    failed_domains.add(domain)
+            for n, (domain, entity, events) in enumerate(work, start=1):
                 if progress is not None:
-                    progress(n, len(eligible), f"{domain}: {entity.type}/{entity.id}")
+                    progress(n, len(work), f"{domain}: {entity.type}/{entity.id}")
                 try:
                     fragments = await self._distil(entity, events, out.report)
                     out.embedding_tokens += sum(estimate_tokens(c) for c, _ in fragments)
@@ -131,38 +213,144 @@ class ReflectionJob:
                         fragments,
                         kind="reflection",
                         attributes={"entity": [entity.type, entity.id], "events": len(events)},
+                        key=json.dumps([entity.type, entity.id], ensure_ascii=False),
                     )
                     out.entities_processed += 1
                 except Exception as exc:
                     out.report.fail(f"distil {entity.type}/{entity.id}", exc)
+                    failed_domains.add(domain)
+            advanced = {}
+            for domain, cutoff in cutoffs.items():
+                if domain in failed_domains:
+                    continue
+                try:
+                    await self.leases.acquire(
+                        self._scope,
+                        watermark_key(domain),
+                        _WATERMARK_OWNER,
+                        self.events.retention,
+                        cutoff.isoformat().encode("utf-8"),
+                    )
+                    advanced[domain] = cutoff.isoformat()
+                except Exception as exc:
+                    out.report.fail(f"save-watermark {domain}", exc)
+            out.report.details["watermarks"] = advanced
         finally:
             try:
-                await self.leases.release(scope, REFLECTION_LOCK, self.replica)
+                await self.leases.release(self._scope, REFLECTION_LOCK, self.replica)
             except Exception as exc:
                 out.report.fail("release-lock", exc)
-        return out
 
-    async def _groups(
-        self, domain: str, report: StageReport
-    ) -> list[tuple[str, Entity, list[Event]]]:
+    # -- what a domain's pass covers ------------------------------------------
+    async def _watermark(self, domain: str) -> datetime | None:
+        lease = await self.leases.get(self._scope, watermark_key(domain))
+        if lease is None:
+            return None
+        try:
+            return datetime.fromisoformat(lease.payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+
+    async def _window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        until: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        report: StageReport,
+    ) -> EventWindow:
+        """`window` bounded above by `until`; an event log without that bound is
+        read newest first up to `legacy_scan_limit` events and filtered."""
+        try:
+            return await self.events.window(
+                domain, since=since, limit=limit, entity=entity, until=until
+            )
+        except TypeError as exc:
+            if "until" not in str(exc):
+                raise
+        report.details["until_unsupported"] = True
+        scan = await self.events.window(
+            domain, since=since, limit=self.options.legacy_scan_limit, entity=entity
+        )
+        kept = tuple(e for e in scan.events if e.occurred_at < until)
+        return EventWindow(events=kept[:limit], limited=len(kept) > limit)
+
+    async def _aged_entities(
+        self, domain: str, since: datetime, until: datetime, report: StageReport
+    ) -> set[Entity]:
+        """Entities of the domain's events with since <= event time < until,
+        paging back in event time (a page's oldest instant is read whole)."""
+        found: set[Entity] = set()
+        page_size = self.options.page_size
+
+        def take(events: Sequence[Event]) -> None:
+            for event in events:
+                if event.domain == domain:
+                    found.update(event.entities)
+
+        while since < until:
+            page = await self._window(
+                domain, since=since, until=until, limit=page_size, report=report
+            )
+            take(page.events)
+            if not page.limited or not page.events:
+                break
+            oldest = page.events[-1].occurred_at
+            limit = page_size
+            while True:  # every event at exactly `oldest`, whatever the page cut
+                tie = await self._window(
+                    domain,
+                    since=oldest,
+                    until=min(oldest + _TICK, until),
+                    limit=limit,
+                    report=report,
+                )
+                if not tie.limited or report.details.get("until_unsupported"):
+                    take(tie.events)
+                    break
+                limit *= 2
+            until = oldest
+        return found
+
+    async def _domain_work(
+        self, domain: str, out: ReflectionReport
+    ) -> tuple[list[tuple[Entity, list[Event]]], datetime | None]:
+        """(entities to distil with their eligible events, the cutoff to save)."""
         now = self.clock.now()
         cutoff = now - self.options.age_threshold
+        floor = now - self.events.retention
         try:
-            window = await self.events.window(
-                domain, since=now - self.events.retention, limit=self.options.scan_limit
-            )
+            watermark = await self._watermark(domain)
         except Exception as exc:
-            report.fail(f"window {domain}", exc)
-            return []
-        by_entity: dict[Entity, list[Event]] = defaultdict(list)
-        for event in window.events:
-            if event.occurred_at < cutoff and event.domain == domain:
-                for entity in event.entities:
-                    by_entity[entity].append(event)
-        return [
-            (domain, entity, evs[: self.options.max_events_per_entity])
-            for entity, evs in sorted(by_entity.items(), key=lambda kv: (kv[0].type, kv[0].id))
-        ]
+            out.report.fail(f"watermark {domain}", exc)
+            return [], None
+        since = floor if watermark is None else max(watermark, floor)
+        try:
+            entities = await self._aged_entities(domain, since, cutoff, out.report)
+        except Exception as exc:
+            out.report.fail(f"window {domain}", exc)
+            return [], None
+        out.entities_discovered += len(entities)
+        work: list[tuple[Entity, list[Event]]] = []
+        for entity in sorted(entities, key=lambda e: (e.type, e.id)):
+            try:
+                history = await self._window(
+                    domain,
+                    since=floor,
+                    until=cutoff,
+                    limit=self.options.max_events_per_entity,
+                    entity=entity,
+                    report=out.report,
+                )
+            except Exception as exc:
+                out.report.fail(f"history {entity.type}/{entity.id}", exc)
+                continue
+            events = [e for e in history.events if e.domain == domain]
+            if len(events) >= self.options.min_events:
+                work.append((entity, events))
+        return work, cutoff
 
     async def _distil(
         self, entity: Entity, events: Sequence[Event], report: StageReport
@@ -186,8 +374,39 @@ class ReflectionJob:
             return [_fallback_fragment(entity, events)]
         return fragments
 
-    async def run_forever(self, domains: Sequence[str]) -> None:
-        """Run a pass every interval until cancelled."""
+    # -- the loop ----------------------------------------------------------------
+    async def run_forever(
+        self,
+        domains: Sequence[str],
+        *,
+        on_report: Callable[[ReflectionReport], None] | None = None,
+    ) -> None:
+        """Run a pass every interval until cancelled. A pass that reported
+        failures is retried after `retry_backoff`, doubling up to `interval`;
+        nothing a pass raises stops the loop."""
+        failed_in_a_row = 0
         while True:
-            await self.run_once(domains)
-            await asyncio.sleep(self.options.interval.total_seconds())
+            try:
+                result = await self.run_once(domains)
+            except Exception as exc:  # run_once is fail-open; this is a last guard
+                result = ReflectionReport()
+                result.report.fail("pass", exc)
+            if on_report is not None:
+                try:
+                    on_report(result)
+                except Exception:
+                    _log.exception("reflection on_report callback failed")
+            interval = self.options.interval
+            if result.report.ok:
+                failed_in_a_row = 0
+                delay = interval
+            else:
+                failed_in_a_row += 1
+                backoff = self.options.retry_backoff * 2 ** min(failed_in_a_row - 1, 30)
+                delay = min(backoff, interval)
+                _log.warning(
+                    "reflection pass reported %d failure(s); next attempt in %ss",
+                    len(result.report.failures),
+                    delay.total_seconds(),
+                )
+            await asyncio.sleep(delay.total_seconds())

@@ -13,7 +13,7 @@ from agent_memory.adapters._common.validation import (
     check_window_args,
 )
 from agent_memory.domain.records import Entity, Event, EventWindow
-from agent_memory.domain.validation import require_id
+from agent_memory.domain.validation import require_id, require_utc
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "InMemoryEventLog", "MemoryEventBackend"]
@@ -72,15 +72,18 @@ class InMemoryEventLog:
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         self._life.check()
         since = check_window_args(domain, since, limit, entity)
+        until = None if until is None else require_utc(until, "until")
         floor = max(since, self._cutoff())
         rows = [
             e
             for e in self._backend.events.values()
             if (e.domain == domain or e.is_global)
             and e.occurred_at >= floor
+            and (until is None or e.occurred_at < until)
             and (entity is None or entity in e.entities)
         ]
         rows.sort(key=lambda e: (e.occurred_at, e.id), reverse=True)

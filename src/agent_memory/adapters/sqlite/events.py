@@ -21,7 +21,7 @@ from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle,
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import decode_event, encode_event, to_micros
 from agent_memory.domain.records import Entity, Event, EventWindow
-from agent_memory.domain.validation import require_id
+from agent_memory.domain.validation import require_id, require_utc
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "SqliteEventLog"]
@@ -103,6 +103,7 @@ class SqliteEventLog(SqliteHandle):
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         async with self._life.op():
             since = check_window_args(domain, since, limit, entity)
@@ -112,6 +113,9 @@ class SqliteEventLog(SqliteHandle):
                 " AND e.occurred_at >= ?"
             )
             params: list[object] = [domain, floor]
+            if until is not None:
+                sql += " AND e.occurred_at < ?"
+                params.append(to_micros(require_utc(until, "until")))
             if entity is not None:
                 sql += (
                     " AND EXISTS (SELECT 1 FROM event_entities AS x"

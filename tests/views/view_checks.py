@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import unicodedata
 from typing import Any
 
 import attrs
 from hypothesis import settings
 
-from agent_memory.domain.views import ViewReport
+from agent_memory.domain.views import ELLIPSIS, ViewReport
+from agent_memory.domain.views.graphemes import cluster_ends
 
 #: The README test command sets HYPOTHESIS_PROFILE=ci: every property then runs 1,000 examples.
 PROPERTY = settings(max_examples=1000 if os.environ.get("HYPOTHESIS_PROFILE") == "ci" else 150)
@@ -69,3 +72,46 @@ def check_counts(report: ViewReport, sections: list[ParsedSection]) -> None:
 
 def record_json(line: str) -> Any:
     return json.loads(line)
+
+
+_TAG = re.compile(r"<[^<>]*>")
+
+
+def check_normalised(text: str, own_tags: list[str]) -> None:
+    """Under NFKC and NFKD the view keeps exactly its own tags and its lines:
+    no look-alike in stored text normalises into view syntax."""
+    assert _TAG.findall(text) == own_tags
+    lines = text.split("\n")
+    for form in ("NFKC", "NFKD"):
+        normal = unicodedata.normalize(form, text)
+        assert _TAG.findall(normal) == own_tags, form
+        assert normal.count("<") == text.count("<"), form
+        assert normal.count(">") == text.count(">"), form
+        assert normal.split("\n") == normal.splitlines(), form
+        assert len(normal.split("\n")) == len(lines), form
+
+
+def as_json_reads(text: str) -> str:
+    """`text` as a JSON parser reads its encoding back (a surrogate pair is one character)."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+def shows_prefix_or_ellipsis(original: str, shown: str, shortened: bool) -> bool:
+    """A whole value is shown exactly; a shortened one is never empty: it is a
+    prefix of `original` ending between grapheme clusters, or the ellipsis alone
+    when not even the first cluster fitted."""
+    if not shortened:
+        return shown == as_json_reads(original)
+    if shown == "" or shown == as_json_reads(original):
+        return False
+    if shown == ELLIPSIS:
+        return True
+    for end in cluster_ends(original):
+        if end < len(shown):
+            continue
+        read = as_json_reads(original[:end])
+        if read == shown:
+            return True
+        if len(read) > len(shown):
+            break
+    return False

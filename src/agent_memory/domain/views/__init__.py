@@ -14,6 +14,7 @@ from agent_memory.domain.views.agent_memory_view import (
 from agent_memory.domain.views.budget import Line
 from agent_memory.domain.views.coordination_view import DEFAULT_MAX_AGENTS, render_coordination
 from agent_memory.domain.views.encoding import (
+    ELLIPSIS,
     SHORTENED_MARKER,
     encode_text,
     shorten_encoded,
@@ -55,6 +56,7 @@ __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "DEFAULT_BUDGET_TOKENS",
     "DEFAULT_MAX_AGENTS",
+    "ELLIPSIS",
     "EVENT_LEGEND",
     "FORMAT_VERSION",
     "MIN_SHORTENED_TEXT_BYTES",

@@ -182,7 +182,7 @@ def _fit_digest(text: str, max_bytes: int) -> Line | None:
 
 def _fit_knowledge(item: KnowledgeItem, max_bytes: int, cap: int) -> Line | None:
     empty = KnowledgeItem(id=item.id, content="", score=item.score)
-    overhead = utf8_size(knowledge_line(empty, max_content_bytes=2).text) + len(_SHORTENED) - 2
+    overhead = utf8_size(knowledge_line(empty, max_content_bytes=cap).text) + len(_SHORTENED) - 2
     allowance = min(max_bytes - overhead, cap)
     if allowance < MIN_SHORTENED_TEXT_BYTES:
         return None

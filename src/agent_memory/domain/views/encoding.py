@@ -1,4 +1,4 @@
-"""Safe text encoding for prompt views, and UTF-8-safe shortening.
+"""Safe text encoding for prompt views, and grapheme-safe shortening.
 
 Every free text a view shows (summaries, ids, agent names, facts) goes through
 `encode_text`: a JSON string literal in which `<`, `>` and `&` are additionally
@@ -6,24 +6,39 @@ written as `\\u003c`, `\\u003e`, `\\u0026`, line separators that `str.splitlines
 honours (U+0085, U+2028, U+2029) as escapes, and lone surrogates as `\\udXXX`
 escapes. So stored text can neither open or close a view tag, nor start a new
 line (and so forge a record), nor make the output invalid UTF-8; a JSON parser
-still reads the exact original string back.
+still reads the exact original string back (a high surrogate directly followed
+by a low one is read as the character the pair encodes, as JSON defines).
 
-Shortening cuts the *original* string at a code point boundary (backing off
-so a combining mark, variation selector or zero-width joiner stays with its
-base) and encodes the prefix, so a cut never lands inside a character or an
-escape sequence.
+Look-alikes are escaped too, so the view keeps its shape after Unicode
+normalisation (a model's tokenizer may apply NFKC): every code point whose
+compatibility decomposition contains `<`, `>`, `&`, `"` or `\\` (fullwidth and
+small forms, `≮`, `≯`; `NFKD_STRUCTURAL`), angle brackets and arrowheads that
+look like `<` or `>` (`LOOKALIKES`), and a combining mark that directly
+follows an escape (it would otherwise compose with the escape's last letter,
+`\\n` + U+0303 becoming `\\ñ`).
+
+Shortening cuts the *original* string between grapheme clusters (`graphemes`:
+a base with its combining marks, joiners, variation selectors, flags, Hangul
+syllables, surrogate pairs) and encodes the prefix, so a cut never lands inside
+a character, a cluster or an escape sequence. When not even the first cluster
+fits, the value becomes `ELLIPSIS` alone, never empty.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from functools import lru_cache
 from json.encoder import encode_basestring as _encode_basestring  # C-accelerated
 
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.views.graphemes import cluster_ends
 
 __all__ = [
+    "ELLIPSIS",
+    "LOOKALIKES",
+    "NFKD_STRUCTURAL",
     "SHORTENED_MARKER",
     "encode_text",
     "encoded_size",
@@ -34,6 +49,52 @@ __all__ = [
 
 #: Appended after a plain-text value that was cut; never counted in its allowance.
 SHORTENED_MARKER = "[shortened]"
+#: The whole value of a shortened text of which not even one grapheme cluster fits.
+ELLIPSIS = "\u2026"
+#: The fewest bytes `shorten_encoded` accepts: the quotes and `ELLIPSIS`.
+MIN_LITERAL_BYTES = 2 + len(ELLIPSIS.encode("utf-8"))
+
+#: Every code point whose NFKD (so also NFKC) contains `<`, `>`, `&`, `"` or `\`
+#: (Unicode 14.0; a test recomputes it from `unicodedata` and fails if one is missing).
+NFKD_STRUCTURAL = frozenset(
+    {0x226E, 0x226F, 0xFE60, 0xFE64, 0xFE65, 0xFE68, 0xFF02, 0xFF06, 0xFF1C, 0xFF1E, 0xFF3C}
+)
+#: Characters that look like `<` or `>` without normalising to them: angle
+#: quotation marks and brackets, arrowheads, and their confusables.
+LOOKALIKES = frozenset(
+    {
+        0x02C2,  # modifier letter arrowheads
+        0x02C3,
+        0x1433,  # canadian syllabics po, pa
+        0x1438,
+        0x16B2,  # runic kauna
+        0x2039,  # single angle quotation marks
+        0x203A,
+        0x2329,  # angle brackets (canonically U+3008/U+3009)
+        0x232A,
+        0x276C,  # angle bracket ornaments
+        0x276D,
+        0x276E,
+        0x276F,
+        0x2770,
+        0x2771,
+        0x27E8,  # mathematical angle brackets
+        0x27E9,
+        0x27EA,
+        0x27EB,
+        0x29FC,  # curved angle brackets
+        0x29FD,
+        0x2AA1,  # double nested less/greater-than
+        0x2AA2,
+        0x3008,  # CJK angle brackets
+        0x3009,
+        0xFE3F,  # vertical forms (NFKC: U+3008/U+3009)
+        0xFE40,
+        0x16F3F,  # miao letter archaic zza
+        0x1D236,  # greek instrumental notation symbols
+        0x1D237,
+    }
+)
 
 _EXTRA_ESCAPES: dict[int, str] = {
     ord("<"): "\\u003c",
@@ -44,20 +105,47 @@ _EXTRA_ESCAPES: dict[int, str] = {
     0x2029: "\\u2029",
 }
 _EXTRA_ESCAPES.update({cp: f"\\u{cp:04x}" for cp in range(0xD800, 0xE000)})
+for _cp in NFKD_STRUCTURAL | LOOKALIKES:
+    _EXTRA_ESCAPES[_cp] = "".join(
+        f"\\u{unit:04x}"
+        for unit in (
+            [_cp]
+            if _cp < 0x10000
+            else [0xD800 + ((_cp - 0x10000) >> 10), 0xDC00 + ((_cp - 0x10000) & 0x3FF)]
+        )
+    )
+del _cp
 
-#: Code points that must stay attached to the code point before them.
-_JOINERS = frozenset({0x200D, 0x200C, 0x034F}) | frozenset(range(0xFE00, 0xFE10))
+_NEEDS_EXTRA = re.compile(
+    "[<>&\x85\u2028\u2029\ud800-\udfff"
+    + "".join(chr(cp) for cp in sorted(NFKD_STRUCTURAL | LOOKALIKES))
+    + "]"
+)
+#: Every escape of a JSON literal, in order, and the character right after it.
+_ESCAPE_AND_NEXT = re.compile(r"\\(?:u[0-9a-f]{4}|[^u])([^\x00-\x7f]?)")
 
 
-_NEEDS_EXTRA = re.compile("[<>&\x85\u2028\u2029\ud800-\udfff]")
+@lru_cache(maxsize=1024)
+def _composes_after_escape(char: str) -> bool:
+    """Whether normalising could fuse `char` with the ASCII letter or digit before it."""
+    return unicodedata.combining(unicodedata.normalize("NFKD", char)[0]) != 0
+
+
+def _protect_escape_ends(match: re.Match[str]) -> str:
+    escape, after = match.group(0)[: match.start(1) - match.start(0)], match.group(1)
+    if after and _composes_after_escape(after):
+        return escape + f"\\u{ord(after):04x}"
+    return match.group(0)
 
 
 def encode_text(text: str) -> str:
     """`text` as a JSON string literal that is safe inside any view (see module doc)."""
     literal: str = _encode_basestring(text)
-    if _NEEDS_EXTRA.search(literal) is None:
-        return literal
-    return literal.translate(_EXTRA_ESCAPES)
+    if _NEEDS_EXTRA.search(literal) is not None:
+        literal = literal.translate(_EXTRA_ESCAPES)
+    if "\\" in literal and not literal.isascii():
+        literal = _ESCAPE_AND_NEXT.sub(_protect_escape_ends, literal)
+    return literal
 
 
 def utf8_size(text: str) -> int:
@@ -75,62 +163,67 @@ def encoded_size(text: str) -> int:
     return utf8_size(encode_text(text))
 
 
-def _attached(char: str) -> bool:
-    return ord(char) in _JOINERS or unicodedata.combining(char) != 0
-
-
-def _safe_cut(text: str, end: int) -> int:
-    """Move a cut at `end` left until it does not separate a mark from its base."""
-    while 0 < end < len(text) and (_attached(text[end]) or ord(text[end - 1]) == 0x200D):
-        end -= 1
-    return end
-
-
-def _prefix_within(text: str, allowance: int) -> int:
-    """Length (in code points) of the longest prefix whose escaped bytes fit `allowance`."""
+def _cuts_within(text: str, allowance: int, cost: Callable[[str], int]) -> list[int]:
+    """The cluster ends of the longest prefix whose `cost` (summed per code
+    point) fits `allowance`, in order, starting with 0."""
+    cuts = [0]
     used = 0
-    for index, char in enumerate(text):
-        used += _char_cost(char)
+    start = 0
+    for end in cluster_ends(text):
+        used += sum(cost(char) for char in text[start:end])
         if used > allowance:
-            return _safe_cut(text, index)
-    return len(text)
+            break
+        cuts.append(end)
+        start = end
+    return cuts
 
 
 def shorten_encoded(text: str, max_bytes: int) -> tuple[str, bool]:
-    """`encode_text` of the longest safe prefix of `text` that fits in `max_bytes`.
+    """`encode_text` of the longest prefix of whole grapheme clusters of `text`
+    that fits in `max_bytes`.
 
     Returns the encoded literal (quotes included, at most `max_bytes` UTF-8
-    bytes) and whether it was shortened. `max_bytes` must leave room for the
-    two quotes.
+    bytes) and whether it was shortened. A shortened literal is never empty:
+    when not even the first cluster fits, it holds `ELLIPSIS` alone.
+    `max_bytes` must leave room for the two quotes and the ellipsis
+    (`MIN_LITERAL_BYTES`, 5).
     """
-    if max_bytes < 2:
+    if max_bytes < MIN_LITERAL_BYTES:
         raise InvalidInput(
-            "max_bytes", f"at least 2 bytes (the quotes) are required, got {max_bytes}"
+            "max_bytes",
+            f"at least {MIN_LITERAL_BYTES} bytes (the quotes and an ellipsis) are required,"
+            f" got {max_bytes}",
         )
     whole = encode_text(text)
     if utf8_size(whole) <= max_bytes:
         return whole, False
-    return encode_text(text[: _prefix_within(text, max_bytes - 2)]), True
+    cuts = _cuts_within(text, max_bytes - 2, _char_cost)
+    literal = encode_text(text[: cuts.pop()])
+    while utf8_size(literal) > max_bytes:  # an escape's context added bytes
+        literal = encode_text(text[: cuts.pop()])
+    if literal == '""':
+        literal = encode_text(ELLIPSIS)
+    return literal, True
+
+
+def _plain_cost(char: str) -> int:
+    return len(char.encode("utf-8", "surrogatepass"))
 
 
 def shorten_text(
     text: str, max_bytes: int, *, marker: str = SHORTENED_MARKER, separator: str = " "
 ) -> str:
-    """Plain-text shortening: the longest safe prefix within `max_bytes` UTF-8 bytes.
+    """Plain-text shortening: the longest prefix of whole grapheme clusters
+    within `max_bytes` UTF-8 bytes.
 
     When `text` was cut, `separator + marker` is appended *beyond* the allowance,
-    so the allowance measures the kept text only. No escaping happens here: use it
-    for trusted text or encode the result afterwards.
+    so the allowance measures the kept text only (the marker alone when nothing
+    fits). No escaping happens here: use it for trusted text or encode the
+    result afterwards.
     """
     if max_bytes < 0:
         raise InvalidInput("max_bytes", f"a non-negative byte count is required, got {max_bytes}")
     if len(text.encode("utf-8", "surrogatepass")) <= max_bytes:
         return text
-    used = 0
-    end = len(text)
-    for index, char in enumerate(text):
-        used += len(char.encode("utf-8", "surrogatepass"))
-        if used > max_bytes:
-            end = _safe_cut(text, index)
-            break
-    return f"{text[:end]}{separator}{marker}"
+    end = _cuts_within(text, max_bytes, _plain_cost)[-1]
+    return f"{text[:end]}{separator}{marker}" if end else marker

@@ -5,7 +5,10 @@ Views are budgeted in encoded UTF-8 bytes (`DEFAULT_BUDGET_BYTES` = 8,000, i.e.
 (the port in `agent_memory.ports.models`; any object with `count(text) -> int`
 fits) when the caller has one, else from `estimate_tokens`: about 1.3 tokens
 per Latin word unit and 1.5 per Han, Hiragana, Katakana or Hangul character,
-summed and rounded up, so space-free CJK text counts per character.
+summed and rounded up, so space-free CJK text counts per character. Text is
+counted in grapheme clusters (`graphemes`), so a combining mark, joiner or
+variation selector never adds a unit, and canonically equivalent spellings
+(NFC and NFD) estimate the same.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Generic, Protocol, TypeVar
 from attrs import frozen
 
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.views.graphemes import grapheme_clusters
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -60,12 +64,36 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
-def estimate_tokens(text: str) -> int:
-    """Script-aware estimate: ceil(1.3 x Latin word units + 1.5 x CJK characters)."""
-    cjk = len(_CJK.findall(text))
-    rest = _CJK.sub(" ", text) if cjk else text
-    units = len(_WORD_UNIT.findall(rest))
+def _tokens(units: int, cjk: int) -> int:
     return math.ceil((13 * units + 15 * cjk) / 10)
+
+
+def _estimate_by_clusters(text: str) -> int:
+    """The estimate over grapheme clusters, each classed by its first character."""
+    units = cjk = 0
+    in_word = False
+    for cluster in grapheme_clusters(text):
+        base = cluster[0]
+        if _CJK.match(base):
+            cjk += 1
+            in_word = False
+        elif base.isalnum():
+            units += not in_word
+            in_word = True
+        else:
+            units += not base.isspace()
+            in_word = False
+    return _tokens(units, cjk)
+
+
+def estimate_tokens(text: str) -> int:
+    """Script-aware estimate: ceil(1.3 x Latin word units + 1.5 x CJK characters),
+    counted in grapheme clusters (a word unit: a run of letters/digits, or one
+    punctuation or symbol character)."""
+    if not text.isascii():
+        return _estimate_by_clusters(text)
+    units = len(_WORD_UNIT.findall(text))  # ASCII: every code point is a cluster
+    return _tokens(units, 0)
 
 
 def count_tokens(text: str, tokenizer: TokenCounter | None = None) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.validation import require_utc
+from agent_memory.domain.validation import require_id, require_utc
 
 __all__ = [
     "cosine_scores",
@@ -85,13 +85,18 @@ def encode_cursor(created_at: datetime, record_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode()
 
 
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """Inverse of `encode_cursor`; raise `InvalidInput` naming the cursor when malformed."""
+def decode_cursor(cursor: object) -> tuple[datetime, str]:
+    """Inverse of `encode_cursor`; raise `InvalidInput` naming the cursor when it
+    is not a string this encoding produced (any other type, bad base64 or JSON,
+    a naive or out-of-range time, an id that is blank or holds NUL)."""
+    if not isinstance(cursor, str):
+        got = type(cursor).__name__
+        raise InvalidInput("cursor", f"a cursor string from a previous page is required, got {got}")
+    shown = cursor if len(cursor) <= 80 else f"{cursor[:80]}..."
     try:
         created_raw, record_id = json.loads(base64.urlsafe_b64decode(cursor.encode()))
         created = require_utc(datetime.fromisoformat(created_raw), "cursor")
-    except (ValueError, TypeError, UnicodeError) as exc:
-        raise InvalidInput("cursor", f"malformed cursor {cursor!r}: {exc}") from None
-    if not isinstance(record_id, str):
-        raise InvalidInput("cursor", f"malformed cursor {cursor!r}")
+        require_id(record_id, "cursor")
+    except (ValueError, TypeError, UnicodeError, RecursionError) as exc:
+        raise InvalidInput("cursor", f"malformed cursor {shown!r}: {exc}") from None
     return created, record_id

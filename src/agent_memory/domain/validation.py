@@ -1,11 +1,21 @@
-"""Validation helpers shared by records, ports' implementations and services."""
+"""Validation helpers shared by records, ports' implementations and services.
+
+The storage bounds below are one rule for every backend (the storage ports
+document them; the contract suite checks them):
+
+- `MAX_LIMIT`: every `limit` of a storage read is an int in [1, MAX_LIMIT];
+- `MAX_TTL`: every lease or cache ttl is a timedelta in (0, MAX_TTL];
+- `MAX_QUERY_BYTES`: a keyword query is at most this many bytes of UTF-8, and
+  every one of its words counts on every backend; a word (run of letters and
+  digits) longer than `MAX_QUERY_WORD_BYTES` bytes is ignored on every backend.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -14,15 +24,39 @@ import numpy.typing as npt
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
 
 __all__ = [
+    "MAX_LIMIT",
+    "MAX_QUERY_BYTES",
+    "MAX_QUERY_WORD_BYTES",
+    "MAX_TTL",
     "as_vector",
     "require_id",
     "require_json_mapping",
+    "require_limit",
+    "require_no_nul",
     "require_positive",
     "require_scope",
     "require_text",
+    "require_ttl",
     "require_unit_interval",
     "require_utc",
 ]
+
+#: The largest `limit` any storage read accepts. Large enough for every page a
+#: service asks for, small enough that each backend answers it in one bounded
+#: query (the engines' own caps, e.g. a 64-bit LIMIT or a search module's
+#: result window, are far above it) and that no limit can overflow.
+MAX_LIMIT = 10_000
+#: The longest lease or cache ttl (about ten years): `now + ttl` stays a valid
+#: timestamp on every backend and in every millisecond/microsecond encoding.
+MAX_TTL = timedelta(days=3650)
+#: The longest keyword query, in bytes of UTF-8 (64 KiB). Every backend honours
+#: every word of a query up to this size (measured: about 16,000 distinct words).
+MAX_QUERY_BYTES = 64 * 1024
+#: A query word (run of letters and digits) longer than this many UTF-8 bytes is
+#: ignored: the search engines index only bounded tokens (RediSearch keeps the
+#: first 128 bytes, PostgreSQL drops words over 2047), so such words could match
+#: on some backends and not on others.
+MAX_QUERY_WORD_BYTES = 64
 
 
 def require_text(value: object, field: str) -> str:
@@ -36,18 +70,27 @@ def require_text(value: object, field: str) -> str:
     return value
 
 
+def require_no_nul(value: str, field: str) -> str:
+    """`value` unless it contains NUL (U+0000), which no backend can store alike
+    (PostgreSQL text and jsonb refuse it)."""
+    if "\x00" in value:
+        raise InvalidInput(field, "text must not contain NUL (\\x00)")
+    return value
+
+
 def require_scope(value: object, field: str = "scope") -> str:
-    """Return `value` if it is a non-blank string, else raise `ScopeRequired`."""
+    """Return `value` if it is a non-blank string without NUL, else raise
+    `ScopeRequired` (blank) or `InvalidInput`."""
     if not isinstance(value, str) or not value.strip():
         raise ScopeRequired(field, value)
-    return require_text(value, field)
+    return require_no_nul(require_text(value, field), field)
 
 
 def require_id(value: object, field: str = "id") -> str:
-    """Ids are opaque, non-blank strings."""
+    """Ids are opaque, non-blank strings without NUL."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, f"a non-empty string is required, got {value!r}")
-    return require_text(value, field)
+    return require_no_nul(require_text(value, field), field)
 
 
 def require_utc(value: object, field: str = "timestamp") -> datetime:
@@ -56,12 +99,31 @@ def require_utc(value: object, field: str = "timestamp") -> datetime:
         raise InvalidInput(field, f"a datetime is required, got {type(value).__name__}")
     if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
         raise InvalidInput(field, f"a timezone-aware datetime is required, got naive {value!r}")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # e.g. 9999-12-31T23:00-05:00 is past datetime.max in UTC
+        raise InvalidInput(field, f"{value!r} is out of range in UTC") from None
 
 
 def require_positive(value: object, field: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InvalidInput(field, f"a positive integer is required, got {value!r}")
+    return value
+
+
+def require_limit(value: object, field: str = "limit") -> int:
+    """A storage read's limit: an int (not a bool) in [1, MAX_LIMIT]."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_LIMIT:
+        raise InvalidInput(field, f"an integer in [1, {MAX_LIMIT}] is required, got {value!r}")
+    return value
+
+
+def require_ttl(value: object, field: str = "ttl") -> timedelta:
+    """A lease or cache ttl: a timedelta in (0, MAX_TTL]."""
+    if not isinstance(value, timedelta) or not timedelta(0) < value <= MAX_TTL:
+        raise InvalidInput(
+            field, f"a timedelta above 0 and at most {MAX_TTL.days} days is required, got {value!r}"
+        )
     return value
 
 
@@ -94,7 +156,8 @@ def require_json_mapping(value: object, field: str) -> dict[str, Any]:
 def as_vector(value: object, field: str = "vector") -> npt.NDArray[np.float32]:
     """A finite, non-empty, 1-D float32 vector, made read-only."""
     try:
-        arr = np.array(value, dtype=np.float32)
+        with np.errstate(over="ignore"):  # a float32 overflow is reported below
+            arr = np.array(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"not a numeric vector: {exc}") from None
     if arr.ndim != 1 or arr.shape[0] == 0:

@@ -4,12 +4,17 @@ Records and leases are validated when built, but a store must not rely on
 that: a record built with validators disabled could otherwise reach storage
 with a blank owner or a vector of another dimension. The checks raise the
 domain's typed errors (`InvalidInput`, `ScopeRequired`, `DimensionMismatch`)
-naming the field.
+naming the field, before any I/O, so every backend rejects the same input the
+same way: NUL (U+0000) in any stored or queried text (PostgreSQL cannot hold
+it), limits outside [1, MAX_LIMIT], ttls outside (0, MAX_TTL], keyword queries
+over MAX_QUERY_BYTES (see `agent_memory.domain.validation`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -22,7 +27,17 @@ from agent_memory.domain.records import (
     MemoryRecord,
     require_dimension,
 )
-from agent_memory.domain.validation import require_id, require_positive, require_scope, require_utc
+from agent_memory.domain.validation import (
+    MAX_QUERY_BYTES,
+    MAX_QUERY_WORD_BYTES,
+    require_id,
+    require_limit,
+    require_no_nul,
+    require_scope,
+    require_text,
+    require_ttl,
+    require_utc,
+)
 
 __all__ = [
     "check_cache_ttl",
@@ -32,6 +47,8 @@ __all__ = [
     "check_lease_args",
     "check_lease_payload",
     "check_min_score",
+    "check_prefix",
+    "check_query",
     "check_record",
     "check_records",
     "check_retention",
@@ -58,8 +75,11 @@ def check_record(record: object, field: str, space: EmbeddingSpace) -> MemoryRec
     require_id(record.id, "record.id")
     require_id(record.kind, "record.kind")
     for name in ("content", "context"):
-        if not isinstance(getattr(record, name), str):
+        value = getattr(record, name)
+        if not isinstance(value, str):
             raise InvalidInput(f"record.{name}", "a string is required")
+        require_no_nul(value, f"record.{name}")
+    _check_json_nul(record.attributes, "record.attributes")
     if not isinstance(record.vector, np.ndarray):
         raise InvalidInput("record.vector", "a numpy vector is required (build records normally)")
     require_dimension(space, record.vector)
@@ -89,11 +109,14 @@ def check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[st
 
 
 def check_min_score(min_score: object) -> None:
-    """`min_score` is None or a number (not a bool)."""
+    """`min_score` is None or a finite number (not a bool): NaN or infinity would
+    compare differently in each engine."""
     if min_score is not None and (
-        isinstance(min_score, bool) or not isinstance(min_score, int | float)
+        isinstance(min_score, bool)
+        or not isinstance(min_score, int | float)
+        or not math.isfinite(min_score)
     ):
-        raise InvalidInput("min_score", f"a number is required, got {min_score!r}")
+        raise InvalidInput("min_score", f"a finite number is required, got {min_score!r}")
 
 
 def check_cache_value(value: object) -> bytes:
@@ -104,18 +127,45 @@ def check_cache_value(value: object) -> bytes:
 
 
 def check_cache_ttl(ttl: object) -> None:
-    """A cache entry's ttl: a positive timedelta, or None for no expiry."""
-    if ttl is not None and (not isinstance(ttl, timedelta) or ttl <= timedelta(0)):
-        raise InvalidInput("ttl", f"a positive timedelta or None is required, got {ttl!r}")
+    """A cache entry's ttl: a timedelta in (0, MAX_TTL], or None for no expiry."""
+    if ttl is not None:
+        require_ttl(ttl, "ttl")
 
 
-def check_lease_args(scope: str, key: str, owner: str, ttl: timedelta) -> None:
-    """The arguments of `acquire` and `renew`: scope, key, owner and a positive ttl."""
+def check_lease_args(scope: str, key: str, owner: str, ttl: object) -> None:
+    """The arguments of `acquire` and `renew`: scope, key, owner and a ttl in
+    (0, MAX_TTL]."""
     require_scope(scope, "scope")
     require_id(key, "key")
     require_id(owner, "owner")
-    if not isinstance(ttl, timedelta) or ttl <= timedelta(0):
-        raise InvalidInput("ttl", f"a positive timedelta is required, got {ttl!r}")
+    require_ttl(ttl, "ttl")
+
+
+def check_prefix(prefix: object) -> str:
+    """A key prefix (`scan`, `delete_prefix`): a string without NUL, possibly empty."""
+    return require_no_nul(require_text(prefix, "prefix"), "prefix")
+
+
+# A word as every backend's tokenizer sees at least: a run of letters and digits.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _keep_word(match: re.Match[str]) -> str:
+    word = match.group()
+    return word if len(word.encode("utf-8")) <= MAX_QUERY_WORD_BYTES else " "
+
+
+def check_query(query: object) -> str:
+    """A keyword query: a string without NUL of at most MAX_QUERY_BYTES of UTF-8.
+    Returns the query every backend searches: words longer than
+    MAX_QUERY_WORD_BYTES replaced by a space (no engine indexes them alike)."""
+    text = require_no_nul(require_text(query, "query"), "query")
+    size = len(text.encode("utf-8"))
+    if size > MAX_QUERY_BYTES:
+        raise InvalidInput(
+            "query", f"at most {MAX_QUERY_BYTES} bytes of UTF-8 are allowed, got {size}"
+        )
+    return _WORD.sub(_keep_word, text)
 
 
 def check_lease_payload(payload: object) -> bytes:
@@ -134,21 +184,44 @@ def check_retention(retention: object) -> timedelta:
 
 
 def check_events(events: Sequence[Event]) -> list[Event]:
-    """The batch given to `append`, as a list of `Event`s."""
+    """The batch given to `append`, as a list of `Event`s whose text holds no NUL."""
     if isinstance(events, Event):
         raise InvalidInput("events", "a sequence of Event is required")
     batch = list(events)
     for e in batch:
         if not isinstance(e, Event):
             raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+        for name in ("action", "outcome", "summary"):
+            require_no_nul(getattr(e, name), f"event.{name}")
+        if e.fallback_reason is not None:
+            require_no_nul(require_text(e.fallback_reason, "event.fallback_reason"),
+                           "event.fallback_reason")  # fmt: skip
+        _check_json_nul(e.metadata, "event.metadata")
     return batch
+
+
+def _check_json_nul(value: object, field: str) -> None:
+    """No NUL in any key or string of a JSON value (PostgreSQL jsonb refuses
+    `\\u0000`)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            require_no_nul(item, field)
+        elif isinstance(item, Mapping):
+            for key, inner in item.items():
+                if isinstance(key, str):
+                    require_no_nul(key, field)
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
 
 
 def check_window_args(domain: str, since: datetime, limit: int, entity: Entity | None) -> datetime:
     """The arguments of `window`; returns `since` in UTC."""
     require_scope(domain, "domain")
     since = require_utc(since, "since")
-    require_positive(limit, "limit")
+    require_limit(limit, "limit")
     if entity is not None and not isinstance(entity, Entity):
         raise InvalidInput("entity", f"Entity required, got {type(entity).__name__}")
     return since

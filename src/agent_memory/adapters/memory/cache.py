@@ -6,8 +6,11 @@ from datetime import datetime, timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
-from agent_memory.domain.errors import InvalidInput
+from agent_memory.adapters._common.validation import (
+    check_cache_ttl,
+    check_cache_value,
+    check_prefix,
+)
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
 
@@ -71,8 +74,7 @@ class InMemoryCache:
     async def delete_prefix(self, scope: str, prefix: str) -> int:
         self._life.check()
         require_scope(scope, "scope")
-        if not isinstance(prefix, str):
-            raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+        prefix = check_prefix(prefix)
         doomed = [k for k in self._backend.entries if k[0] == scope and k[1].startswith(prefix)]
         live = sum(1 for k in doomed if self._live(*k) is not None)
         for k in doomed:

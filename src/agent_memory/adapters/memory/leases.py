@@ -6,8 +6,12 @@ from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.lifecycle import Lifecycle
-from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
-from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.adapters._common.validation import (
+    check_lease_args,
+    check_lease_payload,
+    check_prefix,
+)
+from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
@@ -109,8 +113,7 @@ class InMemoryLeaseStore:
     async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
         self._life.check()
         require_scope(scope, "scope")
-        if not isinstance(prefix, str):
-            raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+        prefix = check_prefix(prefix)
         keys = sorted(k for (s, k) in self._backend.leases if s == scope and k.startswith(prefix))
         out = [self._live(scope, k) for k in keys]
         return [lease for lease in out if lease is not None]

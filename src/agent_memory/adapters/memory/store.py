@@ -16,6 +16,7 @@ from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
+    check_query,
     check_record,
     check_records,
 )
@@ -38,9 +39,8 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     as_vector,
     require_id,
-    require_positive,
+    require_limit,
     require_scope,
-    require_text,
 )
 
 __all__ = ["InMemoryMemoryStore", "MemoryBackend"]
@@ -177,7 +177,7 @@ class InMemoryMemoryStore:
     ) -> list[ScoredRecord]:
         self._life.check()
         require_scope(owner, "owner")
-        require_positive(limit, "limit")
+        require_limit(limit)
         query = as_vector(vector, "query vector")
         require_dimension(self._space, query)
         check_min_score(min_score)
@@ -212,8 +212,8 @@ class InMemoryMemoryStore:
         """BM25 over content + indexing context of the owner's matching records."""
         self._life.check()
         require_scope(owner, "owner")
-        require_positive(limit, "limit")
-        require_text(query, "query")
+        require_limit(limit)
+        query = check_query(query)
         wanted = check_filters(namespace, kinds)
         index = self._owners().get(owner)
         terms = query_terms(query)
@@ -247,7 +247,7 @@ class InMemoryMemoryStore:
     ) -> Page:
         self._life.check()
         require_scope(owner, "owner")
-        require_positive(limit, "limit")
+        require_limit(limit)
         wanted = check_filters(namespace, kinds)
         after = decode_cursor(cursor) if cursor is not None else None
         index = self._owners().get(owner)

@@ -12,9 +12,12 @@ from datetime import timedelta
 from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
+from agent_memory.adapters._common.validation import (
+    check_cache_ttl,
+    check_cache_value,
+    check_prefix,
+)
 from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
-from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
 
@@ -101,8 +104,7 @@ class PostgresCache(PostgresHandle):
     async def delete_prefix(self, scope: str, prefix: str) -> int:
         async with self._life.op():
             require_scope(scope, "scope")
-            if not isinstance(prefix, str):
-                raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+            prefix = check_prefix(prefix)
             async with self._db.connection() as conn:
                 cur = await conn.execute(
                     sql.SQL(

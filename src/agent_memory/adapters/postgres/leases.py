@@ -14,9 +14,13 @@ from datetime import timedelta
 from psycopg import sql
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
+from agent_memory.adapters._common.validation import (
+    check_lease_args,
+    check_lease_payload,
+    check_prefix,
+)
 from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
-from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
@@ -171,8 +175,7 @@ class PostgresLeaseStore(PostgresHandle):
     async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
         async with self._life.op():
             require_scope(scope, "scope")
-            if not isinstance(prefix, str):
-                raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+            prefix = check_prefix(prefix)
             async with self._db.connection() as conn:
                 cur = await conn.execute(
                     self._db.cached(

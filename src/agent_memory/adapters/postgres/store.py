@@ -35,6 +35,7 @@ from psycopg.types.json import Json
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
+    check_query,
     check_record,
     check_records,
     check_space,
@@ -60,9 +61,8 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     as_vector,
     require_id,
-    require_positive,
+    require_limit,
     require_scope,
-    require_text,
 )
 
 __all__ = ["PostgresMemoryStore"]
@@ -371,7 +371,7 @@ class PostgresMemoryStore(PostgresHandle):
     ) -> list[ScoredRecord]:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
             wanted = check_filters(namespace, kinds)
@@ -403,7 +403,7 @@ class PostgresMemoryStore(PostgresHandle):
     ) -> Page:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             table = await self._tbl()
@@ -446,8 +446,8 @@ class PostgresMemoryStore(PostgresHandle):
         """BM25 over content (and, down-weighted, the indexing context)."""
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
-            require_text(query, "query")
+            require_limit(limit)
+            query = check_query(query)
             wanted = check_filters(namespace, kinds)
             if not query.strip():
                 return []

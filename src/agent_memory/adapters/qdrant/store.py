@@ -36,6 +36,7 @@ from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
+    check_query,
     check_record,
     check_records,
     check_space,
@@ -63,7 +64,6 @@ from agent_memory.domain.errors import (
     ConfigurationError,
     DimensionMismatch,
     DuplicateRecord,
-    InvalidInput,
     NotFound,
 )
 from agent_memory.domain.ranking import (
@@ -80,7 +80,7 @@ from agent_memory.domain.records import (
     ScoredRecord,
     require_dimension,
 )
-from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+from agent_memory.domain.validation import as_vector, require_id, require_limit, require_scope
 
 __all__ = ["DEFAULT_COLLECTION_PREFIX", "QdrantMemoryStore"]
 
@@ -396,7 +396,7 @@ class QdrantMemoryStore:
     ) -> _Hits:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
             wanted = check_filters(namespace, kinds)
@@ -453,7 +453,7 @@ class QdrantMemoryStore:
     ) -> Page:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             if wanted == []:
@@ -573,9 +573,8 @@ class QdrantMemoryStore:
         scores use statistics over the owner's filtered records only."""
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
-            if not isinstance(query, str):
-                raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
+            require_limit(limit)
+            query = check_query(query)
             wanted = check_filters(namespace, kinds)
             terms = query_terms(query)
             if not terms or wanted == []:

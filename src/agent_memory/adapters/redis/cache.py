@@ -11,12 +11,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
+from agent_memory.adapters._common.validation import (
+    check_cache_ttl,
+    check_cache_value,
+    check_prefix,
+)
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
-from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_scope
 
 __all__ = ["RedisCache"]
@@ -87,8 +90,7 @@ class RedisCache(RedisHandle):
     async def delete_prefix(self, scope: str, prefix: str) -> int:
         async with self._life.op():
             require_scope(scope, "scope")
-            if not isinstance(prefix, str):
-                raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+            prefix = check_prefix(prefix)
             lo, hi = lex_prefix_range(prefix)
             index = self._keys.cache_index(scope)
             total = 0

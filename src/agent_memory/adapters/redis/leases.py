@@ -11,12 +11,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
+from agent_memory.adapters._common.validation import (
+    check_lease_args,
+    check_lease_payload,
+    check_prefix,
+)
 from agent_memory.adapters.redis._client import Client, connect
 from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
-from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
 
@@ -180,8 +184,7 @@ class RedisLeaseStore(RedisHandle):
     async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
         async with self._life.op():
             require_scope(scope, "scope")
-            if not isinstance(prefix, str):
-                raise InvalidInput("prefix", f"a string is required, got {type(prefix).__name__}")
+            prefix = check_prefix(prefix)
             lo, hi = lex_prefix_range(prefix)
             index = self._keys.lease_index(scope)
             with translate("scan"):

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
+    check_query,
     check_record,
     check_records,
 )
@@ -47,7 +48,6 @@ from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import digest
 from agent_memory.domain.errors import (
     DuplicateRecord,
-    InvalidInput,
     NotFound,
     SearchModuleMissing,
 )
@@ -60,7 +60,13 @@ from agent_memory.domain.records import (
     ScoredRecord,
     require_dimension,
 )
-from agent_memory.domain.validation import as_vector, require_id, require_positive, require_scope
+from agent_memory.domain.validation import (
+    as_vector,
+    require_id,
+    require_limit,
+    require_positive,
+    require_scope,
+)
 
 __all__ = ["RedisMemoryStore"]
 
@@ -97,7 +103,6 @@ _RETURN_SCORED = ("RETURN", str(len(_SCORED)), "__d", *RECORD_FIELDS)
 _RETURN_LIST = ("RETURN", str(len(_LISTED)), "sk", *RECORD_FIELDS)
 _F32 = np.dtype(np.float32)
 _ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
-_MAX_TERMS = 64
 _PAGE = 500
 
 
@@ -410,7 +415,7 @@ class RedisMemoryStore(RedisHandle):
     ) -> list[ScoredRecord]:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             blob, nonzero = self._query_blob(vector)
             wanted = check_filters(namespace, kinds)
             check_min_score(min_score)
@@ -487,7 +492,7 @@ class RedisMemoryStore(RedisHandle):
     ) -> Page:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             if wanted is not None and not wanted:
@@ -531,11 +536,10 @@ class RedisMemoryStore(RedisHandle):
         """BM25 over content and context, owner and filters inside the query."""
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
-            if not isinstance(query, str):
-                raise InvalidInput("query", f"a string is required, got {type(query).__name__}")
+            require_limit(limit)
+            query = check_query(query)
             wanted = check_filters(namespace, kinds)
-            terms = query_terms(query)[:_MAX_TERMS]
+            terms = query_terms(query)
             if not terms or (wanted is not None and not wanted):
                 return []
             # A top-level union of (filter AND term): a union nested in an intersection

@@ -9,7 +9,11 @@ import sqlite3
 from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.validation import check_cache_ttl, check_cache_value
+from agent_memory.adapters._common.validation import (
+    check_cache_ttl,
+    check_cache_value,
+    check_prefix,
+)
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import prefix_condition, to_micros
@@ -117,6 +121,7 @@ class SqliteCache(SqliteHandle):
     async def delete_prefix(self, scope: str, prefix: str) -> int:
         async with self._life.op():
             require_scope(scope, "scope")
+            prefix = check_prefix(prefix)
             where, params = prefix_condition("key", prefix)
             return await self._db.run(lambda conn: self._delete_prefix(conn, scope, where, params))
 

@@ -9,7 +9,11 @@ import sqlite3
 from datetime import timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.adapters._common.validation import check_lease_args, check_lease_payload
+from agent_memory.adapters._common.validation import (
+    check_lease_args,
+    check_lease_payload,
+    check_prefix,
+)
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
 from agent_memory.adapters.sqlite.codec import from_micros, prefix_condition, to_micros
@@ -164,6 +168,7 @@ class SqliteLeaseStore(SqliteHandle):
     async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
         async with self._life.op():
             require_scope(scope, "scope")
+            prefix = check_prefix(prefix)
             where, params = prefix_condition("key", prefix)
             rows = await self._db.run(
                 lambda conn: conn.execute(

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
+    check_query,
     check_record,
     check_records,
     check_space,
@@ -57,9 +58,9 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     as_vector,
     require_id,
+    require_limit,
     require_positive,
     require_scope,
-    require_text,
 )
 
 __all__ = ["SqliteMemoryStore"]
@@ -342,7 +343,7 @@ class SqliteMemoryStore(SqliteHandle):
     ) -> list[ScoredRecord]:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             query = as_vector(vector, "query vector")
             require_dimension(self._space, query)
             check_min_score(min_score)
@@ -408,8 +409,8 @@ class SqliteMemoryStore(SqliteHandle):
         """
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
-            require_text(query, "query")
+            require_limit(limit)
+            query = check_query(query)
             wanted = check_filters(namespace, kinds)
             terms = query_terms(query)
             if not terms:
@@ -487,7 +488,7 @@ class SqliteMemoryStore(SqliteHandle):
     ) -> Page:
         async with self._life.op():
             require_scope(owner, "owner")
-            require_positive(limit, "limit")
+            require_limit(limit)
             wanted = check_filters(namespace, kinds)
             after = decode_cursor(cursor) if cursor is not None else None
             return await self._db.run(

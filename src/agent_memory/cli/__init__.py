@@ -42,14 +42,26 @@ def _parser() -> argparse.ArgumentParser:
     proc.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
 
     conf = sub.add_parser(
-        "conformance", help="run the shipped contract suite against a backend or your own store"
+        "conformance",
+        help="run the shipped contract suite against a backend or your own store",
+        description="Preflight (protocol check and ping), then the contract suite, then a "
+        "verdict per port. Needs the 'conformance' extra.",
+        epilog="exit codes: 0 PASS (every claimed port ran tests, none failed); 1 FAIL (a test "
+        "failed or a claimed port ran no test); 2 bad arguments or configuration; 3 preflight "
+        "failed (missing/misnamed methods, missing extra, unreachable backend; no test ran); "
+        "4 the 'conformance' extra is not installed",
     )
     target = conf.add_mutually_exclusive_group(required=True)
     target.add_argument("url", nargs="?", help="backend URL, e.g. sqlite:///tmp/x.db")
     target.add_argument(
         "--factory",
         help="package.module:callable returning EMPTY store(s) (one port, or a mapping "
-        "with keys store/events/leases/cache)",
+        "with keys store/events/leases/cache); it may carry `capabilities` and `reopen(obj)`",
+    )
+    conf.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the generated tests and the test data (files, schemas, keys) for inspection",
     )
     conf.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     conf.add_argument("-q", "--quiet", action="store_true", help="less output")
@@ -80,7 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from agent_memory.cli.conformance import run_conformance
 
             return run_conformance(
-                url=args.url, factory=args.factory, keyword=args.keyword, quiet=args.quiet
+                url=args.url,
+                factory=args.factory,
+                keyword=args.keyword,
+                quiet=args.quiet,
+                keep=args.keep,
             )
     except AgentMemoryError as exc:
         print(f"agent-memory: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -5,28 +5,41 @@ stable on purpose."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+import contextlib
+import inspect
+import re
+import sys
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
+import numpy as np
+import numpy.typing as npt
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import StoreClosed
 
 __all__ = [
     "BASE_TIME",
+    "CLAUSE_IN_TEXT",
+    "PORT_TIMING",
+    "REOPEN_MISSING",
     "ShortTtl",
     "clause",
     "expect_closed",
     "expect_raises",
+    "mark_async_tests",
     "ms",
+    "primary_clauses",
     "property_settings",
     "race_close",
     "require_capability",
     "require_reopen",
     "same_instant",
+    "shrink_budget",
+    "vector_diff",
 ]
 
 _T = TypeVar("_T")
@@ -64,26 +77,139 @@ class ShortTtl:
         await asyncio.sleep((self._short() + self._res() * 3).total_seconds())
 
 
+#: What to do when `reopen` is declared but missing, for both ways of running the suite.
+REOPEN_MISSING = (
+    "capabilities.reopen is declared but no `reopen` was given: override the `reopen` "
+    "fixture (pytest), or give the --factory object a `reopen(obj)` method "
+    "(agent-memory conformance), or declare Capabilities(reopen=False)"
+)
+
+
 def require_reopen(capabilities: Capabilities, cid: str, reopen: _T | None) -> _T:
     """The `reopen` fixture's opener; skips when `reopen` is not declared, fails
     under `cid` when it is declared but the fixture was not overridden."""
     require_capability(capabilities.reopen, "reopen", "a second handle is needed to observe this")
     if reopen is None:
-        pytest.fail(clause(cid, "capabilities.reopen is declared but the `reopen` fixture is None"))
+        pytest.fail(clause(cid, REOPEN_MISSING))
     return reopen
 
 
-def property_settings(max_examples: int) -> settings:
-    """Hypothesis settings for property tests run on the (function-scoped) fixture."""
+#: Per-port hypothesis timing: (deadline per example, shrink). Ports whose
+#: examples wait for TTLs or race tasks do not shrink (a failure reports the
+#: first failing example at once); every example has a deadline, so a hanging
+#: backend fails instead of stalling the run.
+PORT_TIMING: dict[str, tuple[timedelta, bool]] = {
+    "store": (timedelta(seconds=5), True),
+    "events": (timedelta(seconds=5), False),
+    "leases": (timedelta(seconds=5), False),
+    "cache": (timedelta(seconds=5), False),
+    "triples": (timedelta(seconds=5), True),
+}
+
+#: The longest any shrinking may take (the state machine shrinks within it).
+SHRINK_BUDGET_S = 30
+
+
+def property_settings(max_examples: int, port: str = "store") -> settings:
+    """Hypothesis settings for property tests run on the (function-scoped)
+    fixture, with the port's deadline and shrink rule (`PORT_TIMING`)."""
+    deadline, shrink = PORT_TIMING[port]
+    phases = [Phase.explicit, Phase.reuse, Phase.generate]
+    if shrink:
+        phases.append(Phase.shrink)
     return settings(
         max_examples=max_examples,
-        deadline=None,
+        deadline=deadline,
+        phases=phases,
         suppress_health_check=[
             HealthCheck.function_scoped_fixture,
             HealthCheck.differing_executors,
             HealthCheck.too_slow,
         ],
     )
+
+
+@contextlib.contextmanager
+def shrink_budget(seconds: int = SHRINK_BUDGET_S) -> Iterator[None]:
+    """Cap hypothesis' shrinking time (its own cap is 5 minutes) while the block
+    runs. Uses the engine's module constant when this hypothesis version has it;
+    otherwise shrinking keeps hypothesis' own cap."""
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:  # pragma: no cover - a future hypothesis
+        yield
+        return
+    previous = getattr(engine, "MAX_SHRINKING_SECONDS", None)
+    if not isinstance(previous, int):
+        yield
+        return
+    engine.MAX_SHRINKING_SECONDS = int(min(previous, seconds))
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = previous
+
+
+def vector_diff(got: npt.NDArray[Any], want: npt.NDArray[Any]) -> str:
+    """Where two vectors differ: the first differing index with both values, and
+    the largest difference (or the shapes, when they differ)."""
+    if got.shape != want.shape:
+        return f"shape {got.shape} != {want.shape}"
+    close = np.isclose(got, want, rtol=1e-6, atol=1e-7)
+    if bool(close.all()):
+        return "equal"
+    i = int(np.argmin(close))
+    worst = int(np.argmax(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+    text = f"vector[{i}]: got {float(got[i])!r}, want {float(want[i])!r}"
+    if worst != i:
+        text += f"; largest at [{worst}]: got {float(got[worst])!r}, want {float(want[worst])!r}"
+    return text + f" ({int((~close).sum())} of {got.size} components differ)"
+
+
+# ------------------------------------------------------- clause attribution
+
+_CLAUSE_LITERAL = re.compile(r"""["']([A-Z]{1,5}-[A-Z0-9]+(?:-[A-Z0-9]+)*)["']""")
+#: A clause id as assertion messages show it: `[MS-ADD-8]`.
+CLAUSE_IN_TEXT = re.compile(r"\[([A-Z]{1,5}-[A-Z0-9]+(?:-[A-Z0-9]+)*)\]")
+
+
+def primary_clauses(test: Callable[..., Any]) -> tuple[str, ...]:
+    """The clause ids a contract test exists for, first the main one.
+
+    A module may name them in `PRIMARY_CLAUSES` (test name -> ids); otherwise
+    they are the clause ids the test's own body asserts, in order. A failure
+    naming any other clause (asserted by a helper the test only uses, e.g. a
+    list read checking list order) is secondary."""
+    fn = inspect.unwrap(test)
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    named = getattr(module, "PRIMARY_CLAUSES", {}).get(getattr(fn, "__name__", ""))
+    if named:
+        return tuple(named)
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ()
+    return tuple(dict.fromkeys(_CLAUSE_LITERAL.findall(source)))
+
+
+def _is_async_test(value: Any) -> bool:
+    inner = getattr(getattr(value, "hypothesis", None), "inner_test", None)
+    return inspect.iscoroutinefunction(inner if inner is not None else value)
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def mark_async_tests(cls: _C) -> _C:
+    """Mark every async `test_*` of a contract class with `pytest.mark.asyncio`
+    (hypothesis tests included), so the suite runs under pytest-asyncio's
+    strict mode as well as auto mode."""
+    for name, value in list(vars(cls).items()):
+        if name.startswith("test_") and _is_async_test(value):
+            marks = [m.name for m in getattr(value, "pytestmark", [])]
+            if "asyncio" not in marks:
+                setattr(cls, name, pytest.mark.asyncio(value))
+    return cls
 
 
 async def expect_raises(

@@ -64,6 +64,7 @@ from agent_memory.contract_tests._support import (
     clause,
     expect_closed,
     expect_raises,
+    mark_async_tests,
     property_settings,
     race_close,
     require_reopen,
@@ -82,7 +83,7 @@ __all__ = ["CacheContract"]
 ReopenCache = Callable[[], Awaitable[Cache]]
 
 CANARY_SCOPE = "agent-memory-contract-canary"
-_PROPERTY = property_settings(max_examples=25)
+_PROPERTY = property_settings(max_examples=25, port="cache")
 _LITERAL = ["*", "?", "[", "%", "_", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
 _VALUES = {
@@ -101,6 +102,7 @@ def _short_repr(value: bytes | None) -> object:
     return f"<{len(value)} bytes starting {value[:16]!r}>"
 
 
+@mark_async_tests
 class CacheContract(ShortTtl):
     """Conformance tests for `Cache`; override `cache` (and `reopen`)."""
 

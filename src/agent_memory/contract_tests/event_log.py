@@ -91,6 +91,7 @@ from agent_memory.contract_tests._support import (
     clause,
     expect_closed,
     expect_raises,
+    mark_async_tests,
     property_settings,
     race_close,
     require_reopen,
@@ -121,7 +122,7 @@ ReopenEventLog = Callable[[], Awaitable[EventLog]]
 
 CANARY_DOMAIN = "agent-memory-contract-canary"
 _CANARY_IDS = ("canary-local", "canary-global")
-_PROPERTY = property_settings(max_examples=25)
+_PROPERTY = property_settings(max_examples=25, port="events")
 _BIG = 10_000
 
 
@@ -159,6 +160,7 @@ def _event_diff(expected: Event, got: Event) -> list[str]:
     return out
 
 
+@mark_async_tests
 class EventLogContract:
     """Conformance tests for `EventLog`; override `event_log` (and `reopen`)."""
 

@@ -77,6 +77,7 @@ from agent_memory.contract_tests._support import (
     clause,
     expect_closed,
     expect_raises,
+    mark_async_tests,
     property_settings,
     race_close,
     require_reopen,
@@ -97,7 +98,7 @@ ReopenLeaseStore = Callable[[], Awaitable[LeaseStore]]
 
 CANARY_SCOPE = "agent-memory-contract-canary"
 LONG = timedelta(seconds=60)
-_PROPERTY = property_settings(max_examples=25)
+_PROPERTY = property_settings(max_examples=25, port="leases")
 _LITERAL = ["*", "%", "_", "[", "?", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
 
@@ -106,6 +107,7 @@ def _brief(lease: Lease | None) -> tuple[str, int, bytes] | None:
     return None if lease is None else (lease.owner, lease.token, lease.payload)
 
 
+@mark_async_tests
 class LeaseStoreContract(ShortTtl):
     """Conformance tests for `LeaseStore`; override `leases` (and `reopen`)."""
 

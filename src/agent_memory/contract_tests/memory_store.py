@@ -108,7 +108,15 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from agent_memory.contract_tests._support import BASE_TIME, clause, ms, require_capability
+from agent_memory.contract_tests._support import (
+    BASE_TIME,
+    REOPEN_MISSING,
+    clause,
+    mark_async_tests,
+    ms,
+    require_capability,
+    vector_diff,
+)
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import (
     DimensionMismatch,
@@ -275,10 +283,9 @@ def assert_same_record(cid: str, got: MemoryRecord | None, want: MemoryRecord) -
     assert got.vector.shape == want.vector.shape, clause(
         cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
     )
-    assert np.allclose(got.vector, want.vector, rtol=1e-6, atol=1e-7), clause(
-        cid,
-        "the vector round-trips to float32 precision",
-        float(abs(got.vector - want.vector).max()),
+    assert np.allclose(got.vector, want.vector, rtol=1e-6, atol=1e-7), (
+        f"[{cid}] the vector round-trips to float32 precision; "
+        + vector_diff(got.vector, want.vector)
     )
 
 
@@ -363,6 +370,7 @@ async def _closed_op(store: MemoryStore, op: str) -> object:
 # ------------------------------------------------------------ the contract
 
 
+@mark_async_tests
 class MemoryStoreContract:
     """All `MemoryStore` conformance tests. Override `store` (and `reopen`)."""
 
@@ -384,7 +392,7 @@ class MemoryStoreContract:
             self.capabilities.reopen, "reopen", "a second handle is needed to check persistence"
         )
         if reopen is None:
-            pytest.fail(clause(cid, "capabilities.reopen is declared: override `reopen`", None))
+            pytest.fail(clause(cid, REOPEN_MISSING))
         return reopen
 
     # ------------------------------------------------------------- canaries

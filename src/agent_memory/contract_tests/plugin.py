@@ -1,16 +1,68 @@
-"""pytest plugin (entry point `agent_memory_contract`): rewrite the shipped
-contract modules' asserts so installed tests show full diffs."""
+"""Opt-in pytest plugin for suites that run the contract classes:
+`pytest -p agent_memory.contract_tests.plugin`, or
+`pytest_plugins = ["agent_memory.contract_tests.plugin"]` in a conftest.
+
+Importing `agent_memory.contract_tests` already registers its modules for
+assertion rewriting (so diffs are shown); this plugin additionally prints, at
+the end of the run, every failed contract test under the clause it exists for
+(primary), apart from tests that failed on an incidental check of another
+clause (secondary), and every skip reason of a contract test.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-pytest.register_assert_rewrite(
-    "agent_memory.contract_tests.memory_store",
-    "agent_memory.contract_tests.event_log",
-    "agent_memory.contract_tests.lease_store",
-    "agent_memory.contract_tests.cache",
-    "agent_memory.contract_tests.triple_store",
-    "agent_memory.contract_tests.state_machine",
-    "agent_memory.contract_tests._support",
-)
+import agent_memory.contract_tests  # noqa: F401  (registers assertion rewriting)
+from agent_memory.contract_tests._support import CLAUSE_IN_TEXT, primary_clauses
+
+_KEY = pytest.StashKey[dict[str, tuple[str, ...]]]()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    found: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        fn = getattr(item, "function", None)
+        if fn is not None and fn.__module__.startswith("agent_memory.contract_tests."):
+            found[item.nodeid] = primary_clauses(fn)
+    config.stash[_KEY] = found
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    primaries = config.stash.get(_KEY, {})
+    primary_lines: list[str] = []
+    secondary_lines: list[str] = []
+    skip_lines: list[str] = []
+    for report in terminalreporter.stats.get("failed", []) + terminalreporter.stats.get(
+        "error", []
+    ):
+        mine = primaries.get(report.nodeid)
+        if mine is None:
+            continue
+        crash = getattr(report.longrepr, "reprcrash", None)
+        message = str(getattr(crash, "message", "") or report.longrepr)
+        head = message.strip().splitlines()[0][:200] if message.strip() else ""
+        named = CLAUSE_IN_TEXT.findall(message)
+        cid = named[0] if named else None
+        if cid is None or cid in mine:
+            primary_lines.append(f"[{cid or (mine[0] if mine else '?')}] {report.nodeid}: {head}")
+        else:
+            first = mine[0] if mine else "?"
+            secondary_lines.append(f"[{first}] {report.nodeid} failed on [{cid}]: {head}")
+    for report in terminalreporter.stats.get("skipped", []):
+        if report.nodeid in primaries and isinstance(report.longrepr, tuple):
+            skip_lines.append(f"{report.nodeid}: {report.longrepr[2]}")
+    if primary_lines:
+        terminalreporter.section("contract clauses failed (primary)")
+        for line in sorted(primary_lines):
+            terminalreporter.write_line(line)
+    if secondary_lines:
+        terminalreporter.section("contract tests failed on another clause (secondary)")
+        for line in sorted(secondary_lines):
+            terminalreporter.write_line(line)
+    if skip_lines:
+        terminalreporter.section("contract tests skipped")
+        for line in sorted(skip_lines):
+            terminalreporter.write_line(line)

@@ -30,7 +30,7 @@ from hypothesis.stateful import (
 )
 
 from agent_memory.adapters.memory import InMemoryMemoryStore
-from agent_memory.contract_tests._support import BASE_TIME, clause
+from agent_memory.contract_tests._support import BASE_TIME, PORT_TIMING, clause, shrink_budget
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.contract_tests.memory_store import assert_same_record
 from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord
@@ -345,11 +345,14 @@ async def run_against_oracle(
     inherited = list(base.suppress_health_check) if base is not None else []
     suppressed = [*inherited, HealthCheck.too_slow]
     config = settings(
-        deadline=None, stateful_step_count=step_count, suppress_health_check=suppressed
+        deadline=PORT_TIMING["store"][0],
+        stateful_step_count=step_count,
+        suppress_health_check=suppressed,
     )
 
     def factory() -> _StoreVsOracle:
         return _StoreVsOracle(store, loop, capabilities)
 
     machine = cast(type[RuleBasedStateMachine], factory)  # any zero-arg factory works
-    await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)
+    with shrink_budget():
+        await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)

@@ -62,6 +62,7 @@ from agent_memory.contract_tests._support import (
     BASE_TIME,
     clause,
     expect_raises,
+    mark_async_tests,
     property_settings,
     require_capability,
 )
@@ -75,7 +76,7 @@ __all__ = ["TripleStoreContract"]
 ReopenTriples = Callable[[], Awaitable[TripleStore]]
 
 CANARY_OWNER = "agent-memory-contract-canary"
-_PROPERTY = property_settings(max_examples=20)
+_PROPERTY = property_settings(max_examples=20, port="triples")
 _ADVERSARIAL = [
     "a%",
     "a_",
@@ -130,6 +131,7 @@ _edge = st.tuples(
 )
 
 
+@mark_async_tests
 class TripleStoreContract:
     """Conformance tests for `TripleStore`; override `triples` (and `reopen`)."""
 

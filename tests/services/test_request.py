@@ -76,13 +76,50 @@ async def test_exception_exit_releases_and_reports() -> None:
     assert req.reports["cleanup"].details == {"exit": "error", "released": 2}
 
 
-async def test_signal_and_claims_are_renewed_while_running() -> None:
+async def test_the_signal_is_renewed_while_running_and_claims_expire_at_their_ttl() -> None:
     memory = make_memory(signal_ttl=timedelta(milliseconds=300))
     async with memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD]) as req:
         await asyncio.sleep(0.75)  # more than twice the TTL
-        leases = await memory.leases.scan("k8s", "")
-        assert len(leases) == 2, "renewal kept both leases alive past their TTL"
-    assert req.reports["activity-renewal"].details["renewals"] >= 4
+        assert len(await memory.leases.scan("k8s", SIGNAL_PREFIX)) == 1, "signal renewed"
+        assert await memory.leases.scan("k8s", CLAIM_PREFIX) == [], "claims are not renewed"
+    assert req.reports["activity-renewal"].details["renewals"] >= 2
+    assert await memory.leases.scan("k8s", "") == []
+
+
+async def test_claim_renewal_is_an_option_off_by_default() -> None:
+    memory = make_memory(signal_ttl=timedelta(milliseconds=300), renew_claims=True)
+    async with memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD]):
+        await asyncio.sleep(0.75)
+        assert len(await memory.leases.scan("k8s", "")) == 2, "both renewed when asked"
+    assert RequestOptions().renew_claims is False
+
+
+async def test_status_update_is_carried_by_the_next_renewal() -> None:
+    memory = make_memory(signal_ttl=timedelta(milliseconds=300))
+    async with memory.request(agent="A", domain="k8s", request_id="r1", doing="deploy") as req:
+        req.status("waiting for approval")
+        await asyncio.sleep(0.25)  # past TTL/3: one renewal has run
+        async with memory.request(agent="B", domain="k8s", request_id="r2") as other:
+            ctx = await other.planning_context()
+    assert "waiting for approval" in ctx.coordination
+    assert "deploy" in ctx.coordination, "the original request identity is kept"
+
+
+async def test_a_suspended_request_stops_advertising_and_resume_restores_it() -> None:
+    memory = make_memory(signal_ttl=timedelta(milliseconds=300))
+    async with memory.request(agent="A", domain="k8s", request_id="r1", entities=[POD]) as req:
+        suspended = await req.suspend()
+        assert suspended.ok, suspended.failures
+        assert await memory.leases.scan("k8s", "") == [], "no signal, no claim while suspended"
+        await asyncio.sleep(0.4)  # no renewal resurrects them
+        assert await memory.leases.scan("k8s", "") == []
+        resumed = await req.resume()
+        assert resumed.ok, resumed.failures
+        assert len(await memory.leases.scan("k8s", SIGNAL_PREFIX)) == 1
+        assert len(await memory.leases.scan("k8s", CLAIM_PREFIX)) == 1, "fresh ownership"
+        await asyncio.sleep(0.4)
+        assert len(await memory.leases.scan("k8s", SIGNAL_PREFIX)) == 1, "renewal restarted"
+    assert await memory.leases.scan("k8s", "") == []
 
 
 async def test_backend_down_request_completes_and_reports_failures() -> None:

@@ -3,8 +3,10 @@
 Both are leases in the domain's scope:
 - a signal `signal:["<agent>","<request>"]` says "this request is running" and
   carries a JSON payload (agent, request, what it is doing, status, start time);
+  the request renews it, with its latest status, every TTL/3;
 - a claim `claim:["<type>","<id>"]` says "this request investigates that entity";
-  it is advisory: a second request is told who holds it, and goes on.
+  it is advisory: a second request is told who holds it, and goes on. Claims
+  are not renewed: they expire at their TTL unless renewal is asked for.
 Keys embed JSON-encoded parts, so no agent, request or entity id can forge or
 collide with another key, and a prefix scan finds exactly one kind.
 """
@@ -113,10 +115,18 @@ def _signal_info(lease: Lease) -> SignalInfo | None:
 class Coordinator:
     """Announce, renew and withdraw a request's signal and claims in one domain."""
 
-    def __init__(self, leases: LeaseStore, domain: str, ttl: timedelta) -> None:
+    def __init__(
+        self,
+        leases: LeaseStore,
+        domain: str,
+        ttl: timedelta,
+        *,
+        claim_ttl: timedelta | None = None,
+    ) -> None:
         self._leases = leases
         self._domain = domain
         self._ttl = ttl
+        self._claim_ttl = ttl if claim_ttl is None else claim_ttl
 
     def _signal_payload(
         self,
@@ -167,7 +177,7 @@ class Coordinator:
         ).encode("utf-8")
         key = claim_key(entity)
         lease = await self._leases.acquire(
-            self._domain, key, request_owner(agent, request_id), self._ttl, payload
+            self._domain, key, request_owner(agent, request_id), self._claim_ttl, payload
         )
         if lease is not None:
             return ClaimResult(entity=entity, acquired=True)
@@ -183,10 +193,33 @@ class Coordinator:
             since=_time(data.get("since")),
         )
 
+    async def renew_signal(
+        self,
+        agent: str,
+        request_id: str,
+        *,
+        doing: str,
+        started_at: datetime,
+        entities: Sequence[Entity] = (),
+        status: str = "active",
+    ) -> Lease:
+        """Extend the request's signal, carrying its latest status (`LeaseNotHeld`
+        when it expired or was taken over)."""
+        payload = self._signal_payload(agent, request_id, doing, status, started_at, entities)
+        return await self._leases.renew(
+            self._domain,
+            signal_key(agent, request_id),
+            request_owner(agent, request_id),
+            self._ttl,
+            payload,
+        )
+
     async def renew(self, agent: str, request_id: str, keys: Sequence[str]) -> None:
+        """Extend claims (only when renewal of claims was asked for: they are
+        advisory and expire at their TTL by default)."""
         owner = request_owner(agent, request_id)
         for key in keys:
-            await self._leases.renew(self._domain, key, owner, self._ttl)
+            await self._leases.renew(self._domain, key, owner, self._claim_ttl)
 
     async def release(self, agent: str, request_id: str, keys: Sequence[str]) -> int:
         owner = request_owner(agent, request_id)

@@ -112,6 +112,15 @@ def _fallback_fragment(entity: Entity, events: Sequence[Event]) -> tuple[str, fl
     )
 
 
+def _attributes(entity: Entity, events: Sequence[Event]) -> dict[str, object]:
+    """What a reflected fragment was derived from (the users let forgetting find it)."""
+    out: dict[str, object] = {"entity": [entity.type, entity.id], "events": len(events)}
+    users = sorted({e.user_id for e in events if e.user_id is not None})
+    if users:
+        out["users"] = users
+    return out
+
+
 def watermark_key(domain: str) -> str:
     return WATERMARK_PREFIX + json.dumps(domain, ensure_ascii=False)
 
@@ -212,7 +221,7 @@ class ReflectionJob:
                         domain,
                         fragments,
                         kind="reflection",
-                        attributes={"entity": [entity.type, entity.id], "events": len(events)},
+                        attributes=_attributes(entity, events),
                         key=json.dumps([entity.type, entity.id], ensure_ascii=False),
                     )
                     out.entities_processed += 1

@@ -7,11 +7,15 @@
         await req.record(steps)                 # episodic events
 
 On enter: announce an activity signal (a lease with a payload, renewed every
-TTL/3 by a background task) and take advisory claims on the request's entities
-(`req.claims` says who else holds one). On every exit — normal, exception,
-cancellation — the renewal is stopped and joined, then claims and signal are
-released within a bounded cleanup timeout. Every stage is fail-open: a backend
-or model failure lands in `req.reports`, never in the agent.
+TTL/3 by a background task with the request's latest `status(...)`) and take
+advisory claims on the request's entities (`req.claims` says who else holds
+one). Claims are not renewed: they expire at their TTL (`renew_claims=True`
+renews them too). `await req.suspend()` (a human in the loop) stops the renewal
+and withdraws signal and claims; `await req.resume()` announces and claims
+afresh. On every exit — normal, exception, cancellation — the renewal is
+stopped and joined, then claims and signal are released within a bounded
+cleanup timeout. Every stage is fail-open: a backend or model failure lands in
+`req.reports`, never in the agent.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from agent_memory.services.coordination import (
     Coordinator,
     claim_key,
     request_owner,
+    signal_key,
 )
 from agent_memory.services.knowledge import KnowledgeService
 from agent_memory.services.observability import Observability
@@ -54,6 +59,10 @@ class RequestOptions:
     """Numbers of the request lifecycle (defaults from the design; env via Settings)."""
 
     signal_ttl: timedelta = timedelta(minutes=5)
+    claim_ttl: timedelta | None = None
+    """TTL of investigation claims; None means the signal TTL."""
+    renew_claims: bool = False
+    """Renew claims with the signal. Off: claims are advisory and expire at their TTL."""
     cleanup_timeout: float = 5.0
     lookback: timedelta = timedelta(hours=24)
     window_limit: int = 20
@@ -65,6 +74,8 @@ class RequestOptions:
     def __attrs_post_init__(self) -> None:
         if self.signal_ttl <= timedelta(0):
             raise InvalidInput("signal_ttl", "must be positive")
+        if self.claim_ttl is not None and self.claim_ttl <= timedelta(0):
+            raise InvalidInput("claim_ttl", "must be positive")
         if not self.cleanup_timeout > 0:
             raise InvalidInput("cleanup_timeout", "must be positive")
         for name in ("window_limit", "entity_history_limit", "view_budget_bytes"):
@@ -145,8 +156,15 @@ class MemoryRequest:
         self.reports: dict[str, StageReport] = {}
         self._held: list[str] = []
         self._renewal: asyncio.Task[None] | None = None
-        self._coord = Coordinator(memory.leases, domain, memory.options.signal_ttl)
+        self._coord = Coordinator(
+            memory.leases,
+            domain,
+            memory.options.signal_ttl,
+            claim_ttl=memory.options.claim_ttl,
+        )
         self._started = memory.clock.now()
+        self._status = "active"
+        self._suspended = False
 
     def _report(self, stage: str) -> StageReport:
         report = StageReport(stage)
@@ -159,45 +177,95 @@ class MemoryRequest:
         with self._m.observability.span(
             f"{_HOOK}.before_planning.activity-announcement", domain=self.domain, agent=self.agent
         ):
-            async with fail_open(report, "announce"):
-                lease = await self._coord.announce(
-                    self.agent,
-                    self.request_id,
-                    doing=self.doing,
-                    started_at=self._started,
-                    entities=self.entities,
-                )
-                if lease is not None:
-                    self._held.append(lease.key)
-                report.details["signal"] = lease is not None
-            for entity in self.entities:
-                async with fail_open(report, f"claim {entity.type}/{entity.id}"):
-                    result = await self._coord.claim(
-                        self.agent, self.request_id, entity, self._started
-                    )
-                    self.claims.append(result)
-                    if result.acquired:
-                        self._held.append(claim_key(entity))
-            report.details["claims_acquired"] = sum(c.acquired for c in self.claims)
-            report.details["claims_held_by_others"] = [
-                {"entity": [c.entity.type, c.entity.id], "holder": c.holder_agent}
-                for c in self.claims
-                if not c.acquired
-            ]
+            await self._advertise(report)
+        return self
+
+    async def _advertise(self, report: StageReport) -> None:
+        """Announce the signal, claim the entities, start the renewal (fail-open)."""
+        async with fail_open(report, "announce"):
+            lease = await self._coord.announce(
+                self.agent,
+                self.request_id,
+                doing=self.doing,
+                started_at=self._started,
+                entities=self.entities,
+                status=self._status,
+            )
+            if lease is not None and lease.key not in self._held:
+                self._held.append(lease.key)
+            report.details["signal"] = lease is not None
+        self.claims = []
+        for entity in self.entities:
+            async with fail_open(report, f"claim {entity.type}/{entity.id}"):
+                result = await self._coord.claim(self.agent, self.request_id, entity, self._started)
+                self.claims.append(result)
+                if result.acquired and claim_key(entity) not in self._held:
+                    self._held.append(claim_key(entity))
+        report.details["claims_acquired"] = sum(c.acquired for c in self.claims)
+        report.details["claims_held_by_others"] = [
+            {"entity": [c.entity.type, c.entity.id], "holder": c.holder_agent}
+            for c in self.claims
+            if not c.acquired
+        ]
         if self._held:
             self._renewal = asyncio.create_task(self._renew_forever())
-        return self
+
+    def status(self, status: str) -> None:
+        """Set what the request is doing now (e.g. "waiting for approval"); the
+        next renewal of its signal carries it."""
+        if not isinstance(status, str) or not status.strip():
+            raise InvalidInput("status", "a non-blank string is required")
+        self._status = status
+
+    @property
+    def suspended(self) -> bool:
+        return self._suspended
+
+    async def suspend(self) -> StageReport:
+        """Pause for a human in the loop: stop renewing and withdraw the signal
+        and claims, so the request is no longer advertised (fail-open)."""
+        report = self._report("suspend")
+        if self._suspended:
+            report.details["already_suspended"] = True
+            return report
+        self._suspended = True
+        await self._withdraw(report)
+        return report
+
+    async def resume(self) -> StageReport:
+        """Come back from `suspend()`: announce and claim afresh, renew again."""
+        report = self._report("resume")
+        if not self._suspended:
+            report.details["not_suspended"] = True
+            return report
+        self._suspended = False
+        await self._advertise(report)
+        return report
 
     async def _renew_forever(self) -> None:
         report = self._report("activity-renewal")
         interval = self._m.options.signal_ttl.total_seconds() / 3
+        renew_claims = self._m.options.renew_claims
+        signal = signal_key(self.agent, self.request_id)
         renewals = 0
         while True:
             await asyncio.sleep(interval)
             for key in list(self._held):
+                if key != signal and not renew_claims:
+                    continue
                 async with fail_open(report, f"renew {key}"):
                     try:
-                        await self._coord.renew(self.agent, self.request_id, [key])
+                        if key == signal:
+                            await self._coord.renew_signal(
+                                self.agent,
+                                self.request_id,
+                                doing=self.doing,
+                                started_at=self._started,
+                                entities=self.entities,
+                                status=self._status,
+                            )
+                        else:
+                            await self._coord.renew(self.agent, self.request_id, [key])
                     except LeaseNotHeld:
                         self._held.remove(key)
                         raise
@@ -296,7 +364,11 @@ class MemoryRequest:
         ):
             async with fail_open(report, "extract"):
                 outcome = await self._m.knowledge.extract(
-                    domain=self.domain, request_id=self.request_id, result=result, wait=wait
+                    domain=self.domain,
+                    request_id=self.request_id,
+                    result=result,
+                    wait=wait,
+                    user_id=self.user_id,
                 )
                 report.details.update(outcome.details)
                 report.failures.extend(outcome.failures)
@@ -304,10 +376,15 @@ class MemoryRequest:
 
     # -- exit ----------------------------------------------------------------
     async def _cleanup(self, report: StageReport) -> None:
+        await self._withdraw(report)
+
+    async def _withdraw(self, report: StageReport) -> None:
+        """Stop and join the renewal, then release every held lease (fail-open)."""
         if self._renewal is not None:
             self._renewal.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewal
+            self._renewal = None
         keys = list(reversed(self._held))
         released = 0
         for key in keys:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -178,7 +180,9 @@ async def test_entities_from_request_metadata_and_model_with_counts() -> None:
             {"index": 2, "summary": "s2"},
         ]
     )
-    recorder = Recorder(log, ScriptedModel([answer]), SystemClock())
+    recorder = Recorder(
+        log, ScriptedModel([answer]), SystemClock(), RecorderOptions(include_request_entities=True)
+    )
     the_steps = [
         Step(action="a", metadata={"entity_type": "pod", "entity_id": "web-1"}),
         Step(action="b", metadata={"entities": [{"type": "svc", "id": "api"}, {"type": ""}]}),
@@ -202,7 +206,89 @@ async def test_entities_from_request_metadata_and_model_with_counts() -> None:
     assert first.entity_source is EntitySource.MIXED
     assert by_id["r1#2"].entities == (Entity("incident", "i-9"),)
     assert by_id["r1#2"].entity_source is EntitySource.REQUEST
-    assert report.details["entity_fields"] == {"missing": 0, "empty": 1, "valid": 2, "invalid": 1}
+    assert report.details["metadata_entity_fields"] == {
+        "missing": 0,
+        "empty": 1,
+        "valid": 2,
+        "invalid": 1,
+    }
+
+
+async def test_request_entities_are_recorded_only_when_asked() -> None:
+    log = InMemoryEventLog()
+    recorder = Recorder(log, None, SystemClock())
+    await recorder.record(
+        domain="k8s",
+        agent="A",
+        request_id="r1",
+        steps=[Step(action="a")],
+        request_entities=[Entity("incident", "i-9")],
+    )
+    (event,) = (await log.window("k8s", since=NOW - timedelta(days=1), limit=10)).events
+    assert event.entities == ()
+    assert event.entity_source is EntitySource.NONE
+    assert RecorderOptions().include_request_entities is False
+
+
+async def test_model_summaries_entity_fields_are_counted() -> None:
+    answer = json.dumps(
+        [
+            {"index": 0, "summary": "s0"},
+            {"index": 1, "summary": "s1", "entities": []},
+            {"index": 2, "summary": "s2", "entities": [{"type": "pod", "id": "a"}]},
+            {"index": 3, "summary": "s3", "entities": [{"type": ""}, "x"]},
+            {"index": 4, "summary": "s4", "entities": [{"type": "pod", "id": "b"}, {"id": 1}]},
+            {"index": 4, "summary": "duplicate", "entities": [{"type": "pod", "id": "c"}]},
+        ]
+    )
+    report, events = await run(ScriptedModel([answer]), steps(5))
+    batch = report.details["summary_coverage"]["batch"]
+    assert batch["entity_fields"] == {
+        "missing": 1,
+        "empty": 1,
+        "valid": 1,
+        "invalid": 1,
+        "mixed": 1,
+        "accepted_entities": 2,
+        "rejected_entities": 3,
+    }
+    assert events[4].entities == (Entity("pod", "b"),)
+
+
+async def test_a_custom_summarizer_produces_custom_summaries() -> None:
+    class Terse:
+        async def summarize(self, the_steps: Sequence[Step]) -> list[str | None]:
+            return [f"did {s.action}" if i else None for i, s in enumerate(the_steps)]
+
+    model = ScriptedModel([])  # must not be called
+    report, events = await run(model, steps(2), summarizer=Terse())
+    assert [e.summary_source for e in events] == [SummarySource.HEURISTIC, SummarySource.CUSTOM]
+    assert events[1].summary == "did step-1"
+    assert events[0].fallback_reason == "parse_error"
+    assert model.prompts == []
+    assert report.details["summary_coverage"] == {"batch": "unobserved"}
+
+
+async def test_a_failing_custom_summarizer_falls_back() -> None:
+    class Broken:
+        async def summarize(self, the_steps: Sequence[Step]) -> list[str | None]:
+            raise RuntimeError("boom")
+
+    report, events = await run(None, steps(2), summarizer=Broken())
+    assert [e.fallback_reason for e in events] == ["summarizer_error"] * 2
+    assert [f.operation for f in report.failures] == ["summarise"]
+
+
+async def test_a_pluggable_entity_extractor_names_the_entities() -> None:
+    class Patients:
+        def extract_entities(self, text: str, metadata: Mapping[str, Any]) -> list[Entity]:
+            return [Entity("patient", w) for w in text.split() if w.startswith("MRN-")]
+
+    answer = json.dumps([{"index": 0, "summary": "s", "entities": [{"type": "x", "id": "y"}]}])
+    the_steps = [Step(action="lookup", response="found MRN-12345")]
+    _report, events = await run(ScriptedModel([answer]), the_steps, entity_extractor=Patients())
+    assert events[0].entities == (Entity("patient", "MRN-12345"),), "the extractor replaces"
+    assert events[0].entity_source is EntitySource.METADATA, "explicit, not the model's"
 
 
 async def test_ineligible_steps_are_not_recorded_and_append_failure_is_reported() -> None:

@@ -51,6 +51,7 @@ class FallbackReason(enum.StrEnum):
     BATCH_LIMIT = "batch_limit"
     NO_MODEL = "no_model"
     PARENT_CANCELLED = "parent_cancelled"
+    SUMMARIZER_ERROR = "summarizer_error"
 
 
 def _opt_utc(value: object) -> datetime | None:
@@ -221,10 +222,14 @@ def build_event(
     fallback_reason: FallbackReason | None,
     request_entities: Sequence[Entity],
     model_entities: Sequence[Entity],
+    extracted_entities: Sequence[Entity] = (),
 ) -> tuple[Event, EntityCounts]:
-    """The event for one step, with the entity counts of its metadata."""
+    """The event for one step, with the entity counts of its metadata.
+    `extracted_entities` (from an application's entity extractor) count as
+    explicit, like the step metadata's."""
     occurred, basis = event_time(step, recorded_at)
     meta_entities, counts = metadata_entities(step.metadata)
+    meta_entities = _unique([*meta_entities, *extracted_entities])
     sources = [
         name
         for name, found in (

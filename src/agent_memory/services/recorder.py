@@ -1,7 +1,10 @@
 """Recorder: one episodic event per eligible step, summarised by the model in one
-batched call, with a heuristic fallback (and its reason) for every step the
-model did not summarise usably. Fail-open: it reports, it never raises — except
-`CancelledError`, after which nothing more is written (`parent_cancelled`).
+batched call (or by a custom `Summarizer`), with a heuristic fallback (and its
+reason) for every step without a usable summary. Entities come from the step
+metadata and the model's summary, or from a custom `EntityExtractor`; the
+request's own entities only when `include_request_entities` is set. Fail-open:
+it reports, it never raises — except `CancelledError`, after which nothing more
+is written (`parent_cancelled`).
 """
 
 from __future__ import annotations
@@ -9,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from attrs import define
 
@@ -29,7 +33,13 @@ from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog
 from agent_memory.services.reports import StageReport
 
-__all__ = ["SUMMARY_SYSTEM_PROMPT", "Recorder", "RecorderOptions"]
+__all__ = [
+    "SUMMARY_SYSTEM_PROMPT",
+    "EntityExtractor",
+    "Recorder",
+    "RecorderOptions",
+    "Summarizer",
+]
 
 SUMMARY_SYSTEM_PROMPT = (
     "You summarise the steps an operations agent executed, for other agents that will "
@@ -40,15 +50,36 @@ SUMMARY_SYSTEM_PROMPT = (
 )
 
 
+@runtime_checkable
+class EntityExtractor(Protocol):
+    """Names the entities one step operated on (a pod, an order, a patient...).
+    Entity types and ids are opaque to agent-memory."""
+
+    def extract_entities(self, text: str, metadata: Mapping[str, Any]) -> Sequence[Entity]: ...
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Summarises a request's eligible steps: one entry per step, in order — a
+    string, a `StepSummary` (with entities), or None for "no summary"."""
+
+    async def summarize(self, steps: Sequence[Step]) -> Sequence[str | StepSummary | None]: ...
+
+
 @define
 class RecorderOptions:
-    """Batch limit, per-step payload allowance (bytes), model timeout (s), tokens."""
+    """Batch limit, per-step payload allowance (bytes), model timeout (s), tokens;
+    whether the request's own entities are recorded (opt-in); a custom entity
+    extractor (replaces the model's entities) and a custom summarizer (replaces
+    the model call; its summaries are `custom`, with no batch observation)."""
 
     max_batch: int = 20
     payload_allowance: int = 4000
     summary_timeout: float = 120.0
     max_tokens: int = 2048
-    include_request_entities: bool = True
+    include_request_entities: bool = False
+    entity_extractor: EntityExtractor | None = None
+    summarizer: Summarizer | None = None
 
 
 class Recorder:
@@ -77,6 +108,8 @@ class Recorder:
         self, steps: Sequence[Step], report: StageReport
     ) -> tuple[dict[int, StepSummary], dict[int, FallbackReason]]:
         """Model summaries by index, and the fallback reason for every other step."""
+        if self._options.summarizer is not None:
+            return await self._custom(steps, report)
         n = len(steps)
         batch = min(n, self._options.max_batch)
         reasons: dict[int, FallbackReason] = {
@@ -103,6 +136,14 @@ class Recorder:
             reasons.update({i: FallbackReason.MODEL_ERROR for i in range(batch)})
             return {}, reasons
         parsed = parse_summaries(answer, batch)
+        report.details["summary_coverage"] = {
+            "batch": {
+                "steps": batch,
+                "summaries": len(parsed.items),
+                "truncated": parsed.truncated,
+                "entity_fields": parsed.entity_fields.as_dict(),
+            }
+        }
         if parsed.error is not None:
             report.details["parse_error"] = parsed.error
         if parsed.truncated:
@@ -111,6 +152,44 @@ class Recorder:
             if i not in parsed.items:
                 reasons[i] = FallbackReason.PARSE_ERROR
         return parsed.items, reasons
+
+    async def _custom(
+        self, steps: Sequence[Step], report: StageReport
+    ) -> tuple[dict[int, StepSummary], dict[int, FallbackReason]]:
+        """Summaries from the custom summarizer (no batch observation)."""
+        assert self._options.summarizer is not None
+        report.details["summary_coverage"] = {"batch": "unobserved"}
+        try:
+            async with asyncio.timeout(self._options.summary_timeout):
+                answers = list(await self._options.summarizer.summarize(steps))
+        except TimeoutError as exc:
+            report.fail("summarise", exc)
+            return {}, {i: FallbackReason.SUMMARY_TIMEOUT for i in range(len(steps))}
+        except Exception as exc:
+            report.fail("summarise", exc)
+            return {}, {i: FallbackReason.SUMMARIZER_ERROR for i in range(len(steps))}
+        items: dict[int, StepSummary] = {}
+        reasons: dict[int, FallbackReason] = {}
+        for i in range(len(steps)):
+            answer = answers[i] if i < len(answers) else None
+            if isinstance(answer, str) and answer.strip():
+                items[i] = StepSummary(summary=answer.strip())
+            elif isinstance(answer, StepSummary) and answer.summary.strip():
+                items[i] = answer
+            else:
+                reasons[i] = FallbackReason.PARSE_ERROR
+        return items, reasons
+
+    def _extracted(self, step: Step, index: int, report: StageReport) -> tuple[Entity, ...]:
+        """The custom extractor's entities for one step (none when it fails)."""
+        assert self._options.entity_extractor is not None
+        text = "\n".join(part for part in (step.action, step.response) if part)
+        try:
+            found = self._options.entity_extractor.extract_entities(text, dict(step.metadata))
+            return tuple(e for e in found if isinstance(e, Entity))
+        except Exception as exc:
+            report.fail(f"entity-extractor[{index}]", exc)
+            return ()
 
     async def record(
         self,
@@ -144,6 +223,13 @@ class Recorder:
         for position, (index, step) in enumerate(eligible):
             summary = summaries.get(position)
             reason = reasons.get(position)
+            custom = self._options.summarizer is not None
+            extracted: tuple[Entity, ...] = ()
+            if self._options.entity_extractor is not None:
+                extracted = self._extracted(step, index, report)
+                step_entities: tuple[Entity, ...] = ()
+            else:
+                step_entities = summary.entities if summary else ()
             try:
                 event, step_counts = build_event(
                     step,
@@ -154,10 +240,17 @@ class Recorder:
                     user_id=user_id,
                     recorded_at=recorded_at,
                     summary=summary.summary if summary else heuristic_summary(step),
-                    summary_source=SummarySource.MODEL if summary else SummarySource.HEURISTIC,
+                    summary_source=(
+                        SummarySource.HEURISTIC
+                        if summary is None
+                        else SummarySource.CUSTOM
+                        if custom
+                        else SummarySource.MODEL
+                    ),
                     fallback_reason=None if summary else reason,
                     request_entities=req_entities,
-                    model_entities=summary.entities if summary else (),
+                    model_entities=step_entities,
+                    extracted_entities=extracted,
                 )
             except ValueError as exc:
                 report.fail(f"build-event[{index}]", exc)
@@ -171,7 +264,7 @@ class Recorder:
             {
                 "summary_sources": dict(sources),
                 "fallback_reasons": dict(reason_counts),
-                "entity_fields": {
+                "metadata_entity_fields": {
                     "missing": counts.missing,
                     "empty": counts.empty,
                     "valid": counts.valid,

@@ -332,3 +332,17 @@ def test_truncated_arrays_keep_complete_entries_only_when_bare(
     else:
         assert all(parsed.items[i].summary == texts[i].strip() for i in parsed.items)
         assert sorted(parsed.items) == list(range(len(parsed.items))), "a prefix"
+
+
+@pytest.mark.parametrize(
+    ("guide_name", "ours"),
+    [
+        ("llm_entities", EntitySource.MODEL),
+        ("explicit_metadata", EntitySource.METADATA),
+        ("request_metadata", EntitySource.REQUEST),
+        ("request_and_step", EntitySource.MIXED),
+        ("none", EntitySource.NONE),
+    ],
+)
+def test_the_guides_entity_source_names_are_accepted(guide_name: str, ours: EntitySource) -> None:
+    assert EntitySource(guide_name) is ours

@@ -112,11 +112,26 @@ class TimeBasis(enum.StrEnum):
 
 
 class EntitySource(enum.StrEnum):
+    """Where an event's entities came from (the agent memory guide's names are
+    accepted as input: see docs/seed-mapping.md)."""
+
     MODEL = "model"
     METADATA = "metadata"
     REQUEST = "request"
     MIXED = "mixed"
     NONE = "none"
+
+    @classmethod
+    def _missing_(cls, value: object) -> EntitySource | None:
+        return _GUIDE_ENTITY_SOURCES.get(value) if isinstance(value, str) else None
+
+
+_GUIDE_ENTITY_SOURCES = {
+    "llm_entities": EntitySource.MODEL,
+    "explicit_metadata": EntitySource.METADATA,
+    "request_metadata": EntitySource.REQUEST,
+    "request_and_step": EntitySource.MIXED,
+}
 
 
 def _entities(value: object) -> tuple[Entity, ...]:

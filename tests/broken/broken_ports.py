@@ -12,7 +12,11 @@ import fnmatch
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from agent_memory.adapters._common.validation import check_lease_args, check_window_args
+from agent_memory.adapters._common.validation import (
+    check_lease_args,
+    check_prefix,
+    check_window_args,
+)
 from agent_memory.adapters.memory import InMemoryCache, InMemoryEventLog, InMemoryLeaseStore
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
@@ -24,6 +28,7 @@ __all__ = [
     "DuplicatingEventLog",
     "GlobPrefixCache",
     "GlobalsReserveRoomEventLog",
+    "LazyExpiryScanLeaseStore",
     "RacyAcquireLeaseStore",
     "TokenResetLeaseStore",
     "TtlIgnoringCache",
@@ -163,3 +168,15 @@ class GlobPrefixCache(InMemoryCache):
         for k in doomed:
             self._backend.entries.pop(k, None)
         return live
+
+
+class LazyExpiryScanLeaseStore(InMemoryLeaseStore):
+    """Bug: expiry is lazy (only `get`/`acquire` drop an expired lease) and scan
+    lists what is stored, expired or not."""
+
+    async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
+        self._life.check()
+        require_scope(scope, "scope")
+        prefix = check_prefix(prefix)
+        keys = sorted(k for (s, k) in self._backend.leases if s == scope and k.startswith(prefix))
+        return [self._backend.leases[(scope, k)] for k in keys]

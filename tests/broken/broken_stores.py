@@ -3,8 +3,10 @@ in-memory adapter. The contract suite must fail on every one of them."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -13,10 +15,15 @@ from agent_memory.domain.errors import StoreClosed
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
 
 __all__ = [
+    "AscendingList",
+    "CaseInsensitiveIds",
+    "CaseSensitiveKeyword",
     "DeleteScopeLeavesSearchable",
     "DuplicateOverwrites",
     "EmptyScopeAccepted",
+    "NfkcOwners",
     "OwnerBlindSearch",
+    "TrimmedOwners",
     "WriteAfterClosePersists",
 ]
 
@@ -156,3 +163,143 @@ class DuplicateOverwrites(InMemoryMemoryStore):
                 await self.update(record)
             else:
                 await super().add([record])
+
+
+class AscendingList(InMemoryMemoryStore):
+    """list pages oldest first (created_at asc, id asc), with a matching cursor."""
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        from agent_memory.domain.ranking import decode_cursor, encode_cursor
+
+        everything = await super().list(owner, namespace=namespace, kinds=kinds, limit=10_000)
+        rows = sorted(everything.records, key=lambda r: (r.created_at, r.id))
+        if cursor is not None:
+            after = decode_cursor(cursor)
+            rows = [r for r in rows if (r.created_at, r.id) > after]
+        page = tuple(rows[:limit])
+        more = len(rows) > limit
+        return Page(
+            records=page,
+            next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+        )
+
+
+class CaseSensitiveKeyword(InMemoryMemoryStore):
+    """search_text matches terms case-sensitively (like a plain LIKE '%term%')."""
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        hits = await super().search_text(
+            owner, query, limit=limit, namespace=namespace, kinds=kinds
+        )
+        words = query.split()
+        return [
+            h for h in hits if any(w in f"{h.record.content} {h.record.context}" for w in words)
+        ]
+
+
+class _NormalisingOwners(InMemoryMemoryStore):
+    """Keys records by a normalised owner (the bug of the two subclasses)."""
+
+    @staticmethod
+    def norm(owner: str) -> str:
+        raise NotImplementedError
+
+    def _n(self, owner: str) -> str:
+        return self.norm(owner) if owner.strip() else owner
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        await super().add([attrs.evolve(r, owner=self._n(r.owner)) for r in records])
+
+    async def update(self, record: MemoryRecord) -> None:
+        await super().update(attrs.evolve(record, owner=self._n(record.owner)))
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        return await super().get(self._n(owner), id)
+
+    async def delete(self, owner: str, id: str) -> bool:
+        return await super().delete(self._n(owner), id)
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        return await super().search(
+            self._n(owner),
+            vector,
+            limit=limit,
+            namespace=namespace,
+            kinds=kinds,
+            min_score=min_score,
+        )
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        return await super().list(
+            self._n(owner), namespace=namespace, kinds=kinds, limit=limit, cursor=cursor
+        )
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        return await super().delete_scope(self._n(owner), namespace=namespace, kinds=kinds)
+
+
+class TrimmedOwners(_NormalisingOwners):
+    """Owners are trimmed before use ("ana " is "ana")."""
+
+    @staticmethod
+    def norm(owner: str) -> str:
+        return owner.strip()
+
+
+class NfkcOwners(_NormalisingOwners):
+    """Owners are NFKC-normalised before use ("\ufb01nance" is "finance")."""
+
+    @staticmethod
+    def norm(owner: str) -> str:
+        return unicodedata.normalize("NFKC", owner)
+
+
+class CaseInsensitiveIds(InMemoryMemoryStore):
+    """Ids are lower-cased in the key (a case-insensitive collation)."""
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        await super().add([attrs.evolve(r, id=r.id.lower()) for r in records])
+
+    async def update(self, record: MemoryRecord) -> None:
+        await super().update(attrs.evolve(record, id=record.id.lower()))
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        return await super().get(owner, id.lower())
+
+    async def delete(self, owner: str, id: str) -> bool:
+        return await super().delete(owner, id.lower())

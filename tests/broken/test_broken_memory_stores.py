@@ -78,6 +78,11 @@ EXPECTED = {
     "EmptyScopeAccepted": ["MS-SCOPE-1"],
     "DuplicateOverwrites": ["MS-ADD-2", "MS-SM-1"],
     "LeakyFixture": ["MS-CANARY-1"],
+    "AscendingList": ["MS-LIST-1"],
+    "CaseSensitiveKeyword": ["MS-KW-9"],
+    "TrimmedOwners": ["MS-ISO-10"],
+    "NfkcOwners": ["MS-ISO-10"],
+    "CaseInsensitiveIds": ["MS-ISO-11"],
 }
 
 #: which tests run per class (to keep the run short); the control runs everything
@@ -90,6 +95,11 @@ SELECTION = {
     "EmptyScopeAccepted": "blank_scope",
     "DuplicateOverwrites": "add_ or state_machine",
     "LeakyFixture": "canary",
+    "AscendingList": "list",
+    "CaseSensitiveKeyword": "keyword",
+    "TrimmedOwners": "lookalike_owners",
+    "NfkcOwners": "lookalike_owners",
+    "CaseInsensitiveIds": "lookalike_ids",
 }
 
 

@@ -35,6 +35,7 @@ BROKEN = {
     "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
     "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),
     "TokenResetLeaseStore": ("LeaseStoreContract", "LS-FENCE-1"),
+    "LazyExpiryScanLeaseStore": ("LeaseStoreContract", "LS-SCAN-3"),
     "TtlIgnoringCache": ("CacheContract", "C-TTL-1"),
     "GlobPrefixCache": ("CacheContract", "C-DELP-2"),
 }

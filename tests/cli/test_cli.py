@@ -5,10 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
-
-import pytest
 
 
 def agent_memory(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):
@@ -68,52 +65,7 @@ def test_unknown_scheme_is_a_clear_error() -> None:
     assert "unsupported storage URL scheme 'mongodb'" in result.stdout
 
 
-@pytest.mark.parametrize("url", ["memory://", "sqlite:///{tmp}/x.db"])
-def test_conformance_passes_on_our_backends(url: str, tmp_path: Path) -> None:
-    result = agent_memory("conformance", url.format(tmp=tmp_path), "-q")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    table = result.stdout.split("port ", 1)[1]
-    for port in ("store", "events", "leases", "cache"):
-        assert f"\n{port}" in table, f"{port} missing from the summary table"
-    assert "conformance: PASS" in result.stdout
-
-
-def test_conformance_factory_on_a_broken_store_names_the_failed_clauses(tmp_path: Path) -> None:
-    (tmp_path / "acme_broken.py").write_text(
-        textwrap.dedent(
-            '''
-            from agent_memory.adapters.memory import InMemoryMemoryStore
-            from agent_memory.domain.records import EmbeddingSpace
-
-
-            class LeakyStore(InMemoryMemoryStore):
-                """Search ignores the owner: returns every owner's records."""
-
-                async def search(self, owner, vector, **kw):
-                    hits = []
-                    for other in list(self.backend.owners(self.space)):
-                        hits += await super().search(other, vector, **kw)
-                    hits.sort(key=lambda h: (-h.score, h.record.id))
-                    return hits[: kw.get("limit", 10)]
-
-
-            def make():
-                return {"store": LeakyStore(EmbeddingSpace("acme", 16))}
-            '''
-        )
-    )
-    result = agent_memory(
-        "conformance", "--factory", "acme_broken:make", "-q", "-k", "isolation", cwd=tmp_path
-    )
-    assert result.returncode == 1, result.stdout[-3000:]
-    assert "conformance: FAIL" in result.stdout
-    assert "MS-ISO-" in result.stdout.split("failed clauses", 1)[1]
-
-
-def test_conformance_factory_errors_are_clear(tmp_path: Path) -> None:
-    result = agent_memory("conformance", "--factory", "no_such_module:make", cwd=tmp_path)
-    assert result.returncode == 2
-    assert "cannot import 'no_such_module'" in result.stderr
+# `agent-memory conformance`: tests/cli/test_conformance.py
 
 
 def test_reflect_runs_one_pass_with_a_progress_bar(tmp_path: Path) -> None:

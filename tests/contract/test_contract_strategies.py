@@ -55,6 +55,13 @@ def test_adversarial_scopes_cover_the_hostile_characters() -> None:
     joined = "".join(ADVERSARIAL_SCOPES)
     for ch in ":*{}|@-\\ ü名":
         assert ch in joined, ch
+    assert any("." in s for s in ADVERSARIAL_SCOPES), "a dotted owner"
+    assert any(s != s.strip() for s in ADVERSARIAL_SCOPES), "a space-trailing owner"
+    import unicodedata
+
+    assert any(unicodedata.normalize("NFKC", s) != s for s in ADVERSARIAL_SCOPES), (
+        "an owner a compatibility normalisation changes"
+    )
 
 
 @given(record=memory_records(SPACE.dimension, owner="fixed owner"))

@@ -43,6 +43,8 @@ Clause ids (each assertion message starts with one):
 - LS-SCAN-1 scan(prefix) returns the unexpired leases whose key starts with the
             prefix, with payloads, ordered by key (code-point order).
 - LS-SCAN-2 prefix characters such as `* % _ [ ? \\` are literal.
+- LS-SCAN-3 scan never lists an expired lease, also when nothing has read it
+  since it expired (no lazy expiry that only `get` or `acquire` performs).
 - LS-ISO-1  scopes are isolated, whatever characters their names hold.
 - LS-ISO-2  (scope, key) pairs that join to the same string stay distinct.
 - LS-PAY-1  property: any payload bytes and adversarial keys round-trip.
@@ -481,6 +483,22 @@ class LeaseStoreContract(ShortTtl):
         )
         none = await leases.scan("s", "zz")
         assert none == [], clause("LS-SCAN-1", "a prefix matching nothing gives []", none)
+
+    async def test_scan_hides_expired_without_prior_read(self, leases: LeaseStore) -> None:
+        """When this fails, expiry is lazy: an expired lease is only dropped when
+        `get`/`acquire` touches it, and `scan` lists what is stored. Filter on
+        expires_at in scan itself (or let the backend expire the key)."""
+        await self._must_acquire("LS-SCAN-3", leases, "s", "p/short", "a", ttl=self._short())
+        await self._must_acquire("LS-SCAN-3", leases, "s", "p/long", "a")
+        await self._outlive_short()
+        listed = [x.key for x in await leases.scan("s", "p/")]
+        assert listed == ["p/long"], clause(
+            "LS-SCAN-3", "scan lists no expired lease (nothing read it first)", listed
+        )
+        everything = [x.key for x in await leases.scan("s")]
+        assert everything == ["p/long"], clause(
+            "LS-SCAN-3", "scan with the default prefix lists no expired lease", everything
+        )
 
     @pytest.mark.parametrize("char", _LITERAL)
     async def test_scan_prefix_is_literal(self, leases: LeaseStore, char: str) -> None:

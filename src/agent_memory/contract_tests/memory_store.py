@@ -52,6 +52,12 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-ISO-7 hostile ids of one owner never collide or match as patterns.
 - MS-ISO-8 a hostile namespace filter matches only that namespace, literally.
 - MS-ISO-9 hostile kinds match only those kinds, literally.
+- MS-ISO-10 owners are compared exactly: owners that differ only by case, a
+  leading/trailing space, a `.`, or Unicode compatibility form (`"ana "` vs
+  `"ana"`, `"ﬁnance"` vs `"finance"`) are separate owners in add, get, list,
+  search and delete_scope (nothing trims, folds or normalises them).
+- MS-ISO-11 ids are compared exactly: ids that differ only by case, spaces or
+  Unicode compatibility form are separate records of one owner.
 - MS-SEARCH-1 results are ordered by score descending.
 - MS-SEARCH-2 the score is the cosine similarity, in [-1, 1], independent of norms.
 - MS-SEARCH-3 equal scores are ordered by id ascending, also across the limit cut.
@@ -88,7 +94,7 @@ test's docstring says what to look at when it fails. Clauses:
   context is never returned as content (3); owners stay isolated (4); namespace and
   kinds filters apply (5); deleted records are not findable (6); a record with more
   of the query's terms ranks higher (7); blank owner, bad limit and closed store are
-  rejected (8).
+  rejected (8); matching ignores letter case in both the query and the text (9).
 - MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
   fixture does not leak data between tests).
 - MS-SM-1 random operation sequences agree with the in-memory oracle.
@@ -133,6 +139,37 @@ __all__ = ["MemoryStoreContract", "Reopen", "assert_same_record"]
 
 #: The `reopen` fixture's value: opens a second handle on the same data.
 Reopen = Callable[[], Awaitable[MemoryStore]]
+
+#: The clause each test exists for, where its body does not say it first (see
+#: `_support.primary_clauses`); any other clause a failure names is secondary.
+PRIMARY_CLAUSES = {
+    "test_canary_fresh_store_is_empty": ("MS-CANARY-1",),
+    "test_canary_still_empty_at_the_end": ("MS-CANARY-1",),
+    "test_get_after_delete_returns_none": ("MS-GET-2",),
+    "test_state_machine_agrees_with_oracle": ("MS-SM-1",),
+}
+
+#: (first, second): owners one normalisation (trim, case fold, NFKC, `.`
+#: handling) would merge; the store must keep them apart (MS-ISO-10).
+LOOKALIKE_OWNERS = [
+    ("ana", "ana "),
+    ("ana", " ana"),
+    ("ana", "Ana"),
+    ("finance", "\ufb01nance"),  # U+FB01 LATIN SMALL LIGATURE FI
+    ("\u00e9", "e\u0301"),  # precomposed vs combining accent
+    ("a.b", "a"),
+    ("a.b", "a_b"),
+    ("team.ana", "team"),
+]
+
+#: (first, second): ids of one owner that must not collide (MS-ISO-11).
+LOOKALIKE_IDS = [
+    ("note", "Note"),
+    ("note", "note "),
+    ("file", "\ufb01le"),
+    ("\u00e9", "e\u0301"),
+    ("a.b", "a_b"),
+]
 
 OWNER = "owner:ä{1}"
 OTHER = "owner:ö{2}"
@@ -239,6 +276,12 @@ async def _all_pages(
     for _ in range(10_000):
         page = await store.list(owner, namespace=namespace, kinds=kinds, limit=limit, cursor=cursor)
         out.extend(page.records)
+        keys = [(r.created_at, r.id) for r in out]
+        # Read-back goes through list: check its order here, under list's own
+        # clause, so a list bug is not reported as a bug of the calling test.
+        assert keys == sorted(keys, reverse=True), clause(
+            "MS-LIST-1", "list orders by created_at desc, then id desc", [r.id for r in out][:20]
+        )
         if page.next_cursor is None:
             return out
         assert page.records, clause(cid, "a page with a next_cursor is not empty", page)
@@ -739,8 +782,8 @@ class MemoryStoreContract:
         else:
             n = await store.delete_scope(OTHER if case == "other-owner" else OWNER)
         assert n == 0, clause("MS-DEL-2", "delete_scope with no match returns 0", n)
-        remaining = _page_ids(await store.list(OWNER))
-        want = [] if case == "empty-store" else ["b", "a"]
+        remaining = sorted(r.id for r in await _all_pages(store, OWNER))
+        want = [] if case == "empty-store" else ["a", "b"]
         assert remaining == want, clause(
             "MS-DEL-2", "a no-match delete_scope deletes nothing", remaining
         )
@@ -953,6 +996,79 @@ class MemoryStoreContract:
         left = sorted(_page_ids(await store.list(OWNER, limit=100)))
         assert left == sorted(h for h in hostile if h != "x*"), clause(
             "MS-ISO-7", "deleting 'x*' deletes only that id", sorted(set(hostile) - set(left))
+        )
+
+    @pytest.mark.parametrize(("first", "second"), LOOKALIKE_OWNERS, ids=repr)
+    async def test_lookalike_owners_stay_separate(
+        self, store: MemoryStore, first: str, second: str
+    ) -> None:
+        """When this fails, owners are trimmed, case-folded or Unicode-normalised
+        (NFC/NFKC) somewhere, or `.` is treated as a separator: store and compare
+        the owner string exactly as given."""
+        dim = _dim(store)
+        cid = "MS-ISO-10"
+        for owner, degrees in ((first, 0), (second, 90)):
+            record = _rec(store, "same", owner=owner, content=f"of {owner!r}")
+            record = attrs.evolve(record, vector=_angle(dim, degrees))
+            try:
+                await store.add([record])
+            except DuplicateRecord as exc:
+                raise AssertionError(
+                    clause(cid, f"owner {second!r} is not owner {first!r}: both add 'same'", exc)
+                ) from exc
+        for owner in (first, second):
+            got = await store.get(owner, "same")
+            assert got is not None, clause(cid, f"get({owner!r}) returns that owner's record", got)
+            assert got.owner == owner, clause(
+                cid, f"get({owner!r}) returns that owner's record", got.owner
+            )
+            assert got.content == f"of {owner!r}", clause(
+                cid, f"get({owner!r}) returns that owner's record", got.content
+            )
+            listed = [(r.owner, r.content) for r in (await store.list(owner)).records]
+            assert listed == [(owner, f"of {owner!r}")], clause(
+                cid, f"list({owner!r}) holds only that owner's record", listed
+            )
+            hits = await store.search(owner, _vec(dim, 1.0, 1.0), limit=5)
+            found = [(h.record.owner, h.record.content) for h in hits]
+            assert found == [(owner, f"of {owner!r}")], clause(
+                cid, f"search({owner!r}) finds only that owner's record", found
+            )
+        removed = await store.delete_scope(first)
+        assert removed == 1, clause(cid, f"delete_scope({first!r}) removes one record", removed)
+        kept = await store.get(second, "same")
+        assert kept is not None, clause(
+            cid, f"delete_scope({first!r}) leaves {second!r}'s record", kept
+        )
+
+    @pytest.mark.parametrize(("first", "second"), LOOKALIKE_IDS, ids=repr)
+    async def test_lookalike_ids_stay_separate(
+        self, store: MemoryStore, first: str, second: str
+    ) -> None:
+        """When this fails, ids are case-folded, trimmed or Unicode-normalised in a
+        key or index (a case-insensitive collation, LOWER(), NFKC): compare ids exactly."""
+        cid = "MS-ISO-11"
+        for rid in (first, second):
+            try:
+                await store.add([_rec(store, rid, content=f"id {rid!r}")])
+            except DuplicateRecord as exc:
+                raise AssertionError(
+                    clause(cid, f"id {second!r} is not id {first!r}: both can be added", exc)
+                ) from exc
+        for rid in (first, second):
+            got = await store.get(OWNER, rid)
+            assert got is not None, clause(cid, f"get of id {rid!r} returns its own record", got)
+            assert (got.id, got.content) == (rid, f"id {rid!r}"), clause(
+                cid, f"get of id {rid!r} returns its own record", (got.id, got.content)
+            )
+        deleted = await store.delete(OWNER, first)
+        assert deleted is True, clause(cid, f"delete of id {first!r} returns True", deleted)
+        survivor = await store.get(OWNER, second)
+        assert survivor is not None, clause(
+            cid, f"deleting id {first!r} leaves id {second!r}", survivor
+        )
+        assert survivor.id == second, clause(
+            cid, f"deleting id {first!r} leaves id {second!r}", survivor.id
         )
 
     async def test_hostile_namespace_filter_is_literal(self, store: MemoryStore) -> None:
@@ -1568,6 +1684,22 @@ class MemoryStoreContract:
         scores = [h.score for h in hits]
         assert scores == sorted(scores, reverse=True), clause(
             "MS-KW-7", "scores are descending (higher is better)", scores
+        )
+
+    @pytest.mark.parametrize(
+        ("content", "query"),
+        [("Zebra crossing", "zebra"), ("quiet lagoon", "LAGOON"), ("Über Café", "über café")],
+        ids=["upper-text", "upper-query", "non-ascii"],
+    )
+    async def test_keyword_ignores_case(self, store: MemoryStore, content: str, query: str) -> None:
+        """When this fails, the keyword index or the query is not case-folded the
+        same way (e.g. a case-sensitive LIKE/GLOB, or tokens lower-cased on one side
+        only): lower-case (casefold) both the indexed text and the query terms."""
+        kw = self._keyword(store)
+        await store.add([_rec(store, "case", content=content), _rec(store, "other", content="x")])
+        hits = await kw.search_text(OWNER, query)
+        assert _ids(hits)[:1] == ["case"], clause(
+            "MS-KW-9", f"search_text({query!r}) finds {content!r}", _ids(hits)
         )
 
     async def test_keyword_rejects_bad_input_and_closed(self, store: MemoryStore) -> None:

@@ -20,8 +20,10 @@ from agent_memory.domain.records import MemoryRecord
 
 __all__ = [
     "ADVERSARIAL_SCOPES",
+    "LOOKALIKE_SCOPE_PAIRS",
     "attributes",
     "ids",
+    "lookalike_scope_pairs",
     "memory_records",
     "scopes",
     "texts",
@@ -51,6 +53,29 @@ ADVERSARIAL_SCOPES: tuple[str, ...] = (
     "$",
     "~!#^&",
     "🙂",
+    # Dotted (a separator in many key schemes) and values one normalisation
+    # away from another: trailing/leading space, case, Unicode compatibility
+    # (U+FB01 "ﬁ" vs "fi") and combining forms. Stores must keep them apart.
+    "a.b",
+    ".",
+    "team.ana",
+    "ana ",
+    " ana",
+    "Ana",
+    "\ufb01nance",
+    "e\u0301",
+)
+
+#: Pairs of distinct scopes that a trimming, case-folding or NFKC-normalising
+#: backend would merge (the contract's MS-ISO-10 uses the same kind of pairs).
+LOOKALIKE_SCOPE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("ana", "ana "),
+    ("ana", " ana"),
+    ("ana", "Ana"),
+    ("finance", "\ufb01nance"),
+    ("\u00e9", "e\u0301"),
+    ("a.b", "a"),
+    ("a.b", "a_b"),
 )
 
 # Characters that mean something to key layouts or query languages.
@@ -69,11 +94,18 @@ def _non_blank(s: str) -> bool:
 
 
 def scopes(max_size: int = 24) -> st.SearchStrategy[str]:
-    """Non-blank owner/namespace/domain values, biased towards hostile characters."""
+    """Non-blank owner/namespace/domain values, biased towards hostile characters,
+    dotted values and values one normalisation (trim, case, NFKC) from another."""
     return st.one_of(
         st.sampled_from(ADVERSARIAL_SCOPES),
         st.text(_SCOPE_ALPHABET, min_size=1, max_size=max_size).filter(_non_blank),
+        st.sampled_from(LOOKALIKE_SCOPE_PAIRS).flatmap(st.sampled_from),
     )
+
+
+def lookalike_scope_pairs() -> st.SearchStrategy[tuple[str, str]]:
+    """Pairs of distinct scopes a normalising backend would merge."""
+    return st.sampled_from(LOOKALIKE_SCOPE_PAIRS)
 
 
 def ids(max_size: int = 24) -> st.SearchStrategy[str]:

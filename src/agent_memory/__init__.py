@@ -14,6 +14,7 @@ from agent_memory.domain.errors import (
     NotFound,
     ScopeRequired,
     SearchModuleMissing,
+    StorageCorrupted,
     StoreClosed,
     UnsupportedBackend,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "ScopeRequired",
     "ScoredRecord",
     "SearchModuleMissing",
+    "StorageCorrupted",
     "Settings",
     "StoreClosed",
     "SummarySource",

@@ -1,5 +1,5 @@
 """SQLite-specific behaviour beyond the contract: embedding-space tables, the
-matrix cache across handles, FTS5 query safety, literal prefixes, expiry purge,
+matrix cache across handles, keyword query safety, literal prefixes, expiry purge,
 schema versioning, error mapping and the worker thread."""
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from agent_memory.adapters.sqlite import (
     open_stores,
     path_from_url,
 )
-from agent_memory.adapters.sqlite.codec import fts_matches
 from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -148,7 +147,7 @@ async def test_new_identity_starts_empty_and_old_table_is_kept(db: Path) -> None
     assert got.vector.tolist() == [1, 0, 0, 0]
     await back.close()
     assert {SPACE.identity, revised.identity} <= {
-        t.removeprefix("records_") for t in _tables(db) if not t.endswith(("_fts", "_data"))
+        t.removeprefix("records_") for t in _tables(db) if not t.endswith("_terms")
     }
 
 
@@ -174,7 +173,7 @@ async def test_terms_are_reindexed_when_the_lexical_rules_change(db: Path) -> No
     # Simulate a file indexed under other rules: stale terms, another fingerprint.
     with sqlite3.connect(db) as conn:
         table = conn.execute("SELECT records_table FROM spaces").fetchone()[0]
-        conn.execute(f"UPDATE \"{table}\" SET terms = 'stale', n_terms = 1")
+        conn.execute(f"UPDATE \"{table}\" SET terms = '[\"stale\"]', n_terms = 1")
         conn.execute("UPDATE spaces SET lexical = 'older-rules'")
     again = SqliteMemoryStore(db, SPACE)
     hits = await again.search_text("o", "zebra savanna")
@@ -303,11 +302,14 @@ async def test_fts_syntax_in_queries_never_errors_or_widens(
 async def test_any_query_text_is_safe(store: SqliteMemoryStore, query: str) -> None:
     if await store.get("o", "z") is None:
         await store.add([rec("z", [1, 0, 0, 0], content="zebra crossing")])
-    await store.add([rec(uuid.uuid4().hex, [1, 0, 0, 0], owner="other", content=query)])
-    hits = await store.search_text("o", query, limit=5)
+    stored = query.replace("\x00", "")  # NUL is refused as stored text on every backend
+    await store.add([rec(uuid.uuid4().hex, [1, 0, 0, 0], owner="other", content=stored)])
+    try:
+        hits = await store.search_text("o", query, limit=5)
+    except InvalidInput:
+        assert "\x00" in query  # the only text a query may be refused for
+        return
     assert all(h.record.owner == "o" for h in hits)
-    for match in fts_matches(query_terms(query)):
-        assert all(t.startswith('"') and t.endswith('"') for t in match.split(" OR "))
 
 
 _WORDS = st.sampled_from(["zebra", "Zebra", "lion", "gnu", "İz", "straße", "x_y", "a1", "7"])
@@ -358,7 +360,8 @@ async def test_keyword_search_validates(store: SqliteMemoryStore) -> None:
 
 # ---------------------------------------------------------------- literal prefixes
 
-_KEY_CHARS = st.sampled_from(["a", "b", "%", "_", "\\", "\x00", "é", "[", "*", "\U0001f600"])
+# NUL is refused as text on every backend (InvalidInput), so keys never hold it.
+_KEY_CHARS = st.sampled_from(["a", "b", "%", "_", "\\", "é", "[", "*", "\U0001f600"])
 _KEYS = st.text(_KEY_CHARS, min_size=1, max_size=4)
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "NotFound",
     "ScopeRequired",
     "SearchModuleMissing",
+    "StorageCorrupted",
     "StoreClosed",
     "UnsupportedBackend",
 ]
@@ -91,6 +92,20 @@ class BackendUnavailable(AgentMemoryError, ConnectionError):
         super().__init__(f"{backend} unavailable: {detail}")
         self.backend = backend
         self.detail = detail
+
+
+class StorageCorrupted(AgentMemoryError, RuntimeError):
+    """The backend's own storage is damaged (e.g. a SQLite file that fails its
+    integrity checks). Not a transient outage: retrying cannot help, so this is
+    deliberately not a `BackendUnavailable`. `path` names the damaged storage and
+    `remedy` says what to do."""
+
+    def __init__(self, backend: str, path: str, detail: str, remedy: str) -> None:
+        super().__init__(f"{backend} storage {path!r} is corrupt: {detail}. {remedy}")
+        self.backend = backend
+        self.path = path
+        self.detail = detail
+        self.remedy = remedy
 
 
 class SearchModuleMissing(BackendUnavailable):

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 __all__ = [
     "BM25_B",
     "BM25_K1",
+    "LEXICAL_VERSION",
     "STOPWORDS",
     "bm25_scores",
     "query_terms",
@@ -26,6 +27,11 @@ __all__ = [
     "term_counts",
     "tokenize",
 ]
+
+# Bump whenever `tokenize` can return other terms for the same text (stopwords,
+# stemming, splitting, case folding): stores that keep derived terms (the SQLite
+# keyword index) re-derive them when the version they were built with differs.
+LEXICAL_VERSION = "1"
 
 BM25_K1 = 1.2
 BM25_B = 0.75

@@ -13,6 +13,7 @@ from agent_memory.domain.errors import (
     NotFound,
     ScopeRequired,
     SearchModuleMissing,
+    StorageCorrupted,
     StoreClosed,
     UnsupportedBackend,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "NotFound",
     "ScopeRequired",
     "SearchModuleMissing",
+    "StorageCorrupted",
     "StoreClosed",
     "UnsupportedBackend",
 ]

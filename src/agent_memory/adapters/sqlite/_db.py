@@ -24,11 +24,14 @@ from typing import Literal, TypeVar
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters.sqlite.schema import ensure_schema
-from agent_memory.domain.errors import BackendUnavailable, InvalidInput
+from agent_memory.domain.errors import BackendUnavailable, InvalidInput, StorageCorrupted
 
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SqliteConnection", "SqliteHandle", "Synchronous"]
 
 T = TypeVar("T")
+# Result codes that mean the file itself is damaged, not that it is busy or gone.
+_CORRUPT_CODES = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
 Synchronous = Literal["NORMAL", "FULL"]
 DEFAULT_BUSY_TIMEOUT = 10.0
 
@@ -95,11 +98,25 @@ class SqliteConnection:
         try:
             conn = self._conn if self._conn is not None else self._open()
         except (sqlite3.Error, OSError) as exc:  # OSError: the directory cannot be made
-            raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
+            raise self._error(exc) from exc
         try:
             return job(conn)
         except sqlite3.Error as exc:
-            raise BackendUnavailable("sqlite", f"{self._path}: {exc}") from exc
+            raise self._error(exc) from exc
+
+    def _error(self, exc: sqlite3.Error | OSError) -> Exception:
+        """The typed error for a failed call: a damaged file says so plainly."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF in _CORRUPT_CODES:
+            return StorageCorrupted(
+                "sqlite",
+                self._path,
+                str(exc),
+                "Stop every process that uses the file, keep a copy of it (with its -wal"
+                " file), then restore it from a backup or salvage it with the sqlite3"
+                " shell's `.recover` command into a new file.",
+            )
+        return BackendUnavailable("sqlite", f"{self._path}: {exc}")
 
     def _open(self) -> sqlite3.Connection:
         """Open and initialise, retrying while another connection holds the lock.

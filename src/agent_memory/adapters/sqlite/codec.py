@@ -25,10 +25,10 @@ __all__ = [
     "decode_event",
     "encode_event",
     "from_micros",
-    "fts_matches",
     "prefix_condition",
     "record_from_row",
     "record_params",
+    "terms_json",
     "text_terms",
     "to_micros",
     "vector_to_blob",
@@ -121,21 +121,14 @@ def prefix_condition(column: str, prefix: str) -> tuple[str, tuple[Any, ...]]:
     return sql, (prefix, len(raw), raw)
 
 
-_MAX_TERMS_PER_MATCH = 100
+def terms_json(text: str) -> tuple[str, int]:
+    """The searchable terms of `text` (`domain.lexical` rules) as the JSON array the
+    keyword-index triggers expand into postings, and how many there are (the BM25
+    length)."""
+    tokens = tokenize(text)
+    return json.dumps(tokens, ensure_ascii=False), len(tokens)
 
 
 def text_terms(record: MemoryRecord) -> tuple[str, int]:
-    """The record's searchable terms (content and context, `domain.lexical` rules),
-    space-joined for the FTS5 index, and how many there are (the BM25 length)."""
-    tokens = tokenize(f"{record.content}\n{record.context}")
-    return " ".join(tokens), len(tokens)
-
-
-def fts_matches(terms: Sequence[str]) -> list[str]:
-    """FTS5 expressions matching any of `terms` (already `domain.lexical` terms:
-    letters and digits only), each double-quoted so nothing in them is FTS syntax;
-    chunked to keep each expression small."""
-    return [
-        " OR ".join(f'"{t}"' for t in terms[i : i + _MAX_TERMS_PER_MATCH])
-        for i in range(0, len(terms), _MAX_TERMS_PER_MATCH)
-    ]
+    """`terms_json` of the record's content and context."""
+    return terms_json(f"{record.content}\n{record.context}")

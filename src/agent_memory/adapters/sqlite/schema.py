@@ -1,35 +1,41 @@
 """The database layout, versioned by `PRAGMA user_version`.
 
 Shared tables (events, leases, cache, bookkeeping) are created once per file.
-Records live in one table per `EmbeddingSpace.identity` (plus its FTS5 index
-and the triggers that keep the index in sync inside the writing transaction):
-the same identity reuses its table across restarts, a new identity starts with
-an empty table, and old tables are kept and never adopted.
+Records live in one table per `EmbeddingSpace.identity` (plus its keyword index,
+an ordinary table of postings, and the triggers that keep the index in sync
+inside the writing transaction): the same identity reuses its table across
+restarts, a new identity starts with an empty table, and old tables are kept
+and never adopted.
+
+Version 2 replaced the FTS5 keyword index of version 1. FTS5 (SQLite 3.40)
+appends two empty levels to its structure record on every `'optimize'`, which
+version 1 ran after each delete so that deleted terms left the file; after
+about a thousand deletes the structure passed FTS5's 2,000-level limit and every
+statement touching the table failed with "database disk image is malformed".
+Postings in a plain `WITHOUT ROWID` table are checked by `PRAGMA
+integrity_check`, scrubbed on delete by `secure_delete`, and scoped by owner, so
+keyword statistics never read another owner's rows.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
-import inspect
 import sqlite3
 
 from agent_memory.adapters.sqlite._tx import write_tx
-from agent_memory.domain import lexical
+from agent_memory.adapters.sqlite.codec import terms_json
 from agent_memory.domain.errors import BackendUnavailable, DimensionMismatch
-from agent_memory.domain.lexical import tokenize
+from agent_memory.domain.lexical import LEXICAL_VERSION
 from agent_memory.domain.records import EmbeddingSpace
 
 __all__ = [
     "SCHEMA_VERSION",
     "SpaceTables",
+    "bump_versions",
     "ensure_schema",
     "ensure_space",
-    "lexical_fingerprint",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = (
     """CREATE TABLE spaces (
@@ -38,12 +44,14 @@ _V1 = (
         dimension INTEGER NOT NULL,
         revision TEXT NOT NULL,
         records_table TEXT NOT NULL,
-        -- which lexical rules the stored search terms follow (see lexical_fingerprint)
+        -- the `domain.lexical.LEXICAL_VERSION` the stored search terms follow
         lexical TEXT NOT NULL,
         created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
     )""",
-    # Bumped in every transaction that writes an owner's records, so that any
-    # handle (in any process) can tell whether its cached matrix is current.
+    # Set to a fresh value of the file-wide counter (`meta.record_version`) in
+    # every transaction that writes an owner's records, so that any handle (in any
+    # process) can tell whether its cached matrix is current; removed when the
+    # owner has no records left, so a forgotten owner's id does not stay behind.
     """CREATE TABLE record_versions (
         space TEXT NOT NULL,
         owner TEXT NOT NULL,
@@ -97,7 +105,51 @@ _V1 = (
     "CREATE INDEX cache_expiry ON cache (expires_at) WHERE expires_at IS NOT NULL",
 )
 
-_MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1}
+# Version 2: the per-space FTS5 indexes are dropped (their spaces re-derive
+# postings through `ensure_space`, forced by clearing `spaces.lexical`), and the
+# record-version counter becomes file-wide.
+_V2 = (
+    """CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """INSERT INTO meta (key, value)
+        SELECT 'record_version', coalesce(max(version), 0) FROM record_versions""",
+)
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2}
+
+
+def _drop_fts(conn: sqlite3.Connection) -> None:
+    """Remove version 1's FTS5 tables and triggers from every space.
+
+    A structure record damaged by the FTS5 level growth also makes `DROP TABLE`
+    fail ("vtable constructor failed"); the index is derived data, so it is
+    first reset to an empty structure (cookie 0, no levels, no segments), which
+    lets the drop run. The records themselves are ordinary tables and intact."""
+    quote = SpaceTables.quote
+    spaces = conn.execute("SELECT identity, records_table FROM spaces").fetchall()
+    for identity, records in spaces:
+        for suffix in ("_ai", "_ad", "_au"):
+            conn.execute(f"DROP TRIGGER IF EXISTS {quote(records + suffix)}")
+        # Version 1 kept terms space-joined; the version 2 triggers read JSON arrays.
+        conn.execute(f"UPDATE {quote(records)} SET terms = '[]', n_terms = 0")
+        # Version 1 kept the version row of an owner whose records were all deleted.
+        conn.execute(
+            "DELETE FROM record_versions WHERE space = ? AND NOT EXISTS"
+            f" (SELECT 1 FROM {quote(records)} AS r WHERE r.owner = record_versions.owner)",
+            (identity,),
+        )
+        fts = records + "_fts"
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (fts,)
+        ).fetchone()
+        if exists is None:
+            continue
+        conn.execute(f"UPDATE {quote(fts + '_data')} SET block = zeroblob(7) WHERE id = 10")
+        conn.execute(f"DROP TABLE {quote(fts)}")
+    # Re-derive every space's terms (as JSON arrays) and postings on next open.
+    conn.execute("UPDATE spaces SET lexical = ''")
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
@@ -117,6 +169,8 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
                 f"({SCHEMA_VERSION}); upgrade agent-memory",
             )
         for version in range(current + 1, SCHEMA_VERSION + 1):
+            if version == 2 and current >= 1:
+                _drop_fts(conn)
             for statement in _MIGRATIONS[version]:
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -131,18 +185,22 @@ class SpaceTables:
             raise BackendUnavailable("sqlite", f"unusable space identity {ident!r}")
         self.identity = ident
         self.records = f"records_{ident}"
-        self.fts = f"records_{ident}_fts"
+        self.postings = f"records_{ident}_terms"
 
-    def q(self, name: str) -> str:
+    @staticmethod
+    def quote(name: str) -> str:
         """`name` as a quoted SQL identifier."""
         return '"' + name.replace('"', '""') + '"'
 
+    def q(self, name: str) -> str:
+        return self.quote(name)
 
-# The FTS5 index is an external-content table over the records' `terms` column:
-# the record's content and context tokenised by `domain.lexical` (the same rule
-# every backend uses), space-joined, so FTS5's `ascii` tokenizer (which splits on
-# ASCII non-alphanumerics only) yields exactly those terms. The triggers keep the
-# index in sync inside the transaction that writes the records.
+
+# The keyword index: one row per (owner, term, record) with the term's count in
+# the record. Terms are the record's content and context tokenised by
+# `domain.lexical` (the rule every backend uses), stored on the record as a JSON
+# array; the triggers expand that array into postings inside the transaction
+# that writes the record, so the index can never disagree with the rows.
 _SPACE_DDL = (
     """CREATE TABLE IF NOT EXISTS {records} (
         pk INTEGER PRIMARY KEY,
@@ -167,18 +225,26 @@ _SPACE_DDL = (
     # Covers the filter columns and the BM25 length, so that filtering and corpus
     # statistics never read the rows (whose vectors spill to overflow pages).
     "CREATE INDEX IF NOT EXISTS {idx_filter} ON {records} (owner, namespace, kind, n_terms)",
-    """CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5 (
-        terms, content={records_lit}, content_rowid='pk', tokenize='ascii'
-    )""",
+    """CREATE TABLE IF NOT EXISTS {postings} (
+        owner TEXT NOT NULL,
+        term TEXT NOT NULL,
+        pk INTEGER NOT NULL,
+        tf INTEGER NOT NULL,
+        PRIMARY KEY (owner, term, pk)
+    ) WITHOUT ROWID""",
     """CREATE TRIGGER IF NOT EXISTS {trg_ai} AFTER INSERT ON {records} BEGIN
-        INSERT INTO {fts} (rowid, terms) VALUES (new.pk, new.terms);
+        INSERT INTO {postings} (owner, term, pk, tf)
+            SELECT new.owner, value, new.pk, count(*) FROM json_each(new.terms) GROUP BY value;
     END""",
     """CREATE TRIGGER IF NOT EXISTS {trg_ad} AFTER DELETE ON {records} BEGIN
-        INSERT INTO {fts} ({fts}, rowid, terms) VALUES ('delete', old.pk, old.terms);
+        DELETE FROM {postings} WHERE owner = old.owner AND pk = old.pk
+            AND term IN (SELECT value FROM json_each(old.terms));
     END""",
-    """CREATE TRIGGER IF NOT EXISTS {trg_au} AFTER UPDATE OF terms ON {records} BEGIN
-        INSERT INTO {fts} ({fts}, rowid, terms) VALUES ('delete', old.pk, old.terms);
-        INSERT INTO {fts} (rowid, terms) VALUES (new.pk, new.terms);
+    """CREATE TRIGGER IF NOT EXISTS {trg_au} AFTER UPDATE OF owner, terms ON {records} BEGIN
+        DELETE FROM {postings} WHERE owner = old.owner AND pk = old.pk
+            AND term IN (SELECT value FROM json_each(old.terms));
+        INSERT INTO {postings} (owner, term, pk, tf)
+            SELECT new.owner, value, new.pk, count(*) FROM json_each(new.terms) GROUP BY value;
     END""",
 )
 
@@ -186,23 +252,22 @@ _SPACE_DDL = (
 def ensure_space(conn: sqlite3.Connection, space: EmbeddingSpace) -> SpaceTables:
     """Create (or find) the tables of `space` and register it."""
     tables = SpaceTables(space)
+    q = tables.quote
     names = {
-        "records": tables.q(tables.records),
-        "records_lit": "'" + tables.records + "'",
-        "fts": tables.q(tables.fts),
-        "idx_list": tables.q(tables.records + "_list"),
-        "idx_filter": tables.q(tables.records + "_filter"),
-        "trg_ai": tables.q(tables.records + "_ai"),
-        "trg_ad": tables.q(tables.records + "_ad"),
-        "trg_au": tables.q(tables.records + "_au"),
+        "records": q(tables.records),
+        "postings": q(tables.postings),
+        "idx_list": q(tables.records + "_list"),
+        "idx_filter": q(tables.records + "_filter"),
+        "trg_ai": q(tables.records + "_ai"),
+        "trg_ad": q(tables.records + "_ad"),
+        "trg_au": q(tables.records + "_au"),
     }
-    lexical = lexical_fingerprint()
     row = conn.execute(
         "SELECT dimension, lexical FROM spaces WHERE identity = ?", (tables.identity,)
     ).fetchone()
     if row is not None and int(row[0]) != space.dimension:
         raise DimensionMismatch(space.dimension, int(row[0]), where=tables.records)
-    if row is not None and row[1] == lexical:
+    if row is not None and row[1] == LEXICAL_VERSION:
         return tables
     with write_tx(conn):
         for statement in _SPACE_DDL:
@@ -217,54 +282,44 @@ def ensure_space(conn: sqlite3.Connection, space: EmbeddingSpace) -> SpaceTables
                 space.dimension,
                 space.revision,
                 tables.records,
-                lexical,
+                LEXICAL_VERSION,
             ),
         )
         stored = conn.execute(
             "SELECT lexical FROM spaces WHERE identity = ?", (tables.identity,)
         ).fetchone()[0]
-        if stored != lexical:
-            _reindex_terms(conn, tables, names["records"], lexical)
+        if stored != LEXICAL_VERSION:
+            _reindex_terms(conn, tables, names)
     return tables
 
 
-def _reindex_terms(
-    conn: sqlite3.Connection, tables: SpaceTables, records: str, lexical: str
-) -> None:
-    """The lexical rules changed since this table was indexed: recompute every
-    record's terms (the update trigger re-indexes FTS5) and invalidate the caches
-    of every handle (the owners' change counters), inside the caller's transaction."""
+def _reindex_terms(conn: sqlite3.Connection, tables: SpaceTables, names: dict[str, str]) -> None:
+    """The lexical rules changed since this table was indexed (or the file comes
+    from version 1): rebuild every record's terms and the postings from the rows,
+    and invalidate every handle's caches, inside the caller's transaction."""
+    records = names["records"]
     rows = conn.execute(f"SELECT pk, content, context FROM {records}").fetchall()
-    updates = []
-    for pk, content, context in rows:
-        tokens = tokenize(f"{content}\n{context}")
-        updates.append((" ".join(tokens), len(tokens), pk))
+    # Empty every record's terms first (the update trigger removes their
+    # postings), then set the new terms, which the trigger expands into postings.
+    conn.execute(f"UPDATE {records} SET terms = '[]', n_terms = 0")
+    updates = [(*terms_json(f"{content}\n{context}"), pk) for pk, content, context in rows]
     conn.executemany(f"UPDATE {records} SET terms = ?, n_terms = ? WHERE pk = ?", updates)
+    bump_versions(conn, tables.identity, None)
     conn.execute(
-        "UPDATE record_versions SET version = version + 1 WHERE space = ?", (tables.identity,)
+        "UPDATE spaces SET lexical = ? WHERE identity = ?", (LEXICAL_VERSION, tables.identity)
     )
-    conn.execute("UPDATE spaces SET lexical = ? WHERE identity = ?", (lexical, tables.identity))
 
 
-# Words that exercise stopwords, stemming, case folding, digits and non-ASCII
-# letters: if the lexical rules treat any of them differently, stored terms are stale.
-_PROBE = (
-    "A an The and of to in is was were be been being have has had do does did doing "
-    "paint paints painted painting paintings painter activities activity cities "
-    "classes glasses boxes watches running stopped hopping fizzed quickly happily "
-    "decide decided deciding hike hikes hiking hiked happiness movement agreement "
-    "it's don't I'm we're they've he'd you'll s t d ll m re ve "
-    "Ingrid Tomas NASA 2023 7pm 10 1st ÉCOLE café straße İstanbul naïve 東京 данные "
-    "x_y foo-bar e.g. U.S.A. co-op re-enter"
-)
-
-
-@functools.cache
-def lexical_fingerprint() -> str:
-    """Identifies the `domain.lexical` rules the stored terms were computed with:
-    the probe's terms, the stopword list and (when readable) the module source."""
-    digest = hashlib.sha256("\x00".join(tokenize(_PROBE)).encode())
-    digest.update(" ".join(sorted(getattr(lexical, "STOPWORDS", ()))).encode())
-    with contextlib.suppress(OSError, TypeError):  # no source: probe and stopwords decide
-        digest.update(inspect.getsource(lexical).encode())
-    return digest.hexdigest()[:16]
+def bump_versions(conn: sqlite3.Connection, space: str, owners: list[str] | None) -> None:
+    """Give `owners` (every owner of `space` when None) a fresh value of the
+    file-wide record-version counter, inside the caller's write transaction."""
+    conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'record_version'")
+    (version,) = conn.execute("SELECT value FROM meta WHERE key = 'record_version'").fetchone()
+    if owners is None:
+        conn.execute("UPDATE record_versions SET version = ? WHERE space = ?", (version, space))
+        return
+    conn.executemany(
+        "INSERT INTO record_versions (space, owner, version) VALUES (?, ?, ?)"
+        " ON CONFLICT (space, owner) DO UPDATE SET version = excluded.version",
+        [(space, o, version) for o in owners],
+    )

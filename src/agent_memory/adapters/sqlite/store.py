@@ -1,5 +1,5 @@
 """`MemoryStore` + `KeywordSearch` on SQLite: vectors as float32 blobs, cosine search
-with numpy over the owner's rows, full-text search with FTS5 (bm25).
+with numpy over the owner's rows, keyword search (BM25) over per-owner postings.
 
 Filters (owner always, namespace, kinds) run in SQL. The owner's normalised
 matrix is cached in process and keyed by the owner's change counter, a row
@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,13 +32,12 @@ from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle,
 from agent_memory.adapters.sqlite._tx import read_tx, write_tx
 from agent_memory.adapters.sqlite.codec import (
     RECORD_COLUMNS,
-    fts_matches,
     record_from_row,
     record_params,
     text_terms,
     to_micros,
 )
-from agent_memory.adapters.sqlite.schema import SpaceTables, ensure_space
+from agent_memory.adapters.sqlite.schema import SpaceTables, bump_versions, ensure_space
 from agent_memory.domain.errors import BackendUnavailable, DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms
 from agent_memory.domain.ranking import (
@@ -125,10 +124,6 @@ class SqliteMemoryStore(SqliteHandle):
         )
         self._tables: SpaceTables | None = None  # set on the worker thread
         self._cache: OrderedDict[str, _Matrix] = OrderedDict()  # worker thread only
-        # owner -> (change counter, pk -> (id, term counts, length)); worker thread only
-        self._terms: OrderedDict[str, tuple[int, dict[int, tuple[str, Counter[str], int]]]] = (
-            OrderedDict()
-        )
         self._cache_size = matrix_cache_owners
 
     @property
@@ -151,11 +146,26 @@ class SqliteMemoryStore(SqliteHandle):
         return self._tables
 
     def _bump(self, conn: sqlite3.Connection, owners: Sequence[str]) -> None:
-        ident = self._t(conn).identity
-        conn.executemany(
-            "INSERT INTO record_versions (space, owner, version) VALUES (?, ?, 1)"
-            " ON CONFLICT (space, owner) DO UPDATE SET version = version + 1",
-            [(ident, o) for o in dict.fromkeys(owners)],
+        bump_versions(conn, self._t(conn).identity, list(dict.fromkeys(owners)))
+
+    def _after_delete(self, conn: sqlite3.Connection, owner: str) -> None:
+        """Bookkeeping after deleting some of `owner`'s records (in the write tx):
+        a fresh version, or no version row at all once the owner has no records,
+        so that the owner's id does not outlive their data; this handle's cached
+        matrix of the owner goes at once."""
+        t = self._t(conn)
+        self._cache.pop(owner, None)
+        left = conn.execute(
+            f"SELECT 1 FROM {t.q(t.records)} WHERE owner = ? LIMIT 1", (owner,)
+        ).fetchone()
+        if left is not None:
+            self._bump(conn, [owner])
+            return
+        # The file-wide counter still moves, so a version never repeats when the
+        # owner comes back.
+        bump_versions(conn, t.identity, [])
+        conn.execute(
+            "DELETE FROM record_versions WHERE space = ? AND owner = ?", (t.identity, owner)
         )
 
     def _version(self, conn: sqlite3.Connection, owner: str) -> int:
@@ -209,33 +219,6 @@ class SqliteMemoryStore(SqliteHandle):
             ).fetchall()
             out.update({r[0]: r[1:] for r in rows})
         return out
-
-    def _term_counts(
-        self, conn: sqlite3.Connection, owner: str, pks: Sequence[int]
-    ) -> dict[int, tuple[str, Counter[str], int]]:
-        """Id, term counts and length of the owner's records `pks`, from a cache that
-        the owner's change counter invalidates like the matrix cache (call in a read tx)."""
-        version = self._version(conn, owner)
-        entry = self._terms.get(owner)
-        if entry is None or entry[0] != version:
-            entry = (version, {})
-            self._terms[owner] = entry
-        self._terms.move_to_end(owner)
-        while len(self._terms) > self._cache_size:
-            self._terms.popitem(last=False)
-        known = entry[1]
-        missing = [pk for pk in pks if pk not in known]
-        t = self._t(conn)
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
-            rows = conn.execute(
-                f"SELECT pk, id, terms, n_terms FROM {t.q(t.records)}"
-                f" WHERE +owner = ? AND pk IN ({','.join('?' * len(chunk))})",
-                [owner, *chunk],
-            ).fetchall()
-            for pk, id_, terms, n_terms in rows:
-                known[pk] = (id_, Counter(terms.split()), int(n_terms))
-        return known
 
     # -- MemoryStore -----------------------------------------------------------
 
@@ -327,8 +310,7 @@ class SqliteMemoryStore(SqliteHandle):
             )
             if cur.rowcount == 0:
                 return False
-            self._bump(conn, [owner])
-            self._purge_fts(conn, t)
+            self._after_delete(conn, owner)
             return True
 
     async def search(
@@ -402,10 +384,10 @@ class SqliteMemoryStore(SqliteHandle):
     ) -> list[ScoredRecord]:
         """BM25 over content and context; higher score is better, ties by id.
 
-        FTS5 finds the owner's records holding any query term (filters in the same
-        SQL); scores follow `domain.lexical.bm25_scores` with statistics over the
-        owner's filtered records only, so they equal the in-memory adapter's and
-        another owner's data never changes them.
+        The owner's postings give the records holding any query term and the term
+        counts (filters in the same SQL); scores follow `domain.lexical.bm25_scores`
+        with statistics over the owner's filtered records only, so they equal the
+        in-memory adapter's and another owner's data never changes them.
         """
         async with self._life.op():
             require_scope(owner, "owner")
@@ -429,7 +411,7 @@ class SqliteMemoryStore(SqliteHandle):
         kinds: _Kinds,
     ) -> list[ScoredRecord]:
         t = self._t(conn)
-        fts, records = t.q(t.fts), t.q(t.records)
+        postings, records = t.q(t.postings), t.q(t.records)
         where, params = _filter_sql(namespace, kinds, alias="r.")
         with read_tx(conn):
             total_docs, total_length = conn.execute(
@@ -439,33 +421,37 @@ class SqliteMemoryStore(SqliteHandle):
             ).fetchone()
             if not total_docs:
                 return []
-            pks: list[int] = []
-            for match in fts_matches(terms):
+            counts: dict[int, dict[str, int]] = {}
+            found: dict[int, tuple[str, int]] = {}  # pk -> (id, length)
+            for start in range(0, len(terms), _CHUNK):
+                chunk = terms[start : start + _CHUNK]
                 rows = conn.execute(
-                    f"SELECT r.pk FROM {fts}"
-                    # CROSS JOIN: drive from the full-text match, never run the
-                    # match once per row of the owner.
-                    f" CROSS JOIN {records} AS r ON r.pk = {fts}.rowid"
-                    f" WHERE {fts} MATCH ? AND r.owner = ?{where}",
-                    [match, owner, *params],
+                    f"SELECT p.pk, p.term, p.tf, r.id, r.n_terms FROM {postings} AS p"
+                    # CROSS JOIN: drive from the owner's postings of the query terms.
+                    f" CROSS JOIN {records} AS r ON r.pk = p.pk"
+                    f" WHERE p.owner = ? AND p.term IN ({','.join('?' * len(chunk))}){where}",
+                    [owner, *chunk, *params],
                 ).fetchall()
-                pks.extend(row[0] for row in rows)
-            if not pks:
+                for pk, term, tf, id_, n_terms in rows:
+                    counts.setdefault(pk, {})[term] = int(tf)
+                    found[pk] = (id_, int(n_terms))
+            if not found:
                 return []
-            pks = list(dict.fromkeys(pks))
-            known = self._term_counts(conn, owner, pks)
-            docs = [(known[pk][1], known[pk][2]) for pk in pks]
-            doc_freq = {term: sum(1 for counts, _ in docs if term in counts) for term in terms}
+            pks = list(found)
+            doc_freq = {term: 0 for term in terms}
+            for per_term in counts.values():
+                for term in per_term:
+                    doc_freq[term] += 1
             scores = bm25_scores(
                 terms,
-                docs,
+                [(counts[pk], found[pk][1]) for pk in pks],
                 total_docs=int(total_docs),
                 avg_length=int(total_length) / int(total_docs),
                 doc_freq=doc_freq,
             )
             all_scores = np.asarray(scores, dtype=np.float64)
             positive = np.flatnonzero(all_scores > 0.0)
-            ids = [known[pks[i]][0] for i in positive.tolist()]
+            ids = [found[pks[i]][0] for i in positive.tolist()]
             ranked = [
                 (pks[int(positive[i])], score)
                 for i, score in top_k(all_scores[positive], ids, limit)  # type: ignore[arg-type]
@@ -535,16 +521,6 @@ class SqliteMemoryStore(SqliteHandle):
                 lambda conn: self._delete_scope(conn, owner, namespace, wanted)
             )
 
-    @staticmethod
-    def _purge_fts(conn: sqlite3.Connection, t: SpaceTables) -> None:
-        """Merge the FTS5 segments so deleted records' terms leave the index.
-
-        FTS5 keeps a deleted row's terms in its segments (marked deleted) until
-        a merge; forgetting must leave no trace, so deletes merge at once.
-        (`secure-delete` would do this per row but needs SQLite 3.44.)"""
-        fts = t.q(t.fts)
-        conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('optimize')")
-
     def _delete_scope(
         self,
         conn: sqlite3.Connection,
@@ -560,8 +536,7 @@ class SqliteMemoryStore(SqliteHandle):
             )
             count = cur.rowcount
             if count:
-                self._bump(conn, [owner])
-                self._purge_fts(conn, t)
+                self._after_delete(conn, owner)
             return count
 
     def _ping(self, conn: sqlite3.Connection) -> None:

@@ -12,6 +12,11 @@ Rules:
 - CONTRADICT stores the new fact with a link to the one it supersedes, then
   removes the old one; UPDATE refines the stored fact in place; DUPLICATE only
   refreshes its last-used time.
+
+Cross-agent facts — the user's name (or what to call them), preferred language
+and time zone — belong to the `universal` namespace, which every agent reads:
+`is_universal` decides it from the category and content (or the extractor's
+explicit `universal` flag), and reconciliation then happens there.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 from attrs import field, frozen
 
 from agent_memory.domain.errors import InvalidInput
@@ -38,6 +44,7 @@ __all__ = [
     "Operation",
     "confidence_band",
     "immediate_decision",
+    "is_universal",
     "normalise_fact",
     "parse_classifications",
     "parse_extraction",
@@ -80,6 +87,30 @@ class FactCandidate:
     category: FactCategory = field(converter=_category)
     confidence: float = field(default=0.9, converter=_confidence)
     source: FactSource = field(default=FactSource.EXPLICIT, converter=FactSource)
+    universal: bool = field(default=False, validator=attrs.validators.instance_of(bool))
+    """Marked cross-agent by the extractor (name, language, time zone)."""
+
+
+# What makes a fact cross-agent: the user's name or form of address, the
+# language they speak or want answers in, their time zone.
+_UNIVERSAL_TOPICS = re.compile(
+    r"\b(?:user'?s? (?:full |first |last |preferred |nick)?name\b|name is\b|"
+    r"(?:wants|likes|prefers) to be called\b|goes by\b|"
+    r"speaks? (?-i:[A-Z])|(?:native|preferred|first|mother) (?:language|tongue)\b|"
+    r"language is\b|(?:answers?|replies|responses|communicat\w*) in (?-i:[A-Z])|"
+    r"time ?zone\b|\b(?:UTC|GMT) ?[+-]\d)",
+    re.I,
+)
+_UNIVERSAL_CATEGORIES = frozenset({FactCategory.IDENTITY, FactCategory.PREFERENCE})
+
+
+def is_universal(candidate: FactCandidate) -> bool:
+    """True when the fact is one every agent should share: the user's name or
+    form of address, preferred language, or time zone (identity or preference
+    facts only: "User's wife's name is Ann" is a relationship, not universal)."""
+    if candidate.category not in _UNIVERSAL_CATEGORIES:
+        return False
+    return candidate.universal or bool(_UNIVERSAL_TOPICS.search(candidate.content))
 
 
 @frozen
@@ -190,6 +221,7 @@ def parse_extraction(text: str) -> tuple[list[FactCandidate], str | None, str | 
                     category=raw.get("category"),
                     confidence=raw.get("confidence", 0.8),
                     source=FactSource.EXPLICIT if raw.get("explicit", True) else FactSource.DERIVED,
+                    universal=raw.get("universal") is True,
                 )
             )
         except ValueError:
@@ -205,6 +237,7 @@ _CONSTRAINT_WORDS = (
     "vegan|vegetarian|pescatarian|gluten[- ]free|lactose[- ]intolerant|diabetic|"
     "kosher|halal|sober|teetotal|allergic to [^,.;!?]+?"
 )
+_LANGUAGE = r"(?-i:[A-Z][\w-]+)"  # a capitalised word: "I speak French", not "I speak to"
 _CLAUSE_END = r"(?=\s*(?:[,.;!?]|\band\b|\bbut\b|\bso\b|$))"
 _RULES: tuple[tuple[re.Pattern[str], FactCategory, str], ...] = (
     (
@@ -228,6 +261,25 @@ _RULES: tuple[tuple[re.Pattern[str], FactCategory, str], ...] = (
         ),
         FactCategory.CONSTRAINT,
         "User does not eat {x}",
+    ),
+    (
+        re.compile(
+            rf"\bmy (?:preferred |native |first )?language is (?P<x>[^,.;!?]+?){_CLAUSE_END}", re.I
+        ),
+        FactCategory.IDENTITY,
+        "User's preferred language is {x}",
+    ),
+    (
+        re.compile(
+            rf"\bi speak (?P<x>{_LANGUAGE}(?:(?:,? and |, ){_LANGUAGE})*){_CLAUSE_END}", re.I
+        ),
+        FactCategory.IDENTITY,
+        "User speaks {x}",
+    ),
+    (
+        re.compile(rf"\bmy time ?zone is (?P<x>[^,;!?]+?){_CLAUSE_END}", re.I),
+        FactCategory.IDENTITY,
+        "User's time zone is {x}",
     ),
     (
         re.compile(rf"\bi (?:live|reside) in (?P<x>[^,.;!?]+?){_CLAUSE_END}", re.I),

@@ -29,7 +29,7 @@ from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog
 from agent_memory.services.reports import StageReport
 
-__all__ = ["CACHE_KEY", "Compactor", "CompactorOptions", "DigestResult"]
+__all__ = ["CACHE_KEY", "Compactor", "CompactorOptions", "DigestResult", "invalidate_digest"]
 
 CACHE_KEY = "digest"
 COMPACT_SYSTEM_PROMPT = (
@@ -37,6 +37,13 @@ COMPACT_SYSTEM_PROMPT = (
     "what was investigated, what was found, what changed, what is still open. Plain text, "
     "at most {target} tokens. Events are JSON lines, newest first."
 )
+
+
+async def invalidate_digest(cache: Cache, domain: str) -> bool:
+    """Drop the domain's cached digest (forgetting a user whose events it may
+    quote); the next request rebuilds it from the remaining events. True when
+    there was one."""
+    return await cache.delete(domain, CACHE_KEY)
 
 
 @define

@@ -62,6 +62,8 @@ __all__ = [
     "GraphSettings",
     "PostCompactionSettings",
     "PreTaskSettings",
+    "checkpoint_key",
+    "forget_checkpoints",
     "is_decision",
     "is_file",
 ]
@@ -351,6 +353,33 @@ def _render(
 # -- the service ----------------------------------------------------------------
 
 
+def _owner_prefix(owner: str) -> str:
+    return hashlib.sha256(json.dumps(["owner", owner]).encode()).hexdigest()[:32] + "/"
+
+
+def _legacy_checkpoint_key(owner: str, loop: str) -> str:
+    return hashlib.sha256(json.dumps([owner, loop]).encode()).hexdigest()
+
+
+def checkpoint_key(owner: str, loop: str) -> str:
+    """The cache-key base of a loop's checkpoints (`<base>/<id>`, `<base>/latest`).
+    It starts with a digest of the owner alone, so an owner's checkpoints can be
+    removed by prefix (`forget_checkpoints`)."""
+    return _owner_prefix(owner) + _legacy_checkpoint_key(owner, loop)
+
+
+async def forget_checkpoints(cache: Cache, owner: str, loops: Sequence[str] | set[str]) -> int:
+    """Delete every checkpoint of the owner's loops; the count. `loops` names
+    loops whose checkpoints may predate the owner-prefixed keys."""
+    require_scope(owner, "owner")
+    removed = await cache.delete_prefix(CHECKPOINT_SCOPE, _owner_prefix(owner))
+    for loop in sorted(loops):
+        removed += await cache.delete_prefix(
+            CHECKPOINT_SCOPE, _legacy_checkpoint_key(owner, loop) + "/"
+        )
+    return removed
+
+
 class GraphMemory:
     """Extraction, hydration and checkpoints for agent loops (see module doc)."""
 
@@ -495,7 +524,7 @@ class GraphMemory:
     # -- checkpoints -----------------------------------------------------------
 
     def _checkpoint_key(self, owner: str, loop: str) -> str:
-        return hashlib.sha256(json.dumps([owner, loop]).encode()).hexdigest()
+        return checkpoint_key(owner, loop)
 
     async def checkpoint(
         self,
@@ -552,6 +581,10 @@ class GraphMemory:
         require_scope(owner, "owner")
         require_scope(loop, "loop")
         raw = await self._cache.get(CHECKPOINT_SCOPE, f"{self._checkpoint_key(owner, loop)}/latest")
+        if raw is None:  # written before keys carried the owner prefix
+            raw = await self._cache.get(
+                CHECKPOINT_SCOPE, f"{_legacy_checkpoint_key(owner, loop)}/latest"
+            )
         if raw is None:
             return None
         return Checkpoint.from_json(json.loads(raw))

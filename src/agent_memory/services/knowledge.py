@@ -2,7 +2,10 @@
 result (after synthesis) and distilled from old events by the reflection job.
 
 Fragments are `MemoryRecord`s owned by the domain, namespace `knowledge`, kind
-`fragment` (from a result) or `reflection` (from the job). Recall ranks them by
+`fragment` (from a result) or `reflection` (from the job). Their attributes say
+what they were derived from (`request_id` and the request's `user_id`, or the
+reflected `entity` and its events' `users`), so forgetting a user can find and
+remove them. Recall ranks them by
 a weighted sum of relevance (cosine), recency (exponential decay) and
 importance; the weights are configurable.
 """
@@ -22,7 +25,7 @@ from attrs import define
 from agent_memory.domain.errors import DuplicateRecord
 from agent_memory.domain.json_answers import extract_json_array
 from agent_memory.domain.records import MemoryRecord
-from agent_memory.domain.validation import require_scope
+from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import MemoryStore
@@ -162,17 +165,27 @@ class KnowledgeService:
         return len(ids)
 
     async def extract(
-        self, *, domain: str, request_id: str, result: str, wait: bool = False
+        self,
+        *,
+        domain: str,
+        request_id: str,
+        result: str,
+        wait: bool = False,
+        user_id: str | None = None,
     ) -> StageReport:
-        """Extract fragments from a request's result (asynchronous by default)."""
+        """Extract fragments from a request's result (asynchronous by default).
+        With the request's user id the fragments are tagged with it, so
+        forgetting that user removes them."""
         require_scope(domain, "domain")
+        if user_id is not None:
+            require_id(user_id, "user_id")
         report = StageReport("knowledge-extraction")
         if self.llm is None:
             report.details["skipped"] = "no language model configured"
             return report
         if wait:
-            return await self._extract(domain, request_id, result, report)
-        self._background.spawn(self._extract(domain, request_id, result, report))
+            return await self._extract(domain, request_id, result, report, user_id)
+        self._background.spawn(self._extract(domain, request_id, result, report, user_id))
         report.details["scheduled"] = True
         return report
 
@@ -181,7 +194,12 @@ class KnowledgeService:
         return await self._background.drain()
 
     async def _extract(
-        self, domain: str, request_id: str, result: str, report: StageReport
+        self,
+        domain: str,
+        request_id: str,
+        result: str,
+        report: StageReport,
+        user_id: str | None = None,
     ) -> StageReport:
         assert self.llm is not None
         try:
@@ -194,8 +212,11 @@ class KnowledgeService:
             fragments, error = parse_fragments(answer, self.options.max_fragments)
             if error is not None:
                 report.details["parse_error"] = error
+            attributes: dict[str, Any] = {"request_id": request_id}
+            if user_id is not None:
+                attributes["user_id"] = user_id
             report.details["stored"] = await self.store_fragments(
-                domain, fragments, kind="fragment", attributes={"request_id": request_id}
+                domain, fragments, kind="fragment", attributes=attributes
             )
         except Exception as exc:
             report.fail("extract", exc)

@@ -3,10 +3,20 @@ before planning, and verifiable forgetting.
 
 Facts are `MemoryRecord`s owned by the user id, in the agent type's namespace
 or in `universal` (read by every agent); `kind` is the fact category, so stores
-filter categories natively. Attributes: confidence, source (explicit/derived),
-last_used_at and, after a CONTRADICT, `supersedes` (the replaced fact's id).
-Derived cache entries live in the cache scope `user_cache_scope(user)`, so
-forgetting a user can remove them too.
+filter categories natively. Cross-agent facts (name, preferred language, time
+zone: `domain.user_facts.is_universal`) are written to, and reconciled in,
+`universal`; everything else stays in the agent's namespace. Attributes:
+confidence, source (explicit/derived), last_used_at and, after a CONTRADICT,
+`supersedes` (the replaced fact's id). Derived cache entries live in the cache
+scope `user_cache_scope(user)`.
+
+Forgetting a user also reaches what their data fed, found from stored data so
+it works in any process: before the user's events are erased they are read
+(`EventLog.user_events`), and their domains, requests and entities name the
+domain digests to invalidate (every domain's, for a global event) and the
+knowledge fragments to delete (tagged with the user id, extracted from one of
+their requests, or reflected on an entity their events carry). Triples and
+graph checkpoints owned by the user id go too.
 """
 
 from __future__ import annotations
@@ -19,9 +29,10 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from attrs import define, evolve, field
+from attrs import define, evolve, frozen
 
-from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.records import Event, MemoryRecord
+from agent_memory.domain.triples import MAX_LIMIT
 from agent_memory.domain.user_facts import (
     DEFAULT_SIMILARITY_THRESHOLD,
     UNIVERSAL_NAMESPACE,
@@ -30,25 +41,33 @@ from agent_memory.domain.user_facts import (
     Neighbour,
     Operation,
     immediate_decision,
+    is_universal,
     parse_classifications,
     parse_extraction,
     rule_extract,
 )
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.domain.views import (
+    FORMAT_VERSION,
     Fact,
     FactCategory,
     FactSource,
     RenderedView,
+    ViewOutcome,
+    ViewReport,
     render_user_profile,
 )
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
-from agent_memory.ports.storage import Cache, EventLog, MemoryStore
+from agent_memory.ports.storage import Cache, EventLog, MemoryStore, TripleStore
 from agent_memory.services.background import BackgroundReports
+from agent_memory.services.compaction import invalidate_digest
+from agent_memory.services.graph_memory import forget_checkpoints
+from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE
 from agent_memory.services.reports import StageReport
 
 __all__ = [
     "ForgetReceipt",
+    "Invalidated",
     "UserMemory",
     "UserMemoryOptions",
     "fact_from_record",
@@ -59,7 +78,9 @@ EXTRACTION_SYSTEM_PROMPT = (
     "You extract durable facts a user stated about themselves, for a personal assistant. "
     'Answer with ONLY a JSON object: {"facts": [{"content": "User ...", "category": '
     '"identity|preference|constraint|relationship|context", "confidence": 0.0-1.0, '
-    '"explicit": true|false}], "summary": "<one sentence about this session>"}.'
+    '"explicit": true|false, "universal": true|false}], "summary": "<one sentence about '
+    'this session>"}. Set "universal" for facts every assistant should share: the '
+    "user's name or how to address them, preferred language, time zone."
 )
 RECONCILE_SYSTEM_PROMPT = (
     "You reconcile new facts about a user with the facts already stored. For each "
@@ -87,20 +108,62 @@ class UserMemoryOptions:
     profile_budget_bytes: int = 8000
 
 
-@define
+@frozen
+class Invalidated:
+    """One item derived from the user's data that forgetting removed.
+
+    `kind` is `digest` (scope: the domain), `fragment` (scope: the domain, key:
+    the record id), `triples` or `checkpoints` (scope: the owner, key `*`,
+    `count` how many)."""
+
+    kind: str
+    scope: str
+    key: str
+    count: int = 1
+
+
+@frozen
 class ForgetReceipt:
-    """What forgetting removed, per store."""
+    """What forgetting removed, per store, and each derived item it invalidated."""
 
     user_id: str
     namespace: str | None
     facts: int = 0
     events: int = 0
     cache_entries: int = 0
-    failures: list[str] = field(factory=list)
+    derived: tuple[Invalidated, ...] = ()
+    failures: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
         return not self.failures
+
+
+def _failure(what: str, exc: BaseException) -> str:
+    return f"{what}: {type(exc).__name__}: {exc}"
+
+
+def _derived_from(record: MemoryRecord, user_id: str, events: Sequence[Event]) -> bool:
+    """True when a knowledge fragment was (or may have been) derived from the
+    user's data: tagged with the user id (a request's result, or reflected
+    events of the user), extracted from one of the user's requests, or reflected
+    on an entity one of the user's events in that domain carries (fragments
+    stored before they were tagged)."""
+    attributes = record.attributes
+    if attributes.get("user_id") == user_id:
+        return True
+    users = attributes.get("users")
+    if isinstance(users, list) and user_id in users:
+        return True
+    mine = [e for e in events if e.domain == record.owner]
+    request_id = attributes.get("request_id")
+    if request_id is not None and any(e.origin_request_id == request_id for e in mine):
+        return True
+    entity = attributes.get("entity")
+    if record.kind == "reflection" and isinstance(entity, list) and len(entity) == 2:
+        wanted = (str(entity[0]), str(entity[1]))
+        return any((x.type, x.id) == wanted for e in mine for x in e.entities)
+    return False
 
 
 def fact_from_record(record: MemoryRecord) -> Fact:
@@ -129,8 +192,10 @@ class UserMemory:
         events: EventLog | None = None,
         cache: Cache | None = None,
         options: UserMemoryOptions | None = None,
+        triples: TripleStore | None = None,
     ) -> None:
         self.store = store
+        self.triples = triples
         self.embedder = embedder
         self.clock = clock
         self.llm = llm
@@ -231,15 +296,20 @@ class UserMemory:
     async def reconcile(
         self, *, user_id: str, namespace: str, candidates: Sequence[FactCandidate]
     ) -> StageReport:
-        """Apply each candidate as ADD / UPDATE / CONTRADICT / DUPLICATE."""
+        """Apply each candidate as ADD / UPDATE / CONTRADICT / DUPLICATE, in the
+        namespace it belongs to: `universal` for cross-agent facts, else `namespace`."""
         report = StageReport("user-memory-reconcile")
         require_id(user_id, "user_id")
         require_scope(namespace, "namespace")
         if not candidates:
             return report
+        spaces = [self.namespace_for(c, namespace) for c in candidates]
+        universal = sum(ns == UNIVERSAL_NAMESPACE for ns in spaces)
+        if universal:
+            report.details["universal"] = universal
         vectors = await self.embedder.embed([c.content for c in candidates])
         neighbours = [
-            await self._neighbours(user_id, namespace, vectors[i], c.category)
+            await self._neighbours(user_id, spaces[i], vectors[i], c.category)
             for i, c in enumerate(candidates)
         ]
         decisions: dict[int, Classification] = {}
@@ -261,10 +331,10 @@ class UserMemory:
         for i, candidate in enumerate(candidates):
             decision = decisions.get(i, Classification(Operation.ADD))
             if decision.operation is Operation.ADD:
-                additions.append(self._record(user_id, namespace, candidate, vectors[i], now))
+                additions.append(self._record(user_id, spaces[i], candidate, vectors[i], now))
                 continue
             try:
-                await self._apply(user_id, namespace, candidate, vectors[i], decision)
+                await self._apply(user_id, spaces[i], candidate, vectors[i], decision)
             except Exception as exc:
                 report.fail(f"apply {decision.operation} [{i}]", exc)
                 continue
@@ -280,6 +350,12 @@ class UserMemory:
                 self.counters[f"op.{Operation.ADD}"] += len(additions)
         report.details["operations"] = dict(ops)
         return report
+
+    @staticmethod
+    def namespace_for(candidate: FactCandidate, namespace: str) -> str:
+        """Where a candidate is stored and reconciled: `universal` for the facts
+        every agent shares (name, preferred language, time zone), else the agent's."""
+        return UNIVERSAL_NAMESPACE if is_universal(candidate) else namespace
 
     async def _ask(self, prompt: str) -> str:
         assert self.llm is not None
@@ -476,8 +552,24 @@ class UserMemory:
         report.details["facts"] = len(facts)
         return facts, report
 
-    async def profile(self, *, user_id: str, namespace: str, request: str) -> RenderedView:
-        """`<user_profile>` for the request (recall + the budgeted view)."""
+    async def profile(
+        self, *, user_id: str | None, namespace: str, request: str
+    ) -> RenderedView:
+        """`<user_profile>` for the request (recall + the budgeted view). Without a
+        user id (event-driven or scheduled agents) it skips silently: no text."""
+        if user_id is None or not user_id.strip():
+            return RenderedView(
+                "",
+                ViewReport(
+                    view="user_profile",
+                    format_version=FORMAT_VERSION,
+                    event_format=None,
+                    budget_bytes=self.options.profile_budget_bytes,
+                    bytes_used=0,
+                    outcome=ViewOutcome.COMPLETE,
+                    sections=(),
+                ),
+            )
         facts, _ = await self.recall(user_id=user_id, namespace=namespace, request=request)
         return render_user_profile(
             facts, now=self.clock.now(), budget_bytes=self.options.profile_budget_bytes
@@ -486,39 +578,123 @@ class UserMemory:
     # -- forgetting ----------------------------------------------------------------
     async def forget(self, user_id: str, namespace: str | None = None) -> ForgetReceipt:
         """Remove everything about a user (or one namespace of it): facts and
-        summaries, events carrying the user id and derived cache entries."""
+        summaries (the universal ones too), events carrying the user id, derived
+        cache entries, and everything derived from the user's data — the
+        digests of the domains their events fed, knowledge fragments from their
+        requests or events, their triples and graph checkpoints. Fail-open: what
+        failed is listed in the receipt, the rest is still removed."""
         require_id(user_id, "user_id")
         if namespace is not None:
             require_scope(namespace, "namespace")
-        receipt = ForgetReceipt(user_id=user_id, namespace=namespace)
+        failures: list[str] = []
+        facts = events_erased = cache_entries = 0
+        derived: list[Invalidated] = []
+        if namespace is not None:
+            try:
+                facts = await self.store.delete_scope(user_id, namespace=namespace)
+            except Exception as exc:
+                failures.append(_failure("store", exc))
+            return ForgetReceipt(user_id, namespace, facts=facts, failures=tuple(failures))
+        # Lineage first, from stored data: what the user's events fed.
+        mine: list[Event] = []
+        domains: list[str] = []
+        if self.events is not None:
+            try:
+                mine = await self.events.user_events(user_id)
+                domains = await self.events.domains()
+            except Exception as exc:
+                failures.append(_failure("lineage", exc))
+        # Primary data next, so nothing can be rebuilt from it afterwards.
         try:
-            receipt.facts = await self.store.delete_scope(user_id, namespace=namespace)
+            facts = await self.store.delete_scope(user_id)
         except Exception as exc:
-            receipt.failures.append(f"store: {type(exc).__name__}: {exc}")
-        if namespace is None:
-            if self.events is not None:
+            failures.append(_failure("store", exc))
+        if self.events is not None:
+            try:
+                events_erased = await self.events.erase_user(user_id)
+            except Exception as exc:
+                failures.append(_failure("events", exc))
+        if self.cache is not None:
+            try:
+                cache_entries = await self.cache.delete_prefix(user_cache_scope(user_id), "")
+            except Exception as exc:
+                failures.append(_failure("cache", exc))
+            # A domain's digest quotes its own events and every global one.
+            fed = {e.domain for e in mine}
+            if any(e.is_global for e in mine):
+                fed.update(domains)
+            for domain in sorted(fed):
                 try:
-                    receipt.events = await self.events.erase_user(user_id)
+                    if await invalidate_digest(self.cache, domain):
+                        derived.append(Invalidated("digest", domain, "digest"))
                 except Exception as exc:
-                    receipt.failures.append(f"events: {type(exc).__name__}: {exc}")
-            if self.cache is not None:
-                try:
-                    receipt.cache_entries = await self.cache.delete_prefix(
-                        user_cache_scope(user_id), ""
+                    failures.append(_failure(f"digest {domain}", exc))
+        derived.extend(await self._forget_fragments(user_id, mine, domains, failures))
+        derived.extend(await self._forget_graph(user_id, failures))
+        return ForgetReceipt(
+            user_id,
+            None,
+            facts=facts,
+            events=events_erased,
+            cache_entries=cache_entries,
+            derived=tuple(derived),
+            failures=tuple(failures),
+        )
+
+    async def _forget_fragments(
+        self, user_id: str, mine: Sequence[Event], domains: Sequence[str], failures: list[str]
+    ) -> list[Invalidated]:
+        """Delete the knowledge fragments derived from the user's data, in every
+        known domain (a tagged fragment can outlive the events it came from)."""
+        out: list[Invalidated] = []
+        for domain in sorted({*domains, *(e.domain for e in mine)}):
+            try:
+                doomed: list[str] = []
+                cursor = None
+                while True:
+                    page = await self.store.list(
+                        domain, namespace=KNOWLEDGE_NAMESPACE, limit=200, cursor=cursor
                     )
-                except Exception as exc:
-                    receipt.failures.append(f"cache: {type(exc).__name__}: {exc}")
-        return receipt
+                    doomed += [r.id for r in page.records if _derived_from(r, user_id, mine)]
+                    if page.next_cursor is None:
+                        break
+                    cursor = page.next_cursor
+                for record_id in doomed:
+                    if await self.store.delete(domain, record_id):
+                        out.append(Invalidated("fragment", domain, record_id))
+            except Exception as exc:
+                failures.append(_failure(f"knowledge {domain}", exc))
+        return out
+
+    async def _forget_graph(self, user_id: str, failures: list[str]) -> list[Invalidated]:
+        """The user's triples and the checkpoints of their agent loops."""
+        out: list[Invalidated] = []
+        loops: set[str] = set()
+        if self.triples is not None:
+            try:
+                loops = {t.loop for t in await self.triples.query(user_id, limit=MAX_LIMIT)}
+                removed = await self.triples.delete_scope(user_id)
+                if removed:
+                    out.append(Invalidated("triples", user_id, "*", removed))
+            except Exception as exc:
+                failures.append(_failure("triples", exc))
+        if self.cache is not None:
+            try:
+                removed = await forget_checkpoints(self.cache, user_id, loops)
+                if removed:
+                    out.append(Invalidated("checkpoints", user_id, "*", removed))
+            except Exception as exc:
+                failures.append(_failure("checkpoints", exc))
+        return out
 
     async def forget_fact(self, user_id: str, fact_id: str) -> ForgetReceipt:
         require_id(user_id, "user_id")
         require_id(fact_id, "fact_id")
-        receipt = ForgetReceipt(user_id=user_id, namespace=None)
         try:
-            receipt.facts = int(await self.store.delete(user_id, fact_id))
+            removed = int(await self.store.delete(user_id, fact_id))
         except Exception as exc:
-            receipt.failures.append(f"store: {type(exc).__name__}: {exc}")
-        return receipt
+            return ForgetReceipt(user_id, None, failures=(_failure("store", exc),))
+        return ForgetReceipt(user_id, None, facts=removed)
 
     async def facts(self, *, user_id: str, namespace: str | None = None) -> list[MemoryRecord]:
         """Every stored fact of the user (for inspection and tests)."""

@@ -278,6 +278,8 @@ class InMemoryMemoryStore:
         for i in doomed:
             del index.records[i]
             index.invalidate(i)
+        if not index.records:  # leave no trace of the owner (forgetting a user)
+            self._owners().pop(owner, None)
         return len(doomed)
 
     async def ping(self) -> None:

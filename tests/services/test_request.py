@@ -193,3 +193,17 @@ async def test_second_agent_sees_first_agents_signal_claim_and_later_its_events(
     assert ctx.coordination.count("agent-a") == 0, "A's signal is gone after it finished"
     report = ctx.view_reports["agent_memory"]
     assert report.bytes_used <= report.budget_bytes
+
+
+async def test_the_user_profile_hook_skips_silently_without_a_user_id() -> None:
+    """An event-driven or cron agent has no user: no profile, and no error."""
+    from agent_memory.adapters.memory import HashingEmbedder, InMemoryMemoryStore
+    from agent_memory.services.user_memory import UserMemory
+
+    embedder = HashingEmbedder(32)
+    users = UserMemory(
+        store=InMemoryMemoryStore(embedder.space), embedder=embedder, clock=SystemClock()
+    )
+    view = await users.profile(user_id=None, namespace="travel", request="plan a trip")
+    assert view.text == ""
+    assert view.report.bytes_used == 0

@@ -374,3 +374,97 @@ async def test_forget_namespace_and_single_fact_narrow_it() -> None:
     single = await um.forget_fact("u1", left.id)
     assert single.facts == 1
     assert await um.facts(user_id="u1") == []
+
+
+# -- the universal namespace ---------------------------------------------------------
+
+names = st.text(alphabet=st.characters(categories=["Lu", "Ll"]), min_size=2, max_size=12)
+
+
+@settings(max_examples=200)
+@given(name=names, category=st.sampled_from(["constraint", "relationship", "context", "summary"]))
+def test_only_identity_and_preference_facts_can_be_universal(name: str, category: str) -> None:
+    from agent_memory.domain.user_facts import is_universal
+
+    for text in (f"User's name is {name}", f"User speaks {name.title()}", f"User's wife {name}"):
+        assert not is_universal(FactCandidate(content=text, category=category, universal=True))
+
+
+@settings(max_examples=200)
+@given(name=names.map(str.title), lang=names.map(str.title).filter(str.isalpha))
+def test_stated_name_language_and_time_zone_are_universal(name: str, lang: str) -> None:
+    from agent_memory.domain.user_facts import is_universal
+
+    said = f"My name is {name}. I speak {lang}. My timezone is UTC+2. I live in Lyon."
+    found = {c.content: is_universal(c) for c in rule_extract(said)}
+    assert found == {
+        f"User's name is {name}": True,
+        f"User speaks {lang}": True,
+        "User's time zone is UTC+2": True,
+        "User lives in Lyon": False,
+    }
+
+
+async def test_one_agent_learns_the_name_and_another_recalls_it_until_forgotten() -> None:
+    um = make()
+    await um.extract(
+        user_id="u1",
+        namespace="travel",
+        conversation="My name is Oriane and I prefer aisle seats. My language is Portuguese.",
+        wait=True,
+    )
+    stored = {(r.namespace, r.content) for r in await um.facts(user_id="u1")}
+    assert stored == {
+        ("universal", "User's name is Oriane"),
+        ("universal", "User's preferred language is Portuguese"),
+        ("travel", "User prefers aisle seats"),
+    }
+    facts, report = await um.recall(user_id="u1", namespace="cooking", request="dinner ideas")
+    assert report.ok
+    recalled = [f.content for f in facts]
+    assert "User's name is Oriane" in recalled, "another agent recalls the universal name"
+    assert "User prefers aisle seats" not in recalled, "the travel preference stays in travel"
+    view = await um.profile(user_id="u1", namespace="cooking", request="dinner")
+    assert "Oriane" in view.text
+    # the cooking agent hears the name again: reconciled in universal, not copied
+    again = await um.extract(
+        user_id="u1", namespace="cooking", conversation="my name is Oriane", wait=True
+    )
+    assert again.details["reconcile"]["operations"] == {"DUPLICATE": 1}
+    assert len(await um.facts(user_id="u1", namespace="universal")) == 2
+    assert await um.facts(user_id="u1", namespace="cooking") == []
+    receipt = await um.forget("u1")
+    assert receipt.facts == 3
+    facts, _ = await um.recall(user_id="u1", namespace="cooking", request="dinner ideas")
+    assert facts == []
+
+
+async def test_a_model_marked_universal_fact_is_reconciled_in_universal() -> None:
+    first = json.dumps(
+        {"facts": [{"content": "User goes by Ori", "category": "identity", "universal": True}]}
+    )
+    second = json.dumps(
+        {
+            "facts": [
+                {"content": "User goes by Oriane now", "category": "identity", "universal": True}
+            ]
+        }
+    )
+    model = ScriptedModel([first])
+    um = make(model)
+    await um.extract(user_id="u1", namespace="travel", conversation="call me Ori", wait=True)
+    (fact,) = await um.facts(user_id="u1")
+    assert fact.namespace == "universal"
+    # a later contradiction from another agent replaces it there (the model is asked
+    # with the universal fact as the neighbour)
+    model.answers += [
+        second,
+        json.dumps([{"index": 0, "operation": "CONTRADICT", "target_id": fact.id}]),
+    ]
+    report = await um.extract(
+        user_id="u1", namespace="cooking", conversation="I go by Oriane now", wait=True
+    )
+    assert report.ok, report.failures
+    (now,) = await um.facts(user_id="u1")
+    assert (now.namespace, now.content) == ("universal", "User goes by Oriane now")
+    assert now.attributes["supersedes"] == fact.id

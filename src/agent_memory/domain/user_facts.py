@@ -96,8 +96,8 @@ class FactCandidate:
 _UNIVERSAL_TOPICS = re.compile(
     r"\b(?:user'?s? (?:full |first |last |preferred |nick)?name\b|name is\b|"
     r"(?:wants|likes|prefers) to be called\b|goes by\b|"
-    r"speaks? (?-i:[A-Z])|(?:native|preferred|first|mother) (?:language|tongue)\b|"
-    r"language is\b|(?:answers?|replies|responses|communicat\w*) in (?-i:[A-Z])|"
+    r"speaks? (?-i:[^\W\d_a-z])|(?:native|preferred|first|mother) (?:language|tongue)\b|"
+    r"language is\b|(?:answers?|replies|responses|communicat\w*) in (?-i:[^\W\d_a-z])|"
     r"time ?zone\b|\b(?:UTC|GMT) ?[+-]\d)",
     re.I,
 )
@@ -237,7 +237,8 @@ _CONSTRAINT_WORDS = (
     "vegan|vegetarian|pescatarian|gluten[- ]free|lactose[- ]intolerant|diabetic|"
     "kosher|halal|sober|teetotal|allergic to [^,.;!?]+?"
 )
-_LANGUAGE = r"(?-i:[A-Z][\w-]+)"  # a capitalised word: "I speak French", not "I speak to"
+# a word not starting in lower-case ASCII: "I speak French" / "Ελληνικά", not "I speak to"
+_LANGUAGE = r"(?-i:[^\W\d_a-z][\w-]*)"
 _CLAUSE_END = r"(?=\s*(?:[,.;!?]|\band\b|\bbut\b|\bso\b|$))"
 _RULES: tuple[tuple[re.Pattern[str], FactCategory, str], ...] = (
     (

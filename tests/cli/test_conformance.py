@@ -161,8 +161,9 @@ def test_a_raising_factory_is_reported_once(tmp_path: Path) -> None:
     )
     run = conformance("--factory", "raising:make", cwd=tmp_path, timeout=60)
     assert run.code == EXIT_PREFLIGHT, run.tail()
-    assert run.text.count("make() is missing the space") == 1, run.tail()
-    assert "the factory raised TypeError" in run.err
+    assert run.text.count("the factory raised TypeError: make() is missing the space") == 1
+    assert 'raising.py", line 3, in make' in run.err, "the user's frame is shown"
+    assert "conformance.py" not in run.err, "the harness' own frames are not"
 
 
 def test_an_unreachable_server_fails_preflight_with_the_connection_error(tmp_path: Path) -> None:

@@ -582,7 +582,8 @@ def _redact(url: str) -> str:
 def _short_traceback(exc: BaseException, frames: int = 3) -> str:
     import traceback
 
-    tb = traceback.extract_tb(exc.__traceback__)[-frames:]
+    tb = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+    tb = tb[-frames:]
     return "".join(traceback.format_list(tb)).rstrip()
 
 

@@ -13,6 +13,7 @@ from agent_memory.adapters.memory import InMemoryCache, InMemoryTripleStore
 from agent_memory.domain.errors import ModelTimeout, ScopeRequired
 from agent_memory.domain.triples import Triple
 from agent_memory.domain.views import count_tokens, estimate_tokens
+from agent_memory.entrypoints.processor.config import ProcessorConfig
 from agent_memory.services.graph_memory import (
     CheckpointSettings,
     ExtractionSettings,
@@ -48,7 +49,9 @@ def _answer(*spo: tuple[str, str, str]) -> str:
 def test_trigger_every_n_iterations_or_at_the_threshold() -> None:
     graph, *_ = _graph(
         graph_settings=GraphSettings(
-            extraction=ExtractionSettings(every_n_iterations=4, utilization_threshold=0.75)
+            extraction=ExtractionSettings(
+                trigger_iteration_interval=4, trigger_context_threshold=0.75
+            )
         )
     )
     assert graph.should_extract(8, 0.1)
@@ -277,19 +280,61 @@ async def test_hydration_never_exceeds_its_budget(
 
 def test_settings_from_the_document() -> None:
     doc = {
-        "extraction": {"llm_assisted": {"max_tokens": 200, "every_n_iterations": 3}},
+        "extraction": {"llm_assisted": {"max_tokens": 200, "trigger_iteration_interval": 3}},
         "hydration": {
-            "pre_task": {"max_context_tokens": 1500},
+            "pre_task": {"max_context_tokens": 1500, "include_files": False},
             "post_compaction": {"max_recovery_tokens": 2500, "enabled": False},
         },
         "checkpoint": {"retention_days": 0.5},
-        "stream_name": "ignored here",
+        "stream_name": "X",
     }
-    s = GraphSettings.from_mapping(doc)
+    s = ProcessorConfig.from_mapping(doc).graph
     assert s.extraction.max_tokens == 200
-    assert s.extraction.every_n_iterations == 3
+    assert s.extraction.trigger_iteration_interval == 3
     assert s.pre_task.max_context_tokens == 1500
+    assert not s.pre_task.include_files
     assert s.post_compaction.max_recovery_tokens == 2500
     assert not s.post_compaction.enabled
     assert s.checkpoint.retention == timedelta(hours=12)
-    assert GraphSettings.from_mapping({}) == GraphSettings()
+    assert ProcessorConfig.from_mapping({}).graph == GraphSettings()
+
+
+def test_defaults_are_the_documents_numbers() -> None:
+    s = GraphSettings()
+    assert s.extraction.max_tokens == 1000
+    assert s.extraction.trigger_iteration_interval == 5
+    assert s.extraction.trigger_context_threshold == 0.8
+    assert s.pre_task.max_context_tokens == 2000
+    assert s.post_compaction.max_recovery_tokens == 1500
+    assert s.checkpoint.retention_days == 7
+
+
+async def test_include_switches_and_checkpoint_reconstruction() -> None:
+    settings = GraphSettings(
+        pre_task=PreTaskSettings(include_decisions=False, include_files=False),
+        post_compaction=PostCompactionSettings(reconstruct_from_checkpoint=False),
+    )
+    graph, *_ = _graph(RuleModel(), graph_settings=settings)
+    content = (
+        "FACT: billing | uses | stripe\nFACT: team | decided | retry billing webhooks\n"
+        "FACT: agent | modified | billing/webhooks.py"
+    )
+    await graph.extract("o", "l", content, force=True)
+    await graph.checkpoint("o", "l", summary="the billing summary")
+    pre = await graph.hydrate_pre_task("o", "l2", "billing webhooks")
+    assert '"stripe"' in pre.text
+    assert "## Past decisions" not in pre.text
+    assert "## Files" not in pre.text
+    post = await graph.hydrate_post_compaction("o", "l")
+    assert post.checkpoint_id is None
+    assert "billing summary" not in post.text
+    assert "## Loop knowledge" in post.text
+
+
+async def test_mentions_finds_subjects_and_objects_of_the_loop_only() -> None:
+    graph, *_ = _graph(RuleModel())
+    await graph.extract("o", "l", "FACT: api | calls | db", force=True)
+    assert await graph.mentions("o", "l", ["api"])
+    assert await graph.mentions("o", "l", ["nothing", "db"])
+    assert not await graph.mentions("o", "l", ["calls"])
+    assert not await graph.mentions("o", "other", ["api"])

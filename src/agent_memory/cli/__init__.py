@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return asyncio.run(run_reflect(args.url, args.domain))
         if args.command == "processor":
-            from agent_memory.cli.processor import run_processor
+            from agent_memory.entrypoints.processor.cli import run_processor
 
             return asyncio.run(run_processor(args.nats, args.config, args.url))
         if args.command == "conformance":

@@ -34,6 +34,7 @@ __all__ = [
     "require_limit",
     "require_no_nul",
     "require_positive",
+    "require_positive_number",
     "require_scope",
     "require_text",
     "require_ttl",
@@ -109,6 +110,18 @@ def require_positive(value: object, field: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
         raise InvalidInput(field, f"a positive integer is required, got {value!r}")
     return value
+
+
+def require_positive_number(value: object, field: str) -> float:
+    """A finite number (int or float, not a bool) above 0."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidInput(field, f"a positive number is required, got {value!r}")
+    return float(value)
 
 
 def require_limit(value: object, field: str = "limit") -> int:

@@ -1,20 +1,27 @@
 """Graph-backed memory for an agent loop: fact extraction, hydration, checkpoints.
 
-- **Extraction**: before a loop's context is compacted, the `LanguageModel`
-  turns the conversation into `(subject, predicate, object)` triples (answer
-  capped at `max_tokens`). It runs every `every_n_iterations` iterations or
-  once context utilisation reaches `utilization_threshold`; a bad answer or a
-  bad item is counted and skipped, never raised.
+- **Extraction**: the `LanguageModel` turns a loop's working context into
+  `(subject, predicate, object)` triples (answer capped at `max_tokens`).
+  Before a compaction it always runs (`force=True`): the context is about to
+  be lost. Between compactions it runs every `trigger_iteration_interval`
+  iterations or once context utilisation reaches `trigger_context_threshold`.
+  A bad answer or a bad item is counted and skipped, never raised.
 - **Hydration**: `pre_task` renders the triples relevant to a task description
-  (facts, past decisions, files) within `max_context_tokens`;
-  `post_compaction` renders the loop's last checkpoint plus its graph within
-  `max_recovery_tokens`. Lines are encoded with `encode_text` and admitted in
-  priority order by `trim_to_token_budget`; the text's token count (tokenizer,
-  or `estimate_tokens`) never exceeds the budget.
-- **Checkpoints**: per loop, on the `Cache` port, kept `retention_days`.
+  (past decisions and files, each section switchable, then other facts) within
+  `max_context_tokens`; `post_compaction` renders the loop's last checkpoint
+  (unless `reconstruct_from_checkpoint` is off) plus its graph within
+  `max_recovery_tokens`. The rendering rules live in
+  `agent_memory.domain.graph_context`; the text's token count (tokenizer, or
+  `estimate_tokens`) never exceeds the budget.
+- **Checkpoints**: per loop, on the `Cache` port given (the processor passes a
+  JetStream key-value bucket when `checkpoint.storage_bucket` names one), kept
+  `retention_days`.
 
-Everything is fail-open: a failing port or model is recorded on the result
-(`failures`) and logged; the loop being served never sees an exception.
+The settings carry the configuration document's names (`extraction.llm_assisted`,
+`hydration.pre_task`, `hydration.post_compaction`, `checkpoint`); the document
+itself is read by the processor entry point. Everything is fail-open: a failing
+port or model is recorded on the result (`failures`) and logged; the loop being
+served never sees an exception.
 """
 
 from __future__ import annotations
@@ -24,14 +31,23 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-import attrs
-from attrs import field, frozen
+from attrs import field, frozen, validators
 
-from agent_memory.domain.errors import ConfigurationError, InvalidInput
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.graph_context import (
+    ContextLine,
+    is_decision,
+    is_file,
+    plain,
+    render_graph_context,
+    section_of,
+    task_terms,
+    triple_line,
+)
 from agent_memory.domain.json_answers import extract_json_array
 from agent_memory.domain.triples import (
     Checkpoint,
@@ -41,13 +57,17 @@ from agent_memory.domain.triples import (
     distinct,
     order_triples,
 )
-from agent_memory.domain.validation import require_scope, require_text
+from agent_memory.domain.validation import (
+    require_positive,
+    require_positive_number,
+    require_scope,
+    require_text,
+    require_unit_interval,
+)
 from agent_memory.domain.views import (
     budget_bytes_for_tokens,
-    count_tokens,
     encode_text,
     shorten_text,
-    trim_to_token_budget,
 )
 from agent_memory.ports.models import Clock, LanguageModel, Tokenizer
 from agent_memory.ports.storage import Cache, TripleStore
@@ -81,178 +101,89 @@ EXTRACTION_SYSTEM_PROMPT = (
     "(object: the file path). No commentary; [] when there is nothing durable."
 )
 
-_DECISION_WORDS = ("decid", "decision", "chose", "choose", "agreed", "resolved", "selected")
-_FILE_PREDICATES = frozenset(
-    {"modified", "edited", "created", "read", "reads", "wrote", "changed", "deleted", "touched"}
-)
-_FILE_LIKE = re.compile(
-    r"^(?:[\w.\-~]+/)+[\w.\-]+$|^[\w\-]+\.(?:py|md|rst|txt|toml|ya?ml|json|js|ts|tsx|jsx|rs|go|"
-    r"java|kt|c|h|cc|cpp|hpp|cs|rb|php|sql|sh|cfg|ini|lock|html|css)$"
-)
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_STOP = frozenset(
-    [
-        "the",
-        "and",
-        "for",
-        "with",
-        "that",
-        "this",
-        "from",
-        "into",
-        "have",
-        "has",
-        "was",
-        "were",
-        "are",
-        "not",
-        "but",
-        "you",
-        "your",
-        "our",
-        "their",
-        "then",
-        "than",
-        "them",
-        "they",
-        "will",
-        "would",
-        "should",
-        "could",
-        "what",
-        "when",
-        "where",
-        "which",
-        "while",
-        "about",
-        "after",
-        "before",
-        "task",
-        "please",
-        "make",
-        "sure",
-        "need",
-        "needs",
-        "using",
-        "use",
-    ]
-)
-
-
-def _snake(predicate: str) -> str:
-    return re.sub(r"[\s\-]+", "_", predicate.strip().lower())
-
-
-def is_decision(t: Triple) -> bool:
-    """A triple that records a decision (by its predicate)."""
-    p = _snake(t.predicate)
-    return any(word in p for word in _DECISION_WORDS)
-
-
-def is_file(t: Triple) -> bool:
-    """A triple about a file: a file predicate, or a path-like object."""
-    return _snake(t.predicate) in _FILE_PREDICATES or bool(_FILE_LIKE.match(t.object.strip()))
-
-
-def _terms(text: str) -> set[str]:
-    return {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) >= 3 and w not in _STOP}
-
 
 # -- settings -------------------------------------------------------------------
+#
+# Every numeric check is one of the shared helpers of `domain.validation`; the
+# validators below only adapt them to attrs (the attribute's name is the field).
 
 
-def _section(doc: Mapping[str, Any], path: str, known: set[str]) -> dict[str, Any]:
-    node: Any = doc
-    for part in path.split("."):
-        if not isinstance(node, Mapping):
-            raise ConfigurationError(f"{path}: an object is required")
-        node = node.get(part, {})
-    if not isinstance(node, Mapping):
-        raise ConfigurationError(f"{path}: an object is required, got {type(node).__name__}")
-    unknown = sorted(set(node) - known)
-    if unknown:
-        raise ConfigurationError(f"{path}: unknown keys {unknown}")
-    return dict(node)
-
-
-def _pos_int(path: str) -> Any:
+def _check(rule: Callable[[object, str], object]) -> Callable[[object, Any, object], None]:
     def check(_inst: object, attr: Any, value: object) -> None:
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise ConfigurationError(f"{path}.{attr.name}: a positive integer, got {value!r}")
+        rule(value, attr.name)
 
     return check
 
 
-def _pos_num(path: str) -> Any:
-    def check(_inst: object, attr: Any, value: object) -> None:
-        if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-            raise ConfigurationError(f"{path}.{attr.name}: a positive number, got {value!r}")
-
-    return check
-
-
-def _boolean(path: str) -> Any:
-    def check(_inst: object, attr: Any, value: object) -> None:
-        if not isinstance(value, bool):
-            raise ConfigurationError(f"{path}.{attr.name}: true or false, got {value!r}")
-
-    return check
+def _fraction(value: object, name: str) -> float:
+    """A number in (0, 1]: `require_unit_interval`, without 0."""
+    fraction = require_unit_interval(value, name)
+    if fraction == 0:
+        raise InvalidInput(name, f"a number in (0, 1] is required, got {value!r}")
+    return fraction
 
 
-def _fraction(path: str) -> Any:
-    def check(_inst: object, attr: Any, value: object) -> None:
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1
-        if not ok:
-            raise ConfigurationError(f"{path}.{attr.name}: a number in (0, 1], got {value!r}")
-
-    return check
+_BOOL = validators.instance_of(bool)
+_POSITIVE_INT = _check(require_positive)
+_POSITIVE = _check(require_positive_number)
+_BUCKET = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-_EX = "extraction.llm_assisted"
-_PRE = "hydration.pre_task"
-_POST = "hydration.post_compaction"
-_CP = "checkpoint"
+def _bucket(value: object, name: str) -> None:
+    if value is not None and not (isinstance(value, str) and _BUCKET.match(value)):
+        raise InvalidInput(name, f"a bucket name of [A-Za-z0-9_-] is required, got {value!r}")
+
+
+def _model(value: object, name: str) -> None:
+    if value is not None and not (isinstance(value, str) and value.strip()):
+        raise InvalidInput(name, f"a non-empty model name is required, got {value!r}")
 
 
 @frozen
 class ExtractionSettings:
-    """`extraction.llm_assisted.*`."""
+    """`extraction.llm_assisted.*` (`model`: the model name extraction asks for)."""
 
-    enabled: bool = field(default=True, validator=_boolean(_EX))
-    max_tokens: int = field(default=1024, validator=_pos_int(_EX))
-    every_n_iterations: int = field(default=5, validator=_pos_int(_EX))
-    utilization_threshold: float = field(default=0.8, validator=_fraction(_EX))
-    timeout_seconds: float = field(default=30.0, validator=_pos_num(_EX))
-    max_input_tokens: int = field(default=6000, validator=_pos_int(_EX))
-    max_triples: int = field(default=50, validator=_pos_int(_EX))
+    enabled: bool = field(default=True, validator=_BOOL)
+    model: str | None = field(default=None, validator=_check(_model))
+    trigger_iteration_interval: int = field(default=5, validator=_POSITIVE_INT)
+    trigger_context_threshold: float = field(default=0.8, validator=_check(_fraction))
+    max_tokens: int = field(default=1000, validator=_POSITIVE_INT)
+    timeout_seconds: float = field(default=30.0, validator=_POSITIVE)
+    max_input_tokens: int = field(default=6000, validator=_POSITIVE_INT)
+    max_triples: int = field(default=50, validator=_POSITIVE_INT)
 
 
 @frozen
 class PreTaskSettings:
     """`hydration.pre_task.*`."""
 
-    enabled: bool = field(default=True, validator=_boolean(_PRE))
-    max_context_tokens: int = field(default=2000, validator=_pos_int(_PRE))
-    max_triples: int = field(default=40, validator=_pos_int(_PRE))
-    hops: int = field(default=1, validator=_pos_int(_PRE))
-    scan_limit: int = field(default=500, validator=_pos_int(_PRE))
+    enabled: bool = field(default=True, validator=_BOOL)
+    max_context_tokens: int = field(default=2000, validator=_POSITIVE_INT)
+    include_decisions: bool = field(default=True, validator=_BOOL)
+    include_files: bool = field(default=True, validator=_BOOL)
+    max_triples: int = field(default=40, validator=_POSITIVE_INT)
+    hops: int = field(default=1, validator=_POSITIVE_INT)
+    scan_limit: int = field(default=500, validator=_POSITIVE_INT)
 
 
 @frozen
 class PostCompactionSettings:
     """`hydration.post_compaction.*`."""
 
-    enabled: bool = field(default=True, validator=_boolean(_POST))
-    max_recovery_tokens: int = field(default=4000, validator=_pos_int(_POST))
-    max_triples: int = field(default=80, validator=_pos_int(_POST))
+    enabled: bool = field(default=True, validator=_BOOL)
+    reconstruct_from_checkpoint: bool = field(default=True, validator=_BOOL)
+    max_recovery_tokens: int = field(default=1500, validator=_POSITIVE_INT)
+    max_triples: int = field(default=80, validator=_POSITIVE_INT)
 
 
 @frozen
 class CheckpointSettings:
-    """`checkpoint.*`."""
+    """`checkpoint.*`. `storage_bucket`: the JetStream key-value bucket the
+    processor keeps checkpoints in (None: the `Cache` port)."""
 
-    enabled: bool = field(default=True, validator=_boolean(_CP))
-    retention_days: float = field(default=7.0, validator=_pos_num(_CP))
+    enabled: bool = field(default=True, validator=_BOOL)
+    storage_bucket: str | None = field(default=None, validator=_check(_bucket))
+    retention_days: float = field(default=7.0, validator=_POSITIVE)
 
     @property
     def retention(self) -> timedelta:
@@ -261,93 +192,12 @@ class CheckpointSettings:
 
 @frozen
 class GraphSettings:
-    """The graph sections of the processor's JSON document."""
+    """Everything graph memory is configured by."""
 
     extraction: ExtractionSettings = ExtractionSettings()
     pre_task: PreTaskSettings = PreTaskSettings()
     post_compaction: PostCompactionSettings = PostCompactionSettings()
     checkpoint: CheckpointSettings = CheckpointSettings()
-
-    @classmethod
-    def from_mapping(cls, doc: Mapping[str, Any]) -> GraphSettings:
-        """Read `extraction.llm_assisted.*`, `hydration.pre_task.*`,
-        `hydration.post_compaction.*` and `checkpoint.*`; other top-level keys are
-        left to their readers. Unknown keys inside these sections are errors."""
-        if not isinstance(doc, Mapping):
-            raise ConfigurationError("the configuration must be a JSON object")
-        _section(doc, "extraction", {"llm_assisted"})
-        _section(doc, "hydration", {"pre_task", "post_compaction"})
-
-        def build(kind: type[Any], path: str) -> Any:
-            names = {a.name for a in attrs.fields(kind)}
-            return kind(**_section(doc, path, names))
-
-        return cls(
-            extraction=build(ExtractionSettings, _EX),
-            pre_task=build(PreTaskSettings, _PRE),
-            post_compaction=build(PostCompactionSettings, _POST),
-            checkpoint=build(CheckpointSettings, _CP),
-        )
-
-
-# -- rendering --------------------------------------------------------------------
-
-
-@frozen
-class _Item:
-    section: str
-    text: str
-    triple: Triple | None = None
-
-
-def _line(t: Triple) -> str:
-    return f"- {encode_text(t.subject)} {encode_text(t.predicate)} {encode_text(t.object)}"
-
-
-_SECTION_TITLES = {
-    "checkpoint": "## Last checkpoint",
-    "decisions": "## Past decisions",
-    "files": "## Files",
-    "facts": "## Relevant facts",
-    "graph": "## Loop knowledge",
-}
-
-
-def _render(
-    kind: str,
-    loop: str,
-    items: Sequence[_Item],
-    budget: int,
-    tokenizer: Tokenizer | None,
-    order: Sequence[str],
-) -> tuple[str, int, int, int]:
-    """(text, tokens, triples used, omitted): `items` in priority order, grouped
-    by section in `order`, within `budget` tokens (the frame included)."""
-    head = f"<graph_context kind={encode_text(kind)} loop={encode_text(loop)}>"
-    tail = "</graph_context>"
-    sections = [s for s in order if any(i.section == s for i in items)]
-    frame = [head, *(_SECTION_TITLES[s] for s in sections), tail]
-    frame_tokens = count_tokens("\n".join(frame), tokenizer)
-    if not items or frame_tokens > budget:
-        return "", 0, 0, len(items)
-    trim = trim_to_token_budget(
-        items, budget - frame_tokens, text=lambda i: i.text, tokenizer=tokenizer
-    )
-    kept = list(trim.kept)
-    while True:
-        lines = [head]
-        for s in sections:
-            chosen = [i.text for i in kept if i.section == s]
-            if chosen:
-                lines.append(_SECTION_TITLES[s])
-                lines.extend(chosen)
-        lines.append(tail)
-        text = "\n".join(lines) if kept else ""
-        tokens = count_tokens(text, tokenizer) if text else 0
-        if tokens <= budget:
-            used = sum(1 for i in kept if i.triple is not None)
-            return text, tokens, used, len(items) - len(kept)
-        kept.pop()  # a tokenizer that is not additive: drop the lowest priority
 
 
 # -- the service ----------------------------------------------------------------
@@ -408,10 +258,38 @@ class GraphMemory:
     def triples(self) -> TripleStore:
         return self._triples
 
+    def with_cache(self, cache: Cache) -> GraphMemory:
+        """The same graph memory keeping its checkpoints on `cache` instead."""
+        return GraphMemory(
+            self._triples,
+            cache,
+            self._model,
+            clock=self._clock,
+            settings=self._settings,
+            tokenizer=self._tokenizer,
+        )
+
+    async def mentions(self, owner: str, loop: str, nodes: Sequence[str]) -> bool:
+        """Whether the loop's graph has a triple whose subject or object is one of
+        `nodes` (reactive hydration: did a changed entity matter to this loop?)."""
+        require_scope(owner, "owner")
+        require_scope(loop, "loop")
+        for node in nodes:
+            if not node.strip() or "\x00" in node:
+                continue
+            for found in (
+                await self._triples.query(owner, loop=loop, subject=node, limit=1),
+                await self._triples.query(owner, loop=loop, object=node, limit=1),
+            ):
+                if found:
+                    return True
+        return False
+
     # -- extraction ------------------------------------------------------------
 
     def should_extract(self, iteration: int | None, utilization: float | None) -> bool:
-        """Every `every_n_iterations` iterations, or at `utilization_threshold`.
+        """Every `trigger_iteration_interval` iterations, or at `trigger_context_threshold`
+        (the triggers between compactions; a compaction extracts with `force=True`).
 
         With neither signal known (both None), extraction runs: the caller asked.
         """
@@ -421,9 +299,11 @@ class GraphMemory:
         if iteration is None and utilization is None:
             return True
         by_iteration = (
-            iteration is not None and iteration > 0 and iteration % ex.every_n_iterations == 0
+            iteration is not None
+            and iteration > 0
+            and iteration % ex.trigger_iteration_interval == 0
         )
-        by_utilization = utilization is not None and utilization >= ex.utilization_threshold
+        by_utilization = utilization is not None and utilization >= ex.trigger_context_threshold
         return by_iteration or by_utilization
 
     async def extract(
@@ -550,7 +430,7 @@ class GraphMemory:
         except Exception as exc:
             report.fail("triples.query", exc)
         if decisions is None:
-            decisions = [_plain(t) for t in loop_triples if is_decision(t)][:50]
+            decisions = [plain(t) for t in loop_triples if is_decision(t)][:50]
         if files is None:
             files = list(dict.fromkeys(t.object for t in loop_triples if is_file(t)))[:100]
         cp = Checkpoint(
@@ -606,10 +486,10 @@ class GraphMemory:
             candidates = await self._triples.query(owner, limit=pre.scan_limit)
         except Exception as exc:
             report.fail("triples.query", exc)
-        terms = _terms(task)
+        terms = task_terms(task)
 
         def score(t: Triple) -> int:
-            words = _terms(f"{t.subject} {t.predicate} {t.object}")
+            words = task_terms(f"{t.subject} {t.predicate} {t.object}")
             return len(terms & words)
 
         scored = [(score(t), i, t) for i, t in enumerate(candidates)]
@@ -624,15 +504,19 @@ class GraphMemory:
                     break
                 extra.extend(step.triple for step in steps)
         others = [t for s, _, t in scored if s == 0]
-        ranked = distinct(
-            [t for t in relevant if is_decision(t) or is_file(t)]
-            + [t for t in relevant if not (is_decision(t) or is_file(t))]
-            + extra
-            + [t for t in others if is_decision(t)]
-            + [t for t in others if is_file(t)]
-        )[: pre.max_triples]
-        items = [_Item(_section_of(t), _line(t), t) for t in ranked]
-        text, tokens, used, omitted = _render(
+        ranked = [
+            t
+            for t in distinct(
+                [t for t in relevant if is_decision(t) or is_file(t)]
+                + [t for t in relevant if not (is_decision(t) or is_file(t))]
+                + extra
+                + [t for t in others if is_decision(t)]
+                + [t for t in others if is_file(t)]
+            )
+            if _included(pre, section_of(t))
+        ][: pre.max_triples]
+        items = [ContextLine(section_of(t), triple_line(t), t) for t in ranked]
+        text, tokens, used, omitted = render_graph_context(
             "pre_task",
             loop,
             items,
@@ -661,28 +545,33 @@ class GraphMemory:
         if not post.enabled:
             return _empty(owner, loop, "post_compaction", post.max_recovery_tokens)
         cp: Checkpoint | None = None
-        try:
-            cp = await self.last_checkpoint(owner, loop)
-        except Exception as exc:
-            report.fail("checkpoint.get", exc)
+        if post.reconstruct_from_checkpoint:
+            try:
+                cp = await self.last_checkpoint(owner, loop)
+            except Exception as exc:
+                report.fail("checkpoint.get", exc)
         loop_triples: list[Triple] = []
         try:
             loop_triples = await self._triples.query(owner, loop=loop, limit=post.max_triples)
         except Exception as exc:
             report.fail("triples.query", exc)
-        items: list[_Item] = []
+        items: list[ContextLine] = []
         if cp is not None:
             if cp.summary.strip():
                 allowance = budget_bytes_for_tokens(max(post.max_recovery_tokens // 2, 1))
                 summary = shorten_text(cp.summary, allowance)
-                items.append(_Item("checkpoint", f"summary: {encode_text(summary)}"))
-            items.extend(_Item("checkpoint", f"decision: {encode_text(d)}") for d in cp.decisions)
-            items.extend(_Item("checkpoint", f"file: {encode_text(f)}") for f in cp.files)
+                items.append(ContextLine("checkpoint", f"summary: {encode_text(summary)}"))
+            items.extend(
+                ContextLine("checkpoint", f"decision: {encode_text(d)}") for d in cp.decisions
+            )
+            items.extend(ContextLine("checkpoint", f"file: {encode_text(f)}") for f in cp.files)
         ranked = [t for t in loop_triples if is_decision(t)] + [
             t for t in loop_triples if not is_decision(t)
         ]
-        items.extend(_Item("graph", _line(t), t) for t in distinct(order_triples(ranked)))
-        text, tokens, used, omitted = _render(
+        items.extend(
+            ContextLine("graph", triple_line(t), t) for t in distinct(order_triples(ranked))
+        )
+        text, tokens, used, omitted = render_graph_context(
             "post_compaction",
             loop,
             items,
@@ -704,16 +593,13 @@ class GraphMemory:
         )
 
 
-def _section_of(t: Triple) -> str:
-    if is_decision(t):
-        return "decisions"
-    if is_file(t):
-        return "files"
-    return "facts"
-
-
-def _plain(t: Triple) -> str:
-    return f"{t.subject} {t.predicate} {t.object}"
+def _included(pre: PreTaskSettings, section: str) -> bool:
+    """Whether a pre-task context lists this section (`include_decisions`, `include_files`)."""
+    if section == "decisions":
+        return pre.include_decisions
+    if section == "files":
+        return pre.include_files
+    return True
 
 
 def _failures(report: StageReport) -> tuple[str, ...]:

@@ -1,28 +1,27 @@
-"""The graph memory processor on NATS JetStream (extra `nats`: nats-py).
+"""NATS JetStream transport (extra `nats`: nats-py).
 
-`GraphProcessor(graph, ProcessorConfig.from_mapping(doc))` consumes agent-loop
-events and answers them from graph memory; `agent-memory processor --nats
-nats://...` runs one. See `processor` for subjects, payloads and guarantees.
+`JetStreamBus` connects, makes streams, durable pull consumers and key-value
+buckets, and publishes; `KeyValueCache` is the `Cache` port on a key-value
+bucket. The graph memory processor that drives them is an entry point:
+`agent_memory.entrypoints.processor`.
 """
 
-from agent_memory.adapters.nats.config import GRAPH_SECTIONS, ProcessorConfig, subject_token
-from agent_memory.adapters.nats.processor import (
-    COMPACTION_SUBJECTS,
-    HYDRATE_SUBJECTS,
-    STREAM_SUBJECTS,
-    GraphHandler,
-    GraphProcessor,
-    ProcessorStats,
+from agent_memory.adapters.nats.jetstream import (
+    Delivery,
+    JetStreamBus,
+    KeyValueBucket,
+    KeyValueChange,
+    PullConsumer,
+    subject_token,
 )
+from agent_memory.adapters.nats.kv_cache import KeyValueCache
 
 __all__ = [
-    "COMPACTION_SUBJECTS",
-    "GRAPH_SECTIONS",
-    "HYDRATE_SUBJECTS",
-    "STREAM_SUBJECTS",
-    "GraphHandler",
-    "GraphProcessor",
-    "ProcessorConfig",
-    "ProcessorStats",
+    "Delivery",
+    "JetStreamBus",
+    "KeyValueBucket",
+    "KeyValueCache",
+    "KeyValueChange",
+    "PullConsumer",
     "subject_token",
 ]

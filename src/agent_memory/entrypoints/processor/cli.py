@@ -2,9 +2,12 @@
 
 Stores come from the storage URL (`--url`, else `AGENT_MEMORY_URL`, else the
 SQLite file): triples on memory, SQLite or PostgreSQL (for Qdrant: on the
-coordination URL), checkpoints on its cache. The language model comes from
-`AGENT_MEMORY_LLM_URL` (without one, extraction reports "no language model").
-SIGINT/SIGTERM stop it, draining in-flight messages.
+coordination URL); checkpoints in `checkpoint.storage_bucket` when the
+configuration names one, else on the URL's cache. The language model comes
+from `AGENT_MEMORY_LLM_URL`; `extraction.llm_assisted.model` names the model
+extraction asks it for (default: `AGENT_MEMORY_LLM_MODEL`). Without a model
+URL, extraction reports "no language model". SIGINT/SIGTERM stop it, draining
+in-flight messages.
 """
 
 from __future__ import annotations
@@ -15,30 +18,16 @@ import importlib.util
 import json
 import signal
 import sys
-from pathlib import Path
-from typing import Any
+
+import attrs
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.bootstrap import Settings, connect, default_sqlite_url, scheme_of
-from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
+from agent_memory.domain.errors import UnsupportedBackend
+from agent_memory.entrypoints.processor.config import load_config
 from agent_memory.ports.storage import TripleStore
 
-__all__ = ["load_config", "open_triple_store", "run_processor"]
-
-
-def load_config(path: str | None) -> dict[str, Any]:
-    """The JSON document at `path` (an empty document when None)."""
-    if path is None:
-        return {}
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigurationError(f"--config: cannot read {path}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"--config: {path} is not JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise ConfigurationError(f"--config: {path} must hold a JSON object")
-    return doc
+__all__ = ["open_triple_store", "run_processor"]
 
 
 async def open_triple_store(url: str, settings: Settings) -> TripleStore:
@@ -76,19 +65,20 @@ async def run_processor(nats_url: str | None, config_path: str | None, url: str 
         raise UnsupportedBackend(
             "the processor needs the nats extra: pip install 'agent-memory[nats]'"
         )
-    from agent_memory.adapters.nats import GraphProcessor, ProcessorConfig
-    from agent_memory.services.graph_memory import GraphMemory, GraphSettings
+    from agent_memory.entrypoints.processor.processor import GraphProcessor
+    from agent_memory.services.graph_memory import GraphMemory
 
-    doc = load_config(config_path)
-    config = ProcessorConfig.from_mapping(doc, nats_url=nats_url)
-    graph_settings = GraphSettings.from_mapping(doc)
+    config = load_config(config_path, nats_url=nats_url)
     settings = Settings.from_env()
+    model = config.extraction.llm_assisted.model
+    if model is not None and settings.llm_url is not None:
+        settings = attrs.evolve(settings, llm_model=model)
     storage_url = url or settings.url or default_sqlite_url()
     memory = await connect(storage_url, settings=settings)
     triples = await open_triple_store(storage_url, settings)
     try:
         graph = GraphMemory(
-            triples, memory.cache, memory.llm, clock=SystemClock(), settings=graph_settings
+            triples, memory.cache, memory.llm, clock=SystemClock(), settings=config.graph
         )
         processor = GraphProcessor(graph, config)
         stop = asyncio.Event()

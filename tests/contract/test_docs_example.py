@@ -29,8 +29,9 @@ def test_doc_example_passes_the_contract(tmp_path: Path) -> None:
     """When this fails, the how-to's example store no longer passes the contract
     (the suite or a domain helper changed): update the example in the doc."""
     (tmp_path / "test_doc_example.py").write_text(_example_code(), encoding="utf-8")
+    # pytest-asyncio's default (strict) mode: the contract marks its own tests.
     (tmp_path / "pytest.ini").write_text(
-        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+        "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n"
     )
     (tmp_path / "conftest.py").write_text(
         "from hypothesis import settings\n"
@@ -52,6 +53,10 @@ def test_doc_example_passes_the_contract(tmp_path: Path) -> None:
             "--rootdir",
             str(tmp_path),
             f"--junitxml={report}",
+            "-p",
+            "agent_memory.contract_tests.plugin",
+            "-W",
+            "error::pytest.PytestDeprecationWarning",
             str(tmp_path / "test_doc_example.py"),
         ],
         cwd=tmp_path,
@@ -74,3 +79,34 @@ def test_doc_example_passes_the_contract(tmp_path: Path) -> None:
     assert len(ran) >= 80, f"only {len(ran)} contract tests ran on the doc example"
     assert "test_any_record_round_trips" in ran, ran
     assert proc.returncode == 0, output
+    assert "contract tests skipped" in proc.stdout, "the opt-in plugin lists the skips"
+
+
+def test_doc_factory_runs_with_the_cli(tmp_path: Path) -> None:
+    """When this fails, the how-to's "run it with the CLI" factory no longer
+    works with `agent-memory conformance --factory` (or no longer reaches the
+    close-race clauses through its `reopen`)."""
+    (tmp_path / "acme_store.py").write_text(_example_code(), encoding="utf-8")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agent_memory.cli",
+            "conformance",
+            "--factory",
+            "acme_store:factory",
+            "-k",
+            "close or canary or add_ or list",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    output = proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, output
+    assert "conformance: PASS" in proc.stdout
+    assert "test_close_racing_writes PASSED" in proc.stdout, output
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name != "acme_store.py")
+    assert leftovers == [], leftovers

@@ -38,6 +38,8 @@ Clause ids (each assertion message starts with one):
 - C-SCOPE-1 an empty or whitespace-only scope raises `ScopeRequired` everywhere.
 - C-INPUT-1 a non-positive or non-timedelta ttl, a blank key, a non-bytes value
             raise `InvalidInput` and store nothing.
+- C-INPUT-2 a ttl above MAX_TTL (e.g. 999,999,999 days) raises InvalidInput naming
+  `ttl`, never OverflowError; MAX_TTL itself is accepted.
 - C-CLOSE-1 after close every operation raises `StoreClosed`; close is idempotent.
 - C-CLOSE-2 a put racing close either completed before close returned (and is
             visible from another handle) or was rejected with `StoreClosed` (and
@@ -76,6 +78,7 @@ from agent_memory.contract_tests.event_strategies import (
     cache_values,
 )
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
+from agent_memory.domain.validation import MAX_TTL
 from agent_memory.ports.storage import Cache
 
 __all__ = ["CacheContract"]
@@ -100,6 +103,15 @@ def _short_repr(value: bytes | None) -> object:
     if value is None or len(value) <= 40:
         return value
     return f"<{len(value)} bytes starting {value[:16]!r}>"
+
+
+async def _error_of(op: Awaitable[object]) -> BaseException | None:
+    """The exception `op` raises, or None."""
+    try:
+        await op
+    except Exception as exc:
+        return exc
+    return None
 
 
 @mark_async_tests
@@ -392,6 +404,19 @@ class CacheContract(ShortTtl):
         else:
             got = await cache.get("s", key)
             assert got is None, clause("C-INPUT-1", "a rejected put stores nothing", got)
+
+    async def test_ttl_above_the_maximum_is_invalid(self, cache: Cache) -> None:
+        """When this fails, `now + ttl` overflows (or the engine refuses the expiry):
+        check the ttl against MAX_TTL before any arithmetic."""
+        for ttl in (MAX_TTL + timedelta(microseconds=1), timedelta(days=999_999_999)):
+            exc = await _error_of(cache.put("s", "k", b"v", ttl))
+            rule = f"put(ttl={ttl}) raises InvalidInput"
+            assert isinstance(exc, InvalidInput), clause("C-INPUT-2", rule, repr(exc))
+            assert "ttl" in str(exc), clause("C-INPUT-2", "the message names `ttl`", exc)
+        assert await cache.get("s", "k") is None, clause("C-INPUT-2", "nothing stored", "k")
+        await cache.put("s", "k", b"v", MAX_TTL)
+        got = await cache.get("s", "k")
+        assert got == b"v", clause("C-INPUT-2", "a MAX_TTL entry is stored", got)
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -62,6 +62,8 @@ Clause ids (each assertion message starts with one):
 - EL-INPUT-1 a non-positive limit, a naive `since`, a blank user id raise
             `InvalidInput`.
 - EL-CLOSE-1 after close every operation raises `StoreClosed`.
+- EL-INPUT-2 a window limit above MAX_LIMIT (or 2**63) raises InvalidInput naming
+  `limit`; NUL in an event's text raises InvalidInput naming the field.
 - EL-CLOSE-2 close is idempotent.
 - EL-CLOSE-3 an append racing close either completed before close returned
             (and is visible from another handle) or was rejected with
@@ -114,6 +116,7 @@ from agent_memory.domain.records import (
     SummarySource,
     TimeBasis,
 )
+from agent_memory.domain.validation import MAX_LIMIT
 from agent_memory.ports.storage import EventLog
 
 __all__ = ["EventLogContract"]
@@ -158,6 +161,15 @@ def _event_diff(expected: Event, got: Event) -> list[str]:
         if not ok:
             out.append(f"{f.name}: expected {a!r}, got {b!r}")
     return out
+
+
+async def _error_of(op: Awaitable[object]) -> BaseException | None:
+    """The exception `op` raises, or None."""
+    try:
+        await op
+    except Exception as exc:
+        return exc
+    return None
 
 
 @mark_async_tests
@@ -739,6 +751,23 @@ class EventLogContract:
         else:
             op = event_log.erase_user("  ")
         await expect_raises("EL-INPUT-1", f"{case} raises InvalidInput", InvalidInput, op)
+
+    async def test_limit_bound_and_nul(self, event_log: EventLog) -> None:
+        """When this fails, a huge limit reaches the engine (OverflowError, a server
+        error) or NUL text is left to the backend: check both before any I/O."""
+        now = datetime.now(UTC)
+        for limit in (MAX_LIMIT + 1, 2**63):
+            exc = await _error_of(event_log.window("d", since=now, limit=limit))
+            rule = f"window(limit={limit}) raises InvalidInput"
+            assert isinstance(exc, InvalidInput), clause("EL-INPUT-2", rule, repr(exc))
+            assert "limit" in str(exc), clause("EL-INPUT-2", "the message names `limit`", exc)
+        await event_log.window("d", since=now, limit=MAX_LIMIT)
+        event = Event(id="nul", domain="d", agent="a", action="x", outcome="ok",
+                      summary="a\x00b", occurred_at=now, recorded_at=now)  # fmt: skip
+        exc = await _error_of(event_log.append([event]))
+        rule = "NUL in a summary raises InvalidInput"
+        assert isinstance(exc, InvalidInput), clause("EL-INPUT-2", rule, repr(exc))
+        assert "summary" in str(exc), clause("EL-INPUT-2", "the message names summary", exc)
 
     # -- lifecycle ---------------------------------------------------------------
 

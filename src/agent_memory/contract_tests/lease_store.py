@@ -51,6 +51,8 @@ Clause ids (each assertion message starts with one):
 - LS-SCOPE-1 an empty or whitespace-only scope raises `ScopeRequired` everywhere.
 - LS-INPUT-1 a blank key or owner, a non-positive or non-timedelta ttl raise
             `InvalidInput`.
+- LS-INPUT-2 a ttl above MAX_TTL (e.g. 999,999,999 days) raises InvalidInput naming
+  `ttl`, never OverflowError; MAX_TTL itself is accepted.
 - LS-CLOSE-1 after close every operation raises `StoreClosed`; close is
             idempotent.
 - LS-CLOSE-2 an acquire racing close either completed before close returned
@@ -92,6 +94,7 @@ from agent_memory.contract_tests.event_strategies import (
 )
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld, ScopeRequired
 from agent_memory.domain.records import Lease
+from agent_memory.domain.validation import MAX_TTL
 from agent_memory.ports.storage import LeaseStore
 
 __all__ = ["LeaseStoreContract"]
@@ -107,6 +110,15 @@ _SEPARATORS = [":", "|", "/", "}"]
 
 def _brief(lease: Lease | None) -> tuple[str, int, bytes] | None:
     return None if lease is None else (lease.owner, lease.token, lease.payload)
+
+
+async def _error_of(op: Awaitable[object]) -> BaseException | None:
+    """The exception `op` raises, or None."""
+    try:
+        await op
+    except Exception as exc:
+        return exc
+    return None
 
 
 @mark_async_tests
@@ -641,6 +653,18 @@ class LeaseStoreContract(ShortTtl):
             )
         got = await leases.scan("s")
         assert got == [], clause("LS-INPUT-1", "rejected calls store nothing", got)
+
+    async def test_ttl_above_the_maximum_is_invalid(self, leases: LeaseStore) -> None:
+        """When this fails, `now + ttl` overflows (or the engine refuses the expiry):
+        check the ttl against MAX_TTL before any arithmetic."""
+        for ttl in (MAX_TTL + timedelta(microseconds=1), timedelta(days=999_999_999)):
+            for name, call in (("acquire", leases.acquire), ("renew", leases.renew)):
+                exc = await _error_of(call("s", "k", "o", ttl))
+                rule = f"{name}(ttl={ttl}) raises InvalidInput"
+                assert isinstance(exc, InvalidInput), clause("LS-INPUT-2", rule, repr(exc))
+                assert "ttl" in str(exc), clause("LS-INPUT-2", "the message names `ttl`", exc)
+        lease = await leases.acquire("s", "k", "o", MAX_TTL)
+        assert lease is not None, clause("LS-INPUT-2", "a MAX_TTL lease is acquired", lease)
 
     # -- lifecycle ---------------------------------------------------------------
 

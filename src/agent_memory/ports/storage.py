@@ -8,6 +8,22 @@ Common rules:
   write racing `close()` either completes before `close()` returns or is
   rejected, and is never persisted after;
 - backend failures raise `BackendUnavailable`, never a raw client exception.
+
+Bad input: one rule, one typed error on every backend, raised before any I/O
+(`InvalidInput` or a subclass, whose `field` and message name the argument;
+never a builtin such as `AttributeError` or `OverflowError`). The bounds live
+in `agent_memory.domain.validation`:
+- text (scopes, ids, keys, prefixes, record and event text, JSON attribute and
+  metadata strings, keyword queries) must not contain NUL (U+0000): PostgreSQL
+  cannot store it, so no backend accepts it;
+- every `limit` is an int, not a bool, in [1, MAX_LIMIT] (10,000), the same on
+  every backend: a larger limit would be accepted by some engines and overflow
+  others' 64-bit LIMIT, and no service needs more in one call;
+- every ttl is a `timedelta` in (0, MAX_TTL] (3650 days): `now + ttl` stays a
+  valid timestamp in every backend's encoding;
+- a `cursor` is None or a string returned as `next_cursor` by `list`;
+- `min_score` is None or a finite number; query vectors are finite, 1-D, of the
+  store's dimension (`DimensionMismatch` otherwise).
 """
 
 from __future__ import annotations
@@ -118,7 +134,16 @@ class KeywordSearch(Protocol):
         namespace: str | None = None,
         kinds: Sequence[str] | None = None,
     ) -> list[ScoredRecord]:
-        """Records matching the query's terms, best first (higher score is better)."""
+        """Records matching the query's terms, best first (higher score is better).
+
+        `query` is a string of at most MAX_QUERY_BYTES (64 KiB) of UTF-8, else
+        `InvalidInput` naming `query`. Every word of such a query counts on every
+        backend (no backend keeps only the first few terms; about 16,000
+        distinct words were measured to work on each), except that a word (run of
+        letters and digits) longer than MAX_QUERY_WORD_BYTES (64) is ignored
+        everywhere: engines index only bounded tokens (RediSearch truncates at
+        128 bytes, PostgreSQL drops words over 2047), so such words would match
+        on some backends and not on others."""
         ...
 
 

@@ -77,6 +77,12 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-LIST-5 a non-positive limit raises InvalidInput.
 - MS-LIST-6 list of an owner without records is an empty last page.
 - MS-LIST-7 a malformed cursor raises InvalidInput.
+- MS-LIST-8 a cursor that is not a string (an int, bytes, a list) raises InvalidInput
+  naming `cursor`, never a builtin error.
+- MS-BOUND-1 every limit (search, list, search_text) above MAX_LIMIT, or a bool,
+  raises InvalidInput naming `limit`; MAX_LIMIT itself is accepted.
+- MS-BOUND-2 NUL (U+0000) in an owner, id, namespace, kind, content, context or
+  attribute string raises InvalidInput naming the field, and nothing is written.
 - MS-DIM-0 the suite needs a space of dimension >= 2 (a setup error, not a store bug).
 - MS-DIM-1 add with a vector of another dimension raises DimensionMismatch and
   writes nothing of the batch.
@@ -95,6 +101,10 @@ test's docstring says what to look at when it fails. Clauses:
   kinds filters apply (5); deleted records are not findable (6); a record with more
   of the query's terms ranks higher (7); blank owner, bad limit and closed store are
   rejected (8); matching ignores letter case in both the query and the text (9).
+- MS-KW-10 (keyword_search) a query of exactly MAX_QUERY_BYTES whose only matching
+  word comes after 2,000 distinct others finds the record: every word counts.
+- MS-KW-11 (keyword_search) a query over MAX_QUERY_BYTES, or holding NUL, raises
+  InvalidInput naming `query`; a word over MAX_QUERY_WORD_BYTES matches nothing.
 - MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
   fixture does not leak data between tests).
 - MS-SM-1 random operation sequences agree with the in-memory oracle.
@@ -133,6 +143,7 @@ from agent_memory.domain.errors import (
     StoreClosed,
 )
 from agent_memory.domain.records import MemoryRecord, Page, ScoredRecord
+from agent_memory.domain.validation import MAX_LIMIT, MAX_QUERY_BYTES, MAX_QUERY_WORD_BYTES
 from agent_memory.ports.storage import KeywordSearch, MemoryStore
 
 __all__ = ["MemoryStoreContract", "Reopen", "assert_same_record"]
@@ -1408,6 +1419,66 @@ class MemoryStoreContract:
             store.list(OWNER, cursor="not a cursor!"),
         )
 
+    @pytest.mark.parametrize("cursor", [123, b"abc", ["x"], 1.5])
+    async def test_list_cursor_of_another_type_is_invalid(
+        self, store: MemoryStore, cursor: object
+    ) -> None:
+        """When this fails, the cursor is decoded without checking that it is a
+        string first (an AttributeError or TypeError escapes)."""
+        exc = await _raises(
+            "MS-LIST-8",
+            f"list(cursor={cursor!r}) raises InvalidInput",
+            InvalidInput,
+            store.list(OWNER, cursor=cursor),  # type: ignore[arg-type]
+        )
+        assert "cursor" in str(exc), clause("MS-LIST-8", "the message names `cursor`", exc)
+
+    @pytest.mark.parametrize("limit", [MAX_LIMIT + 1, 2**63, True])
+    async def test_limits_above_the_maximum_are_invalid(
+        self, store: MemoryStore, limit: int
+    ) -> None:
+        """When this fails, a limit is passed to the engine unchecked: check it is
+        an int (not a bool) in [1, MAX_LIMIT] before any query."""
+        await store.add([_rec(store, "a")])
+        calls: dict[str, Callable[[], Awaitable[object]]] = {
+            "search": lambda: store.search(OWNER, _vec(_dim(store), 1.0), limit=limit),
+            "list": lambda: store.list(OWNER, limit=limit),
+        }
+        if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
+            kw = store
+            calls["search_text"] = lambda: kw.search_text(OWNER, "zebra", limit=limit)
+        for name, call in calls.items():
+            exc = await _raises(
+                "MS-BOUND-1", f"{name}(limit={limit!r}) raises InvalidInput", InvalidInput, call()
+            )
+            assert "limit" in str(exc), clause("MS-BOUND-1", "the message names `limit`", exc)
+        hits = await store.search(OWNER, _vec(_dim(store), 1.0), limit=MAX_LIMIT)
+        assert _ids(hits) == ["a"], clause("MS-BOUND-1", "search(limit=MAX_LIMIT)", _ids(hits))
+        page = await store.list(OWNER, limit=MAX_LIMIT)
+        assert [r.id for r in page.records] == ["a"], clause(
+            "MS-BOUND-1", "list(limit=MAX_LIMIT) is accepted", page
+        )
+
+    @pytest.mark.parametrize(
+        "field", ["owner", "id", "namespace", "kind", "content", "context", "attributes"]
+    )
+    async def test_nul_in_text_is_invalid_and_writes_nothing(
+        self, store: MemoryStore, field: str
+    ) -> None:
+        """When this fails, NUL reaches the backend (PostgreSQL refuses it with a
+        server error): reject it in the argument checks, on every backend alike."""
+        value: object = {"k": "a\x00b"} if field == "attributes" else "a\x00b"
+        bad = _unchecked(_rec(store, "n1"), **{field: value})
+        exc = await _raises(
+            "MS-BOUND-2",
+            f"add with NUL in {field} raises InvalidInput",
+            InvalidInput,
+            store.add([bad]),
+        )
+        assert field in str(exc), clause("MS-BOUND-2", f"the message names {field}", exc)
+        page = await store.list(OWNER)
+        assert page.records == (), clause("MS-BOUND-2", "nothing is written", page)
+
     # ------------------------------------------------------------ dimension
 
     @pytest.mark.parametrize("delta", [1, -1])
@@ -1726,6 +1797,40 @@ class MemoryStoreContract:
             StoreClosed,
             kw.search_text(OWNER, "zebra"),
         )
+
+    async def test_keyword_query_at_the_maximum_honours_every_word(
+        self, store: MemoryStore
+    ) -> None:
+        """When this fails, the backend keeps only the first terms of a long query
+        (or cannot take a query of MAX_QUERY_BYTES): every word must count."""
+        kw = self._keyword(store)
+        await store.add([_rec(store, "z", content="zebra crossing")])
+        words = " ".join(f"q{i}x" for i in range(2000))
+        query = words + " " * (MAX_QUERY_BYTES - len(words.encode()) - 6) + " zebra"
+        hits = await kw.search_text(OWNER, query)
+        assert _ids(hits) == ["z"], clause(
+            "MS-KW-10", "a MAX_QUERY_BYTES query finds its last word's record", _ids(hits)
+        )
+
+    async def test_keyword_query_bounds(self, store: MemoryStore) -> None:
+        """When this fails, an oversized or NUL query reaches the engine, or words
+        longer than MAX_QUERY_WORD_BYTES are matched on this backend only."""
+        kw = self._keyword(store)
+        long_word = "y" * (MAX_QUERY_WORD_BYTES + 1)
+        await store.add([_rec(store, "y", content=long_word)])
+        for name, query in {
+            "a query over MAX_QUERY_BYTES": "x" * (MAX_QUERY_BYTES + 1),
+            "a query holding NUL": "zebra\x00",
+        }.items():
+            exc = await _raises(
+                "MS-KW-11",
+                f"{name} raises InvalidInput",
+                InvalidInput,
+                kw.search_text(OWNER, query),
+            )
+            assert "query" in str(exc), clause("MS-KW-11", "the message names `query`", exc)
+        hits = await kw.search_text(OWNER, long_word)
+        assert hits == [], clause("MS-KW-11", "an over-long word matches nothing", _ids(hits))
 
     # -------------------------------------------------------- state machine
 

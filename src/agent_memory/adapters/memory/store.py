@@ -22,13 +22,7 @@ from agent_memory.adapters._common.validation import (
 )
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
-from agent_memory.domain.ranking import (
-    cosine_scores,
-    decode_cursor,
-    encode_cursor,
-    normalise_rows,
-    top_k,
-)
+from agent_memory.domain.ranking import decode_cursor, encode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
@@ -42,27 +36,44 @@ from agent_memory.domain.validation import (
     require_limit,
     require_scope,
 )
+from agent_memory.domain.vector_index import ExactIndex
 
 __all__ = ["InMemoryMemoryStore", "MemoryBackend"]
 
 
 class _OwnerIndex:
-    """One owner's records plus a lazily rebuilt, normalised matrix and lazily
-    computed term counts (content + indexing context) for keyword search."""
+    """One owner's records plus their vectors as an incrementally kept
+    `ExactIndex` (built on the first search, then updated by every write) and
+    lazily computed term counts (content + indexing context) for keyword search."""
 
     def __init__(self) -> None:
         self.records: dict[str, MemoryRecord] = {}
-        self._ids: list[str] | None = None
-        self._matrix: npt.NDArray[np.float32] | None = None
+        self._vectors: ExactIndex | None = None
         self._terms: dict[str, tuple[Counter[str], int]] = {}
 
-    def invalidate(self, record_id: str | None = None) -> None:
-        self._ids = None
-        self._matrix = None
-        if record_id is None:
-            self._terms.clear()
-        else:
-            self._terms.pop(record_id, None)
+    def put(self, records: Sequence[MemoryRecord]) -> None:
+        """Store (add or replace) `records`, keeping the vector index in step."""
+        for r in records:
+            self.records[r.id] = r
+            self._terms.pop(r.id, None)
+        if self._vectors is not None and records:
+            self._vectors.add([r.id for r in records], np.stack([r.vector for r in records]))
+
+    def remove(self, ids: Sequence[str]) -> None:
+        for i in ids:
+            del self.records[i]
+            self._terms.pop(i, None)
+        if self._vectors is not None:
+            self._vectors.remove(ids)
+
+    def vectors(self, dimension: int) -> ExactIndex:
+        if self._vectors is None:
+            index = ExactIndex(dimension)
+            if self.records:
+                ids = list(self.records)
+                index.add(ids, np.stack([self.records[i].vector for i in ids]))
+            self._vectors = index
+        return self._vectors
 
     def terms(self, record_id: str) -> tuple[Counter[str], int]:
         found = self._terms.get(record_id)
@@ -71,16 +82,6 @@ class _OwnerIndex:
             found = term_counts(f"{record.content}\n{record.context}")
             self._terms[record_id] = found
         return found
-
-    def matrix(self) -> tuple[list[str], npt.NDArray[np.float32]]:
-        if self._ids is None or self._matrix is None:
-            self._ids = list(self.records)
-            if self._ids:
-                stacked = np.stack([self.records[i].vector for i in self._ids])
-            else:
-                stacked = np.zeros((0, 1), dtype=np.float32)
-            self._matrix = normalise_rows(stacked)
-        return self._ids, self._matrix
 
 
 class MemoryBackend:
@@ -134,10 +135,11 @@ class InMemoryMemoryStore:
         if dupes:
             owner, ids = next(iter(dupes.items()))
             raise DuplicateRecord(owner, tuple(ids))
+        by_owner: dict[str, list[MemoryRecord]] = {}
         for r in batch:
-            index = owners.setdefault(r.owner, _OwnerIndex())
-            index.records[r.id] = r
-            index.invalidate(r.id)
+            by_owner.setdefault(r.owner, []).append(r)
+        for owner, group in by_owner.items():
+            owners.setdefault(owner, _OwnerIndex()).put(group)
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
         self._life.check()
@@ -152,17 +154,18 @@ class InMemoryMemoryStore:
         index = self._owners().get(record.owner)
         if index is None or record.id not in index.records:
             raise NotFound(record.owner, record.id)
-        index.records[record.id] = record
-        index.invalidate(record.id)
+        index.put([record])
 
     async def delete(self, owner: str, id: str) -> bool:
         self._life.check()
         require_scope(owner, "owner")
         require_id(id)
         index = self._owners().get(owner)
-        if index is None or index.records.pop(id, None) is None:
+        if index is None or id not in index.records:
             return False
-        index.invalidate(id)
+        index.remove([id])
+        if not index.records:  # leave no trace of the owner (forgetting a user)
+            self._owners().pop(owner, None)
         return True
 
     async def search(
@@ -185,19 +188,19 @@ class InMemoryMemoryStore:
         index = self._owners().get(owner)
         if index is None:
             return []
-        ids, matrix = index.matrix()
-        scores = cosine_scores(matrix, query)
+        vectors = index.vectors(self._space.dimension)
+        positions = None
         if namespace is not None or wanted is not None:
-            keep = np.fromiter(
-                (_matches(index.records[i], namespace, wanted) for i in ids),
-                dtype=bool,
-                count=len(ids),
+            ids = vectors.ids
+            positions = np.flatnonzero(
+                np.fromiter(
+                    (_matches(index.records[i], namespace, wanted) for i in ids),
+                    dtype=bool,
+                    count=len(ids),
+                )
             )
-            scores = np.where(keep, scores, np.float32(-np.inf))
-            floor = -2.0 if min_score is None else min_score
-            hits = top_k(scores, ids, limit, floor)
-        else:
-            hits = top_k(scores, ids, limit, min_score)
+        hits = vectors.search(query, limit, min_score=min_score, positions=positions)
+        ids = vectors.ids
         return [ScoredRecord(record=index.records[ids[i]], score=s) for i, s in hits]
 
     async def search_text(
@@ -275,9 +278,7 @@ class InMemoryMemoryStore:
         if index is None:
             return 0
         doomed = [i for i, r in index.records.items() if _matches(r, namespace, wanted)]
-        for i in doomed:
-            del index.records[i]
-            index.invalidate(i)
+        index.remove(doomed)
         if not index.records:  # leave no trace of the owner (forgetting a user)
             self._owners().pop(owner, None)
         return len(doomed)

@@ -310,16 +310,18 @@ def _reindex_terms(conn: sqlite3.Connection, tables: SpaceTables, names: dict[st
     )
 
 
-def bump_versions(conn: sqlite3.Connection, space: str, owners: list[str] | None) -> None:
+def bump_versions(conn: sqlite3.Connection, space: str, owners: list[str] | None) -> int:
     """Give `owners` (every owner of `space` when None) a fresh value of the
-    file-wide record-version counter, inside the caller's write transaction."""
+    file-wide record-version counter, inside the caller's write transaction;
+    returns that value."""
     conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'record_version'")
     (version,) = conn.execute("SELECT value FROM meta WHERE key = 'record_version'").fetchone()
     if owners is None:
         conn.execute("UPDATE record_versions SET version = ? WHERE space = ?", (version, space))
-        return
+        return int(version)
     conn.executemany(
         "INSERT INTO record_versions (space, owner, version) VALUES (?, ?, ?)"
         " ON CONFLICT (space, owner) DO UPDATE SET version = excluded.version",
         [(space, o, version) for o in owners],
     )
+    return int(version)

@@ -14,7 +14,7 @@ import logging
 import os
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,13 +40,7 @@ from agent_memory.adapters.sqlite.codec import (
 from agent_memory.adapters.sqlite.schema import SpaceTables, bump_versions, ensure_space
 from agent_memory.domain.errors import BackendUnavailable, DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms
-from agent_memory.domain.ranking import (
-    cosine_scores,
-    decode_cursor,
-    encode_cursor,
-    normalise_rows,
-    top_k,
-)
+from agent_memory.domain.ranking import decode_cursor, encode_cursor, top_k
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
@@ -61,6 +55,7 @@ from agent_memory.domain.validation import (
     require_positive,
     require_scope,
 )
+from agent_memory.domain.vector_index import ExactIndex
 
 __all__ = ["SqliteMemoryStore"]
 
@@ -86,22 +81,18 @@ def _filter_sql(
     return sql, params
 
 
-class _Matrix:
-    """One owner's rows as a normalised matrix, valid for one counter value."""
+class _Cached:
+    """One owner's vectors as an `ExactIndex` (tags: the rows' pks), valid for
+    one value of the owner's version."""
 
-    __slots__ = ("ids", "matrix", "pks", "version")
+    __slots__ = ("index", "version")
 
-    def __init__(
-        self,
-        version: int,
-        pks: npt.NDArray[np.int64],
-        ids: list[str],
-        matrix: npt.NDArray[np.float32],
-    ) -> None:
+    def __init__(self, version: int, index: ExactIndex) -> None:
         self.version = version
-        self.pks = pks
-        self.ids = ids
-        self.matrix = matrix
+        self.index = index
+
+
+_Versions = dict[str, tuple[int, int]]  # owner -> (version before the write, after)
 
 
 class SqliteMemoryStore(SqliteHandle):
@@ -123,7 +114,7 @@ class SqliteMemoryStore(SqliteHandle):
             path, "sqlite memory store", busy_timeout=busy_timeout, synchronous=synchronous
         )
         self._tables: SpaceTables | None = None  # set on the worker thread
-        self._cache: OrderedDict[str, _Matrix] = OrderedDict()  # worker thread only
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()  # worker thread only
         self._cache_size = matrix_cache_owners
 
     @property
@@ -145,28 +136,45 @@ class SqliteMemoryStore(SqliteHandle):
                 )
         return self._tables
 
-    def _bump(self, conn: sqlite3.Connection, owners: Sequence[str]) -> None:
-        bump_versions(conn, self._t(conn).identity, list(dict.fromkeys(owners)))
+    def _bump(self, conn: sqlite3.Connection, owners: Sequence[str]) -> _Versions:
+        """Fresh versions for `owners` (in the write tx): owner -> (old, new)."""
+        distinct = list(dict.fromkeys(owners))
+        before = {o: self._version(conn, o) for o in distinct}
+        after = bump_versions(conn, self._t(conn).identity, distinct)
+        return {o: (before[o], after) for o in distinct}
 
-    def _after_delete(self, conn: sqlite3.Connection, owner: str) -> None:
+    def _after_delete(self, conn: sqlite3.Connection, owner: str) -> _Versions:
         """Bookkeeping after deleting some of `owner`'s records (in the write tx):
         a fresh version, or no version row at all once the owner has no records,
-        so that the owner's id does not outlive their data; this handle's cached
-        matrix of the owner goes at once."""
+        so that the owner's id does not outlive their data (then no versions are
+        returned and the owner's cached index is dropped after the commit)."""
         t = self._t(conn)
-        self._cache.pop(owner, None)
         left = conn.execute(
             f"SELECT 1 FROM {t.q(t.records)} WHERE owner = ? LIMIT 1", (owner,)
         ).fetchone()
         if left is not None:
-            self._bump(conn, [owner])
-            return
+            return self._bump(conn, [owner])
         # The file-wide counter still moves, so a version never repeats when the
         # owner comes back.
         bump_versions(conn, t.identity, [])
         conn.execute(
             "DELETE FROM record_versions WHERE space = ? AND owner = ?", (t.identity, owner)
         )
+        return {}
+
+    def _patch(self, owner: str, versions: _Versions, apply: Callable[[ExactIndex], None]) -> None:
+        """After this handle's write to `owner` committed: bring the owner's cached
+        index along (`apply`) when it was current before the write, so a search
+        right after a write needs no reload; otherwise drop it."""
+        entry = self._cache.get(owner)
+        if entry is None:
+            return
+        change = versions.get(owner)
+        if change is None or entry.version != change[0]:
+            del self._cache[owner]
+            return
+        apply(entry.index)
+        entry.version = change[1]
 
     def _version(self, conn: sqlite3.Connection, owner: str) -> int:
         row = conn.execute(
@@ -175,36 +183,35 @@ class SqliteMemoryStore(SqliteHandle):
         ).fetchone()
         return 0 if row is None else int(row[0])
 
-    def _matrix(self, conn: sqlite3.Connection, owner: str) -> _Matrix:
-        """The owner's cached matrix, reloaded when its counter moved (call in a read tx)."""
+    def _index(self, conn: sqlite3.Connection, owner: str) -> ExactIndex:
+        """The owner's cached index, reloaded when its version moved (call in a read tx)."""
         version = self._version(conn, owner)
         entry = self._cache.get(owner)
         if entry is not None and entry.version == version:
             self._cache.move_to_end(owner)
-            return entry
+            return entry.index
         t = self._t(conn)
         rows = conn.execute(
             f"SELECT pk, id, vector FROM {t.q(t.records)} WHERE owner = ? ORDER BY pk", (owner,)
         ).fetchall()
         dim = self._space.dimension
-        pks = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        ids = [r[1] for r in rows]
+        index = ExactIndex(dim)
         if rows:
             blob = b"".join(r[2] for r in rows)
             if len(blob) != len(rows) * dim * 4:
                 raise BackendUnavailable(
                     "sqlite", f"{t.records}: stored vectors do not match dimension {dim}"
                 )
-            raw = np.frombuffer(blob, dtype="<f4").reshape(len(rows), dim).astype(np.float32)
-            matrix = normalise_rows(raw)
-        else:
-            matrix = np.zeros((0, dim), dtype=np.float32)
-        entry = _Matrix(version, pks, ids, matrix)
-        self._cache[owner] = entry
+            index.add(
+                [r[1] for r in rows],
+                np.frombuffer(blob, dtype="<f4").reshape(len(rows), dim),
+                np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+            )
+        self._cache[owner] = _Cached(version, index)
         self._cache.move_to_end(owner)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        return entry
+        return index
 
     def _fetch(self, conn: sqlite3.Connection, owner: str, pks: Sequence[int]) -> dict[int, Any]:
         t = self._t(conn)
@@ -231,12 +238,13 @@ class SqliteMemoryStore(SqliteHandle):
 
     def _add(self, conn: sqlite3.Connection, batch: list[MemoryRecord]) -> None:
         t = self._t(conn)
-        by_owner: dict[str, list[str]] = {}
-        for r in batch:
-            by_owner.setdefault(r.owner, []).append(r.id)
+        by_owner: dict[str, list[int]] = {}
+        for i, r in enumerate(batch):
+            by_owner.setdefault(r.owner, []).append(i)
         with write_tx(conn):
             stored: set[tuple[str, str]] = set()
-            for owner, ids in by_owner.items():
+            for owner, positions in by_owner.items():
+                ids = [batch[i].id for i in positions]
                 for start in range(0, len(ids), _CHUNK):
                     chunk = ids[start : start + _CHUNK]
                     rows = conn.execute(
@@ -255,13 +263,28 @@ class SqliteMemoryStore(SqliteHandle):
             if dupes:
                 owner, dup_ids = next(iter(dupes.items()))
                 raise DuplicateRecord(owner, tuple(dup_ids))
-            placeholders = ",".join("?" * 13)
-            conn.executemany(
-                f"INSERT INTO {t.q(t.records)} ({RECORD_COLUMNS}, terms, n_terms)"
-                f" VALUES ({placeholders})",
-                [(*record_params(r), *text_terms(r)) for r in batch],
+            # Explicit keys (the write lock is held): the cached indexes learn
+            # each new row's key without reading the rows back.
+            first_pk = int(
+                conn.execute(f"SELECT coalesce(max(pk), 0) + 1 FROM {t.q(t.records)}").fetchone()[0]
             )
-            self._bump(conn, list(by_owner))
+            placeholders = ",".join("?" * 14)
+            conn.executemany(
+                f"INSERT INTO {t.q(t.records)} (pk, {RECORD_COLUMNS}, terms, n_terms)"
+                f" VALUES ({placeholders})",
+                [(first_pk + i, *record_params(r), *text_terms(r)) for i, r in enumerate(batch)],
+            )
+            versions = self._bump(conn, list(by_owner))
+        for owner, positions in by_owner.items():
+            self._patch(
+                owner,
+                versions,
+                lambda index, positions=positions: index.add(  # type: ignore[misc]
+                    [batch[i].id for i in positions],
+                    np.stack([batch[i].vector for i in positions]),
+                    np.asarray([first_pk + i for i in positions], dtype=np.int64),
+                ),
+            )
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
         async with self._life.op():
@@ -294,7 +317,8 @@ class SqliteMemoryStore(SqliteHandle):
             )
             if cur.rowcount == 0:
                 raise NotFound(record.owner, record.id)
-            self._bump(conn, [record.owner])
+            versions = self._bump(conn, [record.owner])
+        self._patch(record.owner, versions, lambda index: index.update(record.id, record.vector))
 
     async def delete(self, owner: str, id: str) -> bool:
         async with self._life.op():
@@ -310,8 +334,9 @@ class SqliteMemoryStore(SqliteHandle):
             )
             if cur.rowcount == 0:
                 return False
-            self._after_delete(conn, owner)
-            return True
+            versions = self._after_delete(conn, owner)
+        self._patch(owner, versions, lambda index: index.remove([id]))
+        return True
 
     async def search(
         self,
@@ -346,26 +371,21 @@ class SqliteMemoryStore(SqliteHandle):
     ) -> list[ScoredRecord]:
         t = self._t(conn)
         with read_tx(conn):
-            entry = self._matrix(conn, owner)
-            if not entry.ids:
+            index = self._index(conn, owner)
+            if not len(index):
                 return []
-            scores = cosine_scores(entry.matrix, query)
-            pks = entry.pks
-            ids = entry.ids
+            positions = None
             if namespace is not None or kinds is not None:
                 where, params = _filter_sql(namespace, kinds)
                 keep = conn.execute(
                     f"SELECT pk FROM {t.q(t.records)} WHERE owner = ?{where}", [owner, *params]
                 ).fetchall()
                 wanted = np.fromiter((r[0] for r in keep), dtype=np.int64, count=len(keep))
-                positions = np.flatnonzero(np.isin(entry.pks, wanted))
-                scores = scores[positions]
-                pks = entry.pks[positions]
-                ids = [entry.ids[i] for i in positions.tolist()]
-            hits = top_k(scores, ids, limit, min_score)
+                positions = np.flatnonzero(np.isin(index.tags, wanted))
+            hits = index.search(query, limit, min_score=min_score, positions=positions)
             if not hits:
                 return []
-            chosen = [int(pks[i]) for i, _ in hits]
+            chosen = [int(index.tags[i]) for i, _ in hits]
             rows = self._fetch(conn, owner, chosen)
         dim = self._space.dimension
         return [
@@ -531,13 +551,18 @@ class SqliteMemoryStore(SqliteHandle):
         t = self._t(conn)
         where, params = _filter_sql(namespace, kinds)
         with write_tx(conn):
-            cur = conn.execute(
-                f"DELETE FROM {t.q(t.records)} WHERE owner = ?{where}", [owner, *params]
-            )
-            count = cur.rowcount
-            if count:
-                self._after_delete(conn, owner)
-            return count
+            doomed = [
+                row[0]
+                for row in conn.execute(
+                    f"SELECT id FROM {t.q(t.records)} WHERE owner = ?{where}", [owner, *params]
+                )
+            ]
+            if not doomed:
+                return 0
+            conn.execute(f"DELETE FROM {t.q(t.records)} WHERE owner = ?{where}", [owner, *params])
+            versions = self._after_delete(conn, owner)
+        self._patch(owner, versions, lambda index: index.remove(doomed))
+        return len(doomed)
 
     def _ping(self, conn: sqlite3.Connection) -> None:
         self._t(conn)

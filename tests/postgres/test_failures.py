@@ -8,12 +8,13 @@ The restart and durability tests run on a private server with the default
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
@@ -117,6 +118,183 @@ async def test_restart_mid_test_same_handles_recover(private_server: EmbeddedPos
     assert [h.record.id for h in hits] == ["r2"]
     await store.close()
     await events.close()
+
+
+async def _failures(op: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+    """Retry an operation until it succeeds, at most 3 times; (result, failures)."""
+    for failures in range(3):
+        try:
+            return await op(), failures
+        except BackendUnavailable:
+            await asyncio.sleep(0.05)
+    return await op(), 3
+
+
+@contextlib.asynccontextmanager
+async def _handles(
+    uri: str, schema: str, **options: float
+) -> AsyncIterator[tuple[PostgresMemoryStore, PostgresEventLog, PostgresLeaseStore, PostgresCache]]:
+    """The four ports on one database, closed even when the test fails (an open
+    pool would keep the event loop from shutting down)."""
+    db = PostgresDatabase(uri, schema=schema, **options)  # type: ignore[arg-type]
+    handles = (
+        PostgresMemoryStore(db, SPACE, owns_database=True),
+        PostgresEventLog(db, owns_database=True),
+        PostgresLeaseStore(db, owns_database=True),
+        PostgresCache(db, owns_database=True),
+    )
+    try:
+        yield handles
+    finally:
+        for handle in handles:
+            await handle.close()
+
+
+async def test_kill_9_and_restart_cost_no_failed_read(private_server: EmbeddedPostgres) -> None:
+    """When this fails, the pool handed out connections the crash had killed (no
+    check on borrow), or a read whose connection broke was not retried on a new
+    one. The pool is kept full (min_size = max_size) so that every crash leaves
+    several dead idle connections behind, as a busy process has."""
+    async with _handles(
+        private_server.uri, "restart_reads", min_size=6, max_size=6, connect_timeout=10
+    ) as (store, events, leases, cache):
+        await store.add([_record(i) for i in range(20)])
+        assert await events.append([_event(i) for i in range(5)]) == 5
+        lease = await leases.acquire("jobs", "compaction", "worker-1", timedelta(hours=1), b"p")
+        assert lease is not None
+        await cache.put("digests", "d1", b"digest")
+        await store.database.open()
+        query = np.array([1.0, 3.0, 0.5, -3.0], dtype=np.float32)
+        since = datetime.now(UTC) - timedelta(days=1)
+
+        async def read_all() -> None:
+            """One call of every idempotent read, each checked for the right answer."""
+            assert await store.get("alice", "r3") == _record(3)
+            assert (await store.search("alice", query, limit=1))[0].record.id == "r3"
+            assert (await store.search_text("alice", "number", limit=3)) != []
+            listed = {r.id for r in (await store.list("alice", limit=50)).records}
+            assert listed >= {f"r{i}" for i in range(20)}
+            window = await events.window("ops", since=since, limit=10)
+            assert {e.id for e in window.events} >= {f"e{i}" for i in range(5)}
+            assert await cache.get("digests", "d1") == b"digest"
+            held = await leases.get("jobs", "compaction")
+            assert held is not None
+            assert held.token == lease.token
+            assert [h.key for h in await leases.scan("jobs", "comp")] == ["compaction"]
+
+        reads: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.get("alice", "r3"),
+            lambda: store.search("alice", query, limit=1),
+            lambda: store.search_text("alice", "number", limit=3),
+            lambda: store.list("alice", limit=50),
+            lambda: events.window("ops", since=since, limit=10),
+            lambda: cache.get("digests", "d1"),
+            lambda: leases.get("jobs", "compaction"),
+            lambda: leases.scan("jobs", "comp"),
+        ]
+
+        # Sequential reads right after a crash and restart: none fails.
+        private_server.kill()
+        private_server.start()
+        failed = 0
+        for read in reads:
+            try:
+                await read()
+            except BackendUnavailable:
+                failed += 1
+        assert failed == 0, f"{failed} of {len(reads)} sequential reads failed after the restart"
+        await read_all()
+
+        # 32 concurrent reads right after a crash and restart: none fails.
+        await asyncio.gather(*(reads[i % len(reads)]() for i in range(32)))  # a full, busy pool
+        private_server.kill()
+        private_server.start()
+        results = await asyncio.gather(
+            *(reads[i % len(reads)]() for i in range(32)), return_exceptions=True
+        )
+        errors = [r for r in results if isinstance(r, BaseException)]
+        assert errors == [], f"{len(errors)} of 32 concurrent reads failed: {errors[:2]}"
+        await read_all()
+
+        # Writes: at most one failed call per handle, and every acknowledged write kept.
+        private_server.kill()
+        private_server.start()
+        _, failures = await _failures(lambda: store.add([_record(100)]))
+        assert failures <= 1
+        added, failures = await _failures(lambda: events.append([_event(100)]))
+        assert failures <= 1
+        assert added == 1
+        got, failures = await _failures(
+            lambda: leases.acquire("jobs", "other", "worker-2", timedelta(hours=1), b"q")
+        )
+        assert failures <= 1
+        assert got is not None
+        _, failures = await _failures(lambda: cache.put("digests", "d2", b"two"))
+        assert failures <= 1
+        await read_all()
+        assert await store.get("alice", "r100") == _record(100)
+        assert (
+            len((await events.window("ops", since=since - timedelta(days=1), limit=10)).events) == 6
+        )
+        assert await cache.get("digests", "d2") == b"two"
+        other = await leases.get("jobs", "other")
+        assert other is not None
+        assert other.token == got.token
+
+
+async def _wait_for_lock_waiters(uri: str, count: int) -> None:
+    """Until `count` sessions wait on a lock (the statements were sent)."""
+    deadline = time.monotonic() + 10
+    async with await psycopg.AsyncConnection.connect(uri, autocommit=True) as conn:
+        while True:
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            )
+            row = await cur.fetchone()
+            if row is not None and row[0] >= count:
+                return
+            assert time.monotonic() < deadline, "the statements never blocked"
+            await asyncio.sleep(0.02)
+
+
+async def test_call_in_flight_when_the_server_dies(private_server: EmbeddedPostgres) -> None:
+    """A read whose connection breaks mid-statement is run again on a new
+    connection and succeeds; a write is not (it might have committed): it fails
+    once with BackendUnavailable. When this fails, reads were not retried, or a
+    write was retried blindly."""
+    async with _handles(private_server.uri, "in_flight", connect_timeout=15) as (
+        store,
+        events,
+        leases,
+        cache,
+    ):
+        await store.add([_record(1)])
+        assert await events.append([_event(1)]) == 1
+        table = await store._tbl()
+        blocker = await psycopg.AsyncConnection.connect(private_server.uri)
+        try:
+            await blocker.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(table))
+            await blocker.execute(
+                sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(
+                    store.database.table("events")
+                )
+            )
+            read = asyncio.ensure_future(store.get("alice", "r1"))
+            write = asyncio.ensure_future(events.append([_event(2)]))
+            await _wait_for_lock_waiters(private_server.uri, 2)
+            private_server.kill()
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                await blocker.close()
+        private_server.start()
+        assert await read == _record(1)
+        with pytest.raises(BackendUnavailable):
+            await write
+        since = datetime.now(UTC) - timedelta(days=1)
+        window = await events.window("ops", since=since, limit=10)
+        assert [e.id for e in window.events] == ["e1"]  # the failed write was not re-run
+        for handle in (store, events, leases, cache):
+            await handle.close()
 
 
 async def test_acknowledged_writes_survive_kill_9(private_server: EmbeddedPostgres) -> None:

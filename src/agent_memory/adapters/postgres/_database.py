@@ -6,6 +6,15 @@ migrations on a single connection under an advisory lock, then opens an
 `AsyncConnectionPool` whose connections know pgvector's `vector` type and use
 HNSW iterative scans, so filtered vector queries return the full limit
 (`settings` adds session settings of your own, e.g. `statement_timeout`).
+
+A server restart kills every pooled connection, and the pool only learns it
+when one is used. So each borrowed connection is first checked without a round
+trip (a dead server's socket reads as end-of-file: `_is_dead`) and a dead one is
+discarded for the next; a connection that breaks in use makes the pool replace
+every connection opened before it (`pool.drain()`), and idempotent reads
+(`read`, `fetch_one`, `fetch_all`) then run once more on a new connection.
+Writes are never run twice: one that might have committed fails once with
+`BackendUnavailable`.
 """
 
 from __future__ import annotations
@@ -13,12 +22,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import re
-from collections.abc import AsyncIterator, Callable, Hashable, Mapping
-from contextlib import asynccontextmanager, suppress
-from typing import Any
+import select
+import time
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, sql
+from psycopg.pq import ConnStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
@@ -45,6 +58,12 @@ BACKEND = "postgres"
 HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SLUG = re.compile(r"[^a-z0-9]+")
+_T = TypeVar("_T")
+
+
+class ConnectionLost(BackendUnavailable):
+    """The connection broke during the call (the server restarted, crashed or
+    ended the session): the caller may run an idempotent call once more."""
 
 
 def schema_for_deployment(deployment: str) -> str:
@@ -79,6 +98,33 @@ async def _vector_oid(conn: AsyncConnection[Any]) -> int:
 
 def _is_nul_error(exc: BaseException) -> bool:
     return "NUL" in str(exc) and "0x00" in str(exc)
+
+
+def _readable(fd: int) -> bool:
+    """Whether the socket has input (or end-of-file) waiting, without blocking."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - Windows
+
+
+def _is_dead(conn: AsyncConnection[Any]) -> bool:
+    """An idle pooled connection whose server end is gone, found with no round
+    trip: an idle session receives nothing unasked, so input waiting on its
+    socket is end-of-file or the server's goodbye, and reading it marks the
+    connection bad. (A host that vanished without closing the socket is not
+    seen here; the statement then fails and `connection` replaces the pool.)"""
+    pgconn = conn.pgconn
+    if pgconn.status != ConnStatus.OK:
+        return True
+    try:
+        if not _readable(pgconn.socket):
+            return False
+        pgconn.consume_input()
+    except (psycopg.Error, OSError, ValueError):
+        return True
+    return pgconn.status != ConnStatus.OK
 
 
 class PostgresDatabase:
@@ -121,7 +167,12 @@ class PostgresDatabase:
         self._statements: dict[Hashable, sql.SQL] = {}
         self._closed = False
         self._refs = 0
-        self._recheck: asyncio.Task[None] | None = None
+        # Each connection's generation: a connection that breaks replaces the
+        # pool only when it is of the current one (newer than the last drain).
+        self._generation = 0
+        self._born: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @property
     def url(self) -> str:
@@ -208,6 +259,7 @@ class PostgresDatabase:
             self._vector_oid = int(row[0])
             register_vector(conn, self._vector_oid)
         register_json_loaders(conn)
+        self._born[conn] = self._generation
 
     def retain(self) -> None:
         """Count one more adapter that closes this database when it is closed."""
@@ -222,10 +274,6 @@ class PostgresDatabase:
     async def close(self) -> None:
         """Close the pool; later operations raise `BackendUnavailable`."""
         self._closed = True
-        if self._recheck is not None:
-            self._recheck.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                await self._recheck
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
@@ -234,65 +282,123 @@ class PostgresDatabase:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled autocommit connection; client failures become typed errors."""
+        """A pooled autocommit connection, alive when handed out; client failures
+        become typed errors (`ConnectionLost` when the connection broke in use)."""
         await self.open()
         pool = self._pool
         if pool is None:
             raise BackendUnavailable(BACKEND, "the database handle is closed")
+        conn = await self._borrow(pool)
         try:
-            async with pool.connection() as conn:
+            async with conn:
                 yield conn
         except psycopg.DataError as exc:
             if _is_nul_error(exc):
                 raise InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)") from exc
             raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
-        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
-            self._schedule_recheck()
-            raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
         except psycopg.Error as exc:
+            if conn.pgconn.status == ConnStatus.BAD:
+                await self._replace_connections(conn)
+                raise ConnectionLost(BACKEND, f"{type(exc).__name__}: {exc}") from exc
             raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            await pool.putconn(conn)
 
-    def _schedule_recheck(self) -> None:
-        """After a connection failure, test every idle connection so that the pool
-        drops the dead ones (a restarted server) instead of handing them out."""
-        pool = self._pool
-        if pool is None or (self._recheck is not None and not self._recheck.done()):
+    async def _borrow(
+        self, pool: AsyncConnectionPool[AsyncConnection[Any]]
+    ) -> AsyncConnection[Any]:
+        """A connection from the pool that is not dead; the dead ones go back to
+        the pool, which discards them and opens replacements."""
+        deadline = time.monotonic() + self._connect_timeout
+        while True:
+            try:
+                conn = await pool.getconn(timeout=deadline - time.monotonic())
+            except (PoolTimeout, psycopg.Error) as exc:
+                raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
+            if not _is_dead(conn):
+                return conn
+            await pool.putconn(conn)
+
+    async def _replace_connections(self, broken: AsyncConnection[Any]) -> None:
+        """A connection broke in use: the server most likely restarted, and every
+        connection opened before then is dead. Close the idle ones and have the
+        pool discard the busy ones when they come back, so the next borrow gets
+        a new connection. Once per generation: a connection older than the last
+        replacement breaking says nothing new."""
+        if self._born.get(broken, -1) != self._generation:
             return
+        self._generation += 1
+        pool = self._pool
+        if pool is not None:
+            await pool.drain()
 
-        async def check() -> None:
-            with suppress(Exception):
-                await pool.check()
+    async def read(self, op: Callable[[AsyncConnection[Any]], Awaitable[_T]]) -> _T:
+        """Run an idempotent read; if its connection broke, once more on a new one
+        (a restarted server then costs the caller no failed call)."""
+        try:
+            async with self.connection() as conn:
+                return await op(conn)
+        except ConnectionLost:
+            async with self.connection() as conn:
+                return await op(conn)
 
-        self._recheck = asyncio.get_running_loop().create_task(check())
+    async def fetch_one(
+        self,
+        statement: sql.SQL | sql.Composed,
+        params: Sequence[Any] | Mapping[str, Any],
+        *,
+        binary: bool = False,
+    ) -> Any:
+        """The first row of an idempotent query (or None), see `read`."""
+
+        async def op(conn: AsyncConnection[Any]) -> Any:
+            cur = await conn.execute(statement, params, binary=binary)
+            return await cur.fetchone()
+
+        return await self.read(op)
+
+    async def fetch_all(
+        self,
+        statement: sql.SQL | sql.Composed,
+        params: Sequence[Any] | Mapping[str, Any],
+        *,
+        binary: bool = False,
+    ) -> list[Any]:
+        """Every row of an idempotent query, see `read`."""
+
+        async def op(conn: AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(statement, params, binary=binary)
+            return await cur.fetchall()
+
+        return await self.read(op)
 
     async def ping(self) -> None:
-        async with self.connection() as conn:
-            await conn.execute("SELECT 1")
+        await self.fetch_one(sql.SQL("SELECT 1"), ())
 
     # -- metadata -----------------------------------------------------------
 
     async def schema_version(self) -> int:
         """The highest migration applied to this schema."""
-        async with self.connection() as conn:
-            cur = await conn.execute(
-                sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
+        row = await self.fetch_one(
+            self.cached(
+                ("schema_version",),
+                lambda: sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
                     self.table("schema_version")
-                )
-            )
-            row = await cur.fetchone()
+                ),
+            ),
+            (),
+        )
         return int(row[0]) if row is not None else 0
 
     async def pgvector_version(self) -> str | None:
         """The installed pgvector extension version, e.g. '0.8.1'."""
-        async with self.connection() as conn:
-            cur = await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-            row = await cur.fetchone()
+        row = await self.fetch_one(
+            sql.SQL("SELECT extversion FROM pg_extension WHERE extname = 'vector'"), ()
+        )
         return None if row is None else str(row[0])
 
     async def server_version(self) -> str:
-        async with self.connection() as conn:
-            cur = await conn.execute("SHOW server_version")
-            row = await cur.fetchone()
+        row = await self.fetch_one(sql.SQL("SHOW server_version"), ())
         return "" if row is None else str(row[0])
 
     # -- per-space tables ---------------------------------------------------
@@ -304,14 +410,12 @@ class PostgresDatabase:
             return known
         name = f"mem_{space.identity}"[:63]
         table = self.table(name)
-        async with self.connection() as conn:
-            cur = await conn.execute(
-                sql.SQL("SELECT dimension, table_name FROM {} WHERE identity = %s").format(
-                    self.table("spaces")
-                ),
-                (space.identity,),
-            )
-            row = await cur.fetchone()
+        row = await self.fetch_one(
+            sql.SQL("SELECT dimension, table_name FROM {} WHERE identity = %s").format(
+                self.table("spaces")
+            ),
+            (space.identity,),
+        )
         if row is not None:
             if int(row[0]) != space.dimension:
                 raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")

@@ -45,18 +45,16 @@ class PostgresCache(PostgresHandle):
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    self._db.cached(
-                        ("cache", 1),
-                        lambda: sql.SQL(
-                            "SELECT value FROM {t} WHERE scope = %s AND key = %s"
-                            " AND (expires_at IS NULL OR expires_at > %s)"
-                        ).format(t=self._table),
-                    ),
-                    (scope, key, self._clock.now()),
-                )
-                row = await cur.fetchone()
+            row = await self._db.fetch_one(
+                self._db.cached(
+                    ("cache", 1),
+                    lambda: sql.SQL(
+                        "SELECT value FROM {t} WHERE scope = %s AND key = %s"
+                        " AND (expires_at IS NULL OR expires_at > %s)"
+                    ).format(t=self._table),
+                ),
+                (scope, key, self._clock.now()),
+            )
             return None if row is None else bytes(row[0])
 
     async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:

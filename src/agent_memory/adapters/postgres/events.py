@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import sql
+from psycopg import AsyncConnection, sql
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters._common.validation import (
@@ -249,18 +249,20 @@ class PostgresEventLog(PostgresHandle):
                 "n": limit + 1,
                 "entity": None if entity is None else encode_entity(entity),
             }
-            async with self._db.connection() as conn:
-                statement = self._db.cached(
-                    ("window", entity is not None),
-                    lambda: window_statement(self._table, entity is not None),
-                )
+            statement = self._db.cached(
+                ("window", entity is not None),
+                lambda: window_statement(self._table, entity is not None),
+            )
+
+            async def read(conn: AsyncConnection[Any]) -> EventWindow:
                 cur = conn.cursor(binary=True, row_factory=_event_rows)
                 await cur.execute(statement, params)
                 # The statement reads `limit + 1` rows: the last one only says
                 # whether the limit cut the window, and is never decoded.
                 events = await cur.fetchmany(limit)
-                limited = cur.rowcount > limit
-            return EventWindow(events=tuple(events), limited=limited)
+                return EventWindow(events=tuple(events), limited=cur.rowcount > limit)
+
+            return await self._db.read(read)
 
     async def erase_user(self, user_id: str) -> int:
         async with self._life.op():

@@ -148,19 +148,17 @@ class PostgresLeaseStore(PostgresHandle):
         async with self._life.op():
             require_scope(scope, "scope")
             require_id(key, "key")
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    self._db.cached(
-                        ("leases", 3),
-                        lambda: sql.SQL(
-                            "SELECT key, owner, token, expires_at, payload FROM {t}"
-                            " WHERE scope = %s AND key = %s AND owner IS NOT NULL"
-                            " AND expires_at > %s"
-                        ).format(t=self._table),
-                    ),
-                    (scope, key, self._clock.now()),
-                )
-                row = await cur.fetchone()
+            row = await self._db.fetch_one(
+                self._db.cached(
+                    ("leases", 3),
+                    lambda: sql.SQL(
+                        "SELECT key, owner, token, expires_at, payload FROM {t}"
+                        " WHERE scope = %s AND key = %s AND owner IS NOT NULL"
+                        " AND expires_at > %s"
+                    ).format(t=self._table),
+                ),
+                (scope, key, self._clock.now()),
+            )
             if row is None:
                 return None
             return Lease(
@@ -176,19 +174,17 @@ class PostgresLeaseStore(PostgresHandle):
         async with self._life.op():
             require_scope(scope, "scope")
             prefix = check_prefix(prefix)
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    self._db.cached(
-                        ("leases", 4),
-                        lambda: sql.SQL(
-                            "SELECT key, owner, token, expires_at, payload FROM {t}"
-                            " WHERE scope = %s AND starts_with(key, %s)"
-                            " AND owner IS NOT NULL AND expires_at > %s ORDER BY key"
-                        ).format(t=self._table),
-                    ),
-                    (scope, prefix, self._clock.now()),
-                )
-                rows = await cur.fetchall()
+            rows = await self._db.fetch_all(
+                self._db.cached(
+                    ("leases", 4),
+                    lambda: sql.SQL(
+                        "SELECT key, owner, token, expires_at, payload FROM {t}"
+                        " WHERE scope = %s AND starts_with(key, %s)"
+                        " AND owner IS NOT NULL AND expires_at > %s ORDER BY key"
+                    ).format(t=self._table),
+                ),
+                (scope, prefix, self._clock.now()),
+            )
             return [
                 Lease(
                     scope=scope,

@@ -246,15 +246,13 @@ class PostgresMemoryStore(PostgresHandle):
             require_scope(owner, "owner")
             require_id(id)
             table = await self._tbl()
-            async with self._db.connection() as conn:
-                statement = self._db.cached(
-                    ("get", self._space.identity),
-                    lambda: sql.SQL("SELECT {} FROM {} WHERE owner = %s AND id = %s").format(
-                        _COLS, table
-                    ),
-                )
-                cur = await conn.execute(statement, (owner, id), binary=True)
-                row = await cur.fetchone()
+            statement = self._db.cached(
+                ("get", self._space.identity),
+                lambda: sql.SQL("SELECT {} FROM {} WHERE owner = %s AND id = %s").format(
+                    _COLS, table
+                ),
+            )
+            row = await self._db.fetch_one(statement, (owner, id), binary=True)
             return None if row is None else _record(row)
 
     async def update(self, record: MemoryRecord) -> None:
@@ -377,13 +375,11 @@ class PostgresMemoryStore(PostgresHandle):
             wanted = check_filters(namespace, kinds)
             check_min_score(min_score)
             table = await self._tbl()
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    self.search_statement(table, namespace, wanted),
-                    self.search_params(owner, query, limit, namespace, wanted),
-                    binary=True,
-                )
-                rows = await cur.fetchall()
+            rows = await self._db.fetch_all(
+                self.search_statement(table, namespace, wanted),
+                self.search_params(owner, query, limit, namespace, wanted),
+                binary=True,
+            )
             if not rows:
                 return []
             ids = [str(r[1]) for r in rows]
@@ -426,9 +422,7 @@ class PostgresMemoryStore(PostgresHandle):
                     "SELECT {} FROM {} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %(limit)s"
                 ).format(_COLS, table, where),
             )
-            async with self._db.connection() as conn:
-                cur = await conn.execute(statement, params, binary=True)
-                rows = await cur.fetchall()
+            rows = await self._db.fetch_all(statement, params, binary=True)
             page = tuple(_record(r) for r in rows[:limit])
             more = len(rows) > limit
             next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
@@ -472,9 +466,7 @@ class PostgresMemoryStore(PostgresHandle):
                 "ctx": self._context_weight,
                 "limit": limit,
             }
-            async with self._db.connection() as conn:
-                cur = await conn.execute(statement, params, binary=True)
-                rows = await cur.fetchall()
+            rows = await self._db.fetch_all(statement, params, binary=True)
             return [ScoredRecord(record=_record(r[:-1]), score=float(r[-1])) for r in rows]
 
     # -- lifecycle ----------------------------------------------------------

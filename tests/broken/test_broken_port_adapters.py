@@ -185,3 +185,56 @@ def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
     assert failures, f"{adapter}: the contract passed a broken adapter\n{run.output[-3000:]}"
     named = [line for line in failures if f"[{cid}]" in line]
     assert named, f"{adapter}: no failure names [{cid}]; failures were:\n" + "\n".join(failures)
+
+
+#: broken adapter -> the property clause that catches it (hypothesis tests)
+PROPERTY_BROKEN = {
+    "ArrivalOrderEventLog": "EL-ORD-3",
+    "TokenResetLeaseStore": "LS-FENCE-2",
+}
+
+
+def test_property_failures_report_within_a_minute(tmp_path: Path) -> None:
+    """When this fails, a port's hypothesis settings let a failing property run
+    for minutes (shrinking or no deadline): see `_support.PORT_TIMING`."""
+    import xml.etree.ElementTree as ET
+
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    (tmp_path / "test_generated_broken_ports.py").write_text(_generated_source())
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
+    env.pop("HYPOTHESIS_PROFILE", None)
+    selected = " or ".join(PROPERTY_BROKEN)
+    report = tmp_path / "report.xml"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_generated_broken_ports.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={report}",
+            "-k",
+            f"property and ({selected})",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    caught: dict[str, float] = {}
+    for case in ET.parse(report).iter("testcase"):
+        failure = case.find("failure")
+        adapter = case.get("classname", "").rsplit(".", 1)[-1].removeprefix("Test")
+        cid = PROPERTY_BROKEN.get(adapter)
+        if failure is not None and cid and f"[{cid}]" in failure.get("message", ""):
+            caught[adapter] = float(case.get("time", "0"))
+    assert set(caught) == set(PROPERTY_BROKEN), caught
+    slow = {a: t for a, t in caught.items() if t >= 60}
+    assert not slow, f"property failures took too long to report: {slow}"

@@ -26,9 +26,9 @@ from agent_memory.domain.records import MemoryRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-# Non-blank text without lone surrogates (records reject those).
+# Text without lone surrogates (records reject those); names are non-blank, without NUL.
 _TEXT = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
-_NAME = _TEXT.filter(lambda s: s.strip() != "")
+_NAME = _TEXT.filter(lambda s: s.strip() != "" and "\x00" not in s)  # ids hold no NUL
 _JSON = st.recursive(
     st.none()
     | st.booleans()

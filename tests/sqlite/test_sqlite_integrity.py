@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -31,6 +31,7 @@ from hypothesis.stateful import (
 
 from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.sqlite import SCHEMA_VERSION, SqliteMemoryStore
+from agent_memory.adapters.sqlite.codec import terms_json
 from agent_memory.domain.errors import (
     BackendUnavailable,
     DuplicateRecord,
@@ -352,3 +353,13 @@ async def test_a_damaged_file_raises_storage_corrupted_naming_it(tmp_path: Path)
     assert str(path) in str(caught.value)
     assert "backup" in caught.value.remedy
     await damaged.close()
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text())
+def test_stored_terms_are_valid_json_of_the_lexical_terms(text: str) -> None:
+    """The index triggers read the row's terms as JSON: for any text the stored
+    array must decode to exactly `domain.lexical.tokenize(text)`."""
+    encoded, count = terms_json(text)
+    assert json.loads(encoded) == tokenize(text)
+    assert count == len(tokenize(text))

@@ -39,6 +39,8 @@ _MICRO = timedelta(microseconds=1)
 _F32 = np.dtype("<f4")
 
 _converter = make_converter()
+# One encoder for every write: `json.dumps` with options builds a new encoder per call.
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
 
 
 def to_micros(value: datetime) -> int:
@@ -81,7 +83,7 @@ def record_params(record: MemoryRecord) -> tuple[Any, ...]:
         to_micros(record.created_at),
         to_micros(record.updated_at),
         record.importance,
-        json.dumps(record.attributes, ensure_ascii=False, allow_nan=False),
+        _encode(record.attributes) if record.attributes else "{}",
     )
 
 
@@ -103,7 +105,7 @@ def record_from_row(row: Sequence[Any], dimension: int) -> MemoryRecord:
 
 
 def encode_event(event: Event) -> str:
-    return json.dumps(_converter.unstructure(event), ensure_ascii=False, allow_nan=False)
+    return _encode(_converter.unstructure(event))
 
 
 def decode_event(body: str) -> Event:
@@ -126,7 +128,9 @@ def terms_json(text: str) -> tuple[str, int]:
     keyword-index triggers expand into postings, and how many there are (the BM25
     length)."""
     tokens = tokenize(text)
-    return json.dumps(tokens, ensure_ascii=False), len(tokens)
+    # Terms are runs of Unicode letters and digits: never a quote, backslash or
+    # control character, so joining them is already valid JSON.
+    return ('["' + '","'.join(tokens) + '"]' if tokens else "[]"), len(tokens)
 
 
 def text_terms(record: MemoryRecord) -> tuple[str, int]:

@@ -1,0 +1,271 @@
+"""Search at scale: one owner with N records (384-dimensional unit vectors) on each
+backend, measured through the public API against a numpy floor on the same data
+in the same run.
+
+What each side does:
+- **floor** (the most competent direct code for the same answer): the N x 384
+  float32 matrix of unit vectors already in process memory; `X @ q` (BLAS) and
+  `np.argpartition` for the 10 best rows, then those 10 sorted. No I/O, no
+  record decoding: the fastest exact top-10 there is on this machine.
+- **ours**: `store.search(owner, q, limit=10)` through `agent_memory.connect(url)`,
+  returning 10 decoded `ScoredRecord`s (content, attributes, timestamps, vector).
+
+Per backend and N it reports: load rate (batched `add`, records/s), search
+p50/p95, the exact-search ratio (median of interleaved per-query ratios ours /
+floor), recall@10 against the floor's exact answer, the planted-neighbour hit
+rate (a record at cosine ~0.71 to the query, planted among the N, must be
+found), and search-after-write: p50 of a search right after an `add` to the same
+owner, as a ratio to p50 of a search with no write in between. Two datasets:
+`random` (uniform on the sphere: the hardest case for graph indexes) and
+`clustered` (64 Gaussian clusters, many near-duplicates).
+
+It ends with one line:
+`scale: worst recall@10 R, worst exact-search ratio X, worst after-write ratio Y`
+(the exact-search ratio is taken over the exact backends, memory and SQLite,
+at the largest N).
+
+    .venv/bin/python benchmarks/scale.py                      # memory, sqlite; 10k and 100k
+    .venv/bin/python benchmarks/scale.py --backends memory,sqlite,redis,postgres,qdrant
+    .venv/bin/python benchmarks/scale.py --sizes 10000 --queries 50
+    .venv/bin/python benchmarks/scale.py --sizes 10000,100000,1000000   # 1M: slow
+
+Servers: `REDIS_URL` / `DATABASE_URL` / `QDRANT_URL`, or started the way the
+tests start them (tests/servers/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory import connect
+from agent_memory.adapters.memory.embedder import HashingEmbedder
+from agent_memory.domain.records import MemoryRecord
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from _harness import percentile
+
+DIM = 384
+K = 10
+OWNER = "scale-owner"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+EXACT_BACKENDS = ("memory", "sqlite")
+
+
+@dataclass
+class Row:
+    backend: str
+    dataset: str
+    n: int
+    load_rate: float
+    p50_ms: float
+    p95_ms: float
+    exact_ratio: float
+    recall: float
+    planted: float
+    after_write_ratio: float
+
+
+def unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def dataset(kind: str, n: int, rng: np.random.Generator) -> npt.NDArray[np.float32]:
+    if kind == "random":
+        return unit(rng.standard_normal((n, DIM)))
+    centres = rng.standard_normal((64, DIM))
+    labels = rng.integers(0, 64, n)
+    return unit(centres[labels] + 0.35 * rng.standard_normal((n, DIM)))
+
+
+def planted_pair(
+    rng: np.random.Generator,
+) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """A query and a vector at cosine ~0.71 to it."""
+    q = unit(rng.standard_normal((1, DIM)))[0]
+    noise = unit(rng.standard_normal((1, DIM)))[0]
+    noise -= (noise @ q) * q
+    noise /= np.linalg.norm(noise)
+    near = (0.71 * q + np.sqrt(1 - 0.71**2) * noise).astype(np.float32)
+    return q, near
+
+
+def floor_topk(matrix: npt.NDArray[np.float32], q: npt.NDArray[np.float32]) -> list[int]:
+    scores = matrix @ q
+    part = np.argpartition(-scores, K)[:K]
+    return [int(i) for i in part[np.argsort(-scores[part])]]
+
+
+def records(vectors: npt.NDArray[np.float32], start: int) -> list[MemoryRecord]:
+    return [
+        MemoryRecord(
+            owner=OWNER,
+            id=f"r{start + i:07d}",
+            namespace="bench",
+            kind="fact",
+            content=f"record {start + i}",
+            vector=v,
+            created_at=T0,
+            updated_at=T0,
+        )
+        for i, v in enumerate(vectors)
+    ]
+
+
+def backend_url(backend: str, stack: ExitStack, tmp: Path) -> str:
+    """A URL for `backend`: from the environment, else a server started like the tests do."""
+    if backend == "memory":
+        return "memory://scale"
+    if backend == "sqlite":
+        return f"sqlite:///{tmp / 'scale.db'}"
+    if backend == "redis":
+        if os.environ.get("REDIS_URL"):
+            return os.environ["REDIS_URL"]
+        from servers.redis_server import launch_redis
+
+        server = launch_redis()
+        stack.callback(server.stop)
+        return server.url
+    if backend == "postgres":
+        if os.environ.get("DATABASE_URL"):
+            return os.environ["DATABASE_URL"]
+        from servers.postgres_server import start_postgres
+
+        pg = start_postgres(tmp / "pg")
+        stack.callback(pg.destroy)
+        return pg.uri
+    if backend == "qdrant":
+        os.environ.setdefault("AGENT_MEMORY_COORDINATION_URL", f"sqlite:///{tmp / 'coord.db'}")
+        return os.environ.get("QDRANT_URL", "qdrant+memory://")
+    raise SystemExit(f"unknown backend {backend!r}")
+
+
+async def measure(backend: str, url: str, kind: str, n: int, queries: int, seed: int) -> Row:
+    rng = np.random.default_rng(seed)
+    data = dataset(kind, n, rng)
+    pairs = [planted_pair(rng) for _ in range(queries)]
+    # Planted neighbours replace the last `queries` rows, one per query.
+    for i, (_, near) in enumerate(pairs):
+        data[n - queries + i] = near
+    async with await connect(url, embedder=HashingEmbedder(dimension=DIM)) as memory:
+        store = memory.store
+        await store.delete_scope(OWNER)
+        batch = 5_000
+        batches = [records(data[at : at + batch], at) for at in range(0, n, batch)]
+        start = time.perf_counter()
+        for chunk in batches:
+            await store.add(chunk)
+        load_rate = n / (time.perf_counter() - start)
+        del batches
+
+        await store.search(OWNER, pairs[0][0], limit=K)  # first search: load / warm caches
+        ratios: list[float] = []
+        ours_ms: list[float] = []
+        recall: list[float] = []
+        planted = 0
+        for i, (q, _) in enumerate(pairs):
+            exact = floor_topk(data, q)
+            order = (0, 1) if i % 2 else (1, 0)
+            timings = [0.0, 0.0]
+            hits = []
+            for side in order:
+                t = time.perf_counter()
+                if side == 0:
+                    hits = await store.search(OWNER, q, limit=K)
+                else:
+                    floor_topk(data, q)
+                timings[side] = time.perf_counter() - t
+            ratios.append(timings[0] / timings[1])
+            ours_ms.append(timings[0] * 1000)
+            got = {h.record.id for h in hits}
+            want = {f"r{j:07d}" for j in exact}
+            recall.append(len(got & want) / K)
+            planted += f"r{n - queries + i:07d}" in got
+
+        after: list[float] = []
+        plain: list[float] = []
+        extra = unit(rng.standard_normal((queries, DIM)))
+        for i, (q, _) in enumerate(pairs):
+            t = time.perf_counter()
+            await store.search(OWNER, q, limit=K)
+            plain.append(time.perf_counter() - t)
+            await store.add(records(extra[i : i + 1], n + i))
+            t = time.perf_counter()
+            await store.search(OWNER, q, limit=K)
+            after.append(time.perf_counter() - t)
+        await store.delete_scope(OWNER)
+    return Row(
+        backend=backend,
+        dataset=kind,
+        n=n,
+        load_rate=load_rate,
+        p50_ms=statistics.median(ours_ms),
+        p95_ms=percentile(ours_ms, 0.95),
+        exact_ratio=statistics.median(ratios),
+        recall=statistics.mean(recall),
+        planted=planted / queries,
+        after_write_ratio=statistics.median(after) / statistics.median(plain),
+    )
+
+
+def table(rows: list[Row]) -> str:
+    out = [
+        "| backend | data | N | load rec/s | search p50 / p95 ms | vs floor | recall@10 |"
+        " planted hit | after-write |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r.backend} | {r.dataset} | {r.n:,} | {r.load_rate:,.0f} |"
+            f" {r.p50_ms:.1f} / {r.p95_ms:.1f} | {r.exact_ratio:.2f}x | {r.recall:.3f} |"
+            f" {r.planted:.2f} | {r.after_write_ratio:.2f}x |"
+        )
+    return "\n".join(out)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", default="memory,sqlite")
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--datasets", default="random,clustered")
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        for backend in backends:
+            url = backend_url(backend, stack, Path(tmp))
+            for n in sizes:
+                for kind in args.datasets.split(","):
+                    row = await measure(backend, url, kind, n, args.queries, args.seed)
+                    rows.append(row)
+                    print(table([row]).splitlines()[-1], flush=True)
+    print()
+    print(table(rows))
+    largest = max(sizes)
+    exact = [r.exact_ratio for r in rows if r.backend in EXACT_BACKENDS and r.n == largest]
+    print(
+        f"scale: worst recall@10 {min(r.recall for r in rows):.3f},"
+        f" worst exact-search ratio {max(exact) if exact else float('nan'):.2f},"
+        f" worst after-write ratio {max(r.after_write_ratio for r in rows):.2f}"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -36,6 +36,18 @@ Clause ids (each assertion message starts with one):
 - EL-LIM-1  `limited` is True exactly when more events matched than `limit`;
             a page of limit N holds the N newest.
 - EL-SINCE-1 only events with occurred_at >= since are returned (inclusive).
+- EL-UNTIL-1 `until` keeps only events with occurred_at < until (exclusive),
+            applied before `limit`; `until=None` is no bound.
+- EL-UNTIL-2 paging back with until=<oldest instant of the last page> never
+            skips or repeats an event, ties across the page boundary included:
+            `until` is a bare instant, so the next page starts strictly before
+            it and the pager reads that instant whole (since=t,
+            until=t + 1 microsecond), keeping from the page only the events
+            newer than t (example and property).
+- EL-UNTIL-3 global events obey `until`, with or without the entity filter.
+- EL-UNTIL-4 `until` must be a timezone-aware datetime; anything else raises
+            InvalidInput naming `until`.
+- EL-UNTIL-5 `until <= since` is an empty window, never limited.
 - EL-ENT-1  the entity filter keeps exactly the events carrying that (type, id)
             entity, among several; entity types/ids never match by pattern or
             by joining type and id.
@@ -47,9 +59,16 @@ Clause ids (each assertion message starts with one):
 - EL-ISO-1  domains are isolated, whatever characters their names hold.
 - EL-ISO-2  property: a window only ever holds its own domain's events and
             global ones, for adversarial domain names.
-- EL-RET-1  events older than `retention` are never returned, whatever `since`.
+- EL-RET-1  events recorded longer than `retention` ago are never returned,
+            whatever `since`.
 - EL-RET-2  `purge_expired` deletes exactly the expired events (the count) and
             keeps the rest.
+- EL-RET-3  retention counts from ingestion: an event expires at
+            `recorded_at + retention`; one recorded now with an old event time
+            is returned (and survives the purge) until then.
+- EL-RET-4  an event recorded longer than `retention` ago is never returned
+            (nor counted in `limited`), however recent its event time, and is
+            purged.
 - EL-ERASE-1 `erase_user` deletes exactly the events carrying that user id, in
             every domain (the count); other users' events stay.
 - EL-USER-1 `user_events` returns exactly the events `erase_user` would delete
@@ -139,6 +158,11 @@ def _event(domain: str, id: str, at: datetime, **kw: Any) -> Event:
     }
     values.update(kw)
     return Event(id=id, domain=domain, occurred_at=at, **values)
+
+
+def _recorded(event: Event) -> Event:
+    """The event as if recorded when it occurred."""
+    return attrs.evolve(event, recorded_at=event.occurred_at)
 
 
 def _ids(window: EventWindow) -> list[str]:
@@ -417,6 +441,218 @@ class EventLogContract:
             "EL-SINCE-1", "events before since do not make the window limited", got.limited
         )
 
+    # -- until (paging back in event time) ---------------------------------------
+
+    async def test_until_is_exclusive(self, event_log: EventLog) -> None:
+        """`until` keeps only events with occurred_at < until (exclusive).
+
+        When this fails, check the comparison (<, not <=), that the bound is an
+        index range applied before `limit` (not a filter on a cut page), and
+        that events at or after `until` never make the window `limited`.
+        """
+        d = "until"
+        t = now_ms() - timedelta(minutes=10)
+        ms = timedelta(milliseconds=1)
+        await event_log.append(
+            [
+                _event(d, "before", t - ms),
+                _event(d, "at", t),
+                _event(d, "after", t + ms),
+                _event(d, "older", t - timedelta(seconds=1)),
+            ]
+        )
+        since = t - timedelta(minutes=1)
+        got = await event_log.window(d, since=since, limit=100, until=t)
+        assert _ids(got) == ["before", "older"], clause(
+            "EL-UNTIL-1", "until is exclusive: occurred_at < until", _ids(got)
+        )
+        got = await event_log.window(d, since=since, limit=1, until=t)
+        assert (_ids(got), got.limited) == (["before"], True), clause(
+            "EL-UNTIL-1", "limit cuts the bounded window (limited=True)", (_ids(got), got.limited)
+        )
+        got = await event_log.window(d, since=since, limit=2, until=t)
+        assert (_ids(got), got.limited) == (["before", "older"], False), clause(
+            "EL-UNTIL-1", "events at or after until do not make it limited", got.limited
+        )
+        got = await event_log.window(d, since=since, limit=100, until=t + timedelta(microseconds=1))
+        assert _ids(got) == ["at", "before", "older"], clause(
+            "EL-UNTIL-1", "until = t + 1 microsecond includes the event at t", _ids(got)
+        )
+        got = await event_log.window(d, since=since, limit=100, until=None)
+        assert _ids(got) == ["after", "at", "before", "older"], clause(
+            "EL-UNTIL-1", "until=None means no upper bound", _ids(got)
+        )
+
+    @staticmethod
+    async def _page_back(log: EventLog, domain: str, since: datetime, page: int) -> list[Event]:
+        """Read a domain's window page by page, back in event time, as the
+        reflection job does: each page is bounded by `until=<oldest instant of
+        the previous page>`; the page keeps its events newer than its oldest
+        instant, and that instant is read whole (since=t, until=t + 1 µs)."""
+        out: list[Event] = []
+        until: datetime | None = None
+        for _ in range(10_000):
+            w = await log.window(domain, since=since, limit=page, until=until)
+            if not w.limited:
+                return out + list(w.events)
+            oldest = w.events[-1].occurred_at
+            out += [e for e in w.events if e.occurred_at > oldest]
+            instant = await log.window(
+                domain, since=oldest, until=oldest + timedelta(microseconds=1), limit=_BIG
+            )
+            out += instant.events
+            until = oldest
+        pytest.fail(clause("EL-UNTIL-2", "paging back ends", len(out)))
+
+    async def test_until_pages_back_without_gaps_or_repeats(self, event_log: EventLog) -> None:
+        """Paging back with until=<oldest seen> never skips or repeats an event,
+        including events sharing one timestamp across a page boundary.
+
+        Ties at the boundary: `until` is a bare exclusive instant, so the next
+        page never repeats an event of the boundary instant t, and events at t
+        that the limit cut off are left out of it as well: a pager reads t whole
+        with since=t, until=t + 1 µs. When this fails, check that `until` is
+        exclusive, `since` inclusive, that both are applied before `limit` (an
+        index range), and that timestamps keep their precision in comparisons.
+        """
+        d, other = "paging", "paging-other"
+        base = now_ms() - timedelta(hours=1)
+        s = timedelta(seconds=1)
+        await event_log.append(
+            [
+                _event(d, "a", base + 5 * s),
+                *(_event(d, i, base + 4 * s) for i in ("b", "c", "d", "e")),
+                _event(other, "f-global", base + 4 * s, is_global=True),
+                _event(d, "g", base + 3 * s),
+                _event(d, "h", base + 2 * s),
+                _event(other, "i-global", base + 2 * s, is_global=True),
+                _event(other, "j-foreign", base + 2 * s),
+                _event(d, "k", base + s),
+                _event(d, "l", base),
+            ]
+        )
+        want = ["a", "f-global", "e", "d", "c", "b", "g", "i-global", "h", "k", "l"]
+        since = base - s
+        for page in (1, 2, 3, 4, 5):
+            got = [e.id for e in await self._page_back(event_log, d, since, page)]
+            assert got == want, clause(
+                "EL-UNTIL-2", f"paging back by {page} yields every event once, in order", got
+            )
+        # The bare pages (until = oldest of the previous page) never overlap.
+        first = await event_log.window(d, since=since, limit=3)
+        assert _ids(first) == ["a", "f-global", "e"], clause("EL-UNTIL-2", "first page", first)
+        oldest = first.events[-1].occurred_at
+        second = await event_log.window(d, since=since, limit=3, until=oldest)
+        assert _ids(second) == ["g", "i-global", "h"], clause(
+            "EL-UNTIL-2", "the next page starts strictly before the boundary instant", _ids(second)
+        )
+
+    @_PROPERTY
+    @given(
+        slots=st.lists(
+            st.tuples(st.integers(0, 3), st.sampled_from(["own", "global", "foreign"])),
+            min_size=1,
+            max_size=14,
+        ),
+        page=st.integers(1, 6),
+    )
+    async def test_until_paging_property(
+        self, event_log: EventLog, slots: list[tuple[int, str]], page: int
+    ) -> None:
+        """Property: for events crowded on a few instants (domain, global and
+        foreign ones), paging back equals one unbounded read.
+
+        When this fails, read the falsifying example: which instant was split
+        across a page boundary, and what the bounded page returned.
+        """
+        d = f"paging-{uuid.uuid4().hex}"
+        other = f"paging-other-{uuid.uuid4().hex}"
+        base = now_ms() - timedelta(hours=2)
+        evs = []
+        for n, (slot, kind) in enumerate(slots):
+            at = base + timedelta(seconds=slot)
+            if kind == "own":
+                evs.append(_event(d, f"e{n:02d}", at))
+            else:
+                evs.append(_event(other, f"e{n:02d}", at, is_global=kind == "global"))
+        await event_log.append(evs)
+        since = base - timedelta(seconds=1)
+        whole = await event_log.window(d, since=since, limit=_BIG)
+        got = await self._page_back(event_log, d, since, page)
+        assert _keys(EventWindow(events=tuple(got), limited=False)) == _keys(whole), clause(
+            "EL-UNTIL-2", f"paging back by {page} equals one unbounded read", _ids(whole)
+        )
+
+    async def test_until_applies_to_global_events(self, event_log: EventLog) -> None:
+        """Global events obey `until` like the domain's own, entity filter included.
+
+        When this fails, check that the bound is applied to the global branch
+        (index, sorted set or query) as well as the domain's.
+        """
+        d, other = "until-g", "until-g-other"
+        t = now_ms() - timedelta(minutes=10)
+        ms = timedelta(milliseconds=1)
+        pod = Entity("pod", "p1")
+        await event_log.append(
+            [
+                _event(other, "g-at", t, is_global=True, entities=(pod,)),
+                _event(other, "g-after", t + ms, is_global=True, entities=(pod,)),
+                _event(other, "g-before", t - ms, is_global=True, entities=(pod,)),
+                _event(d, "own-at", t, entities=(pod,)),
+                _event(d, "own-before", t - 2 * ms, entities=(pod,)),
+            ]
+        )
+        since = t - timedelta(minutes=1)
+        for entity in (None, pod):
+            got = await event_log.window(d, since=since, limit=100, until=t, entity=entity)
+            assert _ids(got) == ["g-before", "own-before"], clause(
+                "EL-UNTIL-3", f"global events obey until (entity={entity})", _ids(got)
+            )
+            got = await event_log.window(d, since=since, limit=1, until=t, entity=entity)
+            assert (_ids(got), got.limited) == (["g-before"], True), clause(
+                "EL-UNTIL-3", "a bounded page of 1 holds the newest global before until", got
+            )
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            datetime(2026, 1, 1, 12, 0),
+            "2026-01-01T12:00:00+00:00",
+            1_767_268_800,
+            datetime(2026, 1, 1, tzinfo=UTC).date(),
+        ],
+        ids=["naive", "string", "int", "date"],
+    )
+    async def test_until_must_be_aware_datetime(self, event_log: EventLog, value: object) -> None:
+        """`until` must be a timezone-aware datetime: anything else raises
+        InvalidInput naming `until`.
+
+        When this fails, check `until` before any I/O (a naive datetime would be
+        read in the server's or the process's time zone).
+        """
+        since = datetime.now(UTC) - timedelta(days=1)
+        exc = await _error_of(event_log.window("d", since=since, limit=10, until=value))  # type: ignore[arg-type]
+        assert isinstance(exc, InvalidInput), clause(
+            "EL-UNTIL-4", f"until={value!r} raises InvalidInput", repr(exc)
+        )
+        assert "until" in str(exc), clause("EL-UNTIL-4", "the message names `until`", exc)
+
+    async def test_until_not_after_since_is_empty(self, event_log: EventLog) -> None:
+        """`until <= since` is an empty window (not an error, never limited).
+
+        When this fails, check that both bounds apply together (an empty range),
+        not that one replaces the other.
+        """
+        d = "until-empty"
+        t = now_ms() - timedelta(minutes=10)
+        ms = timedelta(milliseconds=1)
+        await event_log.append([_event(d, f"e{i}", t + (i - 2) * ms) for i in range(5)])
+        for until in (t, t - ms, t - timedelta(days=1)):
+            got = await event_log.window(d, since=t, limit=1, until=until)
+            assert (_ids(got), got.limited) == ([], False), clause(
+                "EL-UNTIL-5", f"until={until - t} from since is an empty window", got
+            )
+
     @pytest.mark.parametrize(
         ("query", "want"),
         [
@@ -581,11 +817,12 @@ class EventLogContract:
         r = log.retention
         await log.append(
             [
-                _event("ret-a", "old-a", now - r - timedelta(hours=1)),
-                _event("ret-b", "old-g", now - r - timedelta(minutes=5), is_global=True),
-                _event("ret-a", "kept-a", now - r + timedelta(hours=1)),
-                _event("ret-a", "fresh-a", now - timedelta(minutes=1)),
-                _event("ret-b", "fresh-b", now - timedelta(minutes=2)),
+                # Recorded when they occurred: retention counts from recorded_at.
+                _recorded(_event("ret-a", "old-a", now - r - timedelta(hours=1))),
+                _recorded(_event("ret-b", "old-g", now - r - timedelta(minutes=5), is_global=True)),
+                _recorded(_event("ret-a", "kept-a", now - r + timedelta(hours=1))),
+                _recorded(_event("ret-a", "fresh-a", now - timedelta(minutes=1))),
+                _recorded(_event("ret-b", "fresh-b", now - timedelta(minutes=2))),
             ]
         )
         return now
@@ -593,8 +830,8 @@ class EventLogContract:
     async def test_retention_hides_expired(self, event_log: EventLog) -> None:
         """Events older than retention are never returned, even with an old `since`.
 
-        When this fails, check that the window's lower bound is
-        max(since, now - retention), global events included.
+        When this fails, check that the window keeps only events with
+        recorded_at >= now - retention, global events included.
         """
         now = await self._retention_fixture(event_log)
         ancient = now - event_log.retention * 3
@@ -606,7 +843,7 @@ class EventLogContract:
     async def test_purge_expired(self, event_log: EventLog) -> None:
         """`purge_expired` deletes exactly the expired events and returns the count.
 
-        When this fails, check the purge's cutoff (now - retention, by occurred_at)
+        When this fails, check the purge's cutoff (now - retention, by recorded_at)
         and that it covers every domain and the global index.
         """
         await self._retention_fixture(event_log)
@@ -618,6 +855,70 @@ class EventLogContract:
         b = _ids(await self._all(event_log, "ret-b"))
         assert (a, b) == (["fresh-a", "kept-a"], ["fresh-b"]), clause(
             "EL-RET-2", "unexpired events survive the purge", (a, b)
+        )
+
+    async def test_retention_counts_from_recording(self, event_log: EventLog) -> None:
+        """Retention counts from ingestion (`recorded_at`), not event time: an
+        event recorded now with an old event time is kept for the full
+        retention, and an event recorded longer ago than retention is never
+        returned, however recent its event time.
+
+        When this fails, check that the window's retention floor and the purge
+        read `recorded_at` (column, index or score) and that `since`/`until`
+        alone bound `occurred_at`.
+        """
+        now = now_ms()
+        r = event_log.retention
+        old = now - r - timedelta(days=1)
+        recent, stale = now - timedelta(minutes=1), now - r - timedelta(hours=1)
+        await event_log.append(
+            [
+                _event("ret-in", "backfilled", old, recorded_at=now),
+                _event("ret-in", "late-global", old, recorded_at=now, is_global=True),
+                _event("ret-in", "near-expiry", old, recorded_at=now - r + timedelta(hours=1)),
+                _event("ret-in", "recent-but-stale", recent, recorded_at=stale),
+                _event("ret-in", "stale-global", recent, recorded_at=stale, is_global=True),
+            ]
+        )
+        since = old - timedelta(days=1)
+        got = _ids(await event_log.window("ret-in", since=since, limit=100))
+        assert got == ["near-expiry", "late-global", "backfilled"], clause(
+            "EL-RET-3", "kept until recorded_at + retention, whatever the event time", got
+        )
+        got = _ids(await event_log.window("ret-in", since=now - timedelta(hours=1), limit=100))
+        assert got == [], clause(
+            "EL-RET-4", "an event recorded past retention is never returned", got
+        )
+        page = await event_log.window("ret-in", since=since, limit=3)
+        assert page.limited is False, clause(
+            "EL-RET-4", "expired events do not make the window limited", page.limited
+        )
+
+    async def test_purge_counts_from_recording(self, event_log: EventLog) -> None:
+        """`purge_expired` deletes by `recorded_at + retention`, not event time.
+
+        When this fails, check the purge's cutoff (now - retention, by
+        recorded_at) and the index or score it reads.
+        """
+        now = now_ms()
+        r = event_log.retention
+        old = now - r - timedelta(days=1)
+        recent, stale = now - timedelta(minutes=1), now - r - timedelta(hours=1)
+        await event_log.append(
+            [
+                _event("ret-p", "backfilled", old, recorded_at=now),
+                _event("ret-p", "late-global", old, recorded_at=now, is_global=True),
+                _event("ret-p", "recent-but-stale", recent, recorded_at=stale),
+                _event("ret-p", "stale-global", recent, recorded_at=stale, is_global=True),
+            ]
+        )
+        purged = await event_log.purge_expired()
+        assert purged == 2, clause(
+            "EL-RET-4", "purge deletes the 2 events recorded past retention", purged
+        )
+        left = _ids(await event_log.window("ret-p", since=old - timedelta(days=1), limit=100))
+        assert left == ["late-global", "backfilled"], clause(
+            "EL-RET-3", "events recorded within retention survive the purge", left
         )
 
     # -- erasure ---------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""In-process `EventLog`: events per domain, ordered by event time on read."""
+"""In-process `EventLog`: events per domain, ordered by event time on read.
+
+Retention counts from ingestion: an event expires at `recorded_at + retention`
+(whatever its event time); expired events are never returned and are purged.
+"""
 
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ class InMemoryEventLog:
         return self._backend
 
     def _cutoff(self) -> datetime:
+        """Events recorded before this instant are past retention."""
         return self._clock.now() - self._retention
 
     async def append(self, events: Sequence[Event]) -> int:
@@ -77,13 +82,14 @@ class InMemoryEventLog:
         self._life.check()
         since = check_window_args(domain, since, limit, entity)
         until = None if until is None else require_utc(until, "until")
-        floor = max(since, self._cutoff())
+        cutoff = self._cutoff()
         rows = [
             e
             for e in self._backend.events.values()
             if (e.domain == domain or e.is_global)
-            and e.occurred_at >= floor
+            and e.occurred_at >= since
             and (until is None or e.occurred_at < until)
+            and e.recorded_at >= cutoff
             and (entity is None or entity in e.entities)
         ]
         rows.sort(key=lambda e: (e.occurred_at, e.id), reverse=True)
@@ -111,7 +117,7 @@ class InMemoryEventLog:
     async def purge_expired(self) -> int:
         self._life.check()
         cutoff = self._cutoff()
-        doomed = [k for k, e in self._backend.events.items() if e.occurred_at < cutoff]
+        doomed = [k for k, e in self._backend.events.items() if e.recorded_at < cutoff]
         for k in doomed:
             del self._backend.events[k]
         return len(doomed)

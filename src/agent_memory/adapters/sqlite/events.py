@@ -1,7 +1,10 @@
 """`EventLog` on SQLite: one row per `(domain, id)`, entities in a side table.
 
 The window is one indexed query ordered by the event's own time (then id desc;
-arrival order only breaks exact ties, as the in-memory oracle does).
+arrival order only breaks exact ties, as the in-memory oracle does): `since` and
+`until` bound the `(domain, occurred_at)` index range. Retention counts from
+ingestion: an event expires at `recorded_at + retention` (the `recorded_at`
+column, indexed for the purge), whatever its event time.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class SqliteEventLog(SqliteHandle):
         return self._retention
 
     def _cutoff_micros(self) -> int:
+        """Events recorded before this instant are past retention."""
         return to_micros(self._clock.now() - self._retention)
 
     async def append(self, events: Sequence[Event]) -> int:
@@ -64,6 +68,7 @@ class SqliteEventLog(SqliteHandle):
                     e.domain,
                     e.id,
                     to_micros(e.occurred_at),
+                    to_micros(e.recorded_at),
                     int(e.is_global),
                     e.user_id,
                     encode_event(e),
@@ -76,15 +81,17 @@ class SqliteEventLog(SqliteHandle):
     @staticmethod
     def _append(
         conn: sqlite3.Connection,
-        rows: list[tuple[str, str, int, int, str | None, str, list[tuple[str, str]]]],
+        rows: list[tuple[str, str, int, int, int, str | None, str, list[tuple[str, str]]]],
     ) -> int:
         stored = 0
         with write_tx(conn):
-            for domain, id_, occurred, is_global, user_id, body, entities in rows:
+            for domain, id_, occurred, recorded, is_global, user_id, body, entities in rows:
                 found = conn.execute(
-                    "INSERT INTO events (domain, id, occurred_at, is_global, user_id, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (domain, id) DO NOTHING RETURNING seq",
-                    (domain, id_, occurred, is_global, user_id, body),
+                    "INSERT INTO events"
+                    " (domain, id, occurred_at, recorded_at, is_global, user_id, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (domain, id) DO NOTHING RETURNING seq",
+                    (domain, id_, occurred, recorded, is_global, user_id, body),
                 ).fetchall()
                 if not found:
                     continue
@@ -107,15 +114,15 @@ class SqliteEventLog(SqliteHandle):
     ) -> EventWindow:
         async with self._life.op():
             since = check_window_args(domain, since, limit, entity)
-            floor = max(to_micros(since), self._cutoff_micros())
+            until = None if until is None else require_utc(until, "until")
             sql = (
                 "SELECT body FROM events AS e WHERE (e.domain = ? OR e.is_global = 1)"
-                " AND e.occurred_at >= ?"
+                " AND e.occurred_at >= ? AND e.recorded_at >= ?"
             )
-            params: list[object] = [domain, floor]
+            params: list[object] = [domain, to_micros(since), self._cutoff_micros()]
             if until is not None:
                 sql += " AND e.occurred_at < ?"
-                params.append(to_micros(require_utc(until, "until")))
+                params.append(to_micros(until))
             if entity is not None:
                 sql += (
                     " AND EXISTS (SELECT 1 FROM event_entities AS x"
@@ -166,7 +173,7 @@ class SqliteEventLog(SqliteHandle):
     async def purge_expired(self) -> int:
         async with self._life.op():
             cutoff = self._cutoff_micros()
-            return await self._db.run(lambda conn: self._delete(conn, "occurred_at < ?", cutoff))
+            return await self._db.run(lambda conn: self._delete(conn, "recorded_at < ?", cutoff))
 
     @staticmethod
     def _delete(conn: sqlite3.Connection, where: str, value: object) -> int:

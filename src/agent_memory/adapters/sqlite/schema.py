@@ -20,9 +20,10 @@ keyword statistics never read another owner's rows.
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime
 
 from agent_memory.adapters.sqlite._tx import write_tx
-from agent_memory.adapters.sqlite.codec import terms_json
+from agent_memory.adapters.sqlite.codec import terms_json, to_micros
 from agent_memory.domain.errors import BackendUnavailable, DimensionMismatch
 from agent_memory.domain.lexical import LEXICAL_VERSION
 from agent_memory.domain.records import EmbeddingSpace
@@ -35,7 +36,7 @@ __all__ = [
     "ensure_space",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = (
     """CREATE TABLE spaces (
@@ -117,7 +118,25 @@ _V2 = (
         SELECT 'record_version', coalesce(max(version), 0) FROM record_versions""",
 )
 
-_MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2}
+# Version 3: event retention counts from ingestion (`recorded_at`), not event
+# time; the column is filled from each stored event's JSON by
+# `_fill_event_recorded_at`, and the purge index moves to it.
+_V3 = (
+    "ALTER TABLE events ADD COLUMN recorded_at INTEGER NOT NULL DEFAULT 0",
+    "DROP INDEX IF EXISTS events_time",
+    "CREATE INDEX events_recorded ON events (recorded_at)",
+)
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2, 3: _V3}
+
+
+def _fill_event_recorded_at(conn: sqlite3.Connection) -> None:
+    """Set version 3's `events.recorded_at` (microseconds) from the event JSON."""
+    rows = conn.execute("SELECT seq, json_extract(body, '$.recorded_at') FROM events").fetchall()
+    conn.executemany(
+        "UPDATE events SET recorded_at = ? WHERE seq = ?",
+        [(to_micros(datetime.fromisoformat(at)), seq) for seq, at in rows],
+    )
 
 
 def _drop_fts(conn: sqlite3.Connection) -> None:
@@ -173,6 +192,8 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
                 _drop_fts(conn)
             for statement in _MIGRATIONS[version]:
                 conn.execute(statement)
+            if version == 3:
+                _fill_event_recorded_at(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -12,7 +12,9 @@ import numpy.typing as npt
 
 from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
 from agent_memory.domain.errors import StoreClosed
+from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
+from agent_memory.domain.validation import require_limit
 
 __all__ = [
     "AscendingList",
@@ -21,6 +23,7 @@ __all__ = [
     "DeleteScopeLeavesSearchable",
     "DuplicateOverwrites",
     "EmptyScopeAccepted",
+    "GlobalKeywordStats",
     "NfkcOwners",
     "OwnerBlindSearch",
     "TrimmedOwners",
@@ -211,6 +214,66 @@ class CaseSensitiveKeyword(InMemoryMemoryStore):
         return [
             h for h in hits if any(w in f"{h.record.content} {h.record.context}" for w in words)
         ]
+
+
+class GlobalKeywordStats(InMemoryMemoryStore):
+    """search_text scores with index-wide BM25 statistics: every owner's records and
+    every deleted one (a shared full-text index before its garbage collection)."""
+
+    def __init__(self, space: EmbeddingSpace, backend: MemoryBackend | None = None) -> None:
+        super().__init__(space, backend)
+        self._tombstones: list[MemoryRecord] = []
+
+    def _stored(self, owner: str) -> list[MemoryRecord]:
+        index = self.backend.owners(self.space).get(owner)
+        return [] if index is None else list(index.records.values())
+
+    async def delete(self, owner: str, id: str) -> bool:
+        before = {r.id: r for r in self._stored(owner)}
+        deleted = await super().delete(owner, id)
+        if deleted:
+            self._tombstones.append(before[id])
+        return deleted
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        before = self._stored(owner)
+        count = await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+        kept = {r.id for r in self._stored(owner)}
+        self._tombstones += [r for r in before if r.id not in kept]
+        return count
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        require_limit(limit)
+        hits = await super().search_text(
+            owner, query, limit=10_000, namespace=namespace, kinds=kinds
+        )
+        everything = [
+            r for index in self.backend.owners(self.space).values() for r in index.records.values()
+        ]
+        corpus = [term_counts(f"{r.content}\n{r.context}") for r in everything + self._tombstones]
+        terms = query_terms(query)
+        scores = bm25_scores(
+            terms,
+            [term_counts(f"{h.record.content}\n{h.record.context}") for h in hits],
+            total_docs=len(corpus),
+            avg_length=sum(n for _, n in corpus) / max(len(corpus), 1),
+            doc_freq={t: sum(1 for counts, _ in corpus if t in counts) for t in terms},
+        )
+        ranked = sorted(
+            (ScoredRecord(record=h.record, score=s) for h, s in zip(hits, scores, strict=True)),
+            key=lambda h: (-h.score, h.record.id),
+        )
+        return ranked[:limit]
 
 
 class _NormalisingOwners(InMemoryMemoryStore):

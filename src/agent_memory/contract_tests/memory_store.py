@@ -105,6 +105,9 @@ test's docstring says what to look at when it fails. Clauses:
   word comes after 2,000 distinct others finds the record: every word counts.
 - MS-KW-11 (keyword_search) a query over MAX_QUERY_BYTES, or holding NUL, raises
   InvalidInput naming `query`; a word over MAX_QUERY_WORD_BYTES matches nothing.
+- MS-KW-12 (keyword_search) an owner's keyword ranking (order and scores) depends only
+  on the owner's own live records: another owner's adds and deletes, and the owner's
+  own deleted records, change nothing (statistics are per owner, never index-wide).
 - MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
   fixture does not leak data between tests).
 - MS-SM-1 random operation sequences agree with the in-memory oracle.
@@ -1771,6 +1774,74 @@ class MemoryStoreContract:
         hits = await kw.search_text(OWNER, query)
         assert _ids(hits)[:1] == ["case"], clause(
             "MS-KW-9", f"search_text({query!r}) finds {content!r}", _ids(hits)
+        )
+
+    async def test_keyword_ranking_depends_only_on_owner(self, store: MemoryStore) -> None:
+        """When this fails, the keyword statistics (record count, average length,
+        document frequencies) are counted over more than the owner's live records:
+        other owners' records, or deleted records still counted until a garbage
+        collection (index-wide BM25). Compute them over the owner's filtered records."""
+        kw = self._keyword(store)
+        texts = [
+            "apple cherry pie",
+            "apple tart",
+            "cherry jam on warm toast",
+            "apple apple crumble",
+            "banana split",
+            "cherry",
+        ]
+        await store.add([_rec(store, f"a{i}", content=t) for i, t in enumerate(texts)])
+
+        async def rankings() -> list[list[tuple[str, float]]]:
+            out = []
+            for filters in ({}, {"namespace": NS, "kinds": [KIND]}):
+                hits = await kw.search_text(OWNER, "apple cherry", limit=4, **filters)
+                out.append([(h.record.id, h.score) for h in hits])
+            return out
+
+        def same(got: list[list[tuple[str, float]]], want: list[list[tuple[str, float]]]) -> bool:
+            return all(
+                [i for i, _ in g] == [i for i, _ in w]
+                and all(
+                    math.isclose(a, b, rel_tol=1e-9) for (_, a), (_, b) in zip(g, w, strict=True)
+                )
+                for g, w in zip(got, want, strict=True)
+            )
+
+        base = await rankings()
+        assert len(base[0]) == 4, clause("MS-KW-12", "four of five records match", base[0])
+        assert len({s for _, s in base[0]}) > 1, clause(
+            "MS-KW-12", "the owner's records rank with distinct scores", base[0]
+        )
+        noise = [
+            _rec(store, f"b{i:03d}", owner=OTHER, content=f"cherry cherry noise number {i}")
+            for i in range(300)
+        ]
+        await store.add(noise)
+        got = await rankings()
+        assert same(got, base), clause(
+            "MS-KW-12", "another owner's adds change nothing", {"before": base, "after": got}
+        )
+        for r in noise[:100]:
+            await store.delete(OTHER, r.id)
+        await store.delete_scope(OTHER)
+        got = await rankings()
+        assert same(got, base), clause(
+            "MS-KW-12", "another owner's deletes change nothing", {"before": base, "after": got}
+        )
+        history = [
+            _rec(store, f"h{i:02d}", namespace="history", content=f"cherry apple noise {i} " * 3)
+            for i in range(30)
+        ]
+        await store.add(history)
+        for r in history[:10]:
+            await store.delete(OWNER, r.id)
+        await store.delete_scope(OWNER, namespace="history")
+        got = await rankings()
+        assert same(got, base), clause(
+            "MS-KW-12",
+            "the owner's own deleted records change nothing",
+            {"before": base, "after": got},
         )
 
     async def test_keyword_rejects_bad_input_and_closed(self, store: MemoryStore) -> None:

@@ -259,6 +259,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
         _report("  same, baseline builds MemoryRecord(...) too", mine, theirs, ratio)
 
     since = now - timedelta(days=1)
+    cutoff = now - events.retention
     win_sql = db.cached(("window", False), lambda: window_statement(db.table("events"), False))
 
     async def ours_window(_i: int) -> object:
@@ -267,7 +268,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
     async def base_window(_i: int) -> object:
         cur = await raw.execute(
             win_sql,
-            {"domain": "ops", "floor": since, "n": 51, "entity": None},
+            {"domain": "ops", "floor": since, "cutoff": cutoff, "n": 51, "entity": None},
             binary=True,
         )
         return await cur.fetchall()
@@ -283,7 +284,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
     async def base_window_fast_json(_i: int) -> object:
         cur = await fast_json.execute(
             win_sql,
-            {"domain": "ops", "floor": since, "n": 51, "entity": None},
+            {"domain": "ops", "floor": since, "cutoff": cutoff, "n": 51, "entity": None},
             binary=True,
         )
         return await cur.fetchall()
@@ -295,7 +296,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
     async def base_window_decoded(_i: int) -> object:
         cur = await raw.execute(
             win_sql,
-            {"domain": "ops", "floor": since, "n": 51, "entity": None},
+            {"domain": "ops", "floor": since, "cutoff": cutoff, "n": 51, "entity": None},
             binary=True,
         )
         return [_decode_event(r) for r in (await cur.fetchall())[:50]]

@@ -90,9 +90,19 @@ def _v1(schema: str) -> list[sql.Composed]:
     ]
 
 
+def _v2(schema: str) -> list[sql.Composed]:
+    """Event retention counts from ingestion: the purge reads `recorded_at`."""
+    events = sql.Identifier(schema, "events")
+    return [
+        sql.SQL("CREATE INDEX IF NOT EXISTS events_recorded ON {} (recorded_at)").format(events),
+        sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(schema, "events_time")),
+    ]
+
+
 # (version, description, builder). Append only; never edit an applied migration.
 MIGRATIONS: tuple[tuple[int, str, _Builder], ...] = (
     (1, "spaces registry, events, leases, cache", _v1),
+    (2, "event retention by recorded_at", _v2),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -5,9 +5,11 @@ Events live in `<schema>.events`, primary key `(domain, id)`; indexes on
 the entity array and one on `user_id`. A batch append is one
 `INSERT ... SELECT FROM unnest(...) ON CONFLICT DO NOTHING` (idempotent; the
 row count is the number newly stored). A window is the domain's branch and the
-global branch, each read in index order, merged and cut at `limit + 1`.
-Retention applies on read (the floor is `max(since, now - retention)`) and
-`purge_expired` deletes what fell out of it.
+global branch, each read in index order, merged and cut at `limit + 1`;
+`since` and `until` bound the index range on event time. Retention counts from
+ingestion: an event expires at `recorded_at + retention`, whatever its event
+time; the window skips expired rows and `purge_expired` deletes them (through
+an index on `recorded_at`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from agent_memory.domain.records import (
     SummarySource,
     TimeBasis,
 )
-from agent_memory.domain.validation import require_id
+from agent_memory.domain.validation import require_id, require_utc
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "PostgresEventLog", "encode_entity"]
@@ -185,19 +187,26 @@ def append_params(events: Sequence[Event]) -> list[list[Any]]:
     return columns
 
 
-def window_statement(table: sql.Identifier, with_entity: bool) -> sql.Composed:
-    """The one statement `window` runs (public for the overhead benchmark)."""
+def window_statement(
+    table: sql.Identifier, with_entity: bool, with_until: bool = False
+) -> sql.Composed:
+    """The one statement `window` runs (public for the overhead benchmark).
+
+    Parameters: `domain`, `floor` (since), `cutoff` (now - retention, compared
+    with recorded_at), `n` (limit + 1), `entity` and, `with_until`, `until`."""
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
     entity = sql.SQL(" AND entities @> ARRAY[%(entity)s::text]") if with_entity else sql.SQL("")
+    until = sql.SQL(" AND occurred_at < %(until)s") if with_until else sql.SQL("")
     return sql.SQL(
         "SELECT {c} FROM ("
-        " (SELECT {c} FROM {t} WHERE domain = %(domain)s AND occurred_at >= %(floor)s{e}"
-        "  ORDER BY occurred_at DESC, id DESC LIMIT %(n)s)"
+        " (SELECT {c} FROM {t} WHERE domain = %(domain)s AND occurred_at >= %(floor)s{u}"
+        "  AND recorded_at >= %(cutoff)s{e} ORDER BY occurred_at DESC, id DESC LIMIT %(n)s)"
         " UNION ALL"
         " (SELECT {c} FROM {t} WHERE is_global AND domain <> %(domain)s"
-        "  AND occurred_at >= %(floor)s{e} ORDER BY occurred_at DESC, id DESC LIMIT %(n)s)"
+        "  AND occurred_at >= %(floor)s{u} AND recorded_at >= %(cutoff)s{e}"
+        "  ORDER BY occurred_at DESC, id DESC LIMIT %(n)s)"
         ") AS w ORDER BY occurred_at DESC, id DESC LIMIT %(n)s"
-    ).format(c=cols, t=table, e=entity)
+    ).format(c=cols, t=table, e=entity, u=until)
 
 
 class PostgresEventLog(PostgresHandle):
@@ -221,6 +230,7 @@ class PostgresEventLog(PostgresHandle):
         return self._retention
 
     def _cutoff(self) -> datetime:
+        """Events recorded before this instant are past retention."""
         return self._clock.now() - self._retention
 
     async def append(self, events: Sequence[Event]) -> int:
@@ -240,18 +250,23 @@ class PostgresEventLog(PostgresHandle):
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         async with self._life.op():
             since = check_window_args(domain, since, limit, entity)
+            until = None if until is None else require_utc(until, "until")
             params: dict[str, Any] = {
                 "domain": domain,
-                "floor": max(since, self._cutoff()),
+                "floor": since,
+                "cutoff": self._cutoff(),
+                "until": until,
                 "n": limit + 1,
                 "entity": None if entity is None else encode_entity(entity),
             }
+            bounded = until is not None
             statement = self._db.cached(
-                ("window", entity is not None),
-                lambda: window_statement(self._table, entity is not None),
+                ("window", entity is not None, bounded),
+                lambda: window_statement(self._table, entity is not None, bounded),
             )
 
             async def read(conn: AsyncConnection[Any]) -> EventWindow:
@@ -295,7 +310,7 @@ class PostgresEventLog(PostgresHandle):
     async def purge_expired(self) -> int:
         async with self._life.op(), self._db.connection() as conn:
             cur = await conn.execute(
-                sql.SQL("DELETE FROM {} WHERE occurred_at < %s").format(self._table),
+                sql.SQL("DELETE FROM {} WHERE recorded_at < %s").format(self._table),
                 (self._cutoff(),),
             )
             return max(cur.rowcount, 0)

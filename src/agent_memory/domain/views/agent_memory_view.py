@@ -126,8 +126,9 @@ def _summary_floor(summary: str, cap: int) -> int:
     """A lower bound of the summary literal's bytes (quotes included) under `cap`.
 
     Whole, the literal takes at least the text's UTF-8 bytes + 2. Cut, ASCII
-    text (no combining marks, so no back-off) keeps all but the last escape
-    (<= 6 bytes) of the allowance; other text may back off arbitrarily.
+    text (grapheme clusters of at most 6 encoded bytes: one escape, or CR LF)
+    keeps all but the last cluster (<= 6 bytes) of the allowance; other text
+    may back off arbitrarily.
     """
     if summary.isascii():
         return min(len(summary) + 2, cap - 5)

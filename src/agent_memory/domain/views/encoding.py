@@ -38,6 +38,7 @@ from agent_memory.domain.views.graphemes import cluster_ends
 __all__ = [
     "ELLIPSIS",
     "LOOKALIKES",
+    "MIN_LITERAL_BYTES",
     "NFKD_STRUCTURAL",
     "SHORTENED_MARKER",
     "encode_text",

@@ -4,22 +4,32 @@ from agent_memory.bootstrap.connect import Memory, Stores, connect, open_stores,
 from agent_memory.bootstrap.services import (
     agent_memory_service,
     compactor,
+    graph_memory,
     knowledge_service,
     reflection_job,
     request_options,
     user_memory_service,
 )
-from agent_memory.bootstrap.settings import ENV_VARS, Settings, default_sqlite_url
+from agent_memory.bootstrap.settings import (
+    ENV_VARS,
+    MODEL_PURPOSES,
+    Settings,
+    SettingValue,
+    default_sqlite_url,
+)
 
 __all__ = [
     "ENV_VARS",
+    "MODEL_PURPOSES",
     "Memory",
+    "SettingValue",
     "Settings",
     "Stores",
     "agent_memory_service",
     "compactor",
     "connect",
     "default_sqlite_url",
+    "graph_memory",
     "knowledge_service",
     "open_stores",
     "reflection_job",

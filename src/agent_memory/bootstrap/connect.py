@@ -24,13 +24,20 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
 from attrs import define, field
 
-from agent_memory.bootstrap.settings import Settings, default_sqlite_url
+from agent_memory.bootstrap.settings import (
+    MODEL_FALLBACK,
+    MODEL_PURPOSES,
+    Settings,
+    default_sqlite_url,
+)
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.services.observability import Observability
 
 __all__ = ["Memory", "Stores", "connect", "open_stores", "scheme_of"]
 
@@ -66,11 +73,27 @@ class Memory:
     llm: LanguageModel | None
     settings: Settings
     coordination: Stores | None = None
+    models: dict[str, LanguageModel] = field(factory=dict)
+    """Chat models of the purposes that name their own (`AGENT_MEMORY_*_MODEL`)."""
+    observability: Observability = field(factory=Observability)
+    """Spans and metrics of every service bootstrap builds on this memory (inert by default)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
 
     @property
     def store(self) -> MemoryStore:
         return self.stores.store
+
+    def model(self, purpose: str) -> LanguageModel | None:
+        """The chat model for a purpose (`summarizer`, `digest`, `knowledge`,
+        `reflection`, `user_memory`, `triples`): its own when configured, else
+        its fallback's (a digest falls back to the summarizer's), else `llm`."""
+        self.settings.model_name(purpose)  # an unknown purpose is a ConfigurationError
+        while True:
+            if purpose in self.models:
+                return self.models[purpose]
+            if purpose not in MODEL_FALLBACK:
+                return self.llm
+            purpose = MODEL_FALLBACK[purpose]
 
     def _coordination(self) -> Stores:
         return self.coordination if self.coordination is not None else self.stores
@@ -228,6 +251,21 @@ def _llm(settings: Settings) -> LanguageModel | None:
     return llm
 
 
+def _purpose_models(settings: Settings) -> dict[str, LanguageModel]:
+    """One chat model per distinct model name a purpose sets for itself (on the
+    `AGENT_MEMORY_LLM_URL` endpoint); purposes without their own fall back."""
+    by_name: dict[str, LanguageModel] = {}
+    out: dict[str, LanguageModel] = {}
+    for purpose, field_name in MODEL_PURPOSES.items():
+        name: str | None = getattr(settings, field_name)
+        if name is None or name == settings.llm_model:
+            continue
+        if name not in by_name:
+            by_name[name] = _llm(attrs.evolve(settings, llm_model=name))  # type: ignore[assignment]
+        out[purpose] = by_name[name]
+    return out
+
+
 async def connect(
     url: str | None = None,
     *,
@@ -235,14 +273,17 @@ async def connect(
     embedder: Embedder | None = None,
     llm: LanguageModel | None = None,
     clock: Clock | None = None,
+    observability: Observability | None = None,
 ) -> Memory:
     """Wire stores and models from a URL (default: `AGENT_MEMORY_URL`, else the
-    SQLite file under the user data directory) and validated settings."""
+    SQLite file under the user data directory) and validated settings.
+    `observability` is handed to every service bootstrap builds on the result."""
     settings = Settings.from_env() if settings is None else settings
     url = url or settings.url or default_sqlite_url()
     family = scheme_of(url)
     embedder = embedder if embedder is not None else _embedder(settings)
     llm = llm if llm is not None else _llm(settings)
+    models = _purpose_models(settings)
     if not embedder.space.provable:
         _log.warning(
             "embedding space %r cannot be proven by its endpoint; stored vectors are bound "
@@ -275,8 +316,10 @@ async def connect(
         llm=llm,
         settings=settings,
         coordination=coordination,
+        models=models,
+        observability=observability if observability is not None else Observability(),
     )
-    for part in (embedder, llm):
+    for part in (embedder, llm, *dict.fromkeys(models.values())):
         closer = getattr(part, "aclose", None)
         if closer is not None:
             memory._closers.append(closer)

@@ -1,12 +1,19 @@
-"""Build the services from a connected `Memory` and its validated settings."""
+"""Build the services from a connected `Memory` and its validated settings.
+
+Every number comes from `memory.settings` (the `AGENT_MEMORY_*` variables),
+every chat model from `memory.model(purpose)` (its own model, or the default),
+and every service gets `memory.observability` unless one is given.
+"""
 
 from __future__ import annotations
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.bootstrap.connect import Memory
 from agent_memory.ports.models import Clock
+from agent_memory.ports.storage import TripleStore
 from agent_memory.services.compaction import Compactor, CompactorOptions
-from agent_memory.services.knowledge import KnowledgeService
+from agent_memory.services.graph_memory import GraphMemory, GraphSettings
+from agent_memory.services.knowledge import KnowledgeOptions, KnowledgeService
 from agent_memory.services.observability import Observability
 from agent_memory.services.recorder import RecorderOptions
 from agent_memory.services.reflection import ReflectionJob, ReflectionOptions
@@ -16,11 +23,25 @@ from agent_memory.services.user_memory import UserMemory, UserMemoryOptions
 __all__ = [
     "agent_memory_service",
     "compactor",
+    "compactor_options",
+    "graph_memory",
     "knowledge_service",
+    "recorder_options",
     "reflection_job",
+    "reflection_options",
     "request_options",
+    "user_memory_options",
     "user_memory_service",
 ]
+
+
+def recorder_options(memory: Memory) -> RecorderOptions:
+    s = memory.settings
+    return RecorderOptions(
+        summary_timeout=s.summary_timeout,
+        payload_allowance=s.summary_payload_bytes,
+        cause_max_bytes=s.failure_cause_bytes,
+    )
 
 
 def request_options(memory: Memory) -> RequestOptions:
@@ -31,29 +52,61 @@ def request_options(memory: Memory) -> RequestOptions:
         lookback=s.lookback,
         window_limit=s.window_limit,
         view_budget_bytes=s.view_budget_bytes,
-        recorder=RecorderOptions(summary_timeout=s.summary_timeout),
+        coordination_limit=s.signals_in_prompt,
+        recorder=recorder_options(memory),
+    )
+
+
+def compactor_options(memory: Memory) -> CompactorOptions:
+    s = memory.settings
+    return CompactorOptions(
+        lookback=s.compaction_lookback,
+        raw_limit=s.compaction_raw_limit,
+        target_tokens=s.digest_target_tokens,
+        incremental_threshold=s.digest_incremental_threshold,
+        cache_ttl=s.digest_cache_ttl,
+        model_timeout=s.digest_timeout,
     )
 
 
 def compactor(memory: Memory, *, clock: Clock | None = None) -> Compactor:
-    s = memory.settings
     return Compactor(
         events=memory.events,
         cache=memory.cache,
         clock=clock or SystemClock(),
-        llm=memory.llm,
-        options=CompactorOptions(lookback=s.lookback),
+        llm=memory.model("digest"),
+        options=compactor_options(memory),
     )
 
 
 def knowledge_service(memory: Memory, *, clock: Clock | None = None) -> KnowledgeService:
     return KnowledgeService(
-        store=memory.store, embedder=memory.embedder, clock=clock or SystemClock(), llm=memory.llm
+        store=memory.store,
+        embedder=memory.embedder,
+        clock=clock or SystemClock(),
+        llm=memory.model("knowledge"),
+        options=KnowledgeOptions(model_timeout=memory.settings.extraction_timeout),
+    )
+
+
+def reflection_options(memory: Memory) -> ReflectionOptions:
+    s = memory.settings
+    return ReflectionOptions(
+        interval=s.reflection_interval,
+        age_threshold=s.reflection_age_threshold,
+        min_events=s.reflection_min_events,
+        max_fragments_per_entity=s.reflection_fragments_per_entity,
+        model_timeout=s.reflection_timeout,
+        deployment=s.deployment,
     )
 
 
 def reflection_job(
-    memory: Memory, *, clock: Clock | None = None, replica: str | None = None
+    memory: Memory,
+    *,
+    clock: Clock | None = None,
+    replica: str | None = None,
+    observability: Observability | None = None,
 ) -> ReflectionJob:
     clock = clock or SystemClock()
     return ReflectionJob(
@@ -61,9 +114,10 @@ def reflection_job(
         leases=memory.leases,
         knowledge=knowledge_service(memory, clock=clock),
         clock=clock,
-        llm=memory.llm,
-        options=ReflectionOptions(deployment=memory.settings.deployment),
+        llm=memory.model("reflection"),
+        options=reflection_options(memory),
         replica=replica,
+        observability=observability or memory.observability,
     )
 
 
@@ -81,23 +135,61 @@ def agent_memory_service(
         events=memory.events,
         leases=memory.leases,
         clock=clock,
-        llm=memory.llm,
+        llm=memory.model("summarizer"),
         options=request_options(memory),
-        observability=observability,
+        observability=observability or memory.observability,
         backend=memory.stores.backend,
         compactor=compactor(memory, clock=clock) if digests else None,
         knowledge=knowledge_service(memory, clock=clock),
     )
 
 
-def user_memory_service(memory: Memory, *, clock: Clock | None = None) -> UserMemory:
+def user_memory_options(memory: Memory) -> UserMemoryOptions:
+    s = memory.settings
+    return UserMemoryOptions(
+        similarity_threshold=s.user_similarity_threshold,
+        recall_limit=s.user_facts_in_prompt,
+        recall_summaries=s.user_recall_summaries,
+        relevance_weight=s.user_weight_relevance,
+        recency_weight=s.user_weight_recency,
+        importance_weight=s.user_weight_importance,
+        model_timeout=s.extraction_timeout,
+        profile_budget_bytes=s.view_budget_bytes,
+    )
+
+
+def user_memory_service(
+    memory: Memory,
+    *,
+    clock: Clock | None = None,
+    observability: Observability | None = None,
+) -> UserMemory:
     """Private user memory on `memory`'s store, embedder, model, events and cache."""
     return UserMemory(
         store=memory.store,
         embedder=memory.embedder,
         clock=clock or SystemClock(),
-        llm=memory.llm,
+        llm=memory.model("user_memory"),
         events=memory.events,
         cache=memory.cache,
-        options=UserMemoryOptions(profile_budget_bytes=memory.settings.view_budget_bytes),
+        options=user_memory_options(memory),
+        observability=observability or memory.observability,
+    )
+
+
+def graph_memory(
+    memory: Memory,
+    triples: TripleStore,
+    *,
+    settings: GraphSettings | None = None,
+    clock: Clock | None = None,
+) -> GraphMemory:
+    """Graph memory (fact triples, hydration, checkpoints) on `triples` and
+    `memory`'s cache, extracting with the `triples` purpose's model."""
+    return GraphMemory(
+        triples,
+        memory.cache,
+        memory.model("triples"),
+        clock=clock or SystemClock(),
+        settings=settings,
     )

@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="show configuration, reachability and server versions")
     doctor.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    doctor.add_argument(
+        "--config", action="store_true", help="print every setting and its source, then exit"
+    )
 
     reflect = sub.add_parser("reflect", help="run one reflection pass now (distil old events)")
     reflect.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
@@ -79,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "doctor":
             from agent_memory.cli.doctor import run_doctor
 
-            return asyncio.run(run_doctor(args.url))
+            return asyncio.run(run_doctor(args.url, config_only=args.config))
         if args.command == "reflect":
             from agent_memory.cli.reflect import run_reflect
 

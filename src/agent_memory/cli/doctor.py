@@ -1,12 +1,13 @@
 """`agent-memory doctor`: configuration, reachability, server versions and the
-modules a backend needs (Search module on Redis, pgvector on PostgreSQL)."""
+modules a backend needs (Search module on Redis, pgvector on PostgreSQL).
+
+`agent-memory doctor --config` prints every setting's effective value and its
+source (environment, default, code), secrets redacted, and exits."""
 
 from __future__ import annotations
 
 import sys
 import time
-
-import attrs
 
 from agent_memory.bootstrap import ENV_VARS, Settings, connect, default_sqlite_url
 from agent_memory.domain.errors import AgentMemoryError
@@ -20,8 +21,20 @@ def _line(label: str, value: object, ok: bool | None = None) -> None:
     print(f"  {mark:<5}{label:<24} {value}")
 
 
-async def run_doctor(url: str | None) -> int:
-    """Print a report; exit 0 only when every configured part is reachable."""
+def print_settings(settings: Settings) -> None:
+    """One line per setting: variable, effective value, source (and what an
+    unset purpose model falls back to). Secrets are redacted by `explain`."""
+    rows = settings.explain()
+    width = max(len(row.variable) for row in rows)
+    for row in rows:
+        value = "-" if row.value is None else str(row.value)
+        note = f"  ({row.note})" if row.note else ""
+        print(f"  {row.variable:<{width}}  {value:<24} {row.source}{note}")
+
+
+async def run_doctor(url: str | None, *, config_only: bool = False) -> int:
+    """Print a report; exit 0 only when every configured part is reachable.
+    With `config_only`, print the settings and their sources and stop."""
     print("configuration")
     try:
         settings = Settings.from_env()
@@ -29,12 +42,11 @@ async def run_doctor(url: str | None) -> int:
         _line("environment", exc, ok=False)
         return 1
     target = url or settings.url or default_sqlite_url()
-    for field in attrs.fields(Settings):
-        value = getattr(settings, field.name)
-        if field.name == "api_key":
-            value = "set" if value else "not set"
-        _line(field.name, "-" if value is None else value)
+    print_settings(settings)
     _line("variables", f"{len(ENV_VARS)} AGENT_MEMORY_* settings (docs/configuration.md)")
+    if config_only:
+        sys.stdout.flush()
+        return 0
     print("storage")
     failures = 0
     try:
@@ -70,6 +82,8 @@ async def run_doctor(url: str | None) -> int:
         print("models")
         _line("embedder", memory.embedder.space.model)
         _line("language model", memory.llm.fingerprint if memory.llm else "none (offline rules)")
+        for purpose, model in sorted(memory.models.items()):
+            _line(f"model: {purpose}", model.fingerprint)
     print("result:", "healthy" if failures == 0 else f"{failures} problem(s)")
     sys.stdout.flush()
     return 0 if failures == 0 else 1

@@ -174,11 +174,14 @@ def _unique(entities: Sequence[Entity]) -> tuple[Entity, ...]:
     return tuple(dict.fromkeys(entities))
 
 
-def step_payload(step: Step, allowance: int) -> dict[str, Any]:
-    """What the summariser sees of one step: failure facts first, then the
-    response, together at most `allowance` UTF-8 bytes of text."""
+def step_payload(
+    step: Step, allowance: int, cause_max_bytes: int = CAUSE_MAX_BYTES
+) -> dict[str, Any]:
+    """What the summariser sees of one step: failure facts first (at most
+    `cause_max_bytes`), then the response, together at most `allowance` UTF-8
+    bytes of text."""
     cause = step.failure_cause or ""
-    cause_text, cause_cut = shorten_utf8(cause, min(allowance, CAUSE_MAX_BYTES))
+    cause_text, cause_cut = shorten_utf8(cause, min(allowance, cause_max_bytes))
     used = len(cause_text.encode("utf-8")) if cause else 0
     response, response_cut = shorten_utf8(step.response, max(allowance - used, 0))
     payload: dict[str, Any] = {"action": step.action, "outcome": step.outcome}
@@ -194,12 +197,12 @@ def step_payload(step: Step, allowance: int) -> dict[str, Any]:
 HEURISTIC_DETAIL_BYTES = 160
 
 
-def heuristic_summary(step: Step) -> str:
+def heuristic_summary(step: Step, cause_max_bytes: int = CAUSE_MAX_BYTES) -> str:
     """A deterministic one-line summary: action, outcome, and the failure cause
-    (or the start of the response)."""
+    (at most `cause_max_bytes`; or the start of the response)."""
     text = f"{step.action} -> {step.outcome}"
     if step.failure_cause:
-        cause, _ = shorten_utf8(step.failure_cause, CAUSE_MAX_BYTES)
+        cause, _ = shorten_utf8(step.failure_cause, cause_max_bytes)
         text += f": {cause}"
     elif step.response.strip():
         first_line = step.response.strip().splitlines()[0]
@@ -223,6 +226,7 @@ def build_event(
     request_entities: Sequence[Entity],
     model_entities: Sequence[Entity],
     extracted_entities: Sequence[Entity] = (),
+    cause_max_bytes: int = CAUSE_MAX_BYTES,
 ) -> tuple[Event, EntityCounts]:
     """The event for one step, with the entity counts of its metadata.
     `extracted_entities` (from an application's entity extractor) count as
@@ -251,7 +255,7 @@ def build_event(
         k: v for k, v in step.metadata.items() if k not in ("entity_type", "entity_id", "entities")
     }
     if step.failure_cause:
-        cause, cut = shorten_utf8(step.failure_cause, CAUSE_MAX_BYTES)
+        cause, cut = shorten_utf8(step.failure_cause, cause_max_bytes)
         metadata["failure_cause"] = cause
         if cut:
             metadata["failure_cause_shortened"] = True

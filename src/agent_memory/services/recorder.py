@@ -20,6 +20,7 @@ from attrs import define
 from agent_memory.domain.errors import ModelTimeout
 from agent_memory.domain.records import Entity, Event, SummarySource
 from agent_memory.domain.steps import (
+    CAUSE_MAX_BYTES,
     EntityCounts,
     FallbackReason,
     Step,
@@ -75,6 +76,8 @@ class RecorderOptions:
 
     max_batch: int = 20
     payload_allowance: int = 4000
+    cause_max_bytes: int = CAUSE_MAX_BYTES
+    """Bytes of a failure cause kept in heuristic summaries and event metadata."""
     summary_timeout: float = 120.0
     max_tokens: int = 2048
     include_request_entities: bool = False
@@ -99,7 +102,12 @@ class Recorder:
 
     def _prompt(self, steps: Sequence[Step]) -> str:
         payloads = [
-            {"index": i, **step_payload(step, self._options.payload_allowance)}
+            {
+                "index": i,
+                **step_payload(
+                    step, self._options.payload_allowance, self._options.cause_max_bytes
+                ),
+            }
             for i, step in enumerate(steps)
         ]
         return "Steps:\n" + json.dumps(payloads, ensure_ascii=False, indent=1)
@@ -219,6 +227,7 @@ class Recorder:
         counts = EntityCounts()
         reason_counts: Counter[str] = Counter()
         sources: Counter[str] = Counter()
+        entity_sources: Counter[str] = Counter()
         req_entities = tuple(request_entities) if self._options.include_request_entities else ()
         for position, (index, step) in enumerate(eligible):
             summary = summaries.get(position)
@@ -239,7 +248,11 @@ class Recorder:
                     request_id=request_id,
                     user_id=user_id,
                     recorded_at=recorded_at,
-                    summary=summary.summary if summary else heuristic_summary(step),
+                    summary=(
+                        summary.summary
+                        if summary
+                        else heuristic_summary(step, self._options.cause_max_bytes)
+                    ),
                     summary_source=(
                         SummarySource.HEURISTIC
                         if summary is None
@@ -251,6 +264,7 @@ class Recorder:
                     request_entities=req_entities,
                     model_entities=step_entities,
                     extracted_entities=extracted,
+                    cause_max_bytes=self._options.cause_max_bytes,
                 )
             except ValueError as exc:
                 report.fail(f"build-event[{index}]", exc)
@@ -258,11 +272,13 @@ class Recorder:
             events.append(event)
             counts += step_counts
             sources[str(event.summary_source)] += 1
+            entity_sources[str(event.entity_source)] += 1
             if reason is not None and summary is None:
                 reason_counts[str(reason)] += 1
         report.details.update(
             {
                 "summary_sources": dict(sources),
+                "entity_sources": dict(entity_sources),
                 "fallback_reasons": dict(reason_counts),
                 "metadata_entity_fields": {
                     "missing": counts.missing,

@@ -39,6 +39,7 @@ from agent_memory.domain.views import estimate_tokens
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
 from agent_memory.services.knowledge import KnowledgeService, parse_fragments
+from agent_memory.services.observability import Observability
 from agent_memory.services.reports import StageReport
 
 __all__ = [
@@ -78,6 +79,8 @@ class ReflectionOptions:
     age_threshold: timedelta = field(default=timedelta(days=7), validator=_positive)
     min_events: int = field(default=5, validator=_positive)
     max_events_per_entity: int = field(default=50, validator=_positive)
+    max_fragments_per_entity: int = field(default=3, validator=_positive)
+    """Most fragments kept from one entity's distillation (the model is asked for 1-3)."""
     page_size: int = field(default=1000, validator=_positive)
     lock_ttl: timedelta = field(default=timedelta(minutes=30), validator=_positive)
     deployment: str = "default"
@@ -138,7 +141,9 @@ class ReflectionJob:
         llm: LanguageModel | None = None,
         options: ReflectionOptions | None = None,
         replica: str | None = None,
+        observability: Observability | None = None,
     ) -> None:
+        self.observability = observability or Observability()
         self.events = events
         self.leases = leases
         self.knowledge = knowledge
@@ -159,10 +164,28 @@ class ReflectionJob:
         (except cancellation): what failed is in the report."""
         out = ReflectionReport()
         _log.info("reflection pass starting: replica=%s domains=%d", self.replica, len(domains))
-        try:
-            await self._locked_pass(domains, out, progress)
-        except Exception as exc:  # a bug or an unexpected port error: still fail open
-            out.report.fail("pass", exc)
+        with self.observability.span(
+            "reflection.pass", replica=self.replica, domains=len(domains)
+        ) as span:
+            try:
+                await self._locked_pass(domains, out, progress)
+            except Exception as exc:  # a bug or an unexpected port error: still fail open
+                out.report.fail("pass", exc)
+            outcome = (
+                "skipped"
+                if not out.ran and out.report.ok
+                else ("completed" if out.report.ok else "failed")
+            )
+            span.set(
+                outcome=outcome,
+                lock_held=out.lock_held_by is not None,
+                entities_discovered=out.entities_discovered,
+                entities_processed=out.entities_processed,
+                fragments_stored=out.fragments_stored,
+                embedding_tokens=out.embedding_tokens,
+                failures=len(out.report.failures),
+            )
+            self.observability.reflection_pass(outcome, out.fragments_stored)
         if out.ran or not out.report.ok:
             _log.info(
                 "reflection pass completed: ran=%s entities_discovered=%d entities_processed=%d "
@@ -376,7 +399,7 @@ class ReflectionJob:
             timeout=self.options.model_timeout,
             system=DISTIL_SYSTEM_PROMPT,
         )
-        fragments, error = parse_fragments(answer, 3)
+        fragments, error = parse_fragments(answer, self.options.max_fragments_per_entity)
         if error is not None or not fragments:
             report.details.setdefault("parse_errors", 0)
             report.details["parse_errors"] += 1

@@ -44,7 +44,7 @@ from agent_memory.services.coordination import (
     signal_key,
 )
 from agent_memory.services.knowledge import KnowledgeService
-from agent_memory.services.observability import Observability
+from agent_memory.services.observability import Observability, entity_counts, view_attributes
 from agent_memory.services.planning import PlanningContext, PlanningInputs, render_planning
 from agent_memory.services.recorder import Recorder, RecorderOptions
 from agent_memory.services.reports import StageReport, fail_open
@@ -176,8 +176,15 @@ class MemoryRequest:
         report = self._report("activity-announcement")
         with self._m.observability.span(
             f"{_HOOK}.before_planning.activity-announcement", domain=self.domain, agent=self.agent
-        ):
+        ) as span:
             await self._advertise(report)
+            span.set(
+                signal_announced=bool(report.details.get("signal")),
+                claims_requested=len(self.entities),
+                claims_acquired=int(report.details.get("claims_acquired", 0)),
+                claims_held_by_others=len(report.details.get("claims_held_by_others", [])),
+                failures=len(report.failures),
+            )
         return self
 
     async def _advertise(self, report: StageReport) -> None:
@@ -286,9 +293,10 @@ class MemoryRequest:
             request_id=self.request_id,
             now=self._m.clock.now(),
         )
-        with self._m.observability.span(
+        obs = self._m.observability
+        with obs.span(
             f"{_HOOK}.before_planning.memory-enrichment", domain=self.domain, agent=self.agent
-        ):
+        ) as span:
             since = inputs.now - opts.lookback
             async with fail_open(report, "event-window"):
                 window = await self._m.events.window(
@@ -297,6 +305,7 @@ class MemoryRequest:
                 inputs.events = list(window.events)
                 inputs.events_limited = window.limited
                 self._m.observability.retrieval(self._m.backend, "hit" if window.events else "miss")
+                obs.results("events", len(window.events))
             if report.failures:
                 self._m.observability.retrieval(self._m.backend, "error")
             if self.entities:
@@ -311,11 +320,28 @@ class MemoryRequest:
                 inputs.signals = [s for s in signals if s.request_id != self.request_id]
             async with fail_open(report, "claims"):
                 inputs.claims = await self._coord.active_claims()
+            span.event(
+                "activity.coordination.complete",
+                signals_discovered=len(inputs.signals),
+                claims_active=len(inputs.claims),
+            )
             inputs.knowledge = list(knowledge)
             inputs.digest = digest
             if digest is None and self._m.compactor is not None:
+                started = self._m.clock.now()
                 result = await self._m.compactor.digest(self.domain)
                 inputs.digest = result.digest
+                span.event(
+                    "activity.compaction.cache_decision",
+                    path=str(result.path),
+                    coverage=str(result.coverage),
+                    cache_hit=result.cache_hit,
+                    model_called=result.model_called,
+                    events=int(result.report.details.get("events", 0)),
+                    failures=len(result.report.failures),
+                    duration_ms=round((self._m.clock.now() - started).total_seconds() * 1000, 3),
+                )
+                obs.digest_decision(str(result.path))
                 report.details["digest"] = {
                     "path": str(result.path),
                     "coverage": str(result.coverage),
@@ -327,11 +353,28 @@ class MemoryRequest:
                 query = " ".join([self.doing, *(f"{e.type} {e.id}" for e in self.entities)])
                 async with fail_open(report, "knowledge-recall"):
                     inputs.knowledge = await self._m.knowledge.recall(self.domain, query or "")
+                    obs.results("knowledge", len(inputs.knowledge))
             context = render_planning(
                 inputs,
                 budget_bytes=opts.view_budget_bytes,
                 coordination_limit=opts.coordination_limit,
                 report=report,
+            )
+            memory_view = context.view_reports.get("agent_memory")
+            if memory_view is not None:
+                span.event(
+                    "memory.enrichment.injected",
+                    entities_found=len(self.entities),
+                    **view_attributes(memory_view),
+                )
+            coordination_view = context.view_reports.get("agent_coordination")
+            if coordination_view is not None:
+                shown = sum(s.admitted for s in coordination_view.sections)
+                span.set(signals_shown=shown)
+            span.set(
+                events=len(inputs.events),
+                context_bytes=len(context.text.encode("utf-8")),
+                failures=len(report.failures),
             )
         return context
 
@@ -341,8 +384,8 @@ class MemoryRequest:
         report = self._report("memory-record")
         with self._m.observability.span(
             f"{_HOOK}.after_execution.memory-record", domain=self.domain, agent=self.agent
-        ):
-            return await self._m.recorder.record(
+        ) as span:
+            await self._m.recorder.record(
                 domain=self.domain,
                 agent=self.agent,
                 request_id=self.request_id,
@@ -351,6 +394,15 @@ class MemoryRequest:
                 request_entities=self.entities,
                 report=report,
             )
+            details = report.details
+            span.event("memory.entity_extraction.completed", **entity_counts(details))
+            span.set(
+                steps=int(details.get("steps", 0)),
+                eligible=int(details.get("eligible", 0)),
+                events_recorded=int(details.get("events_written", 0)),
+                failures=len(report.failures),
+            )
+            return report
 
     async def learn(self, result: str, *, wait: bool = False) -> StageReport:
         """After synthesis: extract reusable knowledge from the request's result

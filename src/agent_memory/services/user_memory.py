@@ -22,10 +22,11 @@ graph checkpoints owned by the user id go too.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,7 @@ from agent_memory.services.background import BackgroundReports
 from agent_memory.services.compaction import invalidate_digest
 from agent_memory.services.graph_memory import forget_checkpoints
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE
+from agent_memory.services.observability import Observability, hashed_id, view_attributes
 from agent_memory.services.reports import StageReport
 
 __all__ = [
@@ -103,6 +105,13 @@ class UserMemoryOptions:
     neighbours: int = 5
     recall_limit: int = 15
     recall_summaries: int = 3
+    relevance_weight: float = 0.5
+    """Recall ranks relevance-searched facts by these weights: similarity,"""
+    recency_weight: float = 0.2
+    """recency (halving every `recency_half_life` since the fact's last update)"""
+    importance_weight: float = 0.3
+    """and importance (the fact's confidence)."""
+    recency_half_life: timedelta = timedelta(days=30)
     model_timeout: float = 60.0
     max_tokens: int = 1024
     profile_budget_bytes: int = 8000
@@ -193,7 +202,9 @@ class UserMemory:
         cache: Cache | None = None,
         options: UserMemoryOptions | None = None,
         triples: TripleStore | None = None,
+        observability: Observability | None = None,
     ) -> None:
+        self.observability = observability or Observability()
         self.store = store
         self.triples = triples
         self.embedder = embedder
@@ -236,6 +247,26 @@ class UserMemory:
         return await self._background.drain()
 
     async def _extract(
+        self, user_id: str, namespace: str, conversation: str, report: StageReport
+    ) -> StageReport:
+        with self.observability.span(
+            "pipeline.hook.after_synthesis.user-memory-extraction",
+            namespace=namespace,
+            user_key=hashed_id(user_id),
+        ) as span:
+            await self._extract_facts(user_id, namespace, conversation, report)
+            reconciled = report.details.get("reconcile", {})
+            operations = reconciled.get("operations", {}) if isinstance(reconciled, dict) else {}
+            span.event(
+                "user_memory.extraction.complete",
+                extractor=str(report.details.get("extractor", "")),
+                candidates=int(report.details.get("candidates", 0)),
+                stored=sum(n for op, n in operations.items() if op != "DUPLICATE"),
+                failures=len(report.failures),
+            )
+        return report
+
+    async def _extract_facts(
         self, user_id: str, namespace: str, conversation: str, report: StageReport
     ) -> StageReport:
         try:
@@ -349,7 +380,23 @@ class UserMemory:
                 ops[str(Operation.ADD)] += len(additions)
                 self.counters[f"op.{Operation.ADD}"] += len(additions)
         report.details["operations"] = dict(ops)
+        self.observability.user_memory_operations(dict(ops))
+        self._reconciled_event(report)
         return report
+
+    def _reconciled_event(self, report: StageReport) -> None:
+        """`user_memory.reconciliation.complete` on the current span (counts only)."""
+        ops = report.details.get("operations", {})
+        self.observability.event(
+            "user_memory.reconciliation.complete",
+            operations_add=int(ops.get("ADD", 0)),
+            operations_update=int(ops.get("UPDATE", 0)),
+            operations_contradict=int(ops.get("CONTRADICT", 0)),
+            operations_duplicate=int(ops.get("DUPLICATE", 0)),
+            model_calls=int(report.details.get("model_calls", 0)),
+            classification=str(report.details.get("classification", "none")),
+            failures=len(report.failures),
+        )
 
     @staticmethod
     def namespace_for(candidate: FactCandidate, namespace: str) -> str:
@@ -526,6 +573,8 @@ class UserMemory:
                 )
                 summaries.extend(page.records)
             summaries.sort(key=lambda r: (r.created_at, r.id), reverse=True)
+            report.details["identity"] = len(identity)
+            report.details["summaries"] = min(len(summaries), self.options.recall_summaries)
             for record in identity + summaries[: self.options.recall_summaries]:
                 if len(chosen) < limit:
                     chosen.setdefault(record.id, record)
@@ -541,7 +590,8 @@ class UserMemory:
                 hits.extend(
                     await self.store.search(user_id, query, limit=limit, namespace=ns, kinds=kinds)
                 )
-            hits.sort(key=lambda h: (-h.score, h.record.id))
+            now = self.clock.now()
+            hits.sort(key=lambda h: (-self._weighted(h.score, h.record, now), h.record.id))
             for hit in hits:
                 if len(chosen) >= limit:
                     break
@@ -550,11 +600,23 @@ class UserMemory:
             report.fail("recall", exc)
         facts = [fact_from_record(r) for r in chosen.values()]
         report.details["facts"] = len(facts)
+        self.observability.results("user_facts", len(facts))
         return facts, report
 
-    async def profile(
-        self, *, user_id: str | None, namespace: str, request: str
-    ) -> RenderedView:
+    def _weighted(self, similarity: float, record: MemoryRecord, now: datetime) -> float:
+        """A relevance-searched fact's recall score: the weighted sum of its
+        similarity, recency and importance (`UserMemoryOptions` weights)."""
+        o = self.options
+        half_life = o.recency_half_life.total_seconds()
+        age = max((now - record.updated_at).total_seconds(), 0.0)
+        recency = math.exp(-math.log(2) * age / half_life) if half_life > 0 else 1.0
+        return (
+            o.relevance_weight * similarity
+            + o.recency_weight * recency
+            + o.importance_weight * record.importance
+        )
+
+    async def profile(self, *, user_id: str | None, namespace: str, request: str) -> RenderedView:
         """`<user_profile>` for the request (recall + the budgeted view). Without a
         user id (event-driven or scheduled agents) it skips silently: no text."""
         if user_id is None or not user_id.strip():
@@ -570,10 +632,28 @@ class UserMemory:
                     sections=(),
                 ),
             )
-        facts, _ = await self.recall(user_id=user_id, namespace=namespace, request=request)
-        return render_user_profile(
-            facts, now=self.clock.now(), budget_bytes=self.options.profile_budget_bytes
-        )
+        with self.observability.span(
+            "pipeline.hook.before_planning.user-memory-enrichment",
+            namespace=namespace,
+            user_key=hashed_id(user_id),
+        ) as span:
+            facts, report = await self.recall(user_id=user_id, namespace=namespace, request=request)
+            span.event(
+                "user_memory.recall.identity",
+                identity_facts=int(report.details.get("identity", 0)),
+                summaries=int(report.details.get("summaries", 0)),
+                failures=len(report.failures),
+            )
+            view = render_user_profile(
+                facts, now=self.clock.now(), budget_bytes=self.options.profile_budget_bytes
+            )
+            span.event(
+                "user_memory.enrichment.injected",
+                facts_count=len(facts),
+                profile_chars=len(view.text),
+                **view_attributes(view.report),
+            )
+        return view
 
     # -- forgetting ----------------------------------------------------------------
     async def forget(self, user_id: str, namespace: str | None = None) -> ForgetReceipt:

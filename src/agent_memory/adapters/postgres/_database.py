@@ -224,6 +224,11 @@ class PostgresDatabase:
                 },
                 configure=self._configure,
                 timeout=self._connect_timeout,
+                # The pool retries a failed connect with a doubling delay until
+                # `reconnect_timeout`; the default (5 minutes) left calls timing
+                # out for as long after a server came back as it had been away.
+                # Given up, it grows again at the next call, right away.
+                reconnect_timeout=self._connect_timeout,
                 open=False,
                 name=f"agent-memory-{self._schema}",
             )

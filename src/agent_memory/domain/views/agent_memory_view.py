@@ -306,7 +306,7 @@ def render_agent_memory(
     investigations: Sequence[Investigation] = (),
     knowledge: Sequence[KnowledgeItem] = (),
     budget_bytes: int = DEFAULT_BUDGET_BYTES,
-    event_format: EventFormat | None = None,
+    event_format: EventFormat | str | None = None,
     max_summary_bytes: int = 400,
     max_knowledge_bytes: int = 800,
 ) -> RenderedView:
@@ -336,18 +336,17 @@ def render_agent_memory(
         max_summary_bytes, "max_summary_bytes", MIN_SHORTENED_TEXT_BYTES
     )
     cap = _require_size(max_knowledge_bytes, "max_knowledge_bytes", MIN_SHORTENED_TEXT_BYTES)
-    if event_format is not None:
-        event_format = EventFormat(event_format)
+    chosen_format = EventFormat(event_format) if event_format is not None else None
 
     cached = _line_cache(max_summary_bytes)
     domain_shared = _shared(events)
     entity_shared = _shared(entity_events)
     has_events = bool(events) or bool(entity_events)
-    if event_format is None and has_events:
-        event_format = _choose_format(
+    if chosen_format is None and has_events:
+        chosen_format = _choose_format(
             ((events, domain_shared), (entity_events, entity_shared)), budget_bytes, cached
         )
-    chosen = event_format or EventFormat.NAMED
+    chosen = chosen_format or EventFormat.NAMED
 
     head = ["<agent_memory>", _scope_line(domain, as_of, request_id)]
     if has_events:
@@ -394,5 +393,5 @@ def render_agent_memory(
         sections=sections,
         tail=["</agent_memory>"],
         budget_bytes=budget_bytes,
-        event_format=event_format if has_events else None,
+        event_format=chosen_format if has_events else None,
     )

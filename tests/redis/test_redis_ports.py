@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from attrs import evolve
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.crc import key_slot
@@ -127,11 +128,12 @@ async def test_entity_windows_erase_and_purge(redis_url: str, deployment: str) -
     log = RedisEventLog.from_url(redis_url, deployment=deployment, retention=timedelta(hours=1))
     try:
         pod = Entity("pod", "web:1")
+        old = datetime.now(UTC) - timedelta(hours=2)  # recorded past retention
         await log.append(
             [
                 _event("e1", "D", 10, entities=(pod,), user_id="u1"),
                 _event("e2", "D", 20, user_id="u2"),
-                _event("e3", "D", 7200, entities=(pod,), user_id="u1"),  # past retention
+                evolve(_event("e3", "D", 7200, entities=(pod,), user_id="u1"), recorded_at=old),
                 _event("g", "X", 30, entities=(pod,), is_global=True, user_id="u1"),
             ]
         )

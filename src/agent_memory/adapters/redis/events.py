@@ -2,10 +2,18 @@
 
 Per domain (hash tag = digest of the domain, so one append script touches one
 slot): a payload hash (event id -> JSON), a time-ordered set of the domain's
-own events, and one set per entity. Global events live in the global sets
-(tag `{g}`) so every domain's window merges them in one ordering. A per-user
-set of references serves `erase_user`; a set of known domains serves
-`purge_expired`. Retention is applied on read (the score floor) and purged.
+own events, a set of the same members scored by ingestion time (`recorded_at`),
+and one set per entity. Global events live in the global sets (tag `{g}`, a
+time-ordered and a recorded-time set) so every domain's window merges them in
+one ordering. A per-user set of references serves `erase_user`; a set of known
+domains serves `purge_expired`.
+
+A window reads, in one script per slot, the time-ordered set's score range
+`[since, until)` newest first, skipping members whose recorded time is past
+retention (an event expires at `recorded_at + retention`, whatever its event
+time), until `limit + 1` are found. Events stored before the recorded-time sets
+existed have no recorded score there; they expire by event time, as they did
+then. `purge_expired` deletes expired events and their references.
 """
 
 from __future__ import annotations
@@ -28,36 +36,89 @@ from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event, EventWindow
-from agent_memory.domain.validation import require_id
+from agent_memory.domain.validation import require_id, require_utc
 from agent_memory.ports.models import Clock
 
 __all__ = ["DEFAULT_RETENTION", "RedisEventLog"]
 
 DEFAULT_RETENTION = timedelta(days=60)
 
-# KEYS[1] payload hash, KEYS[2] domain set, KEYS[3..] entity sets (same slot).
-# ARGV per event: id, payload, score, global flag, n, n indices into KEYS.
+# KEYS[1] payload hash, KEYS[2] domain set, KEYS[3] domain recorded-time set,
+# KEYS[4..] entity sets (same slot).
+# ARGV per event: id, payload, score, recorded score, global flag, n, n indices
+# into KEYS.
 _APPEND = """
 local out = {}
 local pos = 1
 while pos <= #ARGV do
-  local id, payload, score, glob = ARGV[pos], ARGV[pos + 1], ARGV[pos + 2], ARGV[pos + 3]
-  local n = tonumber(ARGV[pos + 4])
+  local id, payload, score, recorded = ARGV[pos], ARGV[pos + 1], ARGV[pos + 2], ARGV[pos + 3]
+  local glob = ARGV[pos + 4]
+  local n = tonumber(ARGV[pos + 5])
   local new = redis.call('HSETNX', KEYS[1], id, payload)
   if new == 1 and glob == '0' then
     redis.call('ZADD', KEYS[2], score, id)
+    redis.call('ZADD', KEYS[3], recorded, id)
     for j = 1, n do
-      redis.call('ZADD', KEYS[tonumber(ARGV[pos + 4 + j])], score, id)
+      redis.call('ZADD', KEYS[tonumber(ARGV[pos + 5 + j])], score, id)
     end
   end
   out[#out + 1] = new
-  pos = pos + 5 + n
+  pos = pos + 6 + n
+end
+return out
+"""
+
+# One slot's part of a window: KEYS[1] a time-ordered set, KEYS[2] the
+# recorded-time set of the same slot. ARGV: max score (`+inf` or exclusive
+# `(until`), min score (since), retention cutoff, n. Returns up to n
+# [member, score] pairs, newest first, of members recorded at or after the
+# cutoff (a member without a recorded score is judged by its event time).
+_WINDOW = """
+local n = tonumber(ARGV[4])
+local cutoff = tonumber(ARGV[3])
+local out = {}
+local offset = 0
+while true do
+  local rows = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], ARGV[2],
+    'WITHSCORES', 'LIMIT', offset, n)
+  for i = 1, #rows, 2 do
+    local recorded = redis.call('ZSCORE', KEYS[2], rows[i]) or rows[i + 1]
+    if tonumber(recorded) >= cutoff then
+      out[#out + 1] = rows[i]
+      out[#out + 1] = rows[i + 1]
+      if #out >= 2 * n then
+        return out
+      end
+    end
+  end
+  if #rows < 2 * n then
+    return out
+  end
+  offset = offset + n
+end
+"""
+
+# One slot's expired members: KEYS[1] a time-ordered set, KEYS[2] the
+# recorded-time set of the same slot, ARGV[1] the exclusive cutoff `(micros`.
+_EXPIRED = """
+local out = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
+  if not redis.call('ZSCORE', KEYS[2], m) then
+    out[#out + 1] = m
+  end
 end
 return out
 """
 
 _Ref = tuple[str, str]  # (domain, event id)
 _RawRef = tuple[str, bytes]  # (domain, event id as stored)
+
+
+def _recorded_key(time_key: str) -> str:
+    """The recorded-time set next to a time-ordered set (`...:t` -> `...:r`),
+    in the same slot (same hash tag)."""
+    assert time_key.endswith(":t"), time_key
+    return time_key[:-1] + "r"
 
 
 def _domain_hex(domain: str) -> bytes:
@@ -93,6 +154,8 @@ class RedisEventLog(RedisHandle):
         )
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._append = self._r.register_script(_APPEND)
+        self._window = self._r.register_script(_WINDOW)
+        self._expired = self._r.register_script(_EXPIRED)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisEventLog:
@@ -104,6 +167,7 @@ class RedisEventLog(RedisHandle):
         return self._retention
 
     def _cutoff(self) -> datetime:
+        """Events recorded before this instant are past retention."""
         return self._clock.now() - self._retention
 
     async def append(self, events: Sequence[Event]) -> int:
@@ -120,7 +184,11 @@ class RedisEventLog(RedisHandle):
             # Per domain: the script's keys and args (one slot each).
             calls: list[tuple[list[str], list[Any]]] = []
             for domain, evs in by_domain.items():
-                keys = [k.ev_payloads(domain), k.ev_domain(domain)]
+                keys = [
+                    k.ev_payloads(domain),
+                    k.ev_domain(domain),
+                    _recorded_key(k.ev_domain(domain)),
+                ]
                 slot: dict[str, int] = {}
                 args: list[Any] = []
                 for e in evs:
@@ -133,6 +201,7 @@ class RedisEventLog(RedisHandle):
                                 slot[key] = len(keys)
                             idx.append(slot[key])
                     args += [e.id, encode_event(e), to_micros(e.occurred_at)]
+                    args.append(to_micros(e.recorded_at))
                     args += ["1" if e.is_global else "0", len(idx), *idx]
                 calls.append((keys, args))
             # Other slots: idempotent single-key writes (NX keeps the first time).
@@ -144,6 +213,8 @@ class RedisEventLog(RedisHandle):
                     score = to_micros(e.occurred_at)
                 if e.is_global:
                     zadds.append((k.ev_global(), {member: score}))
+                    recorded = to_micros(e.recorded_at)
+                    zadds.append((_recorded_key(k.ev_global()), {member: recorded}))
                     for ent in e.entities:
                         zadds.append((k.ev_global_entity(ent.type, ent.id), {member: score}))
                 if e.user_id is not None:
@@ -160,10 +231,22 @@ class RedisEventLog(RedisHandle):
     ) -> list[Any]:
         """One pipeline: EVALSHA per domain plus the other slots' writes. Every command
         is idempotent, so after NOSCRIPT (a restarted server) load and send it again."""
+        return await self._eval(self._append, calls, zadds, sadds)
+
+    async def _eval(
+        self,
+        script: Any,
+        calls: list[tuple[list[str], list[Any]]],
+        zadds: Sequence[tuple[str, dict[bytes, int]]] = (),
+        sadds: Sequence[tuple[str, list[Any]]] = (),
+    ) -> list[Any]:
+        """One pipeline: EVALSHA of `script` per call, then the ZADD NX and SADD
+        writes; the replies in order. Every command is idempotent or a read, so
+        after NOSCRIPT (a restarted server) load the script and send it again."""
         for attempt in (1, 2):
             pipe = self._r.pipeline(transaction=False)
             for keys, args in calls:
-                pipe.evalsha(self._append.sha, len(keys), *keys, *args)
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
             for key, mapping in zadds:
                 pipe.zadd(key, mapping, nx=True)
             for key, members in sadds:
@@ -173,7 +256,7 @@ class RedisEventLog(RedisHandle):
             except NoScriptError:
                 if attempt == 2:
                     raise
-                await self._r.script_load(_APPEND)
+                await self._r.script_load(script.script)
         raise AssertionError("unreachable")
 
     async def window(
@@ -183,10 +266,11 @@ class RedisEventLog(RedisHandle):
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         async with self._life.op():
             since = check_window_args(domain, since, limit, entity)
-            floor = to_micros(max(since, self._cutoff()))
+            until = None if until is None else require_utc(until, "until")
             k = self._keys
             if entity is None:
                 own, glob = k.ev_domain(domain), k.ev_global()
@@ -194,16 +278,17 @@ class RedisEventLog(RedisHandle):
                 own = k.ev_domain_entity(domain, entity.type, entity.id)
                 glob = k.ev_global_entity(entity.type, entity.id)
             n = limit + 1
+            top = "+inf" if until is None else f"({to_micros(until)}"
+            args = [top, to_micros(since), to_micros(self._cutoff()), n]
             with translate("window"):
-                pipe = self._r.pipeline(transaction=False)
-                # Plain commands: flat [member, score, ...] replies, not paired by the client.
-                pipe.execute_command(
-                    "ZREVRANGEBYSCORE", own, "+inf", floor, "WITHSCORES", "LIMIT", 0, n
+                # Flat [member, score, ...] replies, each slot's range read in its script.
+                own_rows, glob_rows = await self._eval(
+                    self._window,
+                    [
+                        ([own, _recorded_key(k.ev_domain(domain))], args),
+                        ([glob, _recorded_key(k.ev_global())], args),
+                    ],
                 )
-                pipe.execute_command(
-                    "ZREVRANGEBYSCORE", glob, "+inf", floor, "WITHSCORES", "LIMIT", 0, n
-                )
-                own_rows, glob_rows = await pipe.execute()
                 # Merge by (time, id, domain) desc before fetching: only the page's payloads
                 # travel. Raw UTF-8 ids and hex domains sort as their strings do (code
                 # point order), so only the page's references are decoded.
@@ -255,26 +340,25 @@ class RedisEventLog(RedisHandle):
             return 0
         k = self._keys
         pipe = self._r.pipeline(transaction=False)
+        deletes: list[int] = []  # positions of the HDEL replies
         for e in events:
+            deletes.append(len(pipe))
             pipe.hdel(k.ev_payloads(e.domain), e.id)
             member = _gmember(e.domain, e.id)
             if e.is_global:
                 pipe.zrem(k.ev_global(), member)
+                pipe.zrem(_recorded_key(k.ev_global()), member)
                 for ent in e.entities:
                     pipe.zrem(k.ev_global_entity(ent.type, ent.id), member)
             else:
                 pipe.zrem(k.ev_domain(e.domain), e.id)
+                pipe.zrem(_recorded_key(k.ev_domain(e.domain)), e.id)
                 for ent in e.entities:
                     pipe.zrem(k.ev_domain_entity(e.domain, ent.type, ent.id), e.id)
             if e.user_id is not None:
                 pipe.srem(k.ev_user(e.user_id), member)
         results = await pipe.execute()
-        per = [1 + (1 + len(e.entities)) + (1 if e.user_id is not None else 0) for e in events]
-        count, pos = 0, 0
-        for n in per:
-            count += int(results[pos])
-            pos += n
-        return count
+        return sum(int(results[pos]) for pos in deletes)
 
     async def erase_user(self, user_id: str) -> int:
         async with self._life.op():
@@ -312,11 +396,10 @@ class RedisEventLog(RedisHandle):
             with translate("purge_expired"):
                 known: Any = await self._r.smembers(k.ev_domains())
                 domains = [d.decode("utf-8") for d in known]
-                pipe = self._r.pipeline(transaction=False)
-                for d in domains:
-                    pipe.zrangebyscore(k.ev_domain(d), "-inf", cutoff)
-                pipe.zrangebyscore(k.ev_global(), "-inf", cutoff)
-                results = await pipe.execute()
+                sets = [k.ev_domain(d) for d in domains] + [k.ev_global()]
+                results = await self._eval(
+                    self._expired, [([key, _recorded_key(key)], [cutoff]) for key in sets]
+                )
                 refs: list[_Ref] = []
                 for d, ids in zip(domains, results[:-1], strict=True):
                     refs += [(d, i.decode("utf-8", "surrogatepass")) for i in ids]
@@ -330,6 +413,8 @@ class RedisEventLog(RedisHandle):
                     pipe = self._r.pipeline(transaction=False)
                     for d, i in stale:
                         pipe.zrem(k.ev_domain(d), i)
+                        pipe.zrem(_recorded_key(k.ev_domain(d)), i)
                         pipe.zrem(k.ev_global(), _gmember(d, i))
+                        pipe.zrem(_recorded_key(k.ev_global()), _gmember(d, i))
                     await pipe.execute()
             return count

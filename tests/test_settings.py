@@ -107,7 +107,7 @@ def test_values_given_in_code_are_checked_alike() -> None:
     with pytest.raises(ConfigurationError, match="AGENT_MEMORY_USER_SIMILARITY_THRESHOLD"):
         Settings(user_similarity_threshold=2.0)
     with pytest.raises(ConfigurationError, match="AGENT_MEMORY_REFLECTION_MIN_EVENTS"):
-        Settings(reflection_min_events=True)  # type: ignore[arg-type]
+        Settings(reflection_min_events=True)
 
 
 def test_cross_field_rules() -> None:
@@ -316,7 +316,7 @@ async def test_user_memory_settings_reach_the_service() -> None:
             await users.extract(
                 user_id="u1",
                 namespace="travel",
-                conversation=f"I prefer aisle seats on flight number {n}. I am allergic to nuts {n}.",
+                conversation=f"I prefer aisle seats on flight {n}. I am allergic to nuts {n}.",
                 wait=True,
             )
         assert len(await users.facts(user_id="u1")) > 4

@@ -682,7 +682,8 @@ async def test_the_maximum_limit_is_accepted_everywhere(ports: Ports) -> None:
     assert [h.record.id for h in await store.search(tag, VEC, limit=MAX_LIMIT)] == ["r"]
     assert [r.id for r in (await store.list(tag, limit=MAX_LIMIT)).records] == ["r"]
     if "events" in ports:
-        await ports["events"].append([_event(domain=tag, occurred_at=datetime.now(UTC))])
+        now = datetime.now(UTC)
+        await ports["events"].append([_event(domain=tag, occurred_at=now, recorded_at=now)])
         since = datetime.now(UTC) - timedelta(hours=1)
         window = await ports["events"].window(tag, since=since, limit=MAX_LIMIT)
         assert [e.id for e in window.events] == ["e"]

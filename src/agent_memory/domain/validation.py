@@ -16,12 +16,14 @@ import json
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
+
+_T = TypeVar("_T")
 
 __all__ = [
     "MAX_LIMIT",
@@ -71,11 +73,20 @@ def require_text(value: object, field: str) -> str:
     return value
 
 
-def require_no_nul(value: str, field: str) -> str:
-    """`value` unless it contains NUL (U+0000), which no backend can store alike
-    (PostgreSQL text and jsonb refuse it)."""
-    if "\x00" in value:
-        raise InvalidInput(field, "text must not contain NUL (\\x00)")
+def require_no_nul(value: _T, field: str) -> _T:
+    """`value` unless it holds NUL (U+0000) in a string, a mapping key or a nested
+    JSON value: no backend can store it alike (PostgreSQL text and jsonb refuse it)."""
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidInput(field, "text must not contain NUL (\\x00)")
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return value
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -79,7 +79,7 @@ def check_record(record: object, field: str, space: EmbeddingSpace) -> MemoryRec
         if not isinstance(value, str):
             raise InvalidInput(f"record.{name}", "a string is required")
         require_no_nul(value, f"record.{name}")
-    _check_json_nul(record.attributes, "record.attributes")
+    require_no_nul(record.attributes, "record.attributes")
     if not isinstance(record.vector, np.ndarray):
         raise InvalidInput("record.vector", "a numpy vector is required (build records normally)")
     require_dimension(space, record.vector)
@@ -196,25 +196,8 @@ def check_events(events: Sequence[Event]) -> list[Event]:
         if e.fallback_reason is not None:
             require_no_nul(require_text(e.fallback_reason, "event.fallback_reason"),
                            "event.fallback_reason")  # fmt: skip
-        _check_json_nul(e.metadata, "event.metadata")
+        require_no_nul(e.metadata, "event.metadata")
     return batch
-
-
-def _check_json_nul(value: object, field: str) -> None:
-    """No NUL in any key or string of a JSON value (PostgreSQL jsonb refuses
-    `\\u0000`)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            require_no_nul(item, field)
-        elif isinstance(item, Mapping):
-            for key, inner in item.items():
-                if isinstance(key, str):
-                    require_no_nul(key, field)
-                stack.append(inner)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
 
 
 def check_window_args(domain: str, since: datetime, limit: int, entity: Entity | None) -> datetime:

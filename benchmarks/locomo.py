@@ -115,6 +115,15 @@ def questions(sample: dict[str, Any], known: set[str]) -> Iterator[tuple[str, in
 
 
 _PLAIN_WORD = re.compile(r"[^\W_]+")
+_ABSOLUTE_DATE = re.compile(
+    r"\b(?:" + "|".join(_MONTHS) + r"|(?:19|20)\d\d)\b|\d{4}-\d{1,2}-\d{1,2}", re.I
+)
+
+
+def is_dated(question: str) -> bool:
+    """Whether a question names an absolute date (a month name, a year, an ISO
+    date): with category 2, the dated-temporal slice."""
+    return _ABSOLUTE_DATE.search(question) is not None
 
 
 class TextbookBM25:
@@ -158,10 +167,21 @@ class Scores:
         self.counts: dict[Any, int] = defaultdict(int)
         self.latencies: list[float] = []
 
-    def add(self, category: int, ranked: Sequence[str], gold: set[str], latency: float) -> None:
+    def add(
+        self,
+        category: int,
+        ranked: Sequence[str],
+        gold: set[str],
+        latency: float,
+        *,
+        dated: bool = False,
+    ) -> None:
         self.latencies.append(latency)
         rr = next((1.0 / (i + 1) for i, d in enumerate(ranked) if d in gold), 0.0)
-        for key in (category, "all"):
+        keys: list[Any] = [category, "all"]
+        if dated and category == 2:
+            keys.append("dated")
+        for key in keys:
             row = self.sums[key]
             for k in KS:
                 row[f"R@{k}"] += len(gold & set(ranked[:k])) / len(gold)
@@ -199,6 +219,10 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         speaker_weight=args.speaker_weight,
         context_window=args.window,
         context_self_weight=args.self_weight,
+        date_weight=args.date_weight,
+        date_grace_days=args.date_grace,
+        date_half_life_days=args.date_half_life,
+        context_dates=args.context_dates,
     )
     plain = RetrievalConfig(
         context_window=0, context_self_weight=1, vector_weight=0.0, speaker_weight=0.0
@@ -223,6 +247,9 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
             await stores.store.delete_scope(f"{owner}-plain")
             turns = conversation_turns(sample["conversation"])
             dia = {t.id: str(t.attributes["dia_id"]) for t in turns}
+            # the questions are asked after the conversation: its last session's
+            # day resolves what they leave relative ("in May", "last week")
+            asked = max(t.at for t in turns) if args.reference == "last-session" else None
             reference = TextbookBM25([t.content for t in turns]) if "bm25-ref" in modes else None
             if any(m not in ("bm25", "bm25-ref") for m in modes):
                 await retriever.add_conversation(owner, turns, namespace="context")
@@ -235,7 +262,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
                         order = reference.rank(question, 25)
                         elapsed = time.perf_counter() - start
                         ranked = [str(turns[i].attributes["dia_id"]) for i in order]
-                        results[mode].add(category, ranked, gold, elapsed)
+                        results[mode].add(category, ranked, gold, elapsed, dated=is_dated(question))
                         continue
                     who, scope, m = (
                         (baseline, f"{owner}-plain", RetrievalMode.LEXICAL)
@@ -243,10 +270,10 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
                         else (retriever, owner, RetrievalMode(mode))
                     )
                     start = time.perf_counter()
-                    got = await who.retrieve(scope, question, limit=25, mode=m)
+                    got = await who.retrieve(scope, question, limit=25, mode=m, reference=asked)
                     elapsed = time.perf_counter() - start
                     ranked = [dia[h.record.id] for h in got.hits]
-                    results[mode].add(category, ranked, gold, elapsed)
+                    results[mode].add(category, ranked, gold, elapsed, dated=is_dated(question))
             if not args.keep:
                 await stores.store.delete_scope(owner)
                 await stores.store.delete_scope(f"{owner}-plain")
@@ -275,6 +302,9 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         for name in metrics:
             vals = " | ".join(f"{results[m].metric(key, name):.1f}" for m in modes)
             print(f"| {label} | {first.counts[key]} | {name} | {vals} |")
+    for name in ("R@10", "MRR"):
+        vals = " | ".join(f"{results[m].metric('dated', name):.1f}" for m in modes)
+        print(f"| 2 temporal, dated | {first.counts['dated']} | {name} | {vals} |")
     for q, label in ((0.5, "p50"), (0.95, "p95")):
         vals = " | ".join(f"{results[m].percentile(q):.2f}" for m in modes)
         print(f"| latency | | {label} ms | {vals} |")
@@ -306,6 +336,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
     p.add_argument("--window", type=int, default=d.context_window)
     p.add_argument("--self-weight", type=int, default=d.context_self_weight)
+    p.add_argument("--date-weight", type=float, default=d.date_weight)
+    p.add_argument("--date-grace", type=float, default=d.date_grace_days)
+    p.add_argument("--date-half-life", type=float, default=d.date_half_life_days)
+    p.add_argument(
+        "--context-dates",
+        action=argparse.BooleanOptionalAction,
+        default=d.context_dates,
+        help="index each turn's month and year in its context",
+    )
+    p.add_argument(
+        "--reference",
+        choices=("last-session", "now"),
+        default="last-session",
+        help="when the questions are asked: the conversation's last session, or now",
+    )
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)

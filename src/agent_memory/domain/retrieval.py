@@ -26,11 +26,12 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from attrs import field, frozen
 
+from agent_memory.domain.dates import DateRange, date_match
 from agent_memory.domain.errors import InvalidInput
 
 __all__ = [
@@ -101,6 +102,11 @@ class RetrievalConfig:
     - `importance_weight`: bonus `w * record.importance`;
     - `speaker_weight`: bonus for a turn whose speaker the query names (when it
       names exactly one of the candidates' speakers);
+    - `date_weight`, `date_grace_days`, `date_half_life_days`: bonus
+      `w * date_match(event day, ranges the query names)` (`domain.dates`): full
+      inside a named range or up to the grace after it, halving every half-life
+      beyond; `context_dates`: whether `add_conversation` writes each turn's
+      month and year into its indexing context (keyword rankers match it);
     - `candidates`: how many candidates each ranker contributes;
     - `context_window`: neighbouring turns on each side put in a turn's indexing
       context; `context_self_weight`: how many times the turn's own text counts
@@ -121,6 +127,10 @@ class RetrievalConfig:
         validator=_non_negative("importance_weight"),
     )
     speaker_weight: float = field(default=0.4, validator=_non_negative("speaker_weight"))
+    date_weight: float = field(default=0.0, validator=_non_negative("date_weight"))
+    date_grace_days: float = field(default=7.0, validator=_non_negative("date_grace_days"))
+    date_half_life_days: float = field(default=7.0, validator=_positive("date_half_life_days"))
+    context_dates: bool = field(default=False, converter=bool)
     candidates: int = field(default=100, validator=_count("candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
     context_self_weight: int = field(
@@ -224,14 +234,19 @@ def final_scores(
     now: datetime,
     query: str = "",
     speakers: Mapping[str, str] | None = None,
+    event_days: Mapping[str, date] | None = None,
+    ranges: Sequence[DateRange] = (),
 ) -> list[tuple[str, float]]:
-    """Add the recency, importance and speaker bonuses to fused scores and re-rank."""
+    """Add the recency, importance, speaker and date bonuses to fused scores and
+    re-rank. The date bonus needs the ranges the query names (`ranges`, from
+    `domain.dates.parse_dates`) and each candidate's event day (`event_days`)."""
     named: set[str] = set()
     if config.speaker_weight and speakers:
         named = {s for s in set(speakers.values()) if mentions(query, s)}
         if len(named) != 1:
             named = set()
-    if config.recency_weight == 0 and config.importance_weight == 0 and not named:
+    dated = bool(config.date_weight and ranges and event_days)
+    if config.recency_weight == 0 and config.importance_weight == 0 and not named and not dated:
         return _ordered(dict(fused))
     out: dict[str, float] = {}
     for rid, score in fused:
@@ -244,6 +259,13 @@ def final_scores(
             )
         if config.importance_weight:
             bonus += config.importance_weight * importance.get(rid, 0.0)
+        if dated and event_days is not None and rid in event_days:
+            bonus += config.date_weight * date_match(
+                event_days[rid],
+                ranges,
+                grace_days=config.date_grace_days,
+                half_life_days=config.date_half_life_days,
+            )
         out[rid] = score + bonus
     return _ordered(out)
 

@@ -14,11 +14,12 @@ record per turn, the neighbouring turns (same session) as indexing context.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from attrs import field, frozen
 
+from agent_memory.domain.dates import event_time_words, parse_dates, range_words
 from agent_memory.domain.errors import InvalidInput, UnsupportedBackend
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
 from agent_memory.domain.retrieval import (
@@ -123,6 +124,10 @@ class HybridRetriever:
             self_weight=self._config.context_self_weight,
             groups=[t.session for t in turns],
         )
+        if self._config.context_dates:
+            contexts = [
+                f"{c}\n{event_time_words(t.at)}" for c, t in zip(contexts, turns, strict=True)
+            ]
         records: list[MemoryRecord] = []
         for start in range(0, len(turns), batch_size):
             chunk = turns[start : start + batch_size]
@@ -159,8 +164,12 @@ class HybridRetriever:
         mode: RetrievalMode | str = RetrievalMode.HYBRID,
         namespace: str | None = None,
         kinds: Sequence[str] | None = None,
+        reference: datetime | date | None = None,
     ) -> Retrieval:
-        """The best `limit` records for `query`, by the requested mode."""
+        """The best `limit` records for `query`, by the requested mode.
+
+        `reference` is when the question is asked (default: the clock's now): the
+        dates the query names ("last week", "in May") resolve against it."""
         require_scope(owner, "owner")
         require_positive(limit, "limit")
         require_text(query, "query")
@@ -183,11 +192,16 @@ class HybridRetriever:
         elif wanted is RetrievalMode.HYBRID and config.lexical_weight == 0:
             wanted = RetrievalMode.VECTOR
 
+        now = self._clock.now()
+        ranges = parse_dates(query, reference if reference is not None else now.date())
         lexical: list[ScoredRecord] = []
         vector: list[ScoredRecord] = []
         if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
+            keywords = query
+            if ranges and config.context_dates:
+                keywords = " ".join([query, *(range_words(r) for r in ranges)])
             lexical = await self._keyword.search_text(
-                owner, query, limit=depth, namespace=namespace, kinds=kinds
+                owner, keywords, limit=depth, namespace=namespace, kinds=kinds
             )
         if wanted is not RetrievalMode.LEXICAL:
             embedded = await self._embedder.embed([query])
@@ -210,13 +224,15 @@ class HybridRetriever:
             config,
             created_at={rid: r.created_at for rid, r in by_id.items()},
             importance={rid: r.importance for rid, r in by_id.items()},
-            now=self._clock.now(),
+            now=now,
             query=query,
             speakers={
                 rid: r.attributes["speaker"]
                 for rid, r in by_id.items()
                 if isinstance(r.attributes.get("speaker"), str)
             },
+            event_days={rid: r.created_at.date() for rid, r in by_id.items()},
+            ranges=ranges,
         )
         hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
         return Retrieval(hits=hits, mode=wanted, fallback=fallback)

@@ -66,11 +66,18 @@ def require_text(value: object, field: str) -> str:
     """Any string that encodes as UTF-8 (no lone surrogates), possibly empty."""
     if not isinstance(value, str):
         raise InvalidInput(field, f"a string is required, got {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(field, "text must be valid Unicode (no lone surrogates)") from None
+    if not value.isascii():  # ASCII always encodes: skip the copy
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput(field, "text must be valid Unicode (no lone surrogates)") from None
     return value
+
+
+def _no_nul_text(value: str, field: str) -> str:
+    if "\x00" in value:
+        raise InvalidInput(field, "text must not contain NUL (\\x00)")
+    return require_text(value, field)
 
 
 def require_no_nul(value: _T, field: str) -> _T:
@@ -95,14 +102,14 @@ def require_scope(value: object, field: str = "scope") -> str:
     `ScopeRequired` (blank) or `InvalidInput`."""
     if not isinstance(value, str) or not value.strip():
         raise ScopeRequired(field, value)
-    return require_no_nul(require_text(value, field), field)
+    return _no_nul_text(value, field)
 
 
 def require_id(value: object, field: str = "id") -> str:
     """Ids are opaque, non-blank strings without NUL."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, f"a non-empty string is required, got {value!r}")
-    return require_no_nul(require_text(value, field), field)
+    return _no_nul_text(value, field)
 
 
 def require_utc(value: object, field: str = "timestamp") -> datetime:

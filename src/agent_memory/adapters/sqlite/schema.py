@@ -119,19 +119,23 @@ _V2 = (
 )
 
 # Version 3: event retention counts from ingestion (`recorded_at`), not event
-# time; the column is filled from each stored event's JSON by
-# `_fill_event_recorded_at`, and the purge index moves to it.
+# time; `_add_event_recorded_at` adds the column (filled from each stored
+# event's JSON), and the purge index moves to it.
 _V3 = (
-    "ALTER TABLE events ADD COLUMN recorded_at INTEGER NOT NULL DEFAULT 0",
     "DROP INDEX IF EXISTS events_time",
-    "CREATE INDEX events_recorded ON events (recorded_at)",
+    "CREATE INDEX IF NOT EXISTS events_recorded ON events (recorded_at)",
 )
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {1: _V1, 2: _V2, 3: _V3}
 
 
-def _fill_event_recorded_at(conn: sqlite3.Connection) -> None:
-    """Set version 3's `events.recorded_at` (microseconds) from the event JSON."""
+def _add_event_recorded_at(conn: sqlite3.Connection) -> None:
+    """Add version 3's `events.recorded_at` (microseconds) unless present, set
+    from the event JSON."""
+    columns = {r[1] for r in conn.execute("PRAGMA table_info(events)")}
+    if "recorded_at" in columns:
+        return
+    conn.execute("ALTER TABLE events ADD COLUMN recorded_at INTEGER NOT NULL DEFAULT 0")
     rows = conn.execute("SELECT seq, json_extract(body, '$.recorded_at') FROM events").fetchall()
     conn.executemany(
         "UPDATE events SET recorded_at = ? WHERE seq = ?",
@@ -190,10 +194,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         for version in range(current + 1, SCHEMA_VERSION + 1):
             if version == 2 and current >= 1:
                 _drop_fts(conn)
+            if version == 3:
+                _add_event_recorded_at(conn)
             for statement in _MIGRATIONS[version]:
                 conn.execute(statement)
-            if version == 3:
-                _fill_event_recorded_at(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -7,7 +7,10 @@ interleaved. Prints one ratio per operation (ours / direct; target <= 1.15x):
   the owner filter, fields decoded to dicts;
 - window: `RedisEventLog.window(domain, since, limit=50)` vs two ZREVRANGEBYSCORE
   and the payload HMGETs in pipelines, JSON decoded;
-- append: `RedisEventLog.append(100 events)` vs one pipeline of HSETNX + ZADD NX.
+- append: `RedisEventLog.append(100 events)` vs one pipeline of HSETNX + ZADD NX;
+- add: `RedisMemoryStore.add(100 records of one owner)` vs one pipeline of HSET
+  with the same fields (the same encoded hash, so the same index entries), which
+  neither rejects duplicates atomically nor keeps keyword statistics.
 
 `search/k+1` is printed for information: the direct query there also reads the
 row past the cut, which exact ties by id need (ours always does).
@@ -35,7 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from agent_memory.adapters.redis import RedisEventLog, RedisMemoryStore, connect
-from agent_memory.adapters.redis._codec import encode_event, to_micros
+from agent_memory.adapters.redis._codec import encode_event, encode_record, to_micros
 from agent_memory.adapters.redis._keys import KeySchema, digest
 from agent_memory.domain.records import EmbeddingSpace, Event, MemoryRecord
 
@@ -77,6 +80,24 @@ def _events(n: int, domain: str, now: datetime, tag: str = "") -> list[Event]:
             is_global=(i % 50 == 0),
         )
         for i in range(n)
+    ]
+
+
+def _batch(rng: np.random.Generator, at: datetime, tag: str) -> list[MemoryRecord]:
+    """100 records of one owner, with a sentence of text each (keyword-indexed)."""
+    vectors = rng.standard_normal((100, DIM)).astype(np.float32)
+    return [
+        MemoryRecord(
+            id=f"{tag}{i}",
+            owner="adder",
+            namespace="facts",
+            kind="fact",
+            content=f"note {i}: the user mentioned painting a sunset over the lake on day {i}",
+            vector=vectors[i],
+            created_at=at,
+            updated_at=at,
+        )
+        for i in range(100)
     ]
 
 
@@ -200,6 +221,25 @@ async def run(url: str, rounds: int) -> dict[str, float]:
                 pipe.zadd(zset, {e.id: to_micros(e.occurred_at)}, nx=True)
             return await pipe.execute()
 
+        async def ours_add() -> Any:
+            counter["n"] += 1
+            return await store.add(_batch(rng, now, f"a{counter['n']}-"))
+
+        async def direct_add() -> Any:
+            counter["n"] += 1
+            pipe = r.pipeline(transaction=False)
+            for rec in _batch(rng, now, f"a{counter['n']}-"):
+                tags = {
+                    "oh": digest(rec.owner),
+                    "nh": digest(rec.namespace),
+                    "kh": digest(rec.kind),
+                }
+                pipe.hset(
+                    keys.ms_record(space.identity, rec.owner, rec.id),
+                    mapping=encode_record(rec, tags),
+                )
+            return await pipe.execute()
+
         return {
             "search": await _compare("search", ours_search, direct_search(10), rounds),
             # For information: a direct query that, like ours, reads one row past the
@@ -207,6 +247,7 @@ async def run(url: str, rounds: int) -> dict[str, float]:
             "search/k+1": await _compare("search/k+1", ours_search, direct_search(11), rounds),
             "window": await _compare("window", ours_window, direct_window, rounds),
             "append": await _compare("append", ours_append, direct_append, rounds // 4),
+            "add": await _compare("add", ours_add, direct_add, rounds // 10),
         }
     finally:
         await store.drop_index()

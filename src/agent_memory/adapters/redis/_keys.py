@@ -56,6 +56,14 @@ class KeySchema:
     def ms_record(self, space_identity: str, owner: str, id: str) -> str:
         return f"{self.ms_record_prefix(space_identity)}{{{digest(owner)}}}:{digest(id)}"
 
+    def ms_stats(self, space_identity: str, owner: str) -> str:
+        """The owner's keyword statistics (record count and total length per
+        namespace and kind), in the slot of the owner's records."""
+        return f"{self.ms_stats_prefix(space_identity)}{{{digest(owner)}}}"
+
+    def ms_stats_prefix(self, space_identity: str) -> str:
+        return f"{self.base}:ms:{space_identity}:s:"
+
     # -- EventLog: per-domain sets and payloads tagged by domain ------------
     def ev_payloads(self, domain: str) -> str:
         return f"{self.base}:ev:{{{digest(domain)}}}:p"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -51,7 +52,7 @@ from agent_memory.domain.errors import (
     NotFound,
     SearchModuleMissing,
 )
-from agent_memory.domain.lexical import query_terms
+from agent_memory.domain.lexical import bm25_scores, query_terms
 from agent_memory.domain.ranking import decode_cursor, encode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -70,28 +71,105 @@ from agent_memory.domain.validation import (
 
 __all__ = ["RedisMemoryStore"]
 
-_ADD = """
+# Keyword statistics: one hash per owner (`KeySchema.ms_stats`), in the slot of the
+# owner's records, with `n<cell>` (records) and `l<cell>` (their total length in
+# terms) per cell `:<H(namespace)>:<H(kind)>`, and `v`, a version that every write
+# of the owner changes. The scripts below keep it in step with the records.
+_STATS_LUA = """
+local function bump(key)
+  if redis.call('HINCRBY', key, 'v', 1) == 1 then
+    -- A new hash starts at the server's time in microseconds, so a version is never
+    -- seen again after the hash was deleted (its owner forgotten) and recreated.
+    local t = redis.call('TIME')
+    redis.call('HSET', key, 'v', t[1] .. string.format('%06d', tonumber(t[2])))
+  end
+end
+local function gone(key, cell, count, len)
+  if redis.call('HINCRBY', key, 'n' .. cell, -count) <= 0 then
+    redis.call('HDEL', key, 'n' .. cell, 'l' .. cell)
+  else
+    redis.call('HINCRBY', key, 'l' .. cell, -len)
+  end
+end
+local function stored(key)
+  local f = redis.call('HMGET', key, 'nh', 'kh', 'terms')
+  if not f[1] then return nil, 0 end
+  local _, len = string.gsub(f[3] or '', '%S+', '')
+  return ':' .. f[1] .. ':' .. (f[2] or ''), len
+end
+"""
+
+# KEYS: the m record keys, then the owners' stats keys. ARGV: m, then per record
+# (field count, fields...), then per (stats key, cell): key index, cell, count, length.
+_ADD = (
+    _STATS_LUA
+    + """
+local m = tonumber(ARGV[1])
 local dupes = {}
-for i, key in ipairs(KEYS) do
-  if redis.call('EXISTS', key) == 1 then dupes[#dupes + 1] = i end
+for i = 1, m do
+  if redis.call('EXISTS', KEYS[i]) == 1 then dupes[#dupes + 1] = i end
 end
 if #dupes > 0 then return dupes end
-local pos = 1
-for _, key in ipairs(KEYS) do
+local pos = 2
+for i = 1, m do
   local n = tonumber(ARGV[pos])
-  redis.call('HSET', key, unpack(ARGV, pos + 1, pos + n))
+  redis.call('HSET', KEYS[i], unpack(ARGV, pos + 1, pos + n))
   pos = pos + n + 1
 end
+while pos <= #ARGV do
+  local key = KEYS[tonumber(ARGV[pos])]
+  redis.call('HINCRBY', key, 'n' .. ARGV[pos + 1], ARGV[pos + 2])
+  redis.call('HINCRBY', key, 'l' .. ARGV[pos + 1], ARGV[pos + 3])
+  pos = pos + 4
+end
+for i = m + 1, #KEYS do bump(KEYS[i]) end
 return {}
 """
+)
 
-_UPDATE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
+# KEYS: record, stats. ARGV: new cell, new length, fields...
+_UPDATE = (
+    _STATS_LUA
+    + """
+local cell, len = stored(KEYS[1])
+if not cell then return 0 end
+gone(KEYS[2], cell, 1, len)
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[1], 1)
+redis.call('HINCRBY', KEYS[2], 'l' .. ARGV[1], ARGV[2])
+bump(KEYS[2])
 return 1
 """
+)
+
+# KEYS: stats, then records of that owner. Deletes those that exist; returns the count.
+_DELETE = (
+    _STATS_LUA
+    + """
+local cells, count = {}, 0
+for i = 2, #KEYS do
+  local cell, len = stored(KEYS[i])
+  if cell then
+    redis.call('DEL', KEYS[i])
+    local c = cells[cell]
+    if not c then c = {0, 0}; cells[cell] = c end
+    c[1] = c[1] + 1
+    c[2] = c[2] + len
+    count = count + 1
+  end
+end
+if count > 0 then
+  for cell, c in pairs(cells) do gone(KEYS[1], cell, c[1], c[2]) end
+  bump(KEYS[1])
+  -- Only the version left: the owner has no records; leave no trace of it.
+  if redis.call('HLEN', KEYS[1]) <= 1 then redis.call('DEL', KEYS[1]) end
+end
+return count
+"""
+)
 
 _Hits = list[ScoredRecord]
+_Rows = list[list[bytes]]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
 # sort field where there is one: the module returns the sort field first, then the
 # RETURN fields in order, so a row's names usually equal these lists exactly.
@@ -104,6 +182,11 @@ _RETURN_LIST = ("RETURN", str(len(_LISTED)), "sk", *RECORD_FIELDS)
 _F32 = np.dtype(np.float32)
 _ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
 _PAGE = 500
+# Keyword candidates: id and terms (then the record's fields, for the fallback).
+_IDS = [b"id", b"terms"]
+_FULL = [*_IDS, *_RECORD]
+_LOAD = ("LOAD", str(len(_IDS)), *(f"@{n.decode()}" for n in _IDS))
+_LOAD_FULL = ("LOAD", str(len(_FULL)), *(f"@{n.decode()}" for n in _FULL))
 
 
 def _escape_term(term: str) -> str:
@@ -134,6 +217,56 @@ def _is_zero(blob: bytes) -> bool:
     if blob.count(0) * 4 < len(blob) * _ZERO_FLOAT_BYTES:
         return False
     return not np.frombuffer(blob, dtype=np.float32).any()
+
+
+class _Cells:
+    """Which statistics cells (`:<H(namespace)>:<H(kind)>`) a keyword filter covers."""
+
+    def __init__(self, namespace: str | None, kinds: list[str] | None) -> None:
+        self._nh = None if namespace is None else digest(namespace).encode()
+        self._kh = None if kinds is None else {digest(k).encode() for k in kinds}
+
+    def totals(self, fields: dict[bytes, bytes]) -> tuple[int, int]:
+        """(records, total length) of the covered cells in a statistics hash."""
+        n = length = 0
+        for name, value in fields.items():
+            if name[:1] != b"n":
+                continue
+            _, nh, kh = name[1:].split(b":")
+            if (self._nh is None or nh == self._nh) and (self._kh is None or kh in self._kh):
+                n += int(value)
+                length += int(fields.get(b"l" + name[1:], 0))
+        return n, length
+
+
+def _rank(
+    terms: list[str], rows: list[list[bytes]], n: int, length: int, limit: int
+) -> list[tuple[float, list[bytes]]]:
+    """The best `limit` candidates by BM25 (as `bm25_scores` over the owner's
+    statistics), score descending then id ascending; rows are `[id, terms, ...]`."""
+    docs: list[tuple[Counter[str], int]] = []
+    doc_freq = dict.fromkeys(terms, 0)
+    for row in rows:
+        tokens = row[1].decode("utf-8", "surrogatepass").split(" ") if row[1] else []
+        counts = Counter(tokens)
+        docs.append((counts, len(tokens)))
+        for t in terms:
+            if t in counts:
+                doc_freq[t] += 1
+    # Statistics that cover fewer records than the candidates (records written
+    # without them) must not make a logarithm of a negative number.
+    n = max(n, len(rows))
+    length = max(length, sum(size for _, size in docs))
+    scores = bm25_scores(
+        terms, docs, total_docs=n, avg_length=length / n if n else 0.0, doc_freq=doc_freq
+    )
+    hits = [
+        (s, row[0].decode("utf-8", "surrogatepass"), row)
+        for s, row in zip(scores, rows, strict=True)
+        if s > 0.0
+    ]
+    hits.sort(key=lambda h: (-h[0], h[1]))
+    return [(s, row) for s, _, row in hits[:limit]]
 
 
 class RedisMemoryStore(RedisHandle):
@@ -173,6 +306,7 @@ class RedisMemoryStore(RedisHandle):
         self._index_ready = False
         self._add = self._r.register_script(_ADD)
         self._update = self._r.register_script(_UPDATE)
+        self._delete = self._r.register_script(_DELETE)
 
     @classmethod
     def from_url(
@@ -246,7 +380,21 @@ class RedisMemoryStore(RedisHandle):
                 except Exception as exc:
                     if not is_missing_index(exc):
                         raise
+                else:
+                    if delete_records:  # the keyword statistics go with the records
+                        await self._drop_stats()
             self._index_ready = False
+
+    async def _drop_stats(self) -> None:
+        """Delete every owner's keyword statistics of this space (one key per owner,
+        each in its owner's slot: single-key UNLINKs, pipelined)."""
+        match = self._keys.ms_stats_prefix(self._sid) + "*"  # no glob characters in it
+        pipe = self._r.pipeline(transaction=False)
+        async for key in self._r.scan_iter(match=match, count=1000):
+            pipe.unlink(key)
+            if len(pipe) >= _PAGE:
+                await pipe.execute()
+        await pipe.execute()
 
     async def _cmd(self, *args: Any) -> Any:
         return await cast(Any, self._r).execute_command(*args)
@@ -274,9 +422,23 @@ class RedisMemoryStore(RedisHandle):
     def _key(self, owner: str, id: str) -> str:
         return self._keys.ms_record(self._sid, owner, id)
 
+    def _stats_key(self, owner: str) -> str:
+        return self._keys.ms_stats(self._sid, owner)
+
     @staticmethod
     def _tags(r: MemoryRecord) -> dict[str, str]:
         return {"oh": digest(r.owner), "nh": digest(r.namespace), "kh": digest(r.kind)}
+
+    def _encode(self, r: MemoryRecord) -> tuple[list[Any], str, int]:
+        """The record's hash fields (flat), its statistics cell and its length in terms."""
+        tags = self._tags(r)
+        fields = encode_record(r, tags)
+        flat: list[Any] = []
+        for name, value in fields.items():
+            flat += [name, value]
+        terms = cast(str, fields["terms"])
+        length = terms.count(" ") + 1 if terms else 0
+        return flat, f":{tags['nh']}:{tags['kh']}", length
 
     @staticmethod
     def _filter(owner: str, namespace: str | None, kinds: list[str] | None) -> str:
@@ -326,15 +488,21 @@ class RedisMemoryStore(RedisHandle):
             if dupes:
                 owner, ids = next(iter(dupes.items()))
                 raise DuplicateRecord(owner, tuple(ids))
-            keys: list[str] = []
-            args: list[Any] = []
+            keys: list[str] = [self._key(r.owner, r.id) for r in batch]
+            args: list[Any] = [len(batch)]
+            stats: dict[str, int] = {}  # stats key -> its position in KEYS (1-based)
+            cells: dict[tuple[int, str], list[int]] = {}  # -> [records, total length]
             for r in batch:
-                keys.append(self._key(r.owner, r.id))
-                flat: list[Any] = []
-                for name, value in encode_record(r, self._tags(r)).items():
-                    flat += [name, value]
+                flat, cell, length = self._encode(r)
                 args.append(len(flat))
                 args += flat
+                at = stats.setdefault(self._stats_key(r.owner), len(batch) + len(stats) + 1)
+                acc = cells.setdefault((at, cell), [0, 0])
+                acc[0] += 1
+                acc[1] += length
+            for (at, cell), (count, length) in cells.items():
+                args += [at, cell, count, length]
+            keys += stats
             with translate("add"):
                 await self.ensure_index()
                 found = await self._add(keys=keys, args=args)
@@ -349,12 +517,13 @@ class RedisMemoryStore(RedisHandle):
         async with self._life.op():
             r = check_record(record, "record", self._space)
             self._check_vectors([r])
-            flat: list[Any] = []
-            for name, value in encode_record(r, self._tags(r)).items():
-                flat += [name, value]
+            flat, cell, length = self._encode(r)
             with translate("update"):
                 await self.ensure_index()
-                ok = await self._update(keys=[self._key(r.owner, r.id)], args=flat)
+                ok = await self._update(
+                    keys=[self._key(r.owner, r.id), self._stats_key(r.owner)],
+                    args=[cell, length, *flat],
+                )
             if not ok:
                 raise NotFound(r.owner, r.id)
 
@@ -363,7 +532,8 @@ class RedisMemoryStore(RedisHandle):
             require_scope(owner, "owner")
             require_id(id)
             with translate("delete"):
-                return bool(await self._r.delete(self._key(owner, id)))
+                keys = [self._stats_key(owner), self._key(owner, id)]
+                return bool(await self._delete(keys=keys, args=[]))
 
     async def delete_scope(
         self,
@@ -388,8 +558,9 @@ class RedisMemoryStore(RedisHandle):
                     doomed = res[1:]
                     if not doomed:
                         return total
-                    # Same owner -> same hash tag: one multi-key DEL in one slot.
-                    total += int(await self._r.delete(*doomed))
+                    # Same owner -> same hash tag: one script over one slot.
+                    stats = self._stats_key(owner)
+                    total += int(await self._delete(keys=[stats, *doomed], args=[]))
 
     # -- reads ------------------------------------------------------------------
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
@@ -533,7 +704,16 @@ class RedisMemoryStore(RedisHandle):
         namespace: str | None = None,
         kinds: Sequence[str] | None = None,
     ) -> _Hits:
-        """BM25 over content and context, owner and filters inside the query."""
+        """BM25 over content and context with the owner's own statistics.
+
+        The engine finds the candidates (the owner's filtered records holding a
+        query term) and returns their terms; the record count and total length of
+        the owner's filtered records come from the owner's statistics hash, read in
+        the same transaction; BM25 is computed here exactly as in the in-process
+        store, so no other owner's records (nor deleted ones) change a score, and
+        ties are broken by id. Only the best `limit` records are then fetched, with
+        the owner's version: a write in between makes the search run again (on its
+        last try, the candidates come with their records in one transaction)."""
         async with self._life.op():
             require_scope(owner, "owner")
             require_limit(limit)
@@ -542,23 +722,60 @@ class RedisMemoryStore(RedisHandle):
             terms = query_terms(query)
             if not terms or (wanted is not None and not wanted):
                 return []
-            # A top-level union of (filter AND term): a union nested in an intersection
-            # scores only its first matching term per record. The filter carries no
-            # weight, so only the terms score (BM25 over the domain's tokens).
-            scope = f"({self._filter(owner, namespace, wanted)})=>{{$weight: 0.0}}"
-            q = " | ".join(f"({scope} @terms:{_escape_term(t)})" for t in terms)
-            k = limit + 1
+            q = self._filter(owner, namespace, wanted) + " @terms:("
+            q += " | ".join(_escape_term(t) for t in terms) + ")"
+            cells = _Cells(namespace, wanted)
+            stats = self._stats_key(owner)
             with translate("search_text"):
-                while True:
-                    res = await self._ft(
-                        "FT.SEARCH", self._index, q, *_RETURN, "VERBATIM",
-                        "WITHSCORES", "SCORER", "BM25STD", "LIMIT", "0", str(k), "DIALECT", "2",
-                    )  # fmt: skip
-                    hits = [
-                        scored(decode_record_values(_values(row, _RECORD)), float(score))
-                        for score, row in zip(res[2::3], res[3::3], strict=True)
-                    ]
-                    hits.sort(key=lambda h: (-h.score, h.record.id))
-                    if len(hits) < k or hits[limit - 1].score != hits[limit].score:
-                        return hits[:limit]
-                    k *= 2
+                for attempt in range(self._text_attempts):
+                    full = attempt == self._text_attempts - 1
+                    version, n, length, rows = await self._text_candidates(stats, q, cells, full)
+                    best = _rank(terms, rows, n, length, limit)
+                    if full or not best:
+                        return [scored(decode_record_values(row[2:]), s) for s, row in best]
+                    pipe = self._r.pipeline(transaction=False)
+                    for _, row in best:
+                        pipe.hmget(
+                            self._key(owner, row[0].decode("utf-8", "surrogatepass")), _RECORD
+                        )
+                    pipe.hget(stats, "v")
+                    *found, now = await pipe.execute()
+                    if now == version:
+                        return [
+                            scored(decode_record_values(values), s)
+                            for (s, _), values in zip(best, found, strict=True)
+                        ]
+            raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
+    #: Tries of the two-step keyword search before the one-transaction fallback.
+    _text_attempts = 3
+
+    async def _text_candidates(
+        self, stats: str, query: str, cells: _Cells, full: bool
+    ) -> tuple[bytes | None, int, int, _Rows]:
+        """In one transaction: the owner's statistics and the candidates. Returns the
+        version, the record count and total length of the matching cells, and per
+        candidate `[id, terms]` (+ the `RECORD_FIELDS` values when `full`)."""
+        load = _LOAD_FULL if full else _LOAD
+        names = _FULL if full else _IDS
+        if not self._index_ready:
+            await self.ensure_index()
+        for again in (True, False):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.hgetall(stats)
+            pipe.execute_command(
+                "FT.AGGREGATE", self._index, query, "VERBATIM", *load,
+                "TIMEOUT", "0", "DIALECT", "2",
+            )  # fmt: skip
+            try:
+                fields, res = await pipe.execute()
+                break
+            except Exception as exc:
+                if is_unknown_command(exc):
+                    raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+                if not (again and is_missing_index(exc)):
+                    raise
+            self._index_ready = False
+            await self.ensure_index()
+        n, length = cells.totals(fields)
+        return fields.get(b"v"), n, length, [_values(row, names) for row in res[1:]]

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
+import subprocess
+import sys
+import textwrap
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from agent_memory import ConfigurationError, Event
+from agent_memory import ConfigurationError, Entity, Event, Step
 from agent_memory.sync import connect
 
 
@@ -39,9 +45,84 @@ def test_script_round_trip_on_sqlite(tmp_path: Path) -> None:
         assert again.events.window("k8s", since=now - timedelta(hours=1), limit=5).events == ()
 
 
-async def test_refuses_inside_an_event_loop() -> None:
-    with pytest.raises(ConfigurationError, match="running event loop"):
-        connect("memory://x")
+def test_agents_request_is_blocking_too(tmp_path: Path) -> None:
+    with connect(f"sqlite:///{tmp_path / 'm.db'}") as memory:
+        pod = Entity("pod", "web-1")
+        with memory.agents.request(
+            agent="a", domain="k8s", request_id="r1", entities=[pod], doing="look"
+        ) as req:
+            assert req.claims[0].acquired
+            report = req.record([Step(action="kubectl describe pod web-1", outcome="OOMKilled")])
+            assert report.ok, report.as_dict()
+        with memory.agents.request(agent="b", domain="k8s", request_id="r2") as later:
+            assert "kubectl describe pod web-1" in later.planning_context().text
+    assert not [t for t in threading.enumerate() if t.name == "agent-memory-sync"], "joined"
+
+
+async def test_works_inside_a_running_event_loop() -> None:
+    """Jupyter runs cells inside an event loop: the facade runs its own loop on a
+    helper thread instead of refusing."""
+    asyncio.get_running_loop()  # this test runs inside one
+    with connect("memory://in-a-loop") as memory:
+        memory.cache.put("s", "k", b"v")
+        assert memory.cache.get("s", "k") == b"v"
+        assert memory.users.forget("u1").complete
+
+
+def test_a_closed_connection_says_so() -> None:
+    memory = connect("memory://closed")
+    memory.close()
+    memory.close()  # idempotent
+    with pytest.raises(ConfigurationError, match="closed"):
+        memory.cache.get("s", "k")
+
+
+def test_a_user_script_type_checks_with_real_types(tmp_path: Path) -> None:
+    """mypy --strict on a script using the facade sees the real return types."""
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            from datetime import UTC, datetime, timedelta
+
+            from agent_memory import Step
+            from agent_memory.sync import connect
+
+            with connect("memory://typed") as memory:
+                since = datetime.now(UTC) - timedelta(hours=1)
+                reveal_type(memory.events.window("k8s", since=since, limit=5))
+                reveal_type(memory.users.forget("u1"))
+                with memory.agents.request(agent="a", domain="k8s", request_id="r") as req:
+                    reveal_type(req.planning_context())
+                    reveal_type(req.record([Step(action="x", outcome="ok")]))
+                reveal_type(memory.store.get("o", "i"))
+                reveal_type(memory.leases.scan("s"))
+                reveal_type(memory.cache.get("s", "k"))
+                memory.events.window("k8s", since="yesterday", limit=5)
+            """
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    revealed = re.findall(r'Revealed type is "([^"]+)"', result.stdout)
+    assert revealed == [
+        "agent_memory.domain.records.EventWindow",
+        "agent_memory.services.user_memory.ForgetReceipt",
+        "agent_memory.services.planning.PlanningContext",
+        "agent_memory.services.reports.StageReport",
+        "agent_memory.domain.records.MemoryRecord | None",
+        "list[agent_memory.domain.records.Lease]",
+        "bytes | None",
+    ], result.stdout + result.stderr
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 1, result.stdout  # the one deliberate mistake, and nothing else
+    assert '"window" of "SyncEventLog" has incompatible type "str"' in errors[0]
 
 
 async def test_unprovable_embedding_space_warns_at_startup(
@@ -63,3 +144,38 @@ async def test_unprovable_embedding_space_warns_at_startup(
     await memory.close()
     assert "cannot be proven" in caplog.text
     assert "'acme-embed'" in caplog.text
+
+
+async def test_async_connect_is_a_context_manager_and_awaitable() -> None:
+    import agent_memory
+
+    async with agent_memory.connect("memory://ctx") as memory:
+        assert memory.agents is memory.agents, "built once"
+        async with memory.agents.request(agent="a", domain="d", request_id="r") as req:
+            await req.record([agent_memory.Step(action="x", outcome="ok")])
+        assert (await memory.users.forget("u1")).complete
+    with pytest.raises(agent_memory.StoreClosed):
+        await memory.cache.get("s", "k")  # closed on exit
+    awaited = await agent_memory.connect("memory://awaited")
+    try:
+        assert await awaited.cache.get("s", "k") is None
+    finally:
+        await awaited.close()
+
+
+def test_the_top_level_shows_the_entry_points_first() -> None:
+    import importlib.metadata
+
+    import agent_memory
+
+    assert agent_memory.__all__[:6] == [
+        "connect",
+        "Memory",
+        "Connecting",
+        "Settings",
+        "Entity",
+        "Step",
+    ]
+    assert agent_memory.__version__ == importlib.metadata.version("agent-memory")
+    with pytest.raises(AttributeError):
+        agent_memory.__no_such_name__  # noqa: B018

@@ -1,83 +1,439 @@
-"""A small synchronous facade for scripts and notebooks-free tooling.
+"""The blocking facade, for scripts and notebooks:
 
     from agent_memory.sync import connect
 
-    with connect("sqlite:///memory.db") as memory:
+    with connect("sqlite:memory.db") as memory:
+        with memory.agents.request(agent="bot", domain="k8s", request_id="r-1") as req:
+            print(req.planning_context().text)
+            req.record([Step(action="kubectl get pods", outcome="ok")])
         print(memory.events.window("k8s", since=..., limit=20))
         memory.users.forget("u1")
 
-Every async method of the wired stores and services runs to completion on one
-private event loop (an `asyncio.Runner`), so clients keep their connections
-between calls. Not for use inside a running event loop: use the async API there.
+Every method has the signature of the async one it wraps, returning its result
+rather than an awaitable (each class below is written out, so a type checker
+sees real types). The async stores and services run on one private event loop
+on a helper thread, so clients keep their connections between calls, a
+request's signal and claims keep being renewed while the script does other
+work, and the facade also works where an event loop is already running
+(Jupyter). Inside async code, prefer the async API: a blocking call holds up
+the caller's loop until it returns.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import inspect
+import threading
+from collections.abc import Coroutine, Sequence
+from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-from agent_memory.bootstrap import Memory, agent_memory_service, user_memory_service
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.bootstrap import Memory, Settings
 from agent_memory.bootstrap import connect as _connect
 from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.records import (
+    EmbeddingSpace,
+    Entity,
+    Event,
+    EventWindow,
+    Lease,
+    MemoryRecord,
+    Page,
+    ScoredRecord,
+)
+from agent_memory.domain.steps import Step
+from agent_memory.domain.user_facts import FactCandidate
+from agent_memory.domain.views import Fact, KnowledgeItem, RenderedView
+from agent_memory.ports.models import Clock, Embedder, LanguageModel
+from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.services.coordination import ClaimResult
+from agent_memory.services.observability import Observability
+from agent_memory.services.planning import PlanningContext
+from agent_memory.services.reports import StageReport
+from agent_memory.services.request import AgentMemory, MemoryRequest
+from agent_memory.services.user_memory import ForgetReceipt, UserMemory
 
-__all__ = ["SyncMemory", "connect"]
+__all__ = [
+    "SyncAgents",
+    "SyncCache",
+    "SyncEventLog",
+    "SyncLeaseStore",
+    "SyncMemory",
+    "SyncMemoryStore",
+    "SyncRequest",
+    "SyncUsers",
+    "connect",
+]
+
+T = TypeVar("T")
 
 
-class _Blocking:
-    """Proxy that turns every coroutine-returning call into a blocking one."""
+class _LoopThread:
+    """A private event loop running on a daemon helper thread."""
 
-    def __init__(self, target: Any, runner: asyncio.Runner) -> None:
-        self._target = target
-        self._runner = runner
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="agent-memory-sync", daemon=True
+        )
+        self._thread.start()
+        self._closed = False
 
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._target, name)
-        if not callable(value):
-            return value
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` on the helper loop and block until it finishes."""
+        if self._closed:
+            coro.close()
+            raise ConfigurationError("this agent_memory.sync connection is closed")
+        if threading.current_thread() is self._thread:
+            coro.close()
+            raise ConfigurationError("a blocking agent_memory.sync call from its own event loop")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-        @functools.wraps(value)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            result = value(*args, **kwargs)
-            if inspect.isawaitable(result):
-                return self._runner.run(_await(result))
-            return result
+    def close(self) -> None:
+        """Cancel what is left, stop the loop and join the thread (idempotent)."""
+        if self._closed:
+            return
+        self.run(self._cancel_rest())
+        self._closed = True
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
 
-        return call
+    @staticmethod
+    async def _cancel_rest() -> None:
+        current = asyncio.current_task()
+        rest = [t for t in asyncio.all_tasks() if t is not current]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+        await asyncio.get_running_loop().shutdown_asyncgens()
 
-    def __repr__(self) -> str:
-        return f"Blocking({self._target!r})"
+
+class SyncMemoryStore:
+    """Blocking `MemoryStore`."""
+
+    def __init__(self, store: MemoryStore, loop: _LoopThread) -> None:
+        self.wrapped = store
+        self._run = loop.run
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self.wrapped.space
+
+    def add(self, records: Sequence[MemoryRecord]) -> None:
+        self._run(self.wrapped.add(records))
+
+    def get(self, owner: str, id: str) -> MemoryRecord | None:
+        return self._run(self.wrapped.get(owner, id))
+
+    def update(self, record: MemoryRecord) -> None:
+        self._run(self.wrapped.update(record))
+
+    def delete(self, owner: str, id: str) -> bool:
+        return self._run(self.wrapped.delete(owner, id))
+
+    def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        return self._run(
+            self.wrapped.search(
+                owner, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+            )
+        )
+
+    def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        return self._run(
+            self.wrapped.list(owner, namespace=namespace, kinds=kinds, limit=limit, cursor=cursor)
+        )
+
+    def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        return self._run(self.wrapped.delete_scope(owner, namespace=namespace, kinds=kinds))
+
+    def ping(self) -> None:
+        self._run(self.wrapped.ping())
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+class SyncEventLog:
+    """Blocking `EventLog`."""
+
+    def __init__(self, events: EventLog, loop: _LoopThread) -> None:
+        self.wrapped = events
+        self._run = loop.run
+
+    @property
+    def retention(self) -> timedelta:
+        return self.wrapped.retention
+
+    def append(self, events: Sequence[Event]) -> int:
+        return self._run(self.wrapped.append(events))
+
+    def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        return self._run(
+            self.wrapped.window(domain, since=since, limit=limit, entity=entity, until=until)
+        )
+
+    def erase_user(self, user_id: str) -> int:
+        return self._run(self.wrapped.erase_user(user_id))
+
+    def user_events(self, user_id: str) -> list[Event]:
+        return self._run(self.wrapped.user_events(user_id))
+
+    def domains(self) -> list[str]:
+        return self._run(self.wrapped.domains())
+
+    def purge_expired(self) -> int:
+        return self._run(self.wrapped.purge_expired())
+
+    def ping(self) -> None:
+        self._run(self.wrapped.ping())
+
+
+class SyncLeaseStore:
+    """Blocking `LeaseStore`."""
+
+    def __init__(self, leases: LeaseStore, loop: _LoopThread) -> None:
+        self.wrapped = leases
+        self._run = loop.run
+
+    def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        return self._run(self.wrapped.acquire(scope, key, owner, ttl, payload))
+
+    def renew(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
+    ) -> Lease:
+        return self._run(self.wrapped.renew(scope, key, owner, ttl, payload))
+
+    def release(self, scope: str, key: str, owner: str) -> bool:
+        return self._run(self.wrapped.release(scope, key, owner))
+
+    def get(self, scope: str, key: str) -> Lease | None:
+        return self._run(self.wrapped.get(scope, key))
+
+    def scan(self, scope: str, prefix: str = "") -> list[Lease]:
+        return self._run(self.wrapped.scan(scope, prefix))
+
+    def ping(self) -> None:
+        self._run(self.wrapped.ping())
+
+
+class SyncCache:
+    """Blocking `Cache`."""
+
+    def __init__(self, cache: Cache, loop: _LoopThread) -> None:
+        self.wrapped = cache
+        self._run = loop.run
+
+    def get(self, scope: str, key: str) -> bytes | None:
+        return self._run(self.wrapped.get(scope, key))
+
+    def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        self._run(self.wrapped.put(scope, key, value, ttl))
+
+    def delete(self, scope: str, key: str) -> bool:
+        return self._run(self.wrapped.delete(scope, key))
+
+    def delete_prefix(self, scope: str, prefix: str) -> int:
+        return self._run(self.wrapped.delete_prefix(scope, prefix))
+
+    def ping(self) -> None:
+        self._run(self.wrapped.ping())
+
+
+class SyncUsers:
+    """Blocking user memory (`agent_memory.services.user_memory.UserMemory`)."""
+
+    def __init__(self, users: UserMemory, loop: _LoopThread) -> None:
+        self.wrapped = users
+        self._run = loop.run
+
+    def extract(
+        self, *, user_id: str | None, namespace: str, conversation: str, wait: bool = False
+    ) -> StageReport:
+        return self._run(
+            self.wrapped.extract(
+                user_id=user_id, namespace=namespace, conversation=conversation, wait=wait
+            )
+        )
+
+    def drain(self) -> list[StageReport]:
+        return self._run(self.wrapped.drain())
+
+    def reconcile(
+        self, *, user_id: str, namespace: str, candidates: Sequence[FactCandidate]
+    ) -> StageReport:
+        return self._run(
+            self.wrapped.reconcile(user_id=user_id, namespace=namespace, candidates=candidates)
+        )
+
+    def recall(
+        self, *, user_id: str, namespace: str, request: str
+    ) -> tuple[list[Fact], StageReport]:
+        return self._run(self.wrapped.recall(user_id=user_id, namespace=namespace, request=request))
+
+    def profile(self, *, user_id: str | None, namespace: str, request: str) -> RenderedView:
+        return self._run(
+            self.wrapped.profile(user_id=user_id, namespace=namespace, request=request)
+        )
+
+    def forget(self, user_id: str, namespace: str | None = None) -> ForgetReceipt:
+        return self._run(self.wrapped.forget(user_id, namespace))
+
+    def forget_fact(self, user_id: str, fact_id: str) -> ForgetReceipt:
+        return self._run(self.wrapped.forget_fact(user_id, fact_id))
+
+    def facts(self, *, user_id: str, namespace: str | None = None) -> list[MemoryRecord]:
+        return self._run(self.wrapped.facts(user_id=user_id, namespace=namespace))
+
+
+class SyncRequest:
+    """Blocking `MemoryRequest`: use it as a (plain) context manager."""
+
+    def __init__(self, request: MemoryRequest, loop: _LoopThread) -> None:
+        self.wrapped = request
+        self._run = loop.run
+
+    @property
+    def agent(self) -> str:
+        return self.wrapped.agent
+
+    @property
+    def domain(self) -> str:
+        return self.wrapped.domain
+
+    @property
+    def request_id(self) -> str:
+        return self.wrapped.request_id
+
+    @property
+    def claims(self) -> list[ClaimResult]:
+        return self.wrapped.claims
+
+    @property
+    def reports(self) -> dict[str, StageReport]:
+        return self.wrapped.reports
+
+    @property
+    def suspended(self) -> bool:
+        return self.wrapped.suspended
+
+    def __enter__(self) -> SyncRequest:
+        self._run(self.wrapped.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._run(self.wrapped.__aexit__(exc_type, exc, tb))
+
+    def planning_context(
+        self, *, knowledge: Sequence[KnowledgeItem] = (), digest: str | None = None
+    ) -> PlanningContext:
+        return self._run(self.wrapped.planning_context(knowledge=knowledge, digest=digest))
+
+    def record(self, steps: Sequence[Step]) -> StageReport:
+        return self._run(self.wrapped.record(steps))
+
+    def learn(self, result: str, *, wait: bool = False) -> StageReport:
+        return self._run(self.wrapped.learn(result, wait=wait))
+
+    def status(self, status: str) -> None:
+        self.wrapped.status(status)
+
+    def suspend(self) -> StageReport:
+        return self._run(self.wrapped.suspend())
+
+    def resume(self) -> StageReport:
+        return self._run(self.wrapped.resume())
+
+
+class SyncAgents:
+    """Blocking agent-memory service (`agent_memory.services.request.AgentMemory`)."""
+
+    def __init__(self, agents: AgentMemory, loop: _LoopThread) -> None:
+        self.wrapped = agents
+        self._loop = loop
+
+    def request(
+        self,
+        *,
+        agent: str,
+        domain: str,
+        request_id: str,
+        user_id: str | None = None,
+        entities: Sequence[Entity] = (),
+        doing: str = "",
+    ) -> SyncRequest:
+        return SyncRequest(
+            self.wrapped.request(
+                agent=agent,
+                domain=domain,
+                request_id=request_id,
+                user_id=user_id,
+                entities=entities,
+                doing=doing,
+            ),
+            self._loop,
+        )
 
 
 class SyncMemory:
     """Blocking access to the stores (`store`, `events`, `leases`, `cache`) and the
-    user-memory service (`users`)."""
+    services (`agents`, `users`); `memory` is the async `Memory` underneath."""
 
-    def __init__(self, memory: Memory, runner: asyncio.Runner) -> None:
-        self._memory = memory
-        self._runner = runner
-        self.store = _Blocking(memory.store, runner)
-        self.events = _Blocking(memory.events, runner)
-        self.leases = _Blocking(memory.leases, runner)
-        self.cache = _Blocking(memory.cache, runner)
-        self.users = _Blocking(user_memory_service(memory), runner)
-        self.agents = agent_memory_service(memory)  # async context managers stay async
+    def __init__(self, memory: Memory, loop: _LoopThread) -> None:
+        self.memory = memory
+        self._loop = loop
+        self.store = SyncMemoryStore(memory.store, loop)
+        self.events = SyncEventLog(memory.events, loop)
+        self.leases = SyncLeaseStore(memory.leases, loop)
+        self.cache = SyncCache(memory.cache, loop)
+        self.agents = SyncAgents(memory.agents, loop)
+        self.users = SyncUsers(memory.users, loop)
 
     @property
     def url(self) -> str:
-        return self._memory.url
+        return self.memory.url
 
     def close(self) -> None:
+        """Close the stores and stop the helper thread (idempotent)."""
         try:
-            self._runner.run(self._memory.close())
+            if not self._loop._closed:
+                self._loop.run(self.memory.close())
         finally:
-            self._runner.close()
+            self._loop.close()
 
     def __enter__(self) -> SyncMemory:
         return self
@@ -91,18 +447,56 @@ class SyncMemory:
         self.close()
 
 
-def connect(url: str | None = None, **kwargs: Any) -> SyncMemory:
-    """Blocking `agent_memory.connect`; raises `ConfigurationError` inside an event loop."""
+def connect(
+    url: str | None = None,
+    *,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    llm: LanguageModel | None = None,
+    clock: Clock | None = None,
+    observability: Observability | None = None,
+) -> SyncMemory:
+    """Blocking `agent_memory.connect` (same URLs and options); close the result,
+    or use it as a context manager."""
+    loop = _LoopThread()
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise ConfigurationError("agent_memory.sync is for code without a running event loop")
-    runner = asyncio.Runner()
-    try:
-        memory = runner.run(_connect(url, **kwargs))
+        memory = loop.run(
+            _open(
+                url,
+                settings=settings,
+                embedder=embedder,
+                llm=llm,
+                clock=clock,
+                observability=observability,
+            )
+        )
     except BaseException:
-        runner.close()
+        loop.close()
         raise
-    return SyncMemory(memory, runner)
+    try:
+        return SyncMemory(memory, loop)
+    except BaseException:
+        try:
+            loop.run(memory.close())
+        finally:
+            loop.close()
+        raise
+
+
+async def _open(
+    url: str | None,
+    *,
+    settings: Settings | None,
+    embedder: Embedder | None,
+    llm: LanguageModel | None,
+    clock: Clock | None,
+    observability: Observability | None,
+) -> Memory:
+    return await _connect(
+        url,
+        settings=settings,
+        embedder=embedder,
+        llm=llm,
+        clock=clock,
+        observability=observability,
+    )

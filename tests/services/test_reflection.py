@@ -284,7 +284,7 @@ async def test_a_lease_store_outage_is_reported_and_the_next_pass_runs(
     reflection.options.interval = timedelta(milliseconds=10)
     reflection.options.retry_backoff = timedelta(milliseconds=10)
     reports: list[ReflectionReport] = []
-    caplog.set_level(logging.INFO, logger="agent_memory.reflection")
+    caplog.set_level(logging.INFO, logger="agent_memory.services.reflection")
     ran = asyncio.Event()
 
     def on_report(result: ReflectionReport) -> None:

@@ -1,6 +1,13 @@
 """Composition root: configuration -> wired stores, models and services."""
 
-from agent_memory.bootstrap.connect import Memory, Stores, connect, open_stores, scheme_of
+from agent_memory.bootstrap.connect import (
+    Connecting,
+    Memory,
+    Stores,
+    connect,
+    open_stores,
+    scheme_of,
+)
 from agent_memory.bootstrap.services import (
     agent_memory_service,
     compactor,
@@ -21,6 +28,7 @@ from agent_memory.bootstrap.settings import (
 __all__ = [
     "ENV_VARS",
     "MODEL_PURPOSES",
+    "Connecting",
     "Memory",
     "SettingValue",
     "Settings",

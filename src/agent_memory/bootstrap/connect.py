@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import attrs
@@ -39,9 +39,13 @@ from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
 from agent_memory.services.observability import Observability
 
-__all__ = ["Memory", "Stores", "connect", "open_stores", "scheme_of"]
+if TYPE_CHECKING:
+    from agent_memory.services.request import AgentMemory
+    from agent_memory.services.user_memory import UserMemory
 
-_log = logging.getLogger("agent_memory")
+__all__ = ["Connecting", "Memory", "Stores", "connect", "open_stores", "scheme_of"]
+
+_log = logging.getLogger(__name__)
 
 
 @define
@@ -78,10 +82,32 @@ class Memory:
     observability: Observability = field(factory=Observability)
     """Spans and metrics of every service bootstrap builds on this memory (inert by default)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
+    _services: dict[str, Any] = field(factory=dict, repr=False)
 
     @property
     def store(self) -> MemoryStore:
         return self.stores.store
+
+    @property
+    def agents(self) -> AgentMemory:
+        """The agent-memory service (`memory.agents.request(...)`): episodic events,
+        coordination, digests and knowledge, built once from these settings."""
+        if "agents" not in self._services:
+            from agent_memory.bootstrap.services import agent_memory_service
+
+            self._services["agents"] = agent_memory_service(self)
+        agents: AgentMemory = self._services["agents"]
+        return agents
+
+    @property
+    def users(self) -> UserMemory:
+        """The user-memory service (`memory.users.extract/profile/forget`), built once."""
+        if "users" not in self._services:
+            from agent_memory.bootstrap.services import user_memory_service
+
+            self._services["users"] = user_memory_service(self)
+        users: UserMemory = self._services["users"]
+        return users
 
     def model(self, purpose: str) -> LanguageModel | None:
         """The chat model for a purpose (`summarizer`, `digest`, `knowledge`,
@@ -120,6 +146,9 @@ class Memory:
         return cache
 
     async def close(self) -> None:
+        users: UserMemory | None = self._services.get("users")
+        if users is not None:
+            await users.drain()  # extractions scheduled without wait=True finish first
         await self.stores.close()
         if self.coordination is not None:
             await self.coordination.close()
@@ -266,7 +295,33 @@ def _purpose_models(settings: Settings) -> dict[str, LanguageModel]:
     return out
 
 
-async def connect(
+class Connecting:
+    """What `connect()` returns: use it as `async with connect(url) as memory:`
+    (closed on exit) or `memory = await connect(url)` (close it yourself)."""
+
+    def __init__(self, opening: Callable[[], Awaitable[Memory]]) -> None:
+        self._opening = opening
+        self._memory: Memory | None = None
+
+    def __await__(self) -> Generator[Any, None, Memory]:
+        return self._opening().__await__()
+
+    async def __aenter__(self) -> Memory:
+        self._memory = await self._opening()
+        return self._memory
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        memory, self._memory = self._memory, None
+        if memory is not None:
+            await memory.close()
+
+
+def connect(
     url: str | None = None,
     *,
     settings: Settings | None = None,
@@ -274,10 +329,34 @@ async def connect(
     llm: LanguageModel | None = None,
     clock: Clock | None = None,
     observability: Observability | None = None,
-) -> Memory:
+) -> Connecting:
     """Wire stores and models from a URL (default: `AGENT_MEMORY_URL`, else the
     SQLite file under the user data directory) and validated settings.
-    `observability` is handed to every service bootstrap builds on the result."""
+    `observability` is handed to every service bootstrap builds on the result.
+
+    `async with connect(url) as memory:` closes the memory on exit;
+    `memory = await connect(url)` leaves closing it to the caller."""
+    return Connecting(
+        lambda: _open(
+            url,
+            settings=settings,
+            embedder=embedder,
+            llm=llm,
+            clock=clock,
+            observability=observability,
+        )
+    )
+
+
+async def _open(
+    url: str | None,
+    *,
+    settings: Settings | None,
+    embedder: Embedder | None,
+    llm: LanguageModel | None,
+    clock: Clock | None,
+    observability: Observability | None,
+) -> Memory:
     settings = Settings.from_env() if settings is None else settings
     url = url or settings.url or default_sqlite_url()
     family = scheme_of(url)

@@ -88,7 +88,7 @@ __all__ = [
     "is_file",
 ]
 
-_log = logging.getLogger("agent_memory.graph")
+_log = logging.getLogger(__name__)
 
 CHECKPOINT_SCOPE = "agent-memory/graph-checkpoints"
 

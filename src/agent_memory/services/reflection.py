@@ -50,7 +50,7 @@ __all__ = [
     "ReflectionReport",
 ]
 
-_log = logging.getLogger("agent_memory.reflection")
+_log = logging.getLogger(__name__)
 REFLECTION_LOCK = "job:reflection"
 WATERMARK_PREFIX = "job:reflection:watermark:"
 _WATERMARK_OWNER = "agent-memory-reflection"

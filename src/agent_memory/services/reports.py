@@ -15,7 +15,7 @@ from attrs import define, field
 
 __all__ = ["StageFailure", "StageReport", "fail_open"]
 
-_log = logging.getLogger("agent_memory")
+_log = logging.getLogger(__name__)
 
 
 @define

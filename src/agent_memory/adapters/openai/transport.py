@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Answer", "JsonClient"]
 
-_log = logging.getLogger("agent_memory.adapters.openai")
+_log = logging.getLogger(__name__)
 _SNIPPET = 300
 _USER_AGENT = "agent-memory (openai-compatible provider)"
 #: Error codes that make a retryable status final.

@@ -3,6 +3,7 @@ numpy), shared safely by several handles and processes on one machine."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 from datetime import timedelta
@@ -20,6 +21,8 @@ from agent_memory.adapters.sqlite.store import SqliteMemoryStore
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -82,7 +85,12 @@ def path_from_url(url: str) -> tuple[str, dict[str, str]]:
 
     `sqlite:///abs/path.db` and `sqlite:////abs/path.db` both name the absolute
     path `/abs/path.db`; `sqlite:relative/path.db` (no slashes) is relative to
-    the working directory. Percent-escapes are decoded.
+    the working directory. Percent-escapes are decoded. (docs/configuration.md,
+    "Storage URLs", is the one place this rule is documented.)
+
+    `sqlite:///name.db` is the absolute `/name.db` at the filesystem root, as it
+    always was here; since SQLAlchemy reads that spelling as relative, it is
+    logged as a warning that names `sqlite:name.db`.
     """
     parts = urlsplit(url)
     if parts.scheme.lower() != "sqlite" or parts.netloc:
@@ -95,6 +103,14 @@ def path_from_url(url: str) -> tuple[str, dict[str, str]]:
     path = unquote(raw)
     if not path.strip() or path.endswith("/"):
         raise ConfigurationError(f"the SQLite URL {url!r} names no file")
+    if not parts.path.startswith("//") and os.path.dirname(path) == "/":
+        _log.warning(
+            "%s names %s at the filesystem root; for a file in the working directory "
+            "write sqlite:%s",
+            url,
+            path,
+            path[1:],
+        )
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     unknown = sorted(set(options) - {"busy_timeout", "synchronous"})
     if unknown:
@@ -113,6 +129,7 @@ async def open_stores(
     """The bootstrap hook for `sqlite:///path` URLs (options: `busy_timeout` in
     seconds, `synchronous=NORMAL|FULL`). One file holds one deployment."""
     path, options = path_from_url(url)
+    path = os.path.abspath(path)  # noqa: ASYNC240 - no I/O; a relative path is fixed now
     try:
         busy_timeout = float(options.get("busy_timeout", DEFAULT_BUSY_TIMEOUT))
     except ValueError:

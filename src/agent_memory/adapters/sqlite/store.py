@@ -59,7 +59,7 @@ from agent_memory.domain.vector_index import ExactIndex
 
 __all__ = ["SqliteMemoryStore"]
 
-_log = logging.getLogger("agent_memory.adapters.sqlite")
+_log = logging.getLogger(__name__)
 _CHUNK = 500  # bound on SQL variables per statement
 _Kinds = list[str] | None
 

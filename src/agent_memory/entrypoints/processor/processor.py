@@ -79,7 +79,7 @@ __all__ = [
     "ProcessorStats",
 ]
 
-_log = logging.getLogger("agent_memory.processor")
+_log = logging.getLogger(__name__)
 
 COMPACTION_SUBJECTS = "agent.context.compaction.>"
 HYDRATE_SUBJECTS = "memory.hydrate.request.*"

@@ -105,7 +105,7 @@ def agent_memory_example() -> str:
             ),
             KnowledgeItem("kn-07", "Refunds above 500 EUR need a second approver.", 0.41),
         ],
-        budget_bytes=2000,
+        budget_bytes=2200,
     )
     report = view.report
     lines = [

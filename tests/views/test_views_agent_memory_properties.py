@@ -38,6 +38,7 @@ from views.view_checks import (
     check_counts,
     check_normalised,
     parse_view,
+    section_name,
     shows_prefix_or_ellipsis,
 )
 
@@ -117,7 +118,7 @@ def _render(inputs: dict[str, Any]) -> RenderedView:
 
 def _parse(view: RenderedView) -> tuple[list[str], dict[str, ParsedSection]]:
     head, sections = parse_view(view.text, "<agent_memory>", "</agent_memory>")
-    return head, {s.header.split(" ")[0]: s for s in sections}
+    return head, {section_name(s.header): s for s in sections}
 
 
 def _event_id(line: str) -> str:

@@ -195,7 +195,7 @@ def test_user_profile_labels_and_precedence() -> None:
     assert '(recorded 4 days ago; id "f4")' in text
     assert text.index("## Identity") < text.index("## Constraint") < text.index("## Preference")
     assert text.index("## Preference") < text.index("## Context") < text.index("## Summary")
-    assert text.endswith("follow the request.\n</context_precedence>")
+    assert text.endswith("when each was last written.\n</context_precedence>")
 
 
 def test_user_profile_shortening_marker_sits_outside_the_allowance() -> None:

@@ -12,6 +12,7 @@ import attrs
 from hypothesis import settings
 
 from agent_memory.domain.views import ELLIPSIS, ViewReport
+from agent_memory.domain.views.agent_memory_view import KNOWLEDGE_HEADING
 from agent_memory.domain.views.graphemes import cluster_ends
 
 #: The README test command sets HYPOTHESIS_PROFILE=ci: every property then runs 1,000 examples.
@@ -52,11 +53,19 @@ def parse_view(text: str, open_tag: str, close_tag: str) -> tuple[list[str], lis
     return head, sections
 
 
+def section_name(header: str) -> str:
+    """The report name of a section from its header title ("entity_history entity=..."
+    is `entity_history`, the knowledge heading is `knowledge`)."""
+    if header == KNOWLEDGE_HEADING:
+        return "knowledge"
+    return header.split(" ")[0].lower()
+
+
 def check_counts(report: ViewReport, sections: list[ParsedSection]) -> None:
     """Header counts match the report; admitted + omitted + duplicates == given."""
     shown = [s for s in report.sections if s.given]
     assert len(shown) <= len(sections)
-    by_title = {p.header.split(" ")[0].lower(): p for p in sections}
+    by_title = {section_name(p.header): p for p in sections}
     for rep in report.sections:
         assert rep.admitted + rep.omitted + rep.duplicates == rep.given, rep
         assert rep.shortened <= rep.admitted, rep

@@ -70,6 +70,7 @@ _FRAGMENTS = (
     "\\u003c",
     "&lt;",
     "\n## knowledge: admitted=9",
+    "\n## Prior knowledge relevant to this request: admitted=9",
     "\u2028",
     "\u2029",
     "\x85",

@@ -6,7 +6,10 @@ view fits its byte budget, reports what it admitted, shortened and left out
 """
 
 from agent_memory.domain.views.agent_memory_view import (
+    DIGEST_COVERAGE,
     EVENT_LEGEND,
+    EVENT_SCHEMA,
+    KNOWLEDGE_HEADING,
     MIN_SHORTENED_TEXT_BYTES,
     SECTION_ORDER,
     render_agent_memory,
@@ -56,9 +59,12 @@ __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "DEFAULT_BUDGET_TOKENS",
     "DEFAULT_MAX_AGENTS",
+    "DIGEST_COVERAGE",
     "ELLIPSIS",
     "EVENT_LEGEND",
+    "EVENT_SCHEMA",
     "FORMAT_VERSION",
+    "KNOWLEDGE_HEADING",
     "MIN_SHORTENED_TEXT_BYTES",
     "SECTION_ORDER",
     "SHORTENED_MARKER",

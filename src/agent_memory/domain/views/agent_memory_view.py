@@ -41,7 +41,10 @@ from agent_memory.domain.views.report import EventFormat, RenderedView
 from agent_memory.domain.views.tokens import DEFAULT_BUDGET_BYTES
 
 __all__ = [
+    "DIGEST_COVERAGE",
     "EVENT_LEGEND",
+    "EVENT_SCHEMA",
+    "KNOWLEDGE_HEADING",
     "MIN_SHORTENED_TEXT_BYTES",
     "SECTION_ORDER",
     "digest_line",
@@ -56,6 +59,15 @@ SECTION_ORDER = ("domain_digest", "domain_events", "entity_history", "investigat
 EVENT_LEGEND = (
     "[event_id, origin_request_id, timestamp, agent, action, outcome, summary, shortened, entities]"
 )
+#: The schema of event records (both formats), named next to the format and legend.
+EVENT_SCHEMA = "event-detail/v2-record-facts"
+#: What the digest covers: the bounded window the store returned, not all history.
+DIGEST_COVERAGE = (
+    "coverage: the digest summarises only the bounded window of events returned for this "
+    "request; older history may be missing from it"
+)
+#: The title of the knowledge section (the heading operators look for in prompts).
+KNOWLEDGE_HEADING = "Prior knowledge relevant to this request"
 #: A text is never shortened to fewer encoded bytes than this (quotes included).
 MIN_SHORTENED_TEXT_BYTES = 24
 _SHORTENED = ',"shortened":true'
@@ -247,8 +259,11 @@ def _choose_format(
 
 def _format_line(event_format: EventFormat) -> str:
     if event_format is EventFormat.TUPLE:
-        return f"event_format: tuple; legend {EVENT_LEGEND}; empty positions are absent fields"
-    return "event_format: named"
+        return (
+            f"event_format: tuple; legend ({EVENT_SCHEMA}) {EVENT_LEGEND}; "
+            "empty positions are absent fields"
+        )
+    return f"event_format: named ({EVENT_SCHEMA})"
 
 
 def _scope_line(domain: str, as_of: datetime, request_id: str | None) -> str:
@@ -362,6 +377,7 @@ def render_agent_memory(
             key=lambda _d: ("digest",),
             render=lambda d: digest_line(str(d)),
             fit=lambda d, room: _fit_digest(str(d), room),
+            preamble=(DIGEST_COVERAGE,),
         ),
         _event_section("domain_events", events, chosen, domain_shared, max_summary_bytes, cached),
         _event_section(
@@ -381,6 +397,7 @@ def render_agent_memory(
         ),
         SectionSpec(
             name="knowledge",
+            title=KNOWLEDGE_HEADING,
             records=knowledge,
             key=lambda k: ("knowledge", k.id),
             render=lambda k: knowledge_line(k, max_content_bytes=cap),

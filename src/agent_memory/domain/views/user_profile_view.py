@@ -6,7 +6,9 @@ facts carry a confidence band ("explicit, high confidence"); context facts and
 summaries carry a recency label ("recorded 3 days ago") instead, computed from
 the `now` the caller passes. Within a group: durable facts by confidence, then
 most recently updated, then id; context and summaries most recent first. The
-`<context_precedence>` block follows: the live request wins over stored context.
+`<context_precedence>` block follows: the current request, then the latest
+conversation turn, win over stored facts; context and summaries are possibly
+stale hints.
 """
 
 from __future__ import annotations
@@ -32,8 +34,12 @@ __all__ = [
 
 CONTEXT_PRECEDENCE = (
     "<context_precedence>",
-    "The live request wins over stored context: when the current request contradicts "
-    "a stored Context or Summary fact, follow the request.",
+    "If this user_profile disagrees with the conversation_history or the user_request about "
+    "any subject (a place, a date, who is involved, a budget or any other named thing), go by "
+    "the live conversation: the current user_request comes first, then the latest "
+    "conversation_history turn.",
+    "Context and Summary entries are hints that may be out of date; their recency label "
+    '("recorded ... ago") tells when each was last written.',
     "</context_precedence>",
 )
 _MIN_TEXT = 24

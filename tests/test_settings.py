@@ -4,6 +4,7 @@ effect on the services bootstrap wires from the environment alone."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -34,6 +35,21 @@ from agent_memory.domain.steps import Step
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 11, 1, 12, tzinfo=UTC)
+
+
+class AnsweringModel:
+    """A `LanguageModel` that always gives the same answer."""
+
+    fingerprint = "answering-v1"
+    stable = True
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def complete(
+        self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
+    ) -> str:
+        return self.answer
 
 
 class ManualClock:
@@ -286,6 +302,21 @@ async def test_reflection_recipe_changes_the_wired_job() -> None:
         report = await reflection_job(memory, clock=clock).run_once(["k8s"])
         assert report.report.ok, report.report.failures
         assert (report.entities_processed, report.fragments_stored) == (1, 1)
+    # A model proposing four lessons: FRAGMENTS_PER_ENTITY=2 keeps two.
+    clock = ManualClock()
+    lessons = json.dumps([{"content": f"lesson {i}", "importance": 0.5} for i in range(4)])
+    memory = await connect(
+        f"memory://settings-{uuid.uuid4().hex}",
+        settings=Settings.from_env(env),
+        clock=clock,
+        llm=AnsweringModel(lessons),
+    )
+    async with memory:
+        await memory.events.append(
+            [_event(i, NOW - timedelta(days=3, minutes=i), pod) for i in range(2)]
+        )
+        report = await reflection_job(memory, clock=clock).run_once(["k8s"])
+        assert report.fragments_stored == 2
 
 
 async def test_user_memory_settings_reach_the_service() -> None:
@@ -322,3 +353,41 @@ async def test_user_memory_settings_reach_the_service() -> None:
         assert len(await users.facts(user_id="u1")) > 4
         facts, _ = await users.recall(user_id="u1", namespace="travel", request="flights")
         assert 0 < len(facts) <= 4, "USER_FACTS_IN_PROMPT bounds the recall"
+
+
+async def test_user_recall_weights_rank_the_relevance_searched_facts() -> None:
+    import numpy as np
+
+    from agent_memory.domain.records import MemoryRecord
+
+    def fact(i: str, age: timedelta, importance: float) -> MemoryRecord:
+        return MemoryRecord(
+            id=i,
+            owner="u1",
+            namespace="travel",
+            kind="preference",
+            content=i,
+            vector=np.ones(256, dtype=np.float32),
+            created_at=NOW - age,
+            updated_at=NOW - age,
+            importance=importance,
+        )
+
+    fresh, old = fact("fresh", timedelta(0), 0.1), fact("old", timedelta(days=90), 0.9)
+    clock = ManualClock()
+    recency_only = {
+        "AGENT_MEMORY_USER_WEIGHT_RELEVANCE": "0",
+        "AGENT_MEMORY_USER_WEIGHT_RECENCY": "1",
+        "AGENT_MEMORY_USER_WEIGHT_IMPORTANCE": "0",
+    }
+    async with await _connected(recency_only, clock) as memory:
+        users = user_memory_service(memory, clock=clock)
+        assert users._weighted(0.2, fresh, NOW) > users._weighted(0.9, old, NOW)
+    importance_only = {**recency_only, "AGENT_MEMORY_USER_WEIGHT_RECENCY": "0"}
+    importance_only["AGENT_MEMORY_USER_WEIGHT_IMPORTANCE"] = "1"
+    async with await _connected(importance_only, clock) as memory:
+        users = user_memory_service(memory, clock=clock)
+        assert users._weighted(0.9, fresh, NOW) < users._weighted(0.2, old, NOW)
+    async with await _connected({}, clock) as memory:  # the defaults: 0.5 / 0.2 / 0.3
+        users = user_memory_service(memory, clock=clock)
+        assert users._weighted(1.0, fresh, NOW) == 0.5 * 1.0 + 0.2 * 1.0 + 0.3 * 0.1

@@ -244,6 +244,27 @@ async def test_kill_9_and_restart_cost_no_failed_read(private_server: EmbeddedPo
         assert other.token == got.token
 
 
+async def test_dead_pooled_connections_are_never_handed_out(
+    private_server: EmbeddedPostgres,
+) -> None:
+    """Writes are not retried, so a write on a connection the crash killed would
+    fail: after a kill -9 and restart with a full pool of dead connections, the
+    first write on every port succeeds. When this fails, a borrowed connection
+    was not checked (its socket's end-of-file) before use."""
+    async with _handles(
+        private_server.uri, "dead_pool", min_size=4, max_size=4, connect_timeout=10
+    ) as (store, events, leases, cache):
+        await store.add([_record(1)])
+        await store.database.open()
+        private_server.kill()
+        private_server.start()
+        await store.add([_record(2)])
+        assert await events.append([_event(2)]) == 1
+        assert await leases.acquire("jobs", "k", "w", timedelta(hours=1), b"") is not None
+        await cache.put("digests", "d", b"v")
+        assert await store.delete("alice", "r1")
+
+
 async def _wait_for_lock_waiters(uri: str, count: int) -> None:
     """Until `count` sessions wait on a lock (the statements were sent)."""
     deadline = time.monotonic() + 10

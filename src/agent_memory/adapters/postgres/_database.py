@@ -9,10 +9,11 @@ HNSW iterative scans, so filtered vector queries return the full limit
 
 A server restart kills every pooled connection, and the pool only learns it
 when one is used. So each borrowed connection is first checked without a round
-trip (a dead server's socket reads as end-of-file: `_is_dead`) and a dead one is
-discarded for the next; a connection that breaks in use makes the pool replace
-every connection opened before it (`pool.drain()`), and idempotent reads
-(`read`, `fetch_one`, `fetch_all`) then run once more on a new connection.
+trip (an idle session has nothing to read unless its server went away:
+`_is_dead`) and a dead one is discarded for the next; a connection that breaks
+in use makes the pool replace every connection opened before it
+(`pool.drain()`), and idempotent reads (`read`, `fetch_one`, `fetch_all`) then
+run once more on a new connection.
 Writes are never run twice: one that might have committed fails once with
 `BackendUnavailable`.
 """
@@ -26,7 +27,7 @@ import select
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
 import psycopg
@@ -111,20 +112,19 @@ def _readable(fd: int) -> bool:
 
 def _is_dead(conn: AsyncConnection[Any]) -> bool:
     """An idle pooled connection whose server end is gone, found with no round
-    trip: an idle session receives nothing unasked, so input waiting on its
-    socket is end-of-file or the server's goodbye, and reading it marks the
-    connection bad. (A host that vanished without closing the socket is not
-    seen here; the statement then fails and `connection` replaces the pool.)"""
+    trip. An idle autocommit session is sent nothing unasked, so any input
+    waiting on its socket is the end-of-file of a server that went away, or its
+    last words (the FATAL "terminating connection" a shutdown or a crash sends
+    before closing): either way the session is over. (A host that vanished
+    without closing the socket is not seen here; the statement then fails and
+    `connection` replaces the pool's connections.)"""
     pgconn = conn.pgconn
     if pgconn.status != ConnStatus.OK:
         return True
     try:
-        if not _readable(pgconn.socket):
-            return False
-        pgconn.consume_input()
+        return _readable(pgconn.socket)
     except (psycopg.Error, OSError, ValueError):
         return True
-    return pgconn.status != ConnStatus.OK
 
 
 class PostgresDatabase:
@@ -322,6 +322,8 @@ class PostgresDatabase:
                 raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
             if not _is_dead(conn):
                 return conn
+            with suppress(psycopg.Error, OSError):
+                await conn.close()  # closed, the pool discards it and opens another
             await pool.putconn(conn)
 
     async def _replace_connections(self, broken: AsyncConnection[Any]) -> None:

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from agent_memory.bootstrap.settings import ENV_VARS
 
@@ -24,20 +31,82 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert "grep -m1 -E '^python3 -m venv .*pytest' README.md" in ci
 
 
-def test_readme_example_runs(tmp_path: Path) -> None:
-    """The README's Python example, run as written (in a scratch directory)."""
-    import re
-    import subprocess
-    import sys
+# Runs a script with an audit hook that records every path opened for writing,
+# every directory made and every SQLite database connected, and prints them.
+_WATCH = """
+import os, runpy, sys
+written = []
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+        mode, flags = args[1] or "", args[2] or 0
+        if any(c in mode for c in "wax+") or flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+            written.append(os.fsdecode(args[0]))
+    elif event in ("os.mkdir", "sqlite3.connect", "os.rename", "os.replace"):
+        written.append(os.fsdecode(args[0]))
+sys.addaudithook(hook)
+try:
+    runpy.run_path(sys.argv[1], run_name="__main__")
+finally:
+    print("WRITTEN", repr([os.path.abspath(p) for p in written]))
+"""
 
-    readme = (ROOT / "README.md").read_text()
-    (code,) = re.findall(r"```python\n(.*?)```", readme, re.S)
+
+def _run_watched(code: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
     script = tmp_path / "example.py"
     script.write_text(code)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "TMPDIR": str(home / "tmp")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", _WATCH, str(script)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
+    line = result.stdout.rsplit("WRITTEN ", 1)[1]
+    written: list[str] = ast.literal_eval(line.strip())
+    outside = [p for p in written if not Path(p).resolve().is_relative_to(work.resolve())]
+    assert not outside, f"the example wrote outside its working directory: {outside}"
+    assert not home.exists(), "nothing under the home or data directories"
+    return result, written
+
+
+def _readme_examples() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", readme, re.S)
+
+
+def test_readme_example_runs_and_writes_only_its_working_directory(tmp_path: Path) -> None:
+    """The README's Python example, run as written from a scratch directory."""
+    result, written = _run_watched(_readme_examples()[0], tmp_path)
     assert "<agent_memory>" in result.stdout
     assert '"User is vegan"' in result.stdout
     assert "facts=1" in result.stdout
+    assert str(tmp_path / "work" / "memory.db") in written
+    doctor = subprocess.run(
+        [sys.executable, "-m", "agent_memory.cli", "doctor", "--url", "sqlite:memory.db"],
+        cwd=tmp_path / "work",
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert str(tmp_path / "work" / "memory.db") in doctor.stdout, "doctor sees the same file"
+
+
+def test_readme_sync_example_runs(tmp_path: Path) -> None:
+    (_, sync_example) = _readme_examples()
+    assert "agent_memory.sync" in sync_example
+    result, _ = _run_watched(sync_example, tmp_path)
+    assert "ForgetReceipt" in result.stdout
+
+
+def test_the_watcher_sees_a_write_outside(tmp_path: Path) -> None:
+    """The check above can fail: a script that writes next to its directory is caught."""
+    with pytest.raises(AssertionError, match="wrote outside"):
+        _run_watched("open('../elsewhere.txt', 'w').close()\n", tmp_path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from agent_memory.adapters._common.validation import (
     check_lease_args,
@@ -20,19 +20,29 @@ from agent_memory.adapters._common.validation import (
 from agent_memory.adapters.memory import InMemoryCache, InMemoryEventLog, InMemoryLeaseStore
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
-from agent_memory.domain.validation import require_positive, require_scope
+from agent_memory.domain.validation import require_positive, require_scope, require_utc
 
 __all__ = [
     "AnyoneRenewsLeaseStore",
     "ArrivalOrderEventLog",
     "DuplicatingEventLog",
+    "EventTimePurgeEventLog",
+    "EventTimeRetentionEventLog",
+    "FilterAfterCutEventLog",
     "GlobPrefixCache",
+    "GlobalsIgnoreUntilEventLog",
     "GlobalsReserveRoomEventLog",
+    "InclusiveUntilEventLog",
     "LazyExpiryScanLeaseStore",
     "RacyAcquireLeaseStore",
     "TokenResetLeaseStore",
     "TtlIgnoringCache",
+    "UncheckedUntilEventLog",
+    "UntilReplacesSinceEventLog",
 ]
+
+_MICROSECOND = timedelta(microseconds=1)
+_BIG = 10_000
 
 
 class ArrivalOrderEventLog(InMemoryEventLog):
@@ -45,6 +55,7 @@ class ArrivalOrderEventLog(InMemoryEventLog):
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         self._life.check()
         since = check_window_args(domain, since, limit, entity)
@@ -83,6 +94,7 @@ class GlobalsReserveRoomEventLog(InMemoryEventLog):
         since: datetime,
         limit: int,
         entity: Entity | None = None,
+        until: datetime | None = None,
     ) -> EventWindow:
         require_positive(limit, "limit")
         full = await super().window(domain, since=since, limit=10_000, entity=entity)
@@ -90,6 +102,135 @@ class GlobalsReserveRoomEventLog(InMemoryEventLog):
         glob = [e for e in full.events if e.is_global]
         page = (own[:limit] + glob)[:limit]
         return EventWindow(events=tuple(page), limited=len(own) > limit)
+
+
+class InclusiveUntilEventLog(InMemoryEventLog):
+    """Bug: `until` is inclusive (occurred_at <= until), so paging back by the
+    oldest instant repeats it."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        bound = None if until is None else require_utc(until, "until") + _MICROSECOND
+        return await super().window(domain, since=since, limit=limit, entity=entity, until=bound)
+
+
+class FilterAfterCutEventLog(InMemoryEventLog):
+    """Bug: `until` filters the newest `limit` events instead of bounding the
+    range before the cut (the old reflection fallback), so pages come up short."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        full = await super().window(domain, since=since, limit=limit, entity=entity)
+        rows = [e for e in full.events if until is None or e.occurred_at < until]
+        return EventWindow(events=tuple(rows), limited=full.limited)
+
+
+class GlobalsIgnoreUntilEventLog(InMemoryEventLog):
+    """Bug: `until` bounds the domain's own events only; global ones (another
+    index or set) are merged in unbounded."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        full = await super().window(domain, since=since, limit=_BIG, entity=entity)
+        rows = [e for e in full.events if e.is_global or until is None or e.occurred_at < until]
+        return EventWindow(events=tuple(rows[:limit]), limited=len(rows) > limit)
+
+
+class UncheckedUntilEventLog(InMemoryEventLog):
+    """Bug: `until` goes to the comparison unchecked (a naive datetime or a
+    string fails there with TypeError, or is read in another time zone)."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        full = await super().window(domain, since=since, limit=_BIG, entity=entity)
+        rows = [e for e in full.events if until is None or e.occurred_at < until]
+        return EventWindow(events=tuple(rows[:limit]), limited=len(rows) > limit)
+
+
+class UntilReplacesSinceEventLog(InMemoryEventLog):
+    """Bug: with `until` given, the range is read from until downwards and
+    `since` is dropped, so `until <= since` is not empty."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        if until is not None:
+            since = datetime(1, 1, 1, tzinfo=UTC)
+        return await super().window(domain, since=since, limit=limit, entity=entity, until=until)
+
+
+class EventTimeRetentionEventLog(InMemoryEventLog):
+    """Bug: the window's retention floor is by event time (occurred_at), so an
+    old event recorded now is hidden and a stale recent one shown."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        self._life.check()
+        since = check_window_args(domain, since, limit, entity)
+        floor = max(since, self._cutoff())
+        rows = [
+            e
+            for e in self.backend.events.values()
+            if (e.domain == domain or e.is_global)
+            and e.occurred_at >= floor
+            and (until is None or e.occurred_at < until)
+            and (entity is None or entity in e.entities)
+        ]
+        rows.sort(key=lambda e: (e.occurred_at, e.id), reverse=True)
+        return EventWindow(events=tuple(rows[:limit]), limited=len(rows) > limit)
+
+
+class EventTimePurgeEventLog(InMemoryEventLog):
+    """Bug: `purge_expired` deletes by event time (occurred_at), not recorded_at."""
+
+    async def purge_expired(self) -> int:
+        self._life.check()
+        cutoff = self._cutoff()
+        doomed = [k for k, e in self.backend.events.items() if e.occurred_at < cutoff]
+        for k in doomed:
+            del self.backend.events[k]
+        return len(doomed)
 
 
 class RacyAcquireLeaseStore(InMemoryLeaseStore):

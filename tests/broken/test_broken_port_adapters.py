@@ -32,6 +32,13 @@ BROKEN = {
     "ArrivalOrderEventLog": ("EventLogContract", "EL-ORD-1"),
     "DuplicatingEventLog": ("EventLogContract", "EL-IDEM-1"),
     "GlobalsReserveRoomEventLog": ("EventLogContract", "EL-GLOB-2"),
+    "InclusiveUntilEventLog": ("EventLogContract", "EL-UNTIL-1"),
+    "FilterAfterCutEventLog": ("EventLogContract", "EL-UNTIL-2"),
+    "GlobalsIgnoreUntilEventLog": ("EventLogContract", "EL-UNTIL-3"),
+    "UncheckedUntilEventLog": ("EventLogContract", "EL-UNTIL-4"),
+    "UntilReplacesSinceEventLog": ("EventLogContract", "EL-UNTIL-5"),
+    "EventTimeRetentionEventLog": ("EventLogContract", "EL-RET-3"),
+    "EventTimePurgeEventLog": ("EventLogContract", "EL-RET-4"),
     "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
     "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),
     "TokenResetLeaseStore": ("LeaseStoreContract", "LS-FENCE-1"),
@@ -190,6 +197,7 @@ def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
 #: broken adapter -> the property clause that catches it (hypothesis tests)
 PROPERTY_BROKEN = {
     "ArrivalOrderEventLog": "EL-ORD-3",
+    "FilterAfterCutEventLog": "EL-UNTIL-2",
     "TokenResetLeaseStore": "LS-FENCE-2",
 }
 

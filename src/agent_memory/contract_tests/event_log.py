@@ -495,6 +495,7 @@ class EventLogContract:
             w = await log.window(domain, since=since, limit=page, until=until)
             if not w.limited:
                 return out + list(w.events)
+            assert w.events, clause("EL-UNTIL-2", "a limited page holds events", (until, w))
             oldest = w.events[-1].occurred_at
             out += [e for e in w.events if e.occurred_at > oldest]
             instant = await log.window(
@@ -910,11 +911,12 @@ class EventLogContract:
                 _event("ret-p", "late-global", old, recorded_at=now, is_global=True),
                 _event("ret-p", "recent-but-stale", recent, recorded_at=stale),
                 _event("ret-p", "stale-global", recent, recorded_at=stale, is_global=True),
+                _event("ret-p", "stale-too", recent, recorded_at=stale),
             ]
         )
         purged = await event_log.purge_expired()
-        assert purged == 2, clause(
-            "EL-RET-4", "purge deletes the 2 events recorded past retention", purged
+        assert purged == 3, clause(
+            "EL-RET-4", "purge deletes the 3 events recorded past retention", purged
         )
         left = _ids(await event_log.window("ret-p", since=old - timedelta(days=1), limit=100))
         assert left == ["late-global", "backfilled"], clause(

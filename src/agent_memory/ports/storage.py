@@ -153,7 +153,8 @@ class EventLog(Protocol):
 
     @property
     def retention(self) -> timedelta:
-        """Events older than this (by occurred_at) are never returned, and purged."""
+        """Counted from ingestion: an event expires at `recorded_at + retention`,
+        whatever its occurred_at; expired events are never returned, and purged."""
         ...
 
     async def append(self, events: Sequence[Event]) -> int:
@@ -172,8 +173,13 @@ class EventLog(Protocol):
         """The domain's events (and global ones) with occurred_at >= since, newest
         first by occurred_at (then id desc); `entity` narrows to events that carry
         it; `until`, when given, keeps only events with occurred_at < until, so a
-        caller can page back in event time. `limited` is True when more events
-        matched than `limit`."""
+        caller can page back in event time (`until <= since` is empty; a naive
+        or non-datetime `until` raises InvalidInput). `until` is a bare instant:
+        paging back with until=<oldest instant t of the last page> repeats
+        nothing, and events at t that the limit cut off are left out too, so a
+        pager reads t whole (since=t, until=t + 1 µs). Expired events (see
+        `retention`) never count. `limited` is True when more events matched
+        than `limit`."""
         ...
 
     async def erase_user(self, user_id: str) -> int:

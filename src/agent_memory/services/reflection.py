@@ -293,8 +293,10 @@ class ReflectionJob:
         entity: Entity | None = None,
         report: StageReport,
     ) -> EventWindow:
-        """`window` bounded above by `until`; an event log without that bound is
-        read newest first up to `legacy_scan_limit` events and filtered."""
+        """`window` bounded above by `until` (every shipped event log has it,
+        contract EL-UNTIL); a third-party log whose `window` lacks it (a
+        TypeError naming `until`) is read newest first up to
+        `legacy_scan_limit` events and filtered."""
         try:
             return await self.events.window(
                 domain, since=since, limit=limit, entity=entity, until=until

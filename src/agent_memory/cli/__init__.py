@@ -1,7 +1,9 @@
 """The `agent-memory` command: demo, doctor, conformance, reflect, processor.
 
-Every subcommand validates configuration first (`AGENT_MEMORY_*`), and exits
-non-zero with a one-line reason on bad input instead of a traceback.
+Every subcommand validates configuration first (`AGENT_MEMORY_*`). Exit codes:
+0 success; 1 a runtime failure (a backend unreachable, a failed stage), shown as
+one line, never a traceback; 2 a usage error (bad arguments, bad configuration
+or URL; a bare `agent-memory` prints the help). `conformance` documents its own.
 """
 
 from __future__ import annotations
@@ -11,34 +13,68 @@ import asyncio
 import sys
 from collections.abc import Sequence
 
-from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.domain.errors import ConfigurationError, InvalidInput, UnsupportedBackend
 
 __all__ = ["main"]
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("agent-memory")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="agent-memory", description="Shared memory for LLM agents."
+        prog="agent-memory",
+        description="Shared memory for LLM agents.",
+        epilog="exit codes: 0 success; 1 runtime failure; 2 usage or configuration error",
     )
+    parser.add_argument("--version", action="version", version=f"agent-memory {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="play the two-agent scenario offline and print the views")
+    demo = sub.add_parser(
+        "demo",
+        help="play the two-agent scenario offline and print the views",
+        description="Two agents share memory about an OOMKilled pod, then a user's "
+        "preferences are learnt, recalled and forgotten. Offline (hashing embedder, "
+        "rule-based summaries) on a temporary SQLite file unless --url names another.",
+    )
     demo.add_argument("--url", help="storage URL (default: a temporary SQLite file)")
+    demo.add_argument("--json", action="store_true", help="also print every stage report as JSON")
 
-    doctor = sub.add_parser("doctor", help="show configuration, reachability and server versions")
+    doctor = sub.add_parser(
+        "doctor",
+        help="show configuration, reachability and server versions",
+        description="Check the configuration and every storage port of a URL without "
+        "changing anything: a SQLite file that does not exist yet is reported as "
+        "'would create', not created. Exit 0 when every part is usable.",
+    )
     doctor.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
     doctor.add_argument(
         "--config", action="store_true", help="print every setting and its source, then exit"
     )
 
-    reflect = sub.add_parser("reflect", help="run one reflection pass now (distil old events)")
+    reflect = sub.add_parser(
+        "reflect",
+        help="run one reflection pass now (distil old events)",
+        description="One reflection pass: events older than AGENT_MEMORY_REFLECTION_AGE_"
+        "THRESHOLD_DAYS about entities with enough of them become knowledge fragments. "
+        "Says why when nothing was processed.",
+    )
     reflect.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
     reflect.add_argument(
         "--domain", action="append", required=True, help="a domain to reflect on (repeatable)"
     )
 
     proc = sub.add_parser(
-        "processor", help="run the graph memory processor on NATS JetStream (extra: nats)"
+        "processor",
+        help="run the graph memory processor on NATS JetStream (extra: nats)",
+        description="Consume events from NATS JetStream, extract fact triples and keep "
+        "checkpoints (docs/graph.md). Runs until SIGINT/SIGTERM.",
     )
     proc.add_argument("--nats", help="NATS URL (default: the config's nats_url)")
     proc.add_argument("--config", help="JSON configuration document (see docs/graph.md)")
@@ -71,38 +107,48 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# Errors that mean "you asked for something invalid" (exit 2), not "it failed" (exit 1).
+_USAGE_ERRORS = (ConfigurationError, InvalidInput, UnsupportedBackend)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    try:
-        if args.command == "demo":
-            from agent_memory.cli.demo import run_demo
-
-            return asyncio.run(run_demo(args.url))
-        if args.command == "doctor":
-            from agent_memory.cli.doctor import run_doctor
-
-            return asyncio.run(run_doctor(args.url, config_only=args.config))
-        if args.command == "reflect":
-            from agent_memory.cli.reflect import run_reflect
-
-            return asyncio.run(run_reflect(args.url, args.domain))
-        if args.command == "processor":
-            from agent_memory.entrypoints.processor.cli import run_processor
-
-            return asyncio.run(run_processor(args.nats, args.config, args.url))
-        if args.command == "conformance":
-            from agent_memory.cli.conformance import run_conformance
-
-            return run_conformance(
-                url=args.url,
-                factory=args.factory,
-                keyword=args.keyword,
-                quiet=args.quiet,
-                keep=args.keep,
-            )
-    except AgentMemoryError as exc:
-        print(f"agent-memory: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if args.command is None:
+        parser.print_help(sys.stderr)
         return 2
-    parser.print_help()
-    return 0
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        print("agent-memory: interrupted", file=sys.stderr)
+        return 130
+    except _USAGE_ERRORS as exc:
+        print(f"agent-memory {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a runtime failure: one line, no traceback
+        print(f"agent-memory {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "demo":
+        from agent_memory.cli.demo import run_demo
+
+        return asyncio.run(run_demo(args.url, as_json=args.json))
+    if args.command == "doctor":
+        from agent_memory.cli.doctor import run_doctor
+
+        return asyncio.run(run_doctor(args.url, config_only=args.config))
+    if args.command == "reflect":
+        from agent_memory.cli.reflect import run_reflect
+
+        return asyncio.run(run_reflect(args.url, args.domain))
+    if args.command == "processor":
+        from agent_memory.entrypoints.processor.cli import run_processor
+
+        return asyncio.run(run_processor(args.nats, args.config, args.url))
+    from agent_memory.cli.conformance import run_conformance
+
+    return run_conformance(
+        url=args.url, factory=args.factory, keyword=args.keyword, quiet=args.quiet, keep=args.keep
+    )

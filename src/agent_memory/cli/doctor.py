@@ -123,8 +123,8 @@ async def run_doctor(url: str | None, *, config_only: bool = False) -> int:
             "lease store": (memory.leases, coordination),
             "cache": (memory.cache, coordination),
         }
-        for label, (port, stores) in parts.items():
-            if stores.details.get("path") in pending:
+        for label, (port, owner) in parts.items():
+            if owner.details.get("path") in pending:
                 _line(label, "not pinged: its file does not exist yet")
                 continue
             started = time.perf_counter()

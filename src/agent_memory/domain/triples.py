@@ -12,12 +12,13 @@ point order; a walk orders by hop distance first. Every backend sorts this way.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from attrs import field, frozen
 
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.time import to_micros
 from agent_memory.domain.validation import (
     require_id,
     require_positive,
@@ -112,13 +113,9 @@ class Triple:
         return (self.subject, self.object)
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
-
-
 def triple_sort_key(t: Triple) -> tuple[int, str, str, str, str]:
     """Newest first, then loop, subject, predicate, object ascending."""
-    return (-((t.created_at - _EPOCH) // _MICRO), t.loop, t.subject, t.predicate, t.object)
+    return (-to_micros(t.created_at), t.loop, t.subject, t.predicate, t.object)
 
 
 def order_triples(triples: Iterable[Triple]) -> list[Triple]:

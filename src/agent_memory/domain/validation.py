@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -31,10 +31,14 @@ __all__ = [
     "MAX_QUERY_WORD_BYTES",
     "MAX_TTL",
     "as_vector",
+    "attrs_validator",
     "require_id",
+    "require_int_at_least",
     "require_json_mapping",
     "require_limit",
+    "require_model_name",
     "require_no_nul",
+    "require_non_negative_number",
     "require_positive",
     "require_positive_number",
     "require_scope",
@@ -140,6 +144,44 @@ def require_positive_number(value: object, field: str) -> float:
     ):
         raise InvalidInput(field, f"a positive number is required, got {value!r}")
     return float(value)
+
+
+def require_non_negative_number(value: object, field: str) -> float:
+    """A finite number (int or float, not a bool) at or above 0."""
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise InvalidInput(field, f"a finite number >= 0 is required, got {value!r}")
+    return float(value)
+
+
+def require_int_at_least(value: object, field: str, minimum: int) -> int:
+    """An int (not a bool) at or above `minimum`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidInput(field, f"an integer >= {minimum} is required, got {value!r}")
+    return value
+
+
+def require_model_name(value: object, field: str = "model") -> str:
+    """A model name: a string that is not blank."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, f"a non-empty model name is required, got {value!r}")
+    return value
+
+
+def attrs_validator(
+    rule: Callable[[object, str], object], field: str | None = None
+) -> Callable[[object, Any, object], None]:
+    """One of the `require_*` checks as an attrs validator; the error names
+    `field`, else the attribute."""
+
+    def check(_inst: object, attr: Any, value: object) -> None:
+        rule(value, field if field is not None else attr.name)
+
+    return check
 
 
 def require_limit(value: object, field: str = "limit") -> int:

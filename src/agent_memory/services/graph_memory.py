@@ -31,9 +31,8 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Any
 
 from attrs import field, frozen, validators
 
@@ -58,6 +57,8 @@ from agent_memory.domain.triples import (
     order_triples,
 )
 from agent_memory.domain.validation import (
+    attrs_validator,
+    require_model_name,
     require_positive,
     require_positive_number,
     require_scope,
@@ -104,15 +105,8 @@ EXTRACTION_SYSTEM_PROMPT = (
 
 # -- settings -------------------------------------------------------------------
 #
-# Every numeric check is one of the shared helpers of `domain.validation`; the
-# validators below only adapt them to attrs (the attribute's name is the field).
-
-
-def _check(rule: Callable[[object, str], object]) -> Callable[[object, Any, object], None]:
-    def check(_inst: object, attr: Any, value: object) -> None:
-        rule(value, attr.name)
-
-    return check
+# Every check is one of the shared helpers of `domain.validation`, made an attrs
+# validator by `attrs_validator` (the attribute's name is the field).
 
 
 def _fraction(value: object, name: str) -> float:
@@ -124,8 +118,8 @@ def _fraction(value: object, name: str) -> float:
 
 
 _BOOL = validators.instance_of(bool)
-_POSITIVE_INT = _check(require_positive)
-_POSITIVE = _check(require_positive_number)
+_POSITIVE_INT = attrs_validator(require_positive)
+_POSITIVE = attrs_validator(require_positive_number)
 _BUCKET = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -135,8 +129,8 @@ def _bucket(value: object, name: str) -> None:
 
 
 def _model(value: object, name: str) -> None:
-    if value is not None and not (isinstance(value, str) and value.strip()):
-        raise InvalidInput(name, f"a non-empty model name is required, got {value!r}")
+    if value is not None:
+        require_model_name(value, name)
 
 
 @frozen
@@ -144,9 +138,9 @@ class ExtractionSettings:
     """`extraction.llm_assisted.*` (`model`: the model name extraction asks for)."""
 
     enabled: bool = field(default=True, validator=_BOOL)
-    model: str | None = field(default=None, validator=_check(_model))
+    model: str | None = field(default=None, validator=attrs_validator(_model))
     trigger_iteration_interval: int = field(default=5, validator=_POSITIVE_INT)
-    trigger_context_threshold: float = field(default=0.8, validator=_check(_fraction))
+    trigger_context_threshold: float = field(default=0.8, validator=attrs_validator(_fraction))
     max_tokens: int = field(default=1000, validator=_POSITIVE_INT)
     timeout_seconds: float = field(default=30.0, validator=_POSITIVE)
     max_input_tokens: int = field(default=6000, validator=_POSITIVE_INT)
@@ -182,7 +176,7 @@ class CheckpointSettings:
     processor keeps checkpoints in (None: the `Cache` port)."""
 
     enabled: bool = field(default=True, validator=_BOOL)
-    storage_bucket: str | None = field(default=None, validator=_check(_bucket))
+    storage_bucket: str | None = field(default=None, validator=attrs_validator(_bucket))
     retention_days: float = field(default=7.0, validator=_POSITIVE)
 
     @property

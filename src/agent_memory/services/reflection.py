@@ -35,6 +35,7 @@ from attrs import define, field
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event, EventWindow
+from agent_memory.domain.time import MICROSECOND
 from agent_memory.domain.views import estimate_tokens
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
@@ -54,7 +55,6 @@ _log = logging.getLogger(__name__)
 REFLECTION_LOCK = "job:reflection"
 WATERMARK_PREFIX = "job:reflection:watermark:"
 _WATERMARK_OWNER = "agent-memory-reflection"
-_TICK = timedelta(microseconds=1)
 DISTIL_SYSTEM_PROMPT = (
     "These are past events about one entity. Distil 1 to 3 reusable lessons another "
     "agent should know when it meets this entity again. Answer with ONLY a JSON array: "
@@ -337,7 +337,7 @@ class ReflectionJob:
                 tie = await self._window(
                     domain,
                     since=oldest,
-                    until=min(oldest + _TICK, until),
+                    until=min(oldest + MICROSECOND, until),
                     limit=limit,
                     report=report,
                 )

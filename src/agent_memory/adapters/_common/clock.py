@@ -1,14 +1,8 @@
-"""The system clock, for adapters and bootstrap (the domain never reads it)."""
+"""The system clock for adapters and bootstrap: `agent_memory.domain.time.SystemClock`
+(one implementation; this module keeps the adapters' import path)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from agent_memory.domain.time import SystemClock
 
 __all__ = ["SystemClock"]
-
-
-class SystemClock:
-    """`Clock` on the wall time, timezone-aware UTC."""
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)

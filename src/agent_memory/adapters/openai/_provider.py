@@ -3,7 +3,6 @@ under the API root, and the close rule (also as an async context manager)."""
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Self
@@ -19,35 +18,12 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["HttpProvider", "positive_int", "positive_seconds", "require_api_key", "require_model"]
-
-
-def require_model(model: object) -> str:
-    if not isinstance(model, str) or not model.strip():
-        raise InvalidInput("model", f"a non-empty model name is required, got {model!r}")
-    return model
+__all__ = ["HttpProvider", "require_api_key"]
 
 
 def require_api_key(api_key: object) -> None:
     if api_key is not None and not isinstance(api_key, str):
         raise InvalidInput("api_key", f"a string or None is required, got {type(api_key)}")
-
-
-def positive_int(value: object, field: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidInput(field, f"an integer >= 1 is required, got {value!r}")
-    return value
-
-
-def positive_seconds(value: object, field: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise InvalidInput(field, f"a finite number of seconds > 0 is required, got {value!r}")
-    return float(value)
 
 
 class HttpProvider:

@@ -12,15 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from agent_memory.adapters.openai._provider import (
     HttpProvider,
-    positive_int,
-    positive_seconds,
     require_api_key,
-    require_model,
 )
 from agent_memory.adapters.openai.endpoint import endpoint_identity
 from agent_memory.adapters.openai.retry import RetryPolicy
 from agent_memory.adapters.openai.transport import Answer
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import (
+    require_model_name,
+    require_positive,
+    require_positive_number,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -84,7 +86,7 @@ class OpenAICompatibleChatModel(HttpProvider):
         http_client: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        require_model(model)
+        require_model_name(model)
         if (
             isinstance(temperature, bool)
             or not isinstance(temperature, int | float)
@@ -147,8 +149,8 @@ class OpenAICompatibleChatModel(HttpProvider):
             raise InvalidInput("prompt", f"a string is required, got {type(prompt).__name__}")
         if system is not None and not isinstance(system, str):
             raise InvalidInput("system", f"a string or None is required, got {type(system)}")
-        positive_int(max_tokens, "max_tokens")
-        seconds = positive_seconds(timeout, "timeout")
+        require_positive(max_tokens, "max_tokens")
+        seconds = require_positive_number(timeout, "timeout")
         messages = [] if system is None else [{"role": "system", "content": system}]
         messages.append({"role": "user", "content": prompt})
         body: dict[str, Any] = {

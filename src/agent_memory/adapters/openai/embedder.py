@@ -11,15 +11,17 @@ import numpy.typing as npt
 
 from agent_memory.adapters.openai._provider import (
     HttpProvider,
-    positive_int,
-    positive_seconds,
     require_api_key,
-    require_model,
 )
 from agent_memory.adapters.openai.retry import RetryPolicy
 from agent_memory.adapters.openai.transport import Answer
 from agent_memory.domain.errors import DimensionMismatch, InvalidInput
 from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.domain.validation import (
+    require_model_name,
+    require_positive,
+    require_positive_number,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -64,18 +66,18 @@ class OpenAICompatibleEmbedder(HttpProvider):
         http_client: httpx.AsyncClient | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        require_model(model)
+        require_model_name(model)
         if not isinstance(provable, bool):
             raise InvalidInput("provable", f"a bool is required, got {provable!r}")
         require_api_key(api_key)
         self._space = EmbeddingSpace(
             model=model,
-            dimension=positive_int(dimension, "dimension"),
+            dimension=require_positive(dimension, "dimension"),
             revision=revision,
             provable=provable,
         )
-        self._batch_size = positive_int(batch_size, "batch_size")
-        self._timeout = positive_seconds(timeout, "timeout")
+        self._batch_size = require_positive(batch_size, "batch_size")
+        self._timeout = require_positive_number(timeout, "timeout")
         self._send_dimensions = bool(send_dimensions)
         self._connect(
             what=_WHAT,

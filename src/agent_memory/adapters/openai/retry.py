@@ -13,10 +13,15 @@ import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from attrs import field, frozen
 
-from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import (
+    attrs_validator,
+    require_non_negative_number,
+    require_positive,
+)
 
 __all__ = ["RETRYABLE_STATUSES", "RetryPolicy", "is_retryable_status", "parse_retry_after"]
 
@@ -29,22 +34,11 @@ def is_retryable_status(status: int) -> bool:
     return status in RETRYABLE_STATUSES or 500 <= status <= 599
 
 
-def _non_negative(name: str) -> Callable[[object, object, object], None]:
-    def check(_inst: object, _attr: object, value: object) -> None:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value < 0
-        ):
-            raise InvalidInput(name, f"a finite number >= 0 is required, got {value!r}")
-
-    return check
+_attempts = attrs_validator(require_positive, "retry.max_attempts")
 
 
-def _attempts(_inst: object, _attr: object, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise InvalidInput("retry.max_attempts", f"an integer >= 1 is required, got {value!r}")
+def _non_negative(name: str) -> Callable[[object, Any, object], None]:
+    return attrs_validator(require_non_negative_number, name)
 
 
 @frozen

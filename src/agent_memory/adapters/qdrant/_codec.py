@@ -24,7 +24,6 @@ import json
 import uuid
 from binascii import b2a_base64
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -32,6 +31,7 @@ import numpy.typing as npt
 
 from agent_memory.adapters.qdrant._lexical import count_tokens
 from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.time import from_micros, to_micros
 
 __all__ = [
     "FIELD_CONTENT",
@@ -55,8 +55,6 @@ __all__ = [
 # A fixed namespace for uuid5 (itself uuid5(NAMESPACE_URL, "agent-memory/qdrant/record")).
 _POINT_NAMESPACE = uuid.UUID("9a18ee79-a692-505f-92ea-9ff72812ec09")
 _NAMESPACE_BYTES = _POINT_NAMESPACE.bytes
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
 
 FIELD_OWNER = "owner"
 FIELD_ID = "id"
@@ -103,15 +101,6 @@ def point_ids(pairs: Sequence[tuple[str, str]]) -> list[str]:
         # (the top two bits of nibble 16 set to 10).
         append(f"{x[:8]}-{x[8:12]}-5{x[13:16]}-{_VARIANT[x[16]]}{x[17:20]}-{x[20:32]}")
     return out
-
-
-def to_micros(moment: datetime) -> int:
-    """Microseconds since the epoch: exact for every aware datetime (an i64 in Qdrant)."""
-    return (moment - _EPOCH) // _MICRO
-
-
-def from_micros(micros: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=micros)
 
 
 def _encode_vectors(matrix: npt.NDArray[np.float32]) -> list[str]:
@@ -184,7 +173,7 @@ def batch_payloads(
     for record, vector in zip(records, encoded, strict=True):
         created = record.created_at
         updated = record.updated_at
-        created_us = (created - _EPOCH) // _MICRO
+        created_us = to_micros(created)
         attributes = record.attributes
         content = record.content
         context = record.context
@@ -197,7 +186,7 @@ def batch_payloads(
                 FIELD_CONTENT: content,
                 FIELD_CONTEXT: context,
                 FIELD_CREATED: created_us,
-                FIELD_UPDATED: created_us if updated == created else (updated - _EPOCH) // _MICRO,
+                FIELD_UPDATED: created_us if updated == created else to_micros(updated),
                 FIELD_IMPORTANCE: record.importance,
                 FIELD_ATTRIBUTES: dumps(attributes) if attributes else "{}",
                 FIELD_VECTOR: vector,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from json.scanner import make_scanner
 from types import MemberDescriptorType
 from typing import Any, Generic, TypeVar, cast
@@ -29,6 +29,7 @@ from agent_memory.domain.records import (
     SummarySource,
     TimeBasis,
 )
+from agent_memory.domain.time import from_micros, to_micros
 
 __all__ = [
     "RECORD_FIELDS",
@@ -43,10 +44,8 @@ __all__ = [
     "to_micros",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_US = timedelta(microseconds=1)
 # Offset so that sort keys of any datetime (year 1 onwards) are non-negative.
-_SK_OFFSET = (_EPOCH - datetime(1, 1, 1, tzinfo=UTC)) // _US
+_SK_OFFSET = -to_micros(datetime(1, 1, 1, tzinfo=UTC))
 
 
 _T = TypeVar("_T")
@@ -125,14 +124,6 @@ _TIME_BASIS = {m.value: m for m in TimeBasis}
 _ENTITY_SOURCE = {m.value: m for m in EntitySource}
 
 
-def to_micros(dt: datetime) -> int:
-    return (dt - _EPOCH) // _US
-
-
-def from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(0, 0, value)
-
-
 def sort_key(created_at: datetime, record_id: str) -> str:
     """A string whose byte order is list order: fixed-width time, then hex of the id
     (hex of UTF-8 preserves code point order and needs no case folding)."""
@@ -187,8 +178,8 @@ def decode_record_values(v: Sequence[bytes]) -> MemoryRecord:
         v[4].decode("utf-8", "surrogatepass"),
         v[5].decode("utf-8", "surrogatepass"),
         np.frombuffer(v[10], dtype=np.float32),  # read-only, shares the reply's bytes
-        _EPOCH + timedelta(0, 0, int(v[6])),
-        _EPOCH + timedelta(0, 0, int(v[7])),
+        from_micros(int(v[6])),
+        from_micros(int(v[7])),
         float(v[8]),
         _attributes(v[9]),
     )
@@ -237,8 +228,8 @@ def decode_event(raw: bytes) -> Event:
         d["action"],
         d["outcome"],
         d["summary"],
-        _EPOCH + timedelta(0, 0, d["occurred_at"]),
-        _EPOCH + timedelta(0, 0, d["recorded_at"]),
+        from_micros(d["occurred_at"]),
+        from_micros(d["recorded_at"]),
         d["origin_request_id"],
         _SUMMARY_SOURCE[d["summary_source"]],
         d["fallback_reason"],

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from cattrs.preconf.json import make_converter
 from agent_memory.domain.errors import BackendUnavailable
 from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import Event, MemoryRecord
+from agent_memory.domain.time import from_micros, to_micros
 from agent_memory.domain.validation import require_text
 
 __all__ = [
@@ -34,21 +34,11 @@ __all__ = [
     "vector_to_blob",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICRO = timedelta(microseconds=1)
 _F32 = np.dtype("<f4")
 
 _converter = make_converter()
 # One encoder for every write: `json.dumps` with options builds a new encoder per call.
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-
-
-def to_micros(value: datetime) -> int:
-    return (value - _EPOCH) // _MICRO
-
-
-def from_micros(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
 
 
 def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:

@@ -33,6 +33,12 @@ from attrs import field, frozen
 
 from agent_memory.domain.dates import DateRange, date_match
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.validation import (
+    attrs_validator,
+    require_int_at_least,
+    require_non_negative_number,
+    require_positive_number,
+)
 
 __all__ = [
     "FusionMethod",
@@ -61,31 +67,15 @@ class RetrievalMode(enum.StrEnum):
 
 
 def _non_negative(name: str) -> Any:
-    def check(_inst: object, _attr: object, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-            raise InvalidInput(name, f"a finite number >= 0 is required, got {value!r}")
-        if value == float("inf"):
-            raise InvalidInput(name, f"a finite number >= 0 is required, got {value!r}")
-
-    return check
+    return attrs_validator(require_non_negative_number, name)
 
 
 def _positive(name: str) -> Any:
-    def check(_inst: object, _attr: object, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise InvalidInput(name, f"a finite number > 0 is required, got {value!r}")
-        if value == float("inf"):
-            raise InvalidInput(name, f"a finite number > 0 is required, got {value!r}")
-
-    return check
+    return attrs_validator(require_positive_number, name)
 
 
 def _count(name: str, minimum: int) -> Any:
-    def check(_inst: object, _attr: object, value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise InvalidInput(name, f"an integer >= {minimum} is required, got {value!r}")
-
-    return check
+    return attrs_validator(lambda value, label: require_int_at_least(value, label, minimum), name)
 
 
 @frozen

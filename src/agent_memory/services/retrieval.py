@@ -14,7 +14,7 @@ record per turn, the neighbouring turns (same session) as indexing context.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from attrs import field, frozen
@@ -30,6 +30,7 @@ from agent_memory.domain.retrieval import (
     fuse,
     neighbour_contexts,
 )
+from agent_memory.domain.time import SystemClock
 from agent_memory.domain.validation import require_positive, require_scope, require_text
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import KeywordSearch, MemoryStore
@@ -66,11 +67,6 @@ class Retrieval:
     fallback: str | None = None
 
 
-class _SystemClock:
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-
 class HybridRetriever:
     """Lexical + vector retrieval fused by `RetrievalConfig`."""
 
@@ -91,7 +87,7 @@ class HybridRetriever:
         self._store = store
         self._embedder = embedder
         self._config = config if config is not None else RetrievalConfig()
-        self._clock: Clock = clock if clock is not None else _SystemClock()
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._keyword: KeywordSearch | None = store if isinstance(store, KeywordSearch) else None
 
     @property

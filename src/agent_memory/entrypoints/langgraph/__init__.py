@@ -1,0 +1,10 @@
+"""LangGraph's `BaseStore` on agent-memory (extra `langgraph`): `AgentMemoryStore`."""
+
+from agent_memory.entrypoints.langgraph.store import (
+    AgentMemoryStore,
+    InvalidNamespace,
+    owner_of,
+    record_namespace_of,
+)
+
+__all__ = ["AgentMemoryStore", "InvalidNamespace", "owner_of", "record_namespace_of"]

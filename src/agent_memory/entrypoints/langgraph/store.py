@@ -1,0 +1,639 @@
+"""`AgentMemoryStore`: LangGraph's `BaseStore` on any agent-memory backend.
+
+    async with agent_memory.connect("sqlite:///memory.db") as memory:
+        store = AgentMemoryStore(memory, index={"fields": ["text"]})
+        graph = builder.compile(store=store)
+
+Mapping (reversible and injective, any characters in labels, `.` included):
+- the first label of a LangGraph namespace is the record owner (escaped as
+  `langgraph:"<json>"` when it is blank or starts with `langgraph`), so a host
+  that puts its user id first (`(user_id, "memories")`) keeps each user's items
+  under that user's owner, where `memory.users.forget(user_id)` erases them;
+- the remaining labels become the record namespace `langgraph:<json list>`;
+- an item is one record (kind `langgraph.item`, id hashed from namespace and
+  key; the value, key and namespace live in its attributes), plus one record
+  per embedded text (kind `langgraph.vector`) when an `index` is configured;
+- a registry under the reserved owner `langgraph` (LangGraph forbids it as a
+  root label) lists the namespaces, for `list_namespaces` and prefix searches.
+
+Semantics (docs/integrations.md compares them with `InMemoryStore`): reads in a
+batch see the state before the batch's puts; puts to one item in a batch keep the
+last; `created_at` survives updates; search without a query orders by
+`updated_at` desc, then namespace, key; with a query by score desc (max over an
+item's texts), then namespace, key, and items without vectors follow in the
+no-query order. TTL is not supported (`supports_ttl = False`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+)
+
+from agent_memory.bootstrap import Memory
+from agent_memory.domain.errors import (
+    ConfigurationError,
+    DuplicateRecord,
+    InvalidInput,
+)
+from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.validation import (
+    MAX_LIMIT,
+    require_json_mapping,
+    require_no_nul,
+    require_text,
+)
+from agent_memory.ports.models import Embedder
+from agent_memory.ports.storage import MemoryStore
+
+__all__ = ["AgentMemoryStore", "InvalidNamespace", "owner_of", "record_namespace_of"]
+
+ITEM_KIND = "langgraph.item"
+VECTOR_KIND = "langgraph.vector"
+REGISTRY_KIND = "langgraph.namespace"
+REGISTRY_OWNER = "langgraph"
+_PREFIX = "langgraph:"
+_PAGE = 500
+
+Namespace = tuple[str, ...]
+
+
+class InvalidNamespace(InvalidInput, InvalidNamespaceError):
+    """A namespace LangGraph or this store refuses (an `InvalidInput` and a
+    LangGraph `InvalidNamespaceError` at once)."""
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def owner_of(namespace: Namespace) -> str:
+    """The record owner of a LangGraph namespace: its first label, escaped when
+    blank or starting with `langgraph` (so no label collides with the registry)."""
+    first = namespace[0]
+    if first.strip() and not first.startswith(REGISTRY_OWNER):
+        return first
+    return _PREFIX + _json(first)
+
+
+def record_namespace_of(namespace: Namespace) -> str:
+    """The record namespace of a LangGraph namespace: its other labels, as JSON."""
+    return _PREFIX + _json(list(namespace[1:]))
+
+
+def _digest(*parts: object) -> str:
+    return _PREFIX + hashlib.sha256(_json(list(parts)).encode("utf-8")).hexdigest()[:40]
+
+
+def _item_id(namespace: Namespace, key: str) -> str:
+    return _digest("item", list(namespace), key)
+
+
+def _vector_id(namespace: Namespace, key: str, index: int) -> str:
+    return _digest("vector", list(namespace), key, index)
+
+
+def _registry_id(namespace: Namespace) -> str:
+    return _digest("namespace", list(namespace))
+
+
+def _registry_shard(first: str) -> str:
+    return _PREFIX + "registry:" + _json(first)
+
+
+def _labels(labels: object, field: str, *, allow_empty: bool) -> Namespace:
+    if not isinstance(labels, tuple | list):
+        raise InvalidNamespace(field, f"a tuple of strings is required, got {labels!r}")
+    out = tuple(labels)
+    if not out and not allow_empty:
+        raise InvalidNamespace(field, "a namespace needs at least one label")
+    for i, label in enumerate(out):
+        if not isinstance(label, str) or not label:
+            raise InvalidNamespace(
+                f"{field}[{i}]", f"a non-empty string is required, got {label!r}"
+            )
+        require_no_nul(label, f"{field}[{i}]")
+        require_text(label, f"{field}[{i}]")
+    return out
+
+
+def _key(key: object) -> str:
+    if not isinstance(key, str):
+        raise InvalidInput("key", f"a string is required, got {type(key).__name__}")
+    require_no_nul(key, "key")
+    return require_text(key, "key")
+
+
+def _window(limit: object, offset: object) -> tuple[int, int]:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit <= MAX_LIMIT:
+        raise InvalidInput("limit", f"an integer in [0, {MAX_LIMIT}] is required, got {limit!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise InvalidInput("offset", f"a non-negative integer is required, got {offset!r}")
+    return limit, offset
+
+
+def _validate(op: Op) -> None:
+    """Check one op before any I/O: a bad op fails the whole batch untouched."""
+    if isinstance(op, GetOp):
+        _labels(op.namespace, "namespace", allow_empty=False)
+        _key(op.key)
+    elif isinstance(op, PutOp):
+        ns = _labels(op.namespace, "namespace", allow_empty=False)
+        _key(op.key)
+        if ns[0] == REGISTRY_OWNER:
+            raise InvalidNamespace("namespace", 'the root label "langgraph" is reserved')
+        if op.ttl is not None:
+            raise InvalidInput("ttl", "AgentMemoryStore does not support TTL; pass ttl=None")
+        if op.value is not None:
+            require_json_mapping(op.value, "value")
+            require_no_nul(op.value, "value")
+        if op.index not in (None, False) and (
+            not isinstance(op.index, list) or not all(isinstance(p, str) for p in op.index)
+        ):
+            raise InvalidInput("index", f"False, None or a list of paths, got {op.index!r}")
+    elif isinstance(op, SearchOp):
+        _labels(op.namespace_prefix, "namespace_prefix", allow_empty=True)
+        _window(op.limit, op.offset)
+        if op.filter is not None:
+            require_json_mapping(op.filter, "filter")
+        if op.query is not None and not isinstance(op.query, str):
+            raise InvalidInput("query", f"a string is required, got {type(op.query).__name__}")
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            if not isinstance(condition, MatchCondition) or condition.match_type not in (
+                "prefix",
+                "suffix",
+            ):
+                raise InvalidInput("match_conditions", f"unsupported condition {condition!r}")
+            _labels(condition.path, "match_conditions.path", allow_empty=True)
+        _window(op.limit, op.offset)
+        depth = op.max_depth
+        if depth is not None and (
+            not isinstance(depth, int) or isinstance(depth, bool) or depth < 1
+        ):
+            raise InvalidInput("max_depth", f"None or an integer >= 1 is required, got {depth!r}")
+    else:
+        raise InvalidInput("op", f"unknown operation type {type(op).__name__}")
+
+
+def _matches(condition: MatchCondition, namespace: Namespace) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _operator(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    a, b = _number(value), _number(operand)
+    if a is None or b is None:
+        return False  # an ordering needs two numbers: anything else does not match
+    if operator == "$gt":
+        return a > b
+    if operator == "$gte":
+        return a >= b
+    if operator == "$lt":
+        return a < b
+    if operator == "$lte":
+        return a <= b
+    raise InvalidInput("filter", f"unsupported operator {operator!r}")
+
+
+def _matches_filter(value: Any, wanted: Any) -> bool:
+    """LangGraph's filter rules: nested mappings match field by field, lists
+    exactly, `$eq $ne $gt $gte $lt $lte` compare (orderings: numbers only)."""
+    if isinstance(wanted, Mapping):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_operator(value, str(k), v) for k, v in wanted.items())
+        if not isinstance(value, Mapping):
+            return False
+        return all(_matches_filter(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(value, list | tuple)
+            and len(value) == len(wanted)
+            and all(_matches_filter(a, b) for a, b in zip(value, wanted, strict=True))
+        )
+    return bool(value == wanted)
+
+
+def _check_operators(filter_: Mapping[str, Any]) -> None:
+    stack: list[object] = [filter_]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for k, v in item.items():
+                if str(k).startswith("$") and k not in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte"):
+                    raise InvalidInput("filter", f"unsupported operator {k!r}")
+                stack.append(v)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+
+
+class AgentMemoryStore(BaseStore):
+    """LangGraph's store on an agent-memory `Memory` (any backend).
+
+    `index` follows LangGraph's `IndexConfig`: `fields` (default `["$"]`, the
+    whole value) and an optional `embed` (a LangChain `Embeddings`, or a sync or
+    async function of texts); without `embed` the memory's own embedder is
+    used. `dims`, when given, must equal the store's embedding dimension.
+    Without `index`, search ignores `query` (no scores), like `InMemoryStore`.
+
+    The async API (`aget`, `aput`, `asearch`, ...) runs on the caller's loop; the
+    sync API works from other threads while that loop runs (sync nodes under
+    `ainvoke`), or on the loop passed as `loop` (an `agent_memory.sync` loop).
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        index: IndexConfig | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        self._store: MemoryStore = memory.store
+        self._embedder: Embedder = memory.embedder
+        self._now = now or (lambda: datetime.now(UTC))
+        dimension = self._store.space.dimension
+        self._unit = np.zeros(dimension, dtype=np.float32)
+        self._unit[0] = 1.0
+        self._loop = loop
+        if self._loop is None:
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self._loop = None
+        self.index_config: IndexConfig | None = None
+        self._fields: list[tuple[str, str | list[str]]] = []
+        self._embeddings: Any = None
+        if index is not None:
+            if not isinstance(index, Mapping):
+                raise ConfigurationError(f"index must be a mapping (IndexConfig), got {index!r}")
+            dims = index.get("dims", dimension)
+            if dims != dimension:
+                raise ConfigurationError(
+                    f"index dims={dims!r} differ from the store's embedding dimension {dimension}"
+                )
+            fields = index.get("fields") or ["$"]
+            if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
+                raise ConfigurationError(f"index fields must be a list of paths, got {fields!r}")
+            self.index_config = IndexConfig(dims=dimension, fields=list(fields))
+            self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in fields]
+            embed = index.get("embed")
+            if embed is not None:
+                self._embeddings = ensure_embeddings(embed)
+                self.index_config["embed"] = embed
+
+    # -- the two entry points LangGraph calls -------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """The sync API: runs `abatch` on the store's loop from another thread."""
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        loop = self._loop
+        if loop is None or not loop.is_running() or loop is running:
+            raise ConfigurationError(
+                "AgentMemoryStore's sync API needs its event loop running in another thread: "
+                "inside async code use the async API (aget/aput/asearch, graph.ainvoke), or "
+                "pass loop= the loop the memory was opened on"
+            )
+        ops = list(ops)
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Get/Search/ListNamespaces see the state before the batch; then the puts
+        run, the last put to an item winning. A bad op fails the batch before any I/O."""
+        ops = list(ops)
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        for op in ops:
+            _validate(op)
+            if isinstance(op, SearchOp) and op.filter:
+                _check_operators(op.filter)
+        results: list[Result] = [None] * len(ops)
+        puts: dict[tuple[Namespace, str], PutOp] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                results[i] = await self._get(tuple(op.namespace), op.key)
+            elif isinstance(op, SearchOp):
+                results[i] = await self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = await self._list_namespaces(op)
+            elif isinstance(op, PutOp):
+                puts[(tuple(op.namespace), op.key)] = op
+        if puts:
+            await self._put_all(list(puts.values()))
+        return results
+
+    # -- reads -------------------------------------------------------------------
+    @staticmethod
+    def _item(record: MemoryRecord) -> Item:
+        meta = record.attributes["langgraph"]
+        return Item(
+            value=meta["value"],
+            key=meta["key"],
+            namespace=tuple(meta["namespace"]),
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+
+    async def _get(self, namespace: Namespace, key: str) -> Item | None:
+        record = await self._store.get(owner_of(namespace), _item_id(namespace, key))
+        if record is None or record.kind != ITEM_KIND:
+            return None
+        return self._item(record)
+
+    async def _registered(self, first: str | None) -> list[Namespace]:
+        """Every registered namespace (of one first label, when given)."""
+        out: list[Namespace] = []
+        cursor = None
+        shard = None if first is None else _registry_shard(first)
+        while True:
+            page = await self._store.list(
+                REGISTRY_OWNER, namespace=shard, kinds=[REGISTRY_KIND], limit=_PAGE, cursor=cursor
+            )
+            out.extend(tuple(r.attributes["namespace"]) for r in page.records)
+            if page.next_cursor is None:
+                return out
+            cursor = page.next_cursor
+
+    async def _items_in(self, namespace: Namespace) -> list[MemoryRecord]:
+        out: list[MemoryRecord] = []
+        cursor = None
+        owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
+        while True:
+            page = await self._store.list(
+                owner, namespace=rec_ns, kinds=[ITEM_KIND], limit=_PAGE, cursor=cursor
+            )
+            out.extend(page.records)
+            if page.next_cursor is None:
+                return out
+            cursor = page.next_cursor
+
+    async def _holds_items(self, namespace: Namespace) -> bool:
+        page = await self._store.list(
+            owner_of(namespace),
+            namespace=record_namespace_of(namespace),
+            kinds=[ITEM_KIND],
+            limit=1,
+        )
+        return bool(page.records)
+
+    async def _namespaces_under(self, prefix: Namespace) -> list[Namespace]:
+        registered = await self._registered(prefix[0] if prefix else None)
+        return sorted({ns for ns in registered if ns[: len(prefix)] == prefix})
+
+    @staticmethod
+    def _plain_order(record: MemoryRecord) -> tuple[float, Namespace, str]:
+        meta = record.attributes["langgraph"]
+        return (-record.updated_at.timestamp(), tuple(meta["namespace"]), meta["key"])
+
+    async def _search(self, op: SearchOp) -> list[SearchItem]:
+        limit, offset = op.limit, op.offset
+        candidates: list[MemoryRecord] = []
+        for namespace in await self._namespaces_under(tuple(op.namespace_prefix)):
+            records = await self._items_in(namespace)
+            if op.filter:
+                records = [
+                    r
+                    for r in records
+                    if _matches_filter(r.attributes["langgraph"]["value"], op.filter)
+                ]
+            candidates.extend(records)
+        candidates.sort(key=self._plain_order)
+        if not (op.query and self.index_config is not None):
+            return [self._hit(r, None) for r in candidates[offset : offset + limit]]
+        wanted = offset + limit
+        query = await self._embed_query(op.query)
+        by_ns: dict[Namespace, dict[str, MemoryRecord]] = {}
+        for r in candidates:
+            meta = r.attributes["langgraph"]
+            by_ns.setdefault(tuple(meta["namespace"]), {})[meta["key"]] = r
+        scored: dict[tuple[Namespace, str], float] = {}
+        for namespace, items in by_ns.items():
+            scored.update(await self._scores(namespace, items, query, wanted))
+        ranked = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
+        out: list[tuple[MemoryRecord, float | None]] = [
+            (by_ns[ns][key], score) for (ns, key), score in ranked
+        ]
+        if len(out) < wanted:
+            out.extend(
+                (r, None) for r in candidates if not r.attributes["langgraph"].get("vectors", 0)
+            )
+        return [self._hit(r, s) for r, s in out[offset:wanted]]
+
+    async def _scores(
+        self,
+        namespace: Namespace,
+        items: Mapping[str, MemoryRecord],
+        query: npt.NDArray[np.float32],
+        wanted: int,
+    ) -> dict[tuple[Namespace, str], float]:
+        """The best score of each item of one namespace among the top `wanted`
+        (vector hits of items the filter dropped do not count)."""
+        vectors = sum(int(r.attributes["langgraph"].get("vectors", 0)) for r in items.values())
+        if not vectors or not wanted:
+            return {}
+        limit = min(MAX_LIMIT, max(16, wanted * 2))
+        while True:
+            hits = await self._store.search(
+                owner_of(namespace),
+                query,
+                limit=limit,
+                namespace=record_namespace_of(namespace),
+                kinds=[VECTOR_KIND],
+            )
+            best: dict[tuple[Namespace, str], float] = {}
+            for hit in hits:
+                key = hit.record.attributes["langgraph"]["key"]
+                if key in items and math.isfinite(hit.score):
+                    best.setdefault((namespace, key), float(hit.score))
+            if len(hits) < limit or len(best) >= wanted or limit >= MAX_LIMIT:
+                return best
+            limit = min(MAX_LIMIT, limit * 4)
+
+    def _hit(self, record: MemoryRecord, score: float | None) -> SearchItem:
+        item = self._item(record)
+        return SearchItem(
+            namespace=item.namespace,
+            key=item.key,
+            value=item.value,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+            score=score,
+        )
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[Namespace]:
+        conditions = tuple(op.match_conditions or ())
+        firsts = {
+            c.path[0]
+            for c in conditions
+            if c.match_type == "prefix" and c.path and c.path[0] != "*"
+        }
+        registered = await self._registered(next(iter(firsts)) if len(firsts) == 1 else None)
+        matching = [ns for ns in set(registered) if all(_matches(c, ns) for c in conditions)]
+        live = [ns for ns in sorted(matching) if await self._holds_items(ns)]
+        if op.max_depth is not None:
+            live = sorted({ns[: op.max_depth] for ns in live})
+        return live[op.offset : op.offset + op.limit]
+
+    # -- writes ------------------------------------------------------------------
+    def _texts(self, op: PutOp) -> list[tuple[str, str]]:
+        """(path, text) pairs to embed, as LangGraph extracts them."""
+        if self.index_config is None or op.value is None or op.index is False:
+            return []
+        paths = (
+            self._fields
+            if op.index is None
+            else [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
+        )
+        out: list[tuple[str, str]] = []
+        for path, tokens in paths:
+            texts = get_text_at_path(op.value, tokens)
+            if len(texts) > 1:
+                out.extend((f"{path}.{i}", t) for i, t in enumerate(texts))
+            elif texts:
+                out.append((path, texts[0]))
+        return out
+
+    async def _embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        dimension = self._store.space.dimension
+        if not texts:
+            return np.zeros((0, dimension), dtype=np.float32)
+        if self._embeddings is not None:
+            rows = await self._embeddings.aembed_documents(list(texts))
+            return np.asarray(rows, dtype=np.float32).reshape(len(texts), -1)
+        return np.asarray(await self._embedder.embed(list(texts)), dtype=np.float32)
+
+    async def _embed_query(self, query: str) -> npt.NDArray[np.float32]:
+        if self._embeddings is not None:
+            return np.asarray(await self._embeddings.aembed_query(query), dtype=np.float32)
+        return np.asarray((await self._embedder.embed([query]))[0], dtype=np.float32)
+
+    async def _put_all(self, puts: Sequence[PutOp]) -> None:
+        texts = [self._texts(op) for op in puts]
+        flat = [text for pairs in texts for _, text in pairs]
+        matrix = await self._embed(flat)
+        row = 0
+        for op, pairs in zip(puts, texts, strict=True):
+            vectors = matrix[row : row + len(pairs)]
+            row += len(pairs)
+            await self._put(op, [p for p, _ in pairs], vectors)
+
+    async def _put(self, op: PutOp, paths: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
+        namespace, key = tuple(op.namespace), op.key
+        owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
+        item_id = _item_id(namespace, key)
+        old = await self._store.get(owner, item_id)
+        if old is not None and old.kind == ITEM_KIND:
+            for i in range(int(old.attributes["langgraph"].get("vectors", 0))):
+                await self._store.delete(owner, _vector_id(namespace, key, i))
+        if op.value is None:
+            if old is not None:
+                await self._store.delete(owner, item_id)
+                if not await self._holds_items(namespace):
+                    await self._store.delete(REGISTRY_OWNER, _registry_id(namespace))
+            return
+        value = dict(op.value)
+        now = self._now()
+        meta = {"namespace": list(namespace), "key": key, "value": value, "vectors": len(paths)}
+        record = MemoryRecord(
+            id=item_id,
+            owner=owner,
+            namespace=rec_ns,
+            kind=ITEM_KIND,
+            content=_json(value),
+            vector=self._unit,
+            created_at=old.created_at if old is not None else now,
+            updated_at=now,
+            attributes={"langgraph": meta},
+        )
+        if old is None:
+            try:
+                await self._store.add([record])
+            except DuplicateRecord:  # a concurrent writer added it first
+                await self._store.update(record)
+        else:
+            await self._store.update(record)
+        if paths:
+            await self._store.add(
+                [
+                    MemoryRecord(
+                        id=_vector_id(namespace, key, i),
+                        owner=owner,
+                        namespace=rec_ns,
+                        kind=VECTOR_KIND,
+                        content=path,
+                        vector=vectors[i],
+                        created_at=now,
+                        updated_at=now,
+                        attributes={"langgraph": {"key": key, "path": path}},
+                    )
+                    for i, path in enumerate(paths)
+                ]
+            )
+        await self._register(namespace, now)
+
+    async def _register(self, namespace: Namespace, now: datetime) -> None:
+        rid = _registry_id(namespace)
+        if await self._store.get(REGISTRY_OWNER, rid) is not None:
+            return
+        with contextlib.suppress(DuplicateRecord):
+            await self._store.add(
+                [
+                    MemoryRecord(
+                        id=rid,
+                        owner=REGISTRY_OWNER,
+                        namespace=_registry_shard(namespace[0]),
+                        kind=REGISTRY_KIND,
+                        content=_json(list(namespace)),
+                        vector=self._unit,
+                        created_at=now,
+                        updated_at=now,
+                        attributes={"namespace": list(namespace)},
+                    )
+                ]
+            )

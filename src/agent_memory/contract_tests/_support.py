@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import math
 import re
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
@@ -20,6 +21,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import StoreClosed
+from agent_memory.domain.records import MemoryRecord
 
 __all__ = [
     "BASE_TIME",
@@ -27,6 +29,7 @@ __all__ = [
     "PORT_TIMING",
     "REOPEN_MISSING",
     "ShortTtl",
+    "assert_same_record",
     "clause",
     "expect_closed",
     "expect_raises",
@@ -265,3 +268,36 @@ def same_instant(
     if a.tzinfo is None or b.tzinfo is None:
         return False
     return abs(a - b) <= tolerance
+
+
+_TIME_TOL = timedelta(milliseconds=1)
+
+
+def assert_same_record(cid: str, got: MemoryRecord | None, want: MemoryRecord) -> None:
+    """Every field equal; timestamps within 1 ms, vectors within float32 precision."""
+    assert got is not None, clause(cid, f"record {want.id!r} of {want.owner!r} is stored", None)
+    for name in ("id", "owner", "namespace", "kind", "content", "context", "attributes"):
+        assert getattr(got, name) == getattr(want, name), clause(
+            cid, f"field {name} round-trips", (getattr(got, name), getattr(want, name))
+        )
+    assert math.isclose(got.importance, want.importance, abs_tol=1e-6), clause(
+        cid, "importance round-trips", (got.importance, want.importance)
+    )
+    for name in ("created_at", "updated_at"):
+        g, w = getattr(got, name), getattr(want, name)
+        assert g.tzinfo is not None, clause(
+            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
+        )
+        assert abs(g - w) <= _TIME_TOL, clause(
+            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
+        )
+    assert got.vector.dtype == np.float32, clause(
+        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
+    )
+    assert got.vector.shape == want.vector.shape, clause(
+        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
+    )
+    assert np.allclose(got.vector, want.vector, rtol=1e-6, atol=1e-7), (
+        f"[{cid}] the vector round-trips to float32 precision; "
+        + vector_diff(got.vector, want.vector)
+    )

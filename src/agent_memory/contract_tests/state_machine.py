@@ -30,9 +30,14 @@ from hypothesis.stateful import (
 )
 
 from agent_memory.adapters.memory import InMemoryMemoryStore
-from agent_memory.contract_tests._support import BASE_TIME, PORT_TIMING, clause, shrink_budget
+from agent_memory.contract_tests._support import (
+    BASE_TIME,
+    PORT_TIMING,
+    assert_same_record,
+    clause,
+    shrink_budget,
+)
 from agent_memory.contract_tests.capabilities import Capabilities
-from agent_memory.contract_tests.memory_store import assert_same_record
 from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
 from agent_memory.ports.storage import MemoryStore

@@ -130,11 +130,11 @@ import pytest
 from agent_memory.contract_tests._support import (
     BASE_TIME,
     REOPEN_MISSING,
+    assert_same_record,
     clause,
     mark_async_tests,
     ms,
     require_capability,
-    vector_diff,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import (
@@ -191,7 +191,6 @@ CANARY_OWNER = "contract-canary"
 NS = "ns"
 KIND = "fact"
 SCORE_TOL = 1e-4
-_TIME_TOL = timedelta(milliseconds=1)
 _BLANKS = ["", "   ", "\t", " \n "]
 
 _ISOLATION_CASES = [
@@ -314,36 +313,6 @@ async def _raises(
     except Exception as exc:
         raise AssertionError(clause(cid, rule, f"{type(exc).__name__}: {exc}")) from exc
     raise AssertionError(clause(cid, rule, f"no error; returned {result!r}"))
-
-
-def assert_same_record(cid: str, got: MemoryRecord | None, want: MemoryRecord) -> None:
-    """Every field equal; timestamps within 1 ms, vectors within float32 precision."""
-    assert got is not None, clause(cid, f"record {want.id!r} of {want.owner!r} is stored", None)
-    for name in ("id", "owner", "namespace", "kind", "content", "context", "attributes"):
-        assert getattr(got, name) == getattr(want, name), clause(
-            cid, f"field {name} round-trips", (getattr(got, name), getattr(want, name))
-        )
-    assert math.isclose(got.importance, want.importance, abs_tol=1e-6), clause(
-        cid, "importance round-trips", (got.importance, want.importance)
-    )
-    for name in ("created_at", "updated_at"):
-        g, w = getattr(got, name), getattr(want, name)
-        assert g.tzinfo is not None, clause(
-            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
-        )
-        assert abs(g - w) <= _TIME_TOL, clause(
-            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
-        )
-    assert got.vector.dtype == np.float32, clause(
-        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
-    )
-    assert got.vector.shape == want.vector.shape, clause(
-        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
-    )
-    assert np.allclose(got.vector, want.vector, rtol=1e-6, atol=1e-7), (
-        f"[{cid}] the vector round-trips to float32 precision; "
-        + vector_diff(got.vector, want.vector)
-    )
 
 
 # ------------------------------------------------- operations for the grids

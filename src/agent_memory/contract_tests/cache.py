@@ -45,6 +45,9 @@ Clause ids (each assertion message starts with one):
             visible from another handle) or was rejected with `StoreClosed` (and
             is never persisted). Needs `reopen`.
 - C-SHARED-1 a second handle sees the first one's entries. Needs `reopen`.
+- C-LIST-1  (when the cache implements `CacheListing`) `entries(scope, prefix)` lists
+            the scope's live entries under the literal prefix, by key, with value
+            and expires_at (None without ttl).
 - C-CANARY-1 the fixture yields an empty cache: nothing written by an earlier
             test is visible.
 """
@@ -54,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, ClassVar
 
@@ -79,7 +82,7 @@ from agent_memory.contract_tests.event_strategies import (
 )
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
 from agent_memory.domain.validation import MAX_TTL
-from agent_memory.ports.storage import Cache
+from agent_memory.ports.storage import Cache, CacheListing
 
 __all__ = ["CacheContract"]
 
@@ -491,6 +494,45 @@ class CacheContract(ShortTtl):
             )
         finally:
             await other.close()
+
+    # -- listing (CacheListing) ----------------------------------------------
+
+    async def test_entries_lists_live_entries_by_key(self, cache: Cache) -> None:
+        """`entries(scope, prefix)` returns the scope's live entries with that key
+        prefix, by key, with their value and expiry (None without a ttl).
+
+        When this fails, check the prefix is literal, expired entries and other
+        scopes are left out, and expires_at is put time + ttl. Caches without
+        `CacheListing` skip (export then cannot include their entries).
+        """
+        if not isinstance(cache, CacheListing):
+            pytest.skip("the cache does not implement CacheListing (entries())")
+        before = datetime.now(UTC)
+        await cache.put("s", "k/b", b"b")
+        await cache.put("s", "k/a", b"")
+        await cache.put("s", "k/c", b"c", timedelta(seconds=60))
+        await cache.put("s", "k/gone", b"g", self._short())
+        await cache.put("s", "k%", b"not under k/")
+        await cache.put("s2", "k/x", b"other scope")
+        await self._outlive_short()
+        after = datetime.now(UTC)
+        got = await cache.entries("s", "k/")
+        keys = [(e.key, e.value) for e in got]
+        assert keys == [("k/a", b""), ("k/b", b"b"), ("k/c", b"c")], clause(
+            "C-LIST-1", "live entries of the scope with the prefix, by key", keys
+        )
+        assert got[0].expires_at is None and got[1].expires_at is None, clause(
+            "C-LIST-1", "an entry without ttl has no expiry", got[:2]
+        )
+        expires = got[2].expires_at
+        low, high = before + timedelta(seconds=59), after + timedelta(seconds=61)
+        assert expires is not None and low <= expires <= high, clause(
+            "C-LIST-1", "expires_at is about put time + ttl", expires
+        )
+        every = [e.key for e in await cache.entries("s")]
+        assert every == ["k%", "k/a", "k/b", "k/c"], clause(
+            "C-LIST-1", "no prefix lists the whole scope", every
+        )
 
     # -- canary (last) ---------------------------------------------------------
 

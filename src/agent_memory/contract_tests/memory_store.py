@@ -108,6 +108,9 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-KW-12 (keyword_search) an owner's keyword ranking (order and scores) depends only
   on the owner's own live records: another owner's adds and deletes, and the owner's
   own deleted records, change nothing (statistics are per owner, never index-wide).
+- MS-OWN-1 (when the store implements `OwnerListing`) `owners()` lists every owner
+  with a record, once, sorted by code point; an owner whose records were all deleted
+  is no longer listed.
 - MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
   fixture does not leak data between tests).
 - MS-SM-1 random operation sequences agree with the in-memory oracle.
@@ -147,7 +150,7 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.records import MemoryRecord, Page, ScoredRecord
 from agent_memory.domain.validation import MAX_LIMIT, MAX_QUERY_BYTES, MAX_QUERY_WORD_BYTES
-from agent_memory.ports.storage import KeywordSearch, MemoryStore
+from agent_memory.ports.storage import KeywordSearch, MemoryStore, OwnerListing
 
 __all__ = ["MemoryStoreContract", "Reopen", "assert_same_record"]
 
@@ -1871,6 +1874,25 @@ class MemoryStoreContract:
             assert "query" in str(exc), clause("MS-KW-11", "the message names `query`", exc)
         hits = await kw.search_text(OWNER, long_word)
         assert hits == [], clause("MS-KW-11", "an over-long word matches nothing", _ids(hits))
+
+    # -------------------------------------------------------- owner listing
+
+    async def test_owners_lists_every_owner_sorted(self, store: MemoryStore) -> None:
+        """When this fails, `owners()` misses an owner, repeats one, does not sort by
+        code point, or still lists an owner whose records are all gone. Stores
+        without `OwnerListing` skip (export then needs the owners named)."""
+        if not isinstance(store, OwnerListing):
+            pytest.skip("the store does not implement OwnerListing (owners())")
+        names = [OWNER, OTHER, "Zeta", "a b", "\u00e9"]
+        await store.add([_rec(store, f"r{i}", owner=o) for i, o in enumerate(names)])
+        await store.add([_rec(store, "r-again", owner=OWNER, namespace="other")])
+        got = await store.owners()
+        assert got == sorted(names), clause("MS-OWN-1", "every owner once, sorted", got)
+        await store.delete_scope("Zeta")
+        await store.delete(OTHER, f"r{names.index(OTHER)}")
+        got = await store.owners()
+        want = sorted(set(names) - {"Zeta", OTHER})
+        assert got == want, clause("MS-OWN-1", "an owner without records is not listed", got)
 
     # -------------------------------------------------------- state machine
 

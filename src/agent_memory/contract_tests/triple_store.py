@@ -42,6 +42,8 @@ Clause ids (each assertion message starts with one):
               like the in-memory oracle.
 - TS-CLOSE-1  after close every operation raises `StoreClosed`; close is idempotent.
 - TS-SHARED-1 a second handle sees the first one's triples. Needs `reopen`.
+- TS-OWN-1    (when the store implements `OwnerListing`) `owners()` lists every
+              owner with a triple, once, sorted by code point.
 - TS-CANARY-1 the fixture yields an empty store: nothing written by an earlier
               test is visible.
 """
@@ -69,7 +71,7 @@ from agent_memory.contract_tests._support import (
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
 from agent_memory.domain.triples import Triple, WalkStep
-from agent_memory.ports.storage import TripleStore
+from agent_memory.ports.storage import OwnerListing, TripleStore
 
 __all__ = ["TripleStoreContract"]
 
@@ -501,6 +503,23 @@ class TripleStoreContract:
         finally:
             await other.close()
         assert got == [("s", "p", "o")], clause("TS-SHARED-1", "the other handle sees it", got)
+
+    # -- owner listing -------------------------------------------------------
+
+    async def test_owners_lists_every_owner_sorted(self, triples: TripleStore) -> None:
+        """When this fails, `owners()` misses, repeats or misorders an owner, or
+        lists one whose triples were deleted. Stores without `OwnerListing` skip."""
+        if not isinstance(triples, OwnerListing):
+            pytest.skip("the triple store does not implement OwnerListing (owners())")
+        names = ["b", "a:1", "Z", "\u00e9"]
+        await triples.add([_t("s", "p", o, owner=o) for o in names])
+        await triples.add([_t("s", "p", "o2", owner="b", loop="l2")])
+        got = await triples.owners()
+        assert got == sorted(names), clause("TS-OWN-1", "every owner once, sorted", got)
+        await triples.delete_scope("Z")
+        got = await triples.owners()
+        want = sorted(set(names) - {"Z"})
+        assert got == want, clause("TS-OWN-1", "an owner without triples is not listed", got)
 
     # -- canary (last) ---------------------------------------------------------
 

@@ -34,6 +34,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+from attrs import frozen
 
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -47,7 +48,17 @@ from agent_memory.domain.records import (
 )
 from agent_memory.domain.triples import Triple, WalkStep
 
-__all__ = ["Cache", "EventLog", "KeywordSearch", "LeaseStore", "MemoryStore", "TripleStore"]
+__all__ = [
+    "Cache",
+    "CacheEntry",
+    "CacheListing",
+    "EventLog",
+    "KeywordSearch",
+    "LeaseStore",
+    "MemoryStore",
+    "OwnerListing",
+    "TripleStore",
+]
 
 
 @runtime_checkable
@@ -144,6 +155,16 @@ class KeywordSearch(Protocol):
         everywhere: engines index only bounded tokens (RediSearch truncates at
         128 bytes, PostgreSQL drops words over 2047), so such words would match
         on some backends and not on others."""
+        ...
+
+
+@runtime_checkable
+class OwnerListing(Protocol):
+    """Optional capability of a MemoryStore (in its own space) or a TripleStore:
+    enumerate owners, so a whole deployment can be exported (`agent-memory export`)."""
+
+    async def owners(self) -> list[str]:
+        """Every owner with at least one stored record (triple), sorted by code point."""
         ...
 
 
@@ -265,6 +286,27 @@ class Cache(Protocol):
     async def ping(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+@frozen
+class CacheEntry:
+    """One live cache entry as `CacheListing.entries` returns it."""
+
+    key: str
+    value: bytes
+    expires_at: datetime | None
+    """When it expires (UTC), None when it was stored without a ttl."""
+
+
+@runtime_checkable
+class CacheListing(Protocol):
+    """Optional Cache capability: enumerate a scope's live entries with their expiry,
+    so they can be exported and re-created elsewhere with the remaining ttl."""
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        """Unexpired entries in scope whose key starts with `prefix`, ordered by key
+        (code point); `expires_at` to the backend's precision (at least milliseconds)."""
+        ...
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ from agent_memory.adapters._common.validation import (
 )
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
+from agent_memory.ports.storage import CacheEntry
 
 __all__ = ["InMemoryCache", "MemoryCacheBackend"]
 
@@ -80,6 +81,20 @@ class InMemoryCache:
         for k in doomed:
             self._backend.entries.pop(k, None)
         return live
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        """Live entries of the scope whose key starts with `prefix`, by key (`CacheListing`)."""
+        self._life.check()
+        require_scope(scope, "scope")
+        prefix = check_prefix(prefix)
+        keys = sorted(k for s, k in self._backend.entries if s == scope and k.startswith(prefix))
+        out: list[CacheEntry] = []
+        for key in keys:
+            value = self._live(scope, key)
+            if value is not None:
+                expires = self._backend.entries[(scope, key)][1]
+                out.append(CacheEntry(key=key, value=value, expires_at=expires))
+        return out
 
     async def ping(self) -> None:
         self._life.check()

@@ -6,6 +6,7 @@ it (the way two clients share one server); closing one handle leaves the data.
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from collections.abc import Sequence
 
@@ -282,6 +283,11 @@ class InMemoryMemoryStore:
         if not index.records:  # leave no trace of the owner (forgetting a user)
             self._owners().pop(owner, None)
         return len(doomed)
+
+    async def owners(self) -> builtins.list[str]:
+        """Every owner with a record in this space, sorted (`OwnerListing`)."""
+        self._life.check()
+        return sorted(o for o, index in self._owners().items() if index.records)
 
     async def ping(self) -> None:
         self._life.check()

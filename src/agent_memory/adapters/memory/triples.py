@@ -105,6 +105,11 @@ class InMemoryTripleStore:
                 del self._backend.triples[key]
             return len(doomed)
 
+    async def owners(self) -> list[str]:
+        """Every owner with a stored triple, sorted (`OwnerListing`)."""
+        self._life.check()
+        return sorted({t.owner for t in self._backend.triples.values()})
+
     async def ping(self) -> None:
         self._life.check()
 

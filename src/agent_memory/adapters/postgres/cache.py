@@ -20,6 +20,7 @@ from agent_memory.adapters._common.validation import (
 from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
+from agent_memory.ports.storage import CacheEntry
 
 __all__ = ["PostgresCache"]
 
@@ -115,6 +116,21 @@ class PostgresCache(PostgresHandle):
                 )
                 row = await cur.fetchone()
             return 0 if row is None else int(row[0])
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        """Live entries of the scope whose key starts with `prefix`, by key (`CacheListing`)."""
+        async with self._life.op():
+            require_scope(scope, "scope")
+            prefix = check_prefix(prefix)
+            rows = await self._db.fetch_all(
+                sql.SQL(
+                    "SELECT key, value, expires_at FROM {t} WHERE scope = %s"
+                    " AND starts_with(key, %s) AND (expires_at IS NULL OR expires_at > %s)"
+                    ' ORDER BY key COLLATE "C"'
+                ).format(t=self._table),
+                (scope, prefix, self._clock.now()),
+            )
+            return [CacheEntry(key=k, value=bytes(v), expires_at=e) for k, v, e in rows]
 
     async def purge_expired(self) -> int:
         """Delete every expired entry (all scopes); the count."""

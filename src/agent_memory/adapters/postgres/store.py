@@ -428,6 +428,16 @@ class PostgresMemoryStore(PostgresHandle):
             next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if more else None
             return Page(records=page, next_cursor=next_cursor)
 
+    async def owners(self) -> builtins.list[str]:
+        """Every owner with a record in this space, sorted by code point (`OwnerListing`)."""
+        async with self._life.op():
+            table = await self._tbl()
+            rows = await self._db.fetch_all(
+                sql.SQL('SELECT DISTINCT owner COLLATE "C" AS o FROM {} ORDER BY o').format(table),
+                (),
+            )
+            return [row[0] for row in rows]
+
     async def search_text(
         self,
         owner: str,

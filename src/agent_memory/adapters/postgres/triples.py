@@ -202,3 +202,12 @@ class PostgresTripleStore(PostgresHandle):
                         (owner, loop),
                     )
                 return max(cur.rowcount, 0)
+
+    async def owners(self) -> list[str]:
+        """Every owner with a stored triple, sorted by code point (`OwnerListing`)."""
+        async with self._life.op():
+            await self._ensure()
+            rows = await self._db.fetch_all(
+                sql.SQL("SELECT DISTINCT owner FROM {t} ORDER BY owner").format(t=self._table), ()
+            )
+            return [row[0] for row in rows]

@@ -18,6 +18,7 @@ is why the adapter declares `concurrent_duplicate_rejection=False`.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import importlib
 import warnings
@@ -546,6 +547,14 @@ class QdrantMemoryStore:
                     ),
                 )
                 return int(result.count)
+
+    async def owners(self) -> builtins.list[str]:
+        """Every owner with a record in this space, sorted (`OwnerListing`): a scroll
+        over the collection's owner payloads, in bounded batches."""
+        async with self._life.op():
+            name = await self._collection()
+            payloads = await self._scan(name, qm.Filter(), [FIELD_OWNER])
+            return sorted({str(p[FIELD_OWNER]) for p in payloads if FIELD_OWNER in p})
 
     async def ping(self) -> None:
         async with self._life.op():

@@ -8,7 +8,7 @@ one slot.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from agent_memory.adapters._common.validation import (
@@ -21,6 +21,7 @@ from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
 from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.ports.storage import CacheEntry
 
 __all__ = ["RedisCache"]
 
@@ -86,6 +87,39 @@ class RedisCache(RedisHandle):
                 pipe.zrem(self._keys.cache_index(scope), key.encode("utf-8", "surrogatepass"))
                 deleted, _ = await pipe.execute()
             return bool(deleted)
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        """Live entries of the scope whose key starts with `prefix`, by key
+        (`CacheListing`): the key index by ZRANGEBYLEX, then GET + PTTL per key
+        (one slot per scope); `expires_at` is this machine's clock plus the PTTL."""
+        async with self._life.op():
+            require_scope(scope, "scope")
+            prefix = check_prefix(prefix)
+            lo, hi = lex_prefix_range(prefix)
+            index = self._keys.cache_index(scope)
+            out: list[CacheEntry] = []
+            offset = 0
+            with translate("cache entries"):
+                while True:
+                    members: Any = await self._r.zrangebylex(
+                        index, lo, hi, start=offset, num=_BATCH
+                    )
+                    if not members:
+                        return out
+                    offset += len(members)
+                    now = datetime.now(UTC)
+                    pipe = self._r.pipeline(transaction=False)
+                    keys = [m.decode("utf-8", "surrogatepass") for m in members]
+                    for key in keys:
+                        pipe.get(self._keys.cache_value(scope, key))
+                        pipe.pttl(self._keys.cache_value(scope, key))
+                    replies: list[Any] = await pipe.execute()
+                    for i, key in enumerate(keys):
+                        value, pttl = replies[2 * i], replies[2 * i + 1]
+                        if value is None:
+                            continue  # expired; its index member is cleaned lazily
+                        expires = None if int(pttl) < 0 else now + timedelta(milliseconds=int(pttl))
+                        out.append(CacheEntry(key=key, value=bytes(value), expires_at=expires))
 
     async def delete_prefix(self, scope: str, prefix: str) -> int:
         async with self._life.op():

@@ -563,6 +563,27 @@ class RedisMemoryStore(RedisHandle):
                     total += int(await self._delete(keys=[stats, *doomed], args=[]))
 
     # -- reads ------------------------------------------------------------------
+    async def owners(self) -> list[str]:
+        """Every owner with a record in this space, sorted (`OwnerListing`): a SCAN of
+        the record keys, whose hash tag is the owner's digest, then one HGET per owner."""
+        async with self._life.op():
+            prefix = self._keys.ms_record_prefix(self._sid)
+            one_key: dict[str, Any] = {}
+            with translate("owners"):
+                async for key in self._r.scan_iter(match=prefix + "*", count=1000):
+                    name = key.decode() if isinstance(key, bytes) else str(key)
+                    one_key.setdefault(name[len(prefix) :].split("}", 1)[0], key)
+                keys = list(one_key.values())
+                found: set[str] = set()
+                for start in range(0, len(keys), _PAGE):
+                    pipe = self._r.pipeline(transaction=False)
+                    for key in keys[start : start + _PAGE]:
+                        pipe.hget(key, "owner")
+                    for raw in await pipe.execute():
+                        if raw is not None:
+                            found.add(raw.decode("utf-8", "surrogatepass"))
+            return sorted(found)
+
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
         async with self._life.op():
             require_scope(owner, "owner")

@@ -16,9 +16,10 @@ from agent_memory.adapters._common.validation import (
 )
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
 from agent_memory.adapters.sqlite._tx import write_tx
-from agent_memory.adapters.sqlite.codec import prefix_condition, to_micros
+from agent_memory.adapters.sqlite.codec import from_micros, prefix_condition, to_micros
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
+from agent_memory.ports.storage import CacheEntry
 
 __all__ = ["SqliteCache"]
 
@@ -135,6 +136,28 @@ class SqliteCache(SqliteHandle):
                 (scope, *params),
             ).fetchall()
         return sum(1 for (expires,) in rows if expires is None or expires > now)
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        """Live entries of the scope whose key starts with `prefix`, by key (`CacheListing`)."""
+        async with self._life.op():
+            require_scope(scope, "scope")
+            prefix = check_prefix(prefix)
+            where, params = prefix_condition("key", prefix)
+
+            def job(conn: sqlite3.Connection) -> list[CacheEntry]:
+                rows = conn.execute(
+                    f"SELECT key, value, expires_at FROM cache WHERE scope = ? AND {where}"
+                    " AND (expires_at IS NULL OR expires_at > ?) ORDER BY key",
+                    (scope, *params, self._now()),
+                ).fetchall()
+                return [
+                    CacheEntry(
+                        key=k, value=bytes(v), expires_at=None if e is None else from_micros(e)
+                    )
+                    for k, v, e in rows
+                ]
+
+            return await self._db.run(job)
 
     async def purge_expired(self) -> int:
         """Delete every expired entry now; the count (expired entries are never

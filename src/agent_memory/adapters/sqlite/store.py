@@ -10,6 +10,7 @@ process, invalidates the cache before the next search uses it.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import os
 import sqlite3
@@ -563,6 +564,17 @@ class SqliteMemoryStore(SqliteHandle):
             versions = self._after_delete(conn, owner)
         self._patch(owner, versions, lambda index: index.remove(doomed))
         return len(doomed)
+
+    async def owners(self) -> builtins.list[str]:
+        """Every owner with a record in this space, sorted (`OwnerListing`)."""
+        async with self._life.op():
+
+            def job(conn: sqlite3.Connection) -> list[str]:
+                t = self._t(conn)
+                sql = f"SELECT DISTINCT owner FROM {t.q(t.records)} ORDER BY owner"
+                return [row[0] for row in conn.execute(sql)]
+
+            return await self._db.run(job)
 
     def _ping(self, conn: sqlite3.Connection) -> None:
         self._t(conn)

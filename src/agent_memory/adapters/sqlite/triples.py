@@ -212,5 +212,16 @@ class SqliteTripleStore(SqliteHandle):
 
             return await self._db.run(job)
 
+    async def owners(self) -> list[str]:
+        """Every owner with a stored triple, sorted (`OwnerListing`)."""
+        async with self._life.op():
+
+            def job(conn: sqlite3.Connection) -> list[str]:
+                self._ensure(conn)
+                sql = "SELECT DISTINCT owner FROM graph_triples ORDER BY owner"
+                return [row[0] for row in conn.execute(sql)]
+
+            return await self._db.run(job)
+
     def _ping(self, conn: sqlite3.Connection) -> None:
         self._ensure(conn)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -295,6 +296,60 @@ def _purpose_models(settings: Settings) -> dict[str, LanguageModel]:
     return out
 
 
+async def _aclose(part: object) -> None:
+    closer = getattr(part, "aclose", None)
+    if closer is not None:
+        await closer()
+
+
+async def _switched_embedder(
+    settings: Settings, embedder: Embedder, coord: Stores
+) -> Embedder | None:
+    """The embedder of the space `agent-memory reembed` switched reads to, when the
+    switch was made from the configured embedder's space (the switch is one cache
+    entry, `services.portability.reembed.SWITCH_SCOPE`); None otherwise. A file
+    not created yet is not read (doctor creates nothing); an unreadable switch is
+    logged and ignored (the old space stays intact until `--drop-old`)."""
+    path = coord.details.get("path")
+    if coord.cache is None or (path is not None and not os.path.exists(path)):  # noqa: ASYNC240
+        return None
+    from agent_memory.services.portability.reembed import read_switch
+
+    try:
+        switch = await read_switch(coord.cache)
+    except Exception as exc:
+        _log.warning("cannot read the embedding switch: %s: %s", type(exc).__name__, exc)
+        return None
+    if switch is None or switch.old != embedder.space.identity:
+        return None
+    if switch.new.identity == embedder.space.identity:
+        return None
+    new: Embedder
+    if switch.provider == "hashing":
+        from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+        new = HashingEmbedder(switch.new.dimension)
+    elif switch.provider == "openai":
+        evolved = attrs.evolve(
+            settings, embeddings_model=switch.new.model, embedding_dimension=switch.new.dimension
+        )
+        new = _adapter("openai").embedder_from_settings(evolved)
+    else:
+        new = embedder
+    if new.space.identity != switch.new.identity:
+        _log.warning(
+            "reads were switched to embedding space %r, which this configuration cannot "
+            "build (pass its embedder to connect()); reading %r",
+            switch.new.identity,
+            embedder.space.identity,
+        )
+        if new is not embedder:
+            await _aclose(new)
+        return None
+    _log.info("reads follow the switch to embedding space %r", switch.new.identity)
+    return new
+
+
 class Connecting:
     """What `connect()` returns: use it as `async with connect(url) as memory:`
     (closed on exit) or `memory = await connect(url)` (close it yourself)."""
@@ -360,6 +415,7 @@ async def _open(
     settings = Settings.from_env() if settings is None else settings
     url = url or settings.url or default_sqlite_url()
     family = scheme_of(url)
+    follow_switch = embedder is None
     embedder = embedder if embedder is not None else _embedder(settings)
     llm = llm if llm is not None else _llm(settings)
     models = _purpose_models(settings)
@@ -388,6 +444,20 @@ async def _open(
         except BaseException:
             await stores.close()
             raise
+    switched = None
+    if follow_switch:
+        switched = await _switched_embedder(settings, embedder, coordination or stores)
+    if switched is not None:
+        # `agent-memory reembed` moved reads to another space: reopen the stores there.
+        await stores.close()
+        if coordination is not None:
+            await coordination.close()
+        await _aclose(embedder)
+        embedder = switched
+        return await _open(
+            url, settings=settings, embedder=embedder, llm=llm, clock=clock,
+            observability=observability,
+        )  # fmt: skip
     memory = Memory(
         url=_redact(url),
         stores=stores,

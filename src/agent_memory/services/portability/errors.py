@@ -1,0 +1,81 @@
+"""Typed errors of export, import, migrate and re-embed. Every error about a file
+names the line (1-based) it was found on."""
+
+from __future__ import annotations
+
+from agent_memory.domain.errors import AgentMemoryError
+
+__all__ = [
+    "ChecksumMismatch",
+    "ExportFormatError",
+    "ListingUnsupported",
+    "PortabilityError",
+    "TruncatedExport",
+    "UnknownRecordType",
+    "UnsupportedFormatVersion",
+    "VerificationFailed",
+    "WrongDimension",
+]
+
+
+class PortabilityError(AgentMemoryError):
+    """Root of the errors of `agent_memory.portability`."""
+
+
+class ExportFormatError(PortabilityError, ValueError):
+    """A line of an export file is malformed; `line` is its 1-based number."""
+
+    def __init__(self, line: int, problem: str) -> None:
+        super().__init__(f"line {line}: {problem}")
+        self.line = line
+        self.problem = problem
+
+
+class UnsupportedFormatVersion(ExportFormatError):
+    """The file was written by a newer format version than this reader knows."""
+
+    def __init__(self, line: int, version: object, supported: int) -> None:
+        super().__init__(
+            line,
+            f"format version {version!r} is newer than this agent-memory reads "
+            f"(up to {supported}); upgrade agent-memory to import it",
+        )
+        self.version = version
+        self.supported = supported
+
+
+class UnknownRecordType(ExportFormatError):
+    """A line's `type` is not one this format version defines."""
+
+    def __init__(self, line: int, kind: object) -> None:
+        super().__init__(line, f"unknown record type {kind!r}")
+        self.kind = kind
+
+
+class WrongDimension(ExportFormatError):
+    """A record's vector does not have its embedding space's dimension."""
+
+    def __init__(self, line: int, expected: int, got: int) -> None:
+        super().__init__(line, f"vector of dimension {got}, the space has {expected}")
+        self.expected = expected
+        self.got = got
+
+
+class TruncatedExport(ExportFormatError):
+    """The file ends before its footer (an interrupted export or a cut copy)."""
+
+
+class ChecksumMismatch(ExportFormatError):
+    """The footer's counts or checksum do not match the lines before it."""
+
+
+class ListingUnsupported(PortabilityError):
+    """A source port cannot enumerate its data (no `OwnerListing`/`CacheListing`)."""
+
+
+class VerificationFailed(PortabilityError):
+    """After a migration the target does not hold what the source held."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("verification failed: " + "; ".join(problems[:10]))
+        self.problems = problems

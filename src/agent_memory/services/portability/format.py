@@ -1,0 +1,543 @@
+"""The export format, version 1: JSON Lines (UTF-8, optionally gzip), one object a
+line, each with a `type`. docs/portability.md is its specification.
+
+- line 1 `header`: format name and version, source backend, embedding spaces;
+- `record` (memory records: user facts, knowledge, summaries...; the vector as
+  base64 of little-endian float32, exact), `event`, `triple`, `cache`, `lease`;
+- last line `footer`: counts per type, the number of lines before it and the
+  SHA-256 of their bytes (each line with its `\\n`), so truncation and edits show.
+
+Readers accept any version up to `FORMAT_VERSION` and refuse newer ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import hashlib
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import numpy as np
+from attrs import field, frozen
+
+from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.domain.records import EmbeddingSpace, Entity, Event, Lease, MemoryRecord
+from agent_memory.domain.triples import Triple
+from agent_memory.services.portability.errors import (
+    ChecksumMismatch,
+    ExportFormatError,
+    TruncatedExport,
+    UnknownRecordType,
+    UnsupportedFormatVersion,
+    WrongDimension,
+)
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "CacheItem",
+    "ExportReader",
+    "ExportWriter",
+    "Footer",
+    "Header",
+    "Item",
+    "RecordItem",
+    "open_export",
+]
+
+FORMAT_NAME = "agent-memory-export"
+FORMAT_VERSION = 1
+TYPES = ("record", "event", "triple", "cache", "lease")
+_F32 = np.dtype("<f4")
+
+
+@frozen
+class Header:
+    """What the first line says."""
+
+    version: int
+    source: str
+    """The source backend family (`sqlite`, `redis`, ...)."""
+    spaces: tuple[EmbeddingSpace, ...]
+    created_at: datetime
+    user: str | None = None
+    namespace: str | None = None
+    includes: tuple[str, ...] = TYPES
+
+
+@frozen
+class Footer:
+    counts: dict[str, int]
+    lines: int
+    sha256: str
+
+
+@frozen
+class RecordItem:
+    """A memory record and the identity of the space its vector belongs to."""
+
+    space: str
+    record: MemoryRecord
+
+
+@frozen
+class CacheItem:
+    scope: str
+    key: str
+    value: bytes
+    expires_at: datetime | None
+
+
+Item = RecordItem | Event | Triple | CacheItem | Lease
+
+
+# -- encoding -----------------------------------------------------------------
+
+
+def _time(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _space_json(space: EmbeddingSpace) -> dict[str, Any]:
+    return {
+        "identity": space.identity,
+        "model": space.model,
+        "dimension": space.dimension,
+        "revision": space.revision,
+        "provable": space.provable,
+    }
+
+
+def header_json(header: Header) -> dict[str, Any]:
+    return {
+        "type": "header",
+        "format": FORMAT_NAME,
+        "version": header.version,
+        "created_at": _time(header.created_at),
+        "source": header.source,
+        "spaces": [_space_json(s) for s in header.spaces],
+        "filter": {"user": header.user, "namespace": header.namespace},
+        "includes": list(header.includes),
+    }
+
+
+def record_json(item: RecordItem) -> dict[str, Any]:
+    r = item.record
+    return {
+        "type": "record",
+        "space": item.space,
+        "owner": r.owner,
+        "id": r.id,
+        "namespace": r.namespace,
+        "kind": r.kind,
+        "content": r.content,
+        "context": r.context,
+        "importance": r.importance,
+        "attributes": r.attributes,
+        "created_at": _time(r.created_at),
+        "updated_at": _time(r.updated_at),
+        "vector": _b64(np.ascontiguousarray(r.vector, dtype=_F32).tobytes()),
+    }
+
+
+def event_json(e: Event) -> dict[str, Any]:
+    return {
+        "type": "event",
+        "domain": e.domain,
+        "id": e.id,
+        "agent": e.agent,
+        "action": e.action,
+        "outcome": e.outcome,
+        "summary": e.summary,
+        "occurred_at": _time(e.occurred_at),
+        "recorded_at": _time(e.recorded_at),
+        "origin_request_id": e.origin_request_id,
+        "summary_source": e.summary_source.value,
+        "fallback_reason": e.fallback_reason,
+        "time_basis": e.time_basis.value,
+        "entities": [[x.type, x.id] for x in e.entities],
+        "entity_source": e.entity_source.value,
+        "user_id": e.user_id,
+        "importance": e.importance,
+        "metadata": e.metadata,
+        "is_global": e.is_global,
+    }
+
+
+def triple_json(t: Triple) -> dict[str, Any]:
+    return {
+        "type": "triple",
+        "owner": t.owner,
+        "loop": t.loop,
+        "subject": t.subject,
+        "predicate": t.predicate,
+        "object": t.object,
+        "created_at": _time(t.created_at),
+        "source": t.source,
+    }
+
+
+def cache_json(item: CacheItem) -> dict[str, Any]:
+    return {
+        "type": "cache",
+        "scope": item.scope,
+        "key": item.key,
+        "value": _b64(item.value),
+        "expires_at": None if item.expires_at is None else _time(item.expires_at),
+    }
+
+
+def lease_json(lease: Lease) -> dict[str, Any]:
+    return {
+        "type": "lease",
+        "scope": lease.scope,
+        "key": lease.key,
+        "owner": lease.owner,
+        "token": lease.token,
+        "expires_at": _time(lease.expires_at),
+        "payload": _b64(lease.payload),
+    }
+
+
+def item_json(item: Item) -> dict[str, Any]:
+    if isinstance(item, RecordItem):
+        return record_json(item)
+    if isinstance(item, Event):
+        return event_json(item)
+    if isinstance(item, Triple):
+        return triple_json(item)
+    if isinstance(item, CacheItem):
+        return cache_json(item)
+    return lease_json(item)
+
+
+def _dumps(obj: dict[str, Any]) -> bytes:
+    # ensure_ascii keeps lone surrogates and every other code point representable.
+    return (
+        json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    )
+
+
+class ExportWriter:
+    """Writes one export to a binary stream: `header`, items, then `finish()`."""
+
+    def __init__(self, stream: IO[bytes], header: Header) -> None:
+        self._stream = stream
+        self._sha = hashlib.sha256()
+        self._lines = 0
+        self.counts: dict[str, int] = dict.fromkeys(TYPES, 0)
+        self._write(header_json(header))
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        data = _dumps(obj)
+        self._sha.update(data)
+        self._lines += 1
+        self._stream.write(data)
+
+    def write(self, item: Item) -> None:
+        obj = item_json(item)
+        self.counts[obj["type"]] += 1
+        self._write(obj)
+
+    def finish(self) -> Footer:
+        footer = Footer(counts=dict(self.counts), lines=self._lines, sha256=self._sha.hexdigest())
+        self._stream.write(
+            _dumps(
+                {
+                    "type": "footer",
+                    "counts": footer.counts,
+                    "lines": footer.lines,
+                    "sha256": footer.sha256,
+                }
+            )
+        )
+        self._stream.flush()
+        return footer
+
+
+def open_export(path: str, mode: str) -> IO[bytes]:
+    """A binary stream on an export file; gzip when the name ends in `.gz` (writing)
+    or the file starts with the gzip magic bytes (reading)."""
+    if mode == "w":
+        if path.endswith(".gz"):
+            return gzip.open(path, "wb")  # type: ignore[return-value]
+        return open(path, "wb")
+    raw = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    magic = raw.peek(2)[:2] if isinstance(raw, io.BufferedReader) else b""
+    if magic == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
+    return raw
+
+
+# -- decoding -----------------------------------------------------------------
+
+
+def _need(obj: dict[str, Any], name: str, line: int, kind: type | tuple[type, ...]) -> Any:
+    if name not in obj:
+        raise ExportFormatError(line, f"field {name!r} is missing")
+    value = obj[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _tuple(kind)):
+        raise ExportFormatError(line, f"field {name!r} has the wrong type: {value!r}"[:300])
+    return value
+
+
+def _tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _parse_time(obj: dict[str, Any], name: str, line: int) -> datetime:
+    text = _need(obj, name, line, str)
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ExportFormatError(line, f"field {name!r} is not an ISO 8601 time: {text!r}") from None
+    if value.tzinfo is None:
+        raise ExportFormatError(line, f"field {name!r} has no timezone: {text!r}")
+    return value.astimezone(UTC)
+
+
+def _opt_time(obj: dict[str, Any], name: str, line: int) -> datetime | None:
+    return None if obj.get(name) is None else _parse_time(obj, name, line)
+
+
+def _unb64(obj: dict[str, Any], name: str, line: int) -> bytes:
+    text = _need(obj, name, line, str)
+    try:
+        return base64.b64decode(text, validate=True)
+    except ValueError:
+        raise ExportFormatError(line, f"field {name!r} is not valid base64") from None
+
+
+def _space(obj: object, line: int) -> EmbeddingSpace:
+    if not isinstance(obj, dict):
+        raise ExportFormatError(line, f"a space is an object, got {obj!r}"[:300])
+    try:
+        space = EmbeddingSpace(
+            model=_need(obj, "model", line, str),
+            dimension=_need(obj, "dimension", line, int),
+            revision=obj.get("revision", ""),
+            provable=bool(obj.get("provable", True)),
+        )
+    except ExportFormatError:
+        raise
+    except AgentMemoryError as exc:
+        raise ExportFormatError(line, f"invalid space: {exc}") from None
+    if obj.get("identity", space.identity) != space.identity:
+        raise ExportFormatError(line, f"space identity {obj.get('identity')!r} does not match it")
+    return space
+
+
+def parse_header(obj: dict[str, Any], line: int) -> Header:
+    if obj.get("type") != "header" or obj.get("format") != FORMAT_NAME:
+        raise ExportFormatError(line, f"not an {FORMAT_NAME} file (the first line is no header)")
+    version = obj.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ExportFormatError(line, f"invalid format version {version!r}")
+    if version > FORMAT_VERSION:
+        raise UnsupportedFormatVersion(line, version, FORMAT_VERSION)
+    spaces = tuple(_space(s, line) for s in _need(obj, "spaces", line, list))
+    flt = obj.get("filter") or {}
+    return Header(
+        version=version,
+        source=_need(obj, "source", line, str),
+        spaces=spaces,
+        created_at=_parse_time(obj, "created_at", line),
+        user=flt.get("user"),
+        namespace=flt.get("namespace"),
+        includes=tuple(obj.get("includes", TYPES)),
+    )
+
+
+def parse_item(obj: dict[str, Any], line: int, spaces: dict[str, EmbeddingSpace]) -> Item:
+    """One record line as a domain value; `ExportFormatError` naming the line."""
+    kind = obj.get("type")
+    try:
+        if kind == "record":
+            return _parse_record(obj, line, spaces)
+        if kind == "event":
+            return _parse_event(obj, line)
+        if kind == "triple":
+            return Triple(
+                owner=_need(obj, "owner", line, str),
+                loop=_need(obj, "loop", line, str),
+                subject=_need(obj, "subject", line, str),
+                predicate=_need(obj, "predicate", line, str),
+                object=_need(obj, "object", line, str),
+                created_at=_parse_time(obj, "created_at", line),
+                source=obj.get("source", ""),
+            )
+        if kind == "cache":
+            return CacheItem(
+                scope=_need(obj, "scope", line, str),
+                key=_need(obj, "key", line, str),
+                value=_unb64(obj, "value", line),
+                expires_at=_opt_time(obj, "expires_at", line),
+            )
+        if kind == "lease":
+            return Lease(
+                scope=_need(obj, "scope", line, str),
+                key=_need(obj, "key", line, str),
+                owner=_need(obj, "owner", line, str),
+                token=_need(obj, "token", line, int),
+                expires_at=_parse_time(obj, "expires_at", line),
+                payload=_unb64(obj, "payload", line),
+            )
+    except ExportFormatError:
+        raise
+    except (AgentMemoryError, TypeError, ValueError) as exc:
+        raise ExportFormatError(line, f"invalid {kind}: {exc}") from None
+    raise UnknownRecordType(line, kind)
+
+
+def _parse_record(obj: dict[str, Any], line: int, spaces: dict[str, EmbeddingSpace]) -> RecordItem:
+    sid = _need(obj, "space", line, str)
+    space = spaces.get(sid)
+    if space is None:
+        raise ExportFormatError(line, f"record of space {sid!r}, which the header does not name")
+    raw = _unb64(obj, "vector", line)
+    if len(raw) % 4:
+        raise ExportFormatError(line, f"vector of {len(raw)} bytes is not float32")
+    vector = np.frombuffer(raw, dtype=_F32).astype(np.float32)
+    if vector.shape[0] != space.dimension:
+        raise WrongDimension(line, space.dimension, int(vector.shape[0]))
+    record = MemoryRecord(
+        id=_need(obj, "id", line, str),
+        owner=_need(obj, "owner", line, str),
+        namespace=_need(obj, "namespace", line, str),
+        kind=_need(obj, "kind", line, str),
+        content=_need(obj, "content", line, str),
+        vector=vector,
+        created_at=_parse_time(obj, "created_at", line),
+        updated_at=_parse_time(obj, "updated_at", line),
+        importance=_need(obj, "importance", line, (int, float)),
+        attributes=_need(obj, "attributes", line, dict),
+        context=obj.get("context", ""),
+    )
+    return RecordItem(space=sid, record=record)
+
+
+def _parse_event(obj: dict[str, Any], line: int) -> Event:
+    entities = _need(obj, "entities", line, list)
+    return Event(
+        id=_need(obj, "id", line, str),
+        domain=_need(obj, "domain", line, str),
+        agent=_need(obj, "agent", line, str),
+        action=_need(obj, "action", line, str),
+        outcome=_need(obj, "outcome", line, str),
+        summary=_need(obj, "summary", line, str),
+        occurred_at=_parse_time(obj, "occurred_at", line),
+        recorded_at=_parse_time(obj, "recorded_at", line),
+        origin_request_id=obj.get("origin_request_id"),
+        summary_source=obj.get("summary_source", "unknown"),
+        fallback_reason=obj.get("fallback_reason"),
+        time_basis=obj.get("time_basis", "recorded"),
+        entities=tuple(Entity(type=e[0], id=e[1]) for e in entities),
+        entity_source=obj.get("entity_source", "none"),
+        user_id=obj.get("user_id"),
+        importance=_need(obj, "importance", line, (int, float)),
+        metadata=_need(obj, "metadata", line, dict),
+        is_global=_need(obj, "is_global", line, bool),
+    )
+
+
+@frozen
+class _Line:
+    number: int
+    raw: bytes
+    obj: dict[str, Any] = field(factory=dict)
+
+
+class ExportReader:
+    """Reads an export stream. `verify()` checks the whole file (header, every
+    line, footer counts and checksum) without side effects; `items()` yields
+    `(line_number, item)` after the header, checking the footer at the end."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.header: Header | None = None
+        self.footer: Footer | None = None
+        self._spaces: dict[str, EmbeddingSpace] = {}
+
+    @property
+    def spaces(self) -> dict[str, EmbeddingSpace]:
+        return dict(self._spaces)
+
+    def _lines(self) -> Iterator[_Line]:
+        number = 0
+        while True:
+            try:
+                raw = self._stream.readline()
+            except (OSError, EOFError) as exc:  # a cut or corrupt gzip stream
+                raise TruncatedExport(number + 1, f"the file cannot be read on: {exc}") from None
+            if not raw:
+                return
+            number += 1
+            if not raw.endswith(b"\n"):
+                raise TruncatedExport(number, "the last line is cut off (no newline)")
+            try:
+                obj = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ExportFormatError(number, f"not valid JSON: {exc}") from None
+            if not isinstance(obj, dict):
+                raise ExportFormatError(number, "a line must be a JSON object")
+            yield _Line(number, raw, obj)
+
+    def items(self) -> Iterator[tuple[int, Item]]:
+        sha = hashlib.sha256()
+        counts: dict[str, int] = dict.fromkeys(TYPES, 0)
+        last = 0
+        for ln in self._lines():
+            last = ln.number
+            if self.footer is not None:
+                raise ExportFormatError(ln.number, "a line follows the footer")
+            if ln.number == 1:
+                self.header = parse_header(ln.obj, 1)
+                self._spaces = {s.identity: s for s in self.header.spaces}
+                sha.update(ln.raw)
+                continue
+            if ln.obj.get("type") == "footer":
+                self.footer = _check_footer(ln, counts, sha.hexdigest())
+                continue
+            item = parse_item(ln.obj, ln.number, self._spaces)
+            counts[str(ln.obj["type"])] += 1
+            sha.update(ln.raw)
+            yield ln.number, item
+        if self.header is None:
+            raise TruncatedExport(1, "the file is empty")
+        if self.footer is None:
+            raise TruncatedExport(last + 1, "the file ends without its footer (truncated?)")
+
+    def verify(self) -> tuple[Header, Footer]:
+        for _ in self.items():
+            pass
+        if self.header is None or self.footer is None:  # pragma: no cover - items() raised
+            raise TruncatedExport(1, "no header or footer")
+        return self.header, self.footer
+
+
+def _check_footer(ln: _Line, counts: dict[str, int], digest: str) -> Footer:
+    obj = ln.obj
+    footer = Footer(
+        counts=_need(obj, "counts", ln.number, dict),
+        lines=_need(obj, "lines", ln.number, int),
+        sha256=_need(obj, "sha256", ln.number, str),
+    )
+    if footer.lines != ln.number - 1:
+        raise ChecksumMismatch(
+            ln.number, f"the footer counts {footer.lines} lines, the file has {ln.number - 1}"
+        )
+    want = {k: v for k, v in footer.counts.items() if v}
+    have = {k: v for k, v in counts.items() if v}
+    if want != have:
+        raise ChecksumMismatch(ln.number, f"the footer counts {want}, the file holds {have}")
+    if footer.sha256 != digest:
+        raise ChecksumMismatch(ln.number, "the SHA-256 of the lines does not match the footer's")
+    return footer

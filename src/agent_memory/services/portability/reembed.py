@@ -1,0 +1,160 @@
+"""Re-embedding: build a store in a new embedding space from the stored content of
+the old one, in batches and resumably, leaving the old space intact; then record
+the switch so `connect()` reads from the new space (see `EmbeddingSwitch`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import attrs
+from attrs import define, frozen
+
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from agent_memory.ports.models import Embedder
+from agent_memory.ports.storage import Cache, MemoryStore
+from agent_memory.services.portability.errors import PortabilityError
+from agent_memory.services.portability.transfer import _owners, _records
+
+__all__ = [
+    "SWITCH_KEY",
+    "SWITCH_SCOPE",
+    "EmbeddingSwitch",
+    "ReembedSummary",
+    "drop_space",
+    "read_switch",
+    "reembed",
+    "write_switch",
+]
+
+#: Where the switch is recorded: one cache entry without ttl, in the deployment's
+#: coordination cache (the one `connect()` opens next to the memory store).
+SWITCH_SCOPE = "agent-memory/embedding"
+SWITCH_KEY = "active"
+
+
+@define
+class ReembedSummary:
+    owners: int = 0
+    records: int = 0
+    embedded: int = 0
+    """Records embedded and stored in the new space by this run."""
+    already: int = 0
+    """Records the new space already held (an earlier, interrupted run)."""
+    complete: bool = False
+
+
+@frozen
+class EmbeddingSwitch:
+    """Reads of the deployment moved from space `old` to `new` (embedded by
+    `provider`: "hashing" or "openai", with `model`)."""
+
+    old: str
+    new: EmbeddingSpace
+    provider: str
+    switched_at: datetime
+
+    def to_bytes(self) -> bytes:
+        body: dict[str, Any] = {
+            "version": 1,
+            "old": self.old,
+            "new": {
+                "model": self.new.model,
+                "dimension": self.new.dimension,
+                "revision": self.new.revision,
+                "provable": self.new.provable,
+                "identity": self.new.identity,
+            },
+            "provider": self.provider,
+            "switched_at": self.switched_at.isoformat(),
+        }
+        return json.dumps(body, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> EmbeddingSwitch:
+        try:
+            body = json.loads(raw)
+            new = body["new"]
+            space = EmbeddingSpace(
+                model=new["model"],
+                dimension=new["dimension"],
+                revision=new.get("revision", ""),
+                provable=bool(new.get("provable", True)),
+            )
+            return cls(
+                old=str(body["old"]),
+                new=space,
+                provider=str(body["provider"]),
+                switched_at=datetime.fromisoformat(body["switched_at"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PortabilityError(f"the embedding switch record is unreadable: {exc}") from None
+
+
+async def reembed(
+    old: MemoryStore,
+    new: MemoryStore,
+    embedder: Embedder,
+    *,
+    batch_size: int = 64,
+    progress: Callable[[str, int, int | None], None] | None = None,
+) -> ReembedSummary:
+    """Copy every record of `old` into `new` (another space) with a vector of
+    `embedder` for its content. Resumable: records `new` already holds are
+    skipped, so an interrupted run continues where it stopped. `old` is not
+    changed. `complete` is True when `new` holds every record of `old`."""
+    if embedder.space != new.space:
+        raise PortabilityError(
+            f"the embedder's space {embedder.space.identity!r} is not the new store's "
+            f"{new.space.identity!r}"
+        )
+    if old.space.identity == new.space.identity:
+        raise PortabilityError(f"the new space is the old one ({old.space.identity!r})")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    out = ReembedSummary()
+    owners = await _owners(old, "old store")
+    tick = progress or (lambda _stage, _done, _total: None)
+    for i, owner in enumerate(owners):
+        have = {r.id async for r in _records(new, owner, None)}
+        pending: list[MemoryRecord] = []
+        async for record in _records(old, owner, None):
+            out.records += 1
+            if record.id in have:
+                out.already += 1
+                continue
+            pending.append(record)
+            if len(pending) >= batch_size:
+                out.embedded += await _embed_batch(new, embedder, pending)
+                pending = []
+        if pending:
+            out.embedded += await _embed_batch(new, embedder, pending)
+        out.owners += 1
+        tick("reembed", i + 1, len(owners))
+    out.complete = out.embedded + out.already == out.records
+    return out
+
+
+async def _embed_batch(new: MemoryStore, embedder: Embedder, batch: list[MemoryRecord]) -> int:
+    vectors = await embedder.embed([r.content for r in batch])
+    await new.add([attrs.evolve(r, vector=vectors[i]) for i, r in enumerate(batch)])
+    return len(batch)
+
+
+async def drop_space(old: MemoryStore) -> int:
+    """Delete every record of the old space (after a complete switch); the count."""
+    removed = 0
+    for owner in await _owners(old, "old store"):
+        removed += await old.delete_scope(owner)
+    return removed
+
+
+async def write_switch(cache: Cache, switch: EmbeddingSwitch) -> None:
+    await cache.put(SWITCH_SCOPE, SWITCH_KEY, switch.to_bytes())
+
+
+async def read_switch(cache: Cache) -> EmbeddingSwitch | None:
+    raw = await cache.get(SWITCH_SCOPE, SWITCH_KEY)
+    return None if raw is None else EmbeddingSwitch.from_bytes(raw)

@@ -1,0 +1,532 @@
+"""Export a deployment (or one data subject) to the export format, import it
+idempotently and resumably, and verify a copy. Drives ports only."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import IO, Any
+
+import numpy as np
+from attrs import define, field
+
+from agent_memory.domain.errors import DuplicateRecord
+from agent_memory.domain.records import Event, Lease, MemoryRecord
+from agent_memory.domain.triples import MAX_LIMIT as TRIPLE_LIMIT
+from agent_memory.domain.triples import Triple
+from agent_memory.domain.validation import MAX_LIMIT
+from agent_memory.ports.models import Clock
+from agent_memory.ports.storage import (
+    Cache,
+    CacheListing,
+    EventLog,
+    LeaseStore,
+    MemoryStore,
+    OwnerListing,
+    TripleStore,
+)
+from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
+from agent_memory.services.portability.errors import (
+    ExportFormatError,
+    ListingUnsupported,
+    PortabilityError,
+)
+from agent_memory.services.portability.format import (
+    FORMAT_VERSION,
+    TYPES,
+    CacheItem,
+    ExportReader,
+    ExportWriter,
+    Footer,
+    Header,
+    Item,
+    RecordItem,
+)
+from agent_memory.services.user_memory import _derived_from, user_cache_scope
+
+__all__ = [
+    "ExportSummary",
+    "ImportFailed",
+    "ImportSummary",
+    "Ports",
+    "export_data",
+    "import_data",
+    "verify_copy",
+]
+
+#: Progress callback: (stage, done, total or None).
+Progress = Callable[[str, int, int | None], None]
+
+_PAGE = 500
+_LABELS = {
+    "record": "records",
+    "event": "events",
+    "triple": "triples",
+    "cache": "cache entries",
+    "lease": "leases",
+}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICRO = timedelta(microseconds=1)
+
+
+@define
+class Ports:
+    """The ports an export reads or an import writes (None: not served)."""
+
+    store: MemoryStore
+    events: EventLog | None = None
+    cache: Cache | None = None
+    leases: LeaseStore | None = None
+    triples: TripleStore | None = None
+    backend: str = "unknown"
+
+
+@define
+class ExportSummary:
+    counts: dict[str, int]
+    footer: Footer | None = None
+
+
+@define
+class ImportSummary:
+    """Exactly what an import did. `written` counts items newly stored, `updated`
+    records replaced by the file's version, `unchanged` items already there
+    (a re-run), `skipped` expired cache entries/leases and leases held by another
+    owner; `last_line` is the last line fully applied."""
+
+    written: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
+    updated: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
+    unchanged: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
+    skipped: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
+    resumed_after: int = 0
+    last_line: int = 0
+    complete: bool = False
+
+    def applied(self, kind: str) -> int:
+        return self.written[kind] + self.updated[kind] + self.unchanged[kind]
+
+    def describe(self) -> str:
+        parts = []
+        for kind in TYPES:
+            w, u, n, s = (
+                self.written[kind],
+                self.updated[kind],
+                self.unchanged[kind],
+                self.skipped[kind],
+            )
+            if w or u or n or s:
+                extra = [f"{u} updated"] * bool(u) + [f"{n} already there"] * bool(n)
+                extra += [f"{s} skipped"] * bool(s)
+                label = _LABELS[kind]
+                parts.append(f"{label}: {w} new" + "".join(f", {x}" for x in extra))
+        state = "complete" if self.complete else f"stopped after line {self.last_line}"
+        resumed = f" (resumed after line {self.resumed_after})" if self.resumed_after else ""
+        return f"import {state}{resumed}: " + ("; ".join(parts) or "nothing to import")
+
+
+class ImportFailed(PortabilityError):
+    """An import stopped part-way; `summary` says exactly what was written, and
+    re-running the import resumes after `summary.last_line`."""
+
+    def __init__(self, summary: ImportSummary, cause: BaseException) -> None:
+        super().__init__(f"{cause} — {summary.describe()}")
+        self.summary = summary
+        self.cause = cause
+
+
+# -- export ---------------------------------------------------------------------
+
+
+async def _owners(port: object, what: str) -> list[str]:
+    if not isinstance(port, OwnerListing):
+        raise ListingUnsupported(
+            f"the {what} ({type(port).__name__}) cannot list its owners (no owners()): "
+            "export one data subject with --user, or add OwnerListing to the adapter"
+        )
+    return await port.owners()
+
+
+async def _records(
+    store: MemoryStore, owner: str, namespace: str | None
+) -> AsyncIterator[MemoryRecord]:
+    cursor = None
+    while True:
+        page = await store.list(owner, namespace=namespace, limit=_PAGE, cursor=cursor)
+        for record in page.records:
+            yield record
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+async def domain_events(events: EventLog, domain: str) -> list[Event]:
+    """Every live event of the domain itself (not the global events of others),
+    newest first, paging back in event time by the port's `until` rule."""
+    out: dict[str, Event] = {}
+    until: datetime | None = None
+    while True:
+        window = await events.window(domain, since=_EPOCH, limit=MAX_LIMIT, until=until)
+        for e in window.events:
+            if e.domain == domain:
+                out.setdefault(e.id, e)
+        if not window.limited or not window.events:
+            break
+        oldest = window.events[-1].occurred_at
+        whole = await events.window(domain, since=oldest, limit=MAX_LIMIT, until=oldest + _MICRO)
+        if whole.limited:
+            raise PortabilityError(
+                f"domain {domain!r} has more than {MAX_LIMIT} events at {oldest.isoformat()}: "
+                "the event log cannot page through them"
+            )
+        for e in whole.events:
+            if e.domain == domain:
+                out.setdefault(e.id, e)
+        until = oldest
+    return sorted(out.values(), key=lambda e: (e.occurred_at, e.id), reverse=True)
+
+
+async def _owner_triples(triples: TripleStore, owner: str) -> list[Triple]:
+    found = await triples.query(owner, limit=TRIPLE_LIMIT)
+    if len(found) >= TRIPLE_LIMIT:
+        raise PortabilityError(
+            f"owner {owner!r} has {TRIPLE_LIMIT} or more triples: more than one query returns"
+        )
+    return found
+
+
+def _checkpoint_prefix(owner: str) -> str:
+    return checkpoint_key(owner, "-").split("/", 1)[0] + "/"
+
+
+async def _cache_items(cache: Cache, scope: str, prefix: str = "") -> list[CacheItem]:
+    if not isinstance(cache, CacheListing):
+        raise ListingUnsupported(
+            f"the cache ({type(cache).__name__}) cannot list its entries (no entries()): "
+            "export without the cache (include_cache=False, --no-cache)"
+        )
+    return [
+        CacheItem(scope=scope, key=e.key, value=e.value, expires_at=e.expires_at)
+        for e in await cache.entries(scope, prefix)
+    ]
+
+
+async def export_data(
+    ports: Ports,
+    stream: IO[bytes],
+    *,
+    clock: Clock,
+    user: str | None = None,
+    namespace: str | None = None,
+    include_cache: bool = True,
+    include_leases: bool = False,
+    progress: Progress | None = None,
+) -> ExportSummary:
+    """Write the ports' durable data to `stream` (see `format`). With `user`, a
+    data-subject export: what `UserMemory.forget` would delete (the user's
+    records, events carrying the id, the user's cache scope, knowledge derived
+    from the user's data, the user's triples and checkpoints)."""
+    tick = progress or (lambda _stage, _done, _total: None)
+    header = Header(
+        version=FORMAT_VERSION,
+        source=ports.backend,
+        spaces=(ports.store.space,),
+        created_at=clock.now(),
+        user=user,
+        namespace=namespace,
+        includes=tuple(
+            t for t in TYPES if (t != "cache" or include_cache) and (t != "lease" or include_leases)
+        ),
+    )
+    writer = ExportWriter(stream, header)
+    sid = ports.store.space.identity
+    events = ports.events
+    domains = await events.domains() if events is not None else []
+    if user is not None:
+        mine = await events.user_events(user) if events is not None else []
+        owners = [user]
+    else:
+        mine = []
+        owners = await _owners(ports.store, "memory store")
+    for i, owner in enumerate(owners):
+        async for record in _records(ports.store, owner, namespace):
+            writer.write(RecordItem(space=sid, record=record))
+        tick("records", i + 1, len(owners))
+    if user is not None and namespace is None:
+        for domain in sorted({*domains, *(e.domain for e in mine)}):
+            async for record in _records(ports.store, domain, None):
+                if record.namespace == "knowledge" and _derived_from(record, user, mine):
+                    writer.write(RecordItem(space=sid, record=record))
+    user_ids: set[str] = set(owners)
+    if events is not None:
+        if user is not None:
+            for e in mine:
+                writer.write(e)
+        else:
+            for i, domain in enumerate(domains):
+                for e in await domain_events(events, domain):
+                    writer.write(e)
+                    if e.user_id is not None:
+                        user_ids.add(e.user_id)
+                tick("events", i + 1, len(domains))
+    if ports.triples is not None:
+        triple_owners = [user] if user is not None else await _owners(ports.triples, "triples")
+        for owner in triple_owners:
+            for t in await _owner_triples(ports.triples, owner):
+                writer.write(t)
+    if include_cache and ports.cache is not None:
+        if user is not None:
+            scopes: list[tuple[str, str]] = [
+                (user_cache_scope(user), ""),
+                (CHECKPOINT_SCOPE, _checkpoint_prefix(user)),
+            ]
+        else:
+            names = {CHECKPOINT_SCOPE, *domains, *(user_cache_scope(u) for u in user_ids)}
+            scopes = [(s, "") for s in sorted(names)]
+        for i, (scope, prefix) in enumerate(scopes):
+            for item in await _cache_items(ports.cache, scope, prefix):
+                writer.write(item)
+            tick("cache", i + 1, len(scopes))
+    if include_leases and ports.leases is not None and user is None:
+        for scope in sorted({*domains, *owners}):
+            for lease in await ports.leases.scan(scope):
+                writer.write(lease)
+    footer = writer.finish()
+    return ExportSummary(counts=footer.counts, footer=footer)
+
+
+# -- import ---------------------------------------------------------------------
+
+
+async def _import_records(ports: Ports, batch: Sequence[MemoryRecord], out: ImportSummary) -> None:
+    try:
+        await ports.store.add(batch)
+        out.written["record"] += len(batch)
+        return
+    except DuplicateRecord:
+        pass  # a re-run or a resumed import: reconcile one by one
+    for record in batch:
+        stored = await ports.store.get(record.owner, record.id)
+        if stored is None:
+            await ports.store.add([record])
+            out.written["record"] += 1
+        elif stored == record:
+            out.unchanged["record"] += 1
+        else:
+            await ports.store.update(record)
+            out.updated["record"] += 1
+
+
+async def _apply(
+    ports: Ports, kind: str, batch: list[Any], out: ImportSummary, now: datetime
+) -> None:
+    if kind == "record":
+        await _import_records(ports, [i.record for i in batch], out)
+    elif kind == "event":
+        if ports.events is None:
+            raise PortabilityError("the target serves no event log")
+        new = await ports.events.append(batch)
+        out.written["event"] += new
+        out.unchanged["event"] += len(batch) - new
+    elif kind == "triple":
+        if ports.triples is None:
+            raise PortabilityError("the target serves no triple store")
+        new = await ports.triples.add(batch)
+        out.written["triple"] += new
+        out.unchanged["triple"] += len(batch) - new
+    elif kind == "cache":
+        if ports.cache is None:
+            raise PortabilityError("the target serves no cache")
+        for item in batch:
+            ttl = None if item.expires_at is None else item.expires_at - now
+            if ttl is not None and ttl <= timedelta(0):
+                out.skipped["cache"] += 1
+                continue
+            await ports.cache.put(item.scope, item.key, item.value, ttl)
+            out.written["cache"] += 1
+    elif kind == "lease":
+        if ports.leases is None:
+            raise PortabilityError("the target serves no lease store")
+        for lease in batch:
+            ttl = lease.expires_at - now
+            got = None
+            if ttl > timedelta(0):
+                got = await ports.leases.acquire(
+                    lease.scope, lease.key, lease.owner, ttl, lease.payload
+                )
+            if got is None:
+                out.skipped["lease"] += 1
+            else:
+                out.written["lease"] += 1
+
+
+async def import_data(
+    ports: Ports,
+    open_stream: Callable[[], IO[bytes]],
+    *,
+    clock: Clock,
+    batch_size: int = 500,
+    resume_after: int = 0,
+    on_batch: Callable[[int, ImportSummary], None] | None = None,
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Import an export file into `ports`: idempotent (a re-run changes nothing and
+    duplicates nothing) and resumable (`resume_after`: lines up to it are skipped).
+
+    The whole file is verified first (format version, every line, dimensions,
+    footer counts and checksum), so a bad file writes nothing. `on_batch(line,
+    summary)` runs after each batch is stored: persist `line` to resume after it.
+    A failure while writing raises `ImportFailed` carrying the exact summary."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    with open_stream() as stream:
+        header, footer = ExportReader(stream).verify()
+    spaces = {s.identity for s in header.spaces}
+    if spaces and ports.store.space.identity not in spaces:
+        raise PortabilityError(
+            f"the target store is bound to space {ports.store.space.identity!r}, the file holds "
+            f"{sorted(spaces)}: open the target in the file's space (or re-embed afterwards)"
+        )
+    total = footer.lines
+    out = ImportSummary(resumed_after=resume_after, last_line=resume_after)
+    tick = progress or (lambda _stage, _done, _total: None)
+    kind: str | None = None
+    batch: list[Any] = []
+    last = resume_after
+
+    async def flush() -> None:
+        nonlocal batch
+        if batch and kind is not None:
+            await _apply(ports, kind, batch, out, clock.now())
+            batch = []
+            out.last_line = last
+            if on_batch is not None:
+                on_batch(last, out)
+            tick("import", last, total)
+
+    try:
+        with open_stream() as stream:
+            for number, item in ExportReader(stream).items():
+                if number <= resume_after:
+                    continue
+                item_kind = _kind(item)
+                if item_kind != kind or len(batch) >= batch_size:
+                    await flush()
+                    kind = item_kind
+                batch.append(item)
+                last = number
+            await flush()
+    except ExportFormatError:
+        raise
+    except Exception as exc:
+        raise ImportFailed(out, exc) from exc
+    out.last_line = total
+    out.complete = True
+    return out
+
+
+def _kind(item: Item) -> str:
+    if isinstance(item, RecordItem):
+        return "record"
+    if isinstance(item, Event):
+        return "event"
+    if isinstance(item, Triple):
+        return "triple"
+    if isinstance(item, CacheItem):
+        return "cache"
+    if isinstance(item, Lease):
+        return "lease"
+    raise TypeError(type(item).__name__)  # pragma: no cover - parse_item made it
+
+
+# -- verification -------------------------------------------------------------------
+
+
+def compare_records(got: MemoryRecord | None, want: MemoryRecord) -> list[str]:
+    """Field-by-field differences (timestamps within 1 ms, vectors to float32)."""
+    where = f"record {want.owner!r}/{want.id!r}"
+    if got is None:
+        return [f"{where} is missing"]
+    problems = []
+    for name in ("namespace", "kind", "content", "context", "attributes"):
+        if getattr(got, name) != getattr(want, name):
+            problems.append(f"{where}: {name} differs")
+    if not math.isclose(got.importance, want.importance, abs_tol=1e-6):
+        problems.append(f"{where}: importance differs")
+    for name in ("created_at", "updated_at"):
+        if abs(getattr(got, name) - getattr(want, name)) > timedelta(milliseconds=1):
+            problems.append(f"{where}: {name} differs")
+    if got.vector.shape != want.vector.shape or not np.array_equal(
+        got.vector.astype(np.float32), want.vector.astype(np.float32)
+    ):
+        problems.append(f"{where}: vector differs")
+    return problems
+
+
+async def verify_copy(
+    source: Ports,
+    target: Ports,
+    *,
+    counts: dict[str, int],
+    sample: Iterable[MemoryRecord],
+) -> list[str]:
+    """Problems found comparing the target with what was exported: per-port
+    counts (records per owner, events per domain, triples, cache) and a sample
+    of records field by field. Empty when the copy is faithful."""
+    problems: list[str] = []
+    src_owners = await _owners(source.store, "source store")
+    dst_owners = await _owners(target.store, "target store")
+    if set(src_owners) - set(dst_owners):
+        problems.append(
+            f"owners missing on the target: {sorted(set(src_owners) - set(dst_owners))[:5]}"
+        )
+    records = 0
+    for owner in src_owners:
+        n_src = sum([1 async for _ in _records(source.store, owner, None)])
+        n_dst = sum([1 async for _ in _records(target.store, owner, None)])
+        records += n_dst
+        if n_dst < n_src:
+            problems.append(
+                f"owner {owner!r}: {n_src} records on the source, {n_dst} on the target"
+            )
+    if records < counts.get("record", 0):
+        problems.append(f"{counts['record']} records exported, {records} on the target")
+    if source.events is not None and target.events is not None:
+        for domain in await source.events.domains():
+            n_src = len(await domain_events(source.events, domain))
+            n_dst = len(await domain_events(target.events, domain))
+            if n_dst < n_src:
+                problems.append(
+                    f"domain {domain!r}: {n_src} events on the source, {n_dst} on the target"
+                )
+    if source.triples is not None and target.triples is not None:
+        for owner in await _owners(source.triples, "source triples"):
+            n_src = len(await _owner_triples(source.triples, owner))
+            n_dst = len(await _owner_triples(target.triples, owner))
+            if n_dst < n_src:
+                problems.append(
+                    f"triples of {owner!r}: {n_src} on the source, {n_dst} on the target"
+                )
+    for record in sample:
+        problems += compare_records(await target.store.get(record.owner, record.id), record)
+    return problems
+
+
+def reservoir(k: int, seed: int = 0) -> tuple[list[MemoryRecord], Callable[[MemoryRecord], None]]:
+    """A uniform sample of at most k records from a stream (reservoir sampling)."""
+    rng = random.Random(seed)
+    kept: list[MemoryRecord] = []
+    seen = 0
+
+    def offer(record: MemoryRecord) -> None:
+        nonlocal seen
+        seen += 1
+        if len(kept) < k:
+            kept.append(record)
+        else:
+            j = rng.randrange(seen)
+            if j < k:
+                kept[j] = record
+
+    return kept, offer

@@ -104,6 +104,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     conf.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     conf.add_argument("-q", "--quiet", action="store_true", help="less output")
+
+    from agent_memory.cli.portability import add_parsers
+
+    add_parsers(sub)  # export, import, migrate, reembed
     return parser
 
 
@@ -143,6 +147,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agent_memory.cli.reflect import run_reflect
 
         return asyncio.run(run_reflect(args.url, args.domain))
+    if args.command in ("export", "import", "migrate", "reembed"):
+        from agent_memory.cli.portability import run
+
+        return run(args)
     if args.command == "processor":
         from agent_memory.entrypoints.processor.cli import run_processor
 

@@ -61,13 +61,13 @@ def wheel(session: nox.Session) -> None:
     """Build the wheel and test it installed, not editable: the package data
     (`py.typed`), the `agent-memory` entry point, the conformance extra and the
     opt-in plugin, the README example and typing seen from outside the tree."""
-    dist = Path(session.create_tmp()) / "dist"
+    dist = Path(session.create_tmp()).resolve() / "dist"
     shutil.rmtree(dist, ignore_errors=True)
     session.install("build")
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), str(ROOT))
     (built,) = dist.glob("agent_memory-*.whl")
     session.install(f"{built}[conformance]", "mypy")
-    work = Path(session.create_tmp()) / "outside"
+    work = Path(session.create_tmp()).resolve() / "outside"
     work.mkdir(exist_ok=True)
     session.chdir(work)  # nothing may resolve to the source tree
     session.run(

@@ -433,8 +433,13 @@ async def reembed(
             if old.cache is None:
                 raise UnsupportedBackend(f"{_redact(url)} serves no cache to record the switch in")
             switch = await read_switch(old.cache)
-            if from_space is None and switch is not None and switch.old == old_space.identity:
-                old_space = switch.new
+            if (
+                from_space is None
+                and switch is not None
+                and switch.old == old_space.identity
+                and switch.new.identity != embedder.space.identity
+            ):
+                old_space = switch.new  # reads use the switched space: move on from it
         async with (
             open_ports(url, space=old_space, settings=settings) as old,
             open_ports(url, space=embedder.space, settings=settings) as new,

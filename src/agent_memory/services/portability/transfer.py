@@ -388,6 +388,14 @@ async def import_data(
             f"the target store is bound to space {ports.store.space.identity!r}, the file holds "
             f"{sorted(spaces)}: open the target in the file's space (or re-embed afterwards)"
         )
+    needs = {"event": ports.events, "triple": ports.triples, "cache": ports.cache}
+    needs["lease"] = ports.leases
+    missing = [k for k, port in needs.items() if footer.counts.get(k) and port is None]
+    if missing:  # refused before anything is written
+        raise PortabilityError(
+            f"the file holds {', '.join(f'{footer.counts[k]} {k}s' for k in missing)}, which the "
+            f"target ({ports.backend}) has no port for; nothing was imported"
+        )
     total = footer.lines
     out = ImportSummary(resumed_after=resume_after, last_line=resume_after)
     tick = progress or (lambda _stage, _done, _total: None)

@@ -121,7 +121,17 @@ def test_version_and_bare_command() -> None:
     assert "demo" in bare.stderr
 
 
-SUBCOMMANDS = ["demo", "doctor", "reflect", "processor", "conformance"]
+SUBCOMMANDS = [
+    "demo",
+    "doctor",
+    "reflect",
+    "processor",
+    "conformance",
+    "export",
+    "import",
+    "migrate",
+    "reembed",
+]
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)

@@ -223,9 +223,19 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         date_grace_days=args.date_grace,
         date_half_life_days=args.date_half_life,
         context_dates=args.context_dates,
+        session_penalty=args.session_penalty,
+        diversity_reach=args.diversity_reach,
+        feedback_docs=args.feedback_docs,
+        feedback_terms=args.feedback_terms,
+        feedback_weight=args.feedback_weight,
     )
     plain = RetrievalConfig(
-        context_window=0, context_self_weight=1, vector_weight=0.0, speaker_weight=0.0
+        context_window=0,
+        context_self_weight=1,
+        vector_weight=0.0,
+        speaker_weight=0.0,
+        context_dates=False,
+        date_weight=0.0,
     )
     url = args.url
     tmp = None
@@ -336,6 +346,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
     p.add_argument("--window", type=int, default=d.context_window)
     p.add_argument("--self-weight", type=int, default=d.context_self_weight)
+    p.add_argument("--session-penalty", type=float, default=d.session_penalty)
+    p.add_argument("--diversity-reach", type=int, default=d.diversity_reach)
+    p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)
+    p.add_argument("--feedback-docs", type=int, default=d.feedback_docs)
+    p.add_argument("--feedback-terms", type=int, default=d.feedback_terms)
     p.add_argument("--date-weight", type=float, default=d.date_weight)
     p.add_argument("--date-grace", type=float, default=d.date_grace_days)
     p.add_argument("--date-half-life", type=float, default=d.date_half_life_days)

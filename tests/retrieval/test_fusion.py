@@ -156,7 +156,7 @@ def test_config_needs_one_ranking() -> None:
     with pytest.raises(InvalidInput, match="both 0"):
         RetrievalConfig(lexical_weight=0, vector_weight=0)
     with pytest.raises(ValueError, match="bogus"):
-        RetrievalConfig(fusion="bogus")  # type: ignore[arg-type]
+        RetrievalConfig(fusion="bogus")
 
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

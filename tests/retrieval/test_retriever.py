@@ -134,14 +134,16 @@ async def _indexed(store: MemoryStore, config: RetrievalConfig | None = None) ->
 
 
 async def test_turns_are_stored_with_neighbour_context_not_in_content(store: MemoryStore) -> None:
-    retriever = await _indexed(store, RetrievalConfig(context_window=1, context_self_weight=1))
+    retriever = await _indexed(
+        store, RetrievalConfig(context_window=1, context_self_weight=1, context_dates=False)
+    )
     rec = await store.get(OWNER, "turn-04")
     assert rec is not None
     assert rec.content == "Sam: Up at Kestrel Ridge near the old quarry."
     assert (
         rec.context == "Ria: Oh nice, where was that?\nRia: I have heard the views there are great."
     )
-    assert rec.attributes == {"dia_id": "D1:4", "speaker": "Sam", "session": "1"}
+    assert rec.attributes == {"dia_id": "D1:4", "speaker": "Sam", "session": "1", "turn": 4}
     first_of_session_2 = await store.get(OWNER, "turn-06")
     assert first_of_session_2 is not None
     assert "views" not in first_of_session_2.context
@@ -163,6 +165,13 @@ async def test_context_finds_the_turn_whose_neighbour_names_the_topic(
     assert len(ids) == len(set(ids)) <= 5
     scores = [h.score for h in got.hits]
     assert scores == sorted(scores, reverse=True)
+
+
+async def test_the_turn_s_month_and_year_close_its_context(store: MemoryStore) -> None:
+    await _indexed(store, RetrievalConfig(context_window=1, context_self_weight=1))
+    rec = await store.get(OWNER, "turn-04")
+    assert rec is not None
+    assert rec.context.endswith("\nJanuary 2026")
 
 
 async def test_without_context_the_lexical_ranking_misses_it(store: MemoryStore) -> None:

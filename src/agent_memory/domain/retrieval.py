@@ -24,6 +24,7 @@ Ties are broken by id ascending, so the order is deterministic.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from datetime import date, datetime
@@ -33,6 +34,7 @@ from attrs import field, frozen
 
 from agent_memory.domain.dates import DateRange, date_match
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.validation import (
     attrs_validator,
     require_int_at_least,
@@ -45,6 +47,8 @@ __all__ = [
     "Ranking",
     "RetrievalConfig",
     "RetrievalMode",
+    "diversify",
+    "feedback_terms",
     "final_scores",
     "fuse",
     "mentions",
@@ -97,6 +101,16 @@ class RetrievalConfig:
       inside a named range or up to the grace after it, halving every half-life
       beyond; `context_dates`: whether `add_conversation` writes each turn's
       month and year into its indexing context (keyword rankers match it);
+    - `session_penalty`: diversity; each hit already ranked from the same session
+      (`attributes["session"]`) lowers a candidate's score by this much while the
+      hits are picked best first, so several sessions can fill the top;
+      `diversity_reach` > 0 counts only hits at most that many turns away
+      (neighbours that share indexing context), 0 the whole session;
+    - `feedback_docs`, `feedback_terms`, `feedback_weight`: a second keyword
+      round without a language model (pseudo-relevance feedback): the query plus
+      the most salient terms (`feedback_terms` of them; names count more) of the
+      first round's best `feedback_docs` hits, fused as a third ranking of weight
+      `feedback_weight` (0 turns the round off);
     - `candidates`: how many candidates each ranker contributes;
     - `context_window`: neighbouring turns on each side put in a turn's indexing
       context; `context_self_weight`: how many times the turn's own text counts
@@ -117,10 +131,15 @@ class RetrievalConfig:
         validator=_non_negative("importance_weight"),
     )
     speaker_weight: float = field(default=0.4, validator=_non_negative("speaker_weight"))
-    date_weight: float = field(default=0.0, validator=_non_negative("date_weight"))
+    date_weight: float = field(default=0.3, validator=_non_negative("date_weight"))
     date_grace_days: float = field(default=7.0, validator=_non_negative("date_grace_days"))
     date_half_life_days: float = field(default=7.0, validator=_positive("date_half_life_days"))
-    context_dates: bool = field(default=False, converter=bool)
+    context_dates: bool = field(default=True, converter=bool)
+    session_penalty: float = field(default=0.0, validator=_non_negative("session_penalty"))
+    diversity_reach: int = field(default=0, validator=_count("diversity_reach", 0))
+    feedback_docs: int = field(default=3, validator=_count("feedback_docs", 1))
+    feedback_terms: int = field(default=5, validator=_count("feedback_terms", 1))
+    feedback_weight: float = field(default=0.0, validator=_non_negative("feedback_weight"))
     candidates: int = field(default=100, validator=_count("candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
     context_self_weight: int = field(
@@ -258,6 +277,91 @@ def final_scores(
             )
         out[rid] = score + bonus
     return _ordered(out)
+
+
+def diversify(
+    scored: Sequence[tuple[str, float]],
+    groups: Mapping[str, Hashable],
+    *,
+    penalty: float,
+    depth: int,
+    positions: Mapping[str, int] | None = None,
+    reach: int | None = None,
+) -> list[tuple[str, float]]:
+    """Re-rank the first `depth` picks greedily: a candidate's score drops by
+    `penalty` for every hit of its group (session) already picked, so one
+    session's near-duplicate turns do not crowd out the others. Ids without a
+    group are never penalised; the rest keep their order after the picks. The
+    result is a permutation of `scored` with the adjusted scores (ties by id).
+
+    With `reach` (and `positions`, a record's place in its group), only picks at
+    most `reach` positions away count: neighbouring turns that share indexing
+    context, rather than the whole session."""
+    if penalty <= 0 or not groups or depth <= 0:
+        return list(scored)
+    left = dict(scored)
+    picked: list[tuple[str, float]] = []
+    seen: dict[Hashable, list[int]] = {}
+    near = reach is not None and positions is not None
+
+    def crowd(rid: str) -> int:
+        group = groups.get(rid)
+        if group is None or group not in seen:
+            return 0
+        if not near or positions is None or rid not in positions or reach is None:
+            return len(seen[group])
+        at = positions[rid]
+        return sum(1 for p in seen[group] if abs(p - at) <= reach)
+
+    while left and len(picked) < depth:
+        best: tuple[float, str] | None = None
+        for rid, score in left.items():
+            adjusted = score - penalty * crowd(rid)
+            if best is None or (-adjusted, rid) < (-best[0], best[1]):
+                best = (adjusted, rid)
+        assert best is not None
+        adjusted, rid = best
+        del left[rid]
+        picked.append((rid, adjusted))
+        group = groups.get(rid)
+        if group is not None:
+            seen.setdefault(group, []).append(positions.get(rid, 0) if positions else 0)
+    rest = _ordered(left)
+    floor = picked[-1][1] if picked else 0.0
+    # what was not picked ranks after the picks, in its own order
+    return picked + [(rid, min(score, floor)) for rid, score in rest]
+
+
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
+
+
+def feedback_terms(
+    query: str,
+    top: Sequence[str],
+    pool: Sequence[str],
+    *,
+    count: int,
+) -> list[str]:
+    """Pseudo-relevance feedback: the `count` terms (`domain.lexical` tokens) that
+    best mark the `top` texts against the candidate `pool` — in many top texts,
+    rare in the pool — and are not in the query; capitalised words inside a
+    sentence (names, places) count double. Best first, ties by term."""
+    asked = set(tokenize(query))
+    pool_df: dict[str, int] = {}
+    for text in pool:
+        for term in set(tokenize(text)):
+            pool_df[term] = pool_df.get(term, 0) + 1
+    size = max(len(pool), 1)
+    weight: dict[str, float] = {}
+    for text in top:
+        names = {t for w in _NAME.findall(text) for t in tokenize(w)}
+        for term in set(tokenize(text)):
+            if term in asked or len(term) < 3 or term.isdigit():
+                continue
+            rarity = math.log((size + 1.0) / (pool_df.get(term, 0) + 0.5))
+            weight[term] = weight.get(term, 0.0) + rarity * (2.0 if term in names else 1.0)
+    ranked = sorted(weight.items(), key=lambda item: (-item[1], item[0]))
+    return [term for term, w in ranked[:count] if w > 0]
 
 
 def neighbour_contexts(

@@ -26,12 +26,19 @@ from agent_memory.domain.retrieval import (
     Ranking,
     RetrievalConfig,
     RetrievalMode,
+    diversify,
+    feedback_terms,
     final_scores,
     fuse,
     neighbour_contexts,
 )
 from agent_memory.domain.time import SystemClock
-from agent_memory.domain.validation import require_positive, require_scope, require_text
+from agent_memory.domain.validation import (
+    MAX_QUERY_BYTES,
+    require_positive,
+    require_scope,
+    require_text,
+)
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import KeywordSearch, MemoryStore
 
@@ -142,6 +149,7 @@ class HybridRetriever:
                         **turn.attributes,
                         "speaker": turn.speaker,
                         "session": turn.session,
+                        "turn": start + offset,
                     },
                     context=contexts[start + offset],
                 )
@@ -192,10 +200,12 @@ class HybridRetriever:
         ranges = parse_dates(query, reference if reference is not None else now.date())
         lexical: list[ScoredRecord] = []
         vector: list[ScoredRecord] = []
+        keywords = query
         if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
-            keywords = query
             if ranges and config.context_dates:
-                keywords = " ".join([query, *(range_words(r) for r in ranges)])
+                dated = " ".join([query, *(range_words(r) for r in ranges)])
+                if len(dated.encode()) <= MAX_QUERY_BYTES:
+                    keywords = dated
             lexical = await self._keyword.search_text(
                 owner, keywords, limit=depth, namespace=namespace, kinds=kinds
             )
@@ -215,8 +225,28 @@ class HybridRetriever:
                 _ranking(vector, config.vector_weight),
             ]
         by_id = {hit.record.id: hit.record for hit in (*lexical, *vector)}
+        fused = fuse(rankings, config)
+        if (
+            config.feedback_weight
+            and wanted is not RetrievalMode.VECTOR
+            and self._keyword is not None
+            and fused
+        ):
+            expansion = feedback_terms(
+                query,
+                [by_id[rid].content for rid, _ in fused[: config.feedback_docs]],
+                [r.content for r in by_id.values()],
+                count=config.feedback_terms,
+            )
+            second_query = " ".join([keywords, *expansion])
+            if expansion and len(second_query.encode()) <= MAX_QUERY_BYTES:
+                second = await self._keyword.search_text(
+                    owner, second_query, limit=depth, namespace=namespace, kinds=kinds
+                )
+                by_id.update({hit.record.id: hit.record for hit in second})
+                fused = fuse([*rankings, _ranking(second, config.feedback_weight)], config)
         scored = final_scores(
-            fuse(rankings, config),
+            fused,
             config,
             created_at={rid: r.created_at for rid, r in by_id.items()},
             importance={rid: r.importance for rid, r in by_id.items()},
@@ -230,6 +260,23 @@ class HybridRetriever:
             event_days={rid: r.created_at.date() for rid, r in by_id.items()},
             ranges=ranges,
         )
+        if config.session_penalty:
+            scored = diversify(
+                scored,
+                {
+                    rid: r.attributes["session"]
+                    for rid, r in by_id.items()
+                    if "session" in r.attributes
+                },
+                penalty=config.session_penalty,
+                depth=limit,
+                positions={
+                    rid: r.attributes["turn"]
+                    for rid, r in by_id.items()
+                    if isinstance(r.attributes.get("turn"), int)
+                },
+                reach=config.diversity_reach or None,
+            )
         hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
         return Retrieval(hits=hits, mode=wanted, fallback=fallback)
 

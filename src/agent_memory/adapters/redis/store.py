@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -73,8 +72,10 @@ __all__ = ["RedisMemoryStore"]
 
 # Keyword statistics: one hash per owner (`KeySchema.ms_stats`), in the slot of the
 # owner's records, with `n<cell>` (records) and `l<cell>` (their total length in
-# terms) per cell `:<H(namespace)>:<H(kind)>`, and `v`, a version that every write
-# of the owner changes. The scripts below keep it in step with the records.
+# terms) per cell `<H(namespace)[:16]><H(kind)[:16]>` (64 bits of each digest keep
+# field names short enough for the compact listpack encoding), and `v`, a version
+# that every write of the owner changes. The scripts below keep it in step with
+# the records.
 _STATS_LUA = """
 local function bump(key)
   if redis.call('HINCRBY', key, 'v', 1) == 1 then
@@ -95,7 +96,7 @@ local function stored(key)
   local f = redis.call('HMGET', key, 'nh', 'kh', 'terms')
   if not f[1] then return nil, 0 end
   local _, len = string.gsub(f[3] or '', '%S+', '')
-  return ':' .. f[1] .. ':' .. (f[2] or ''), len
+  return string.sub(f[1], 1, 16) .. string.sub(f[2] or '', 1, 16), len
 end
 """
 
@@ -168,6 +169,39 @@ return count
 """
 )
 
+# KEYS: the owner's statistics. ARGV: index, query, mode, LOAD arguments. The
+# owner's statistics and every candidate, read in one atomic step. Mode "ids": the
+# candidates' ids and terms as two NUL-joined strings (no stored value holds a
+# NUL), which a client parses far faster than one reply row per candidate; mode
+# "rows": the engine's rows as they are.
+_CANDIDATES = """
+local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[2], 'VERBATIM',
+  unpack(ARGV, 4, #ARGV))
+local stats = redis.call('HGETALL', KEYS[1])
+if ARGV[3] == 'rows' then return {stats, res} end
+local ids, terms = {}, {}
+for i = 2, #res do
+  local row, id, t = res[i], nil, ''
+  for j = 1, #row - 1, 2 do
+    if row[j] == 'id' then id = row[j + 1] elseif row[j] == 'terms' then t = row[j + 1] end
+  end
+  if id then
+    ids[#ids + 1] = id
+    terms[#terms + 1] = t
+  end
+end
+return {stats, table.concat(ids, '\\0'), table.concat(terms, '\\0')}
+"""
+
+# KEYS: the owner's statistics, then records. ARGV: the version the records were
+# ranked with ("" for none), then the fields to read. Nil when the version moved.
+_FETCH = """
+if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[1] then return false end
+local out = {}
+for i = 2, #KEYS do out[i - 1] = redis.call('HMGET', KEYS[i], unpack(ARGV, 2, #ARGV)) end
+return out
+"""
+
 _Hits = list[ScoredRecord]
 _Rows = list[list[bytes]]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
@@ -182,6 +216,7 @@ _RETURN_LIST = ("RETURN", str(len(_LISTED)), "sk", *RECORD_FIELDS)
 _F32 = np.dtype(np.float32)
 _ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
 _PAGE = 500
+_CELL = 16  # hex digits of the namespace and kind digests in a statistics cell
 # Keyword candidates: id and terms (then the record's fields, for the fallback).
 _IDS = [b"id", b"terms"]
 _FULL = [*_IDS, *_RECORD]
@@ -220,11 +255,12 @@ def _is_zero(blob: bytes) -> bool:
 
 
 class _Cells:
-    """Which statistics cells (`:<H(namespace)>:<H(kind)>`) a keyword filter covers."""
+    """Which statistics cells (`<H(namespace)[:16]><H(kind)[:16]>`) a keyword
+    filter covers."""
 
     def __init__(self, namespace: str | None, kinds: list[str] | None) -> None:
-        self._nh = None if namespace is None else digest(namespace).encode()
-        self._kh = None if kinds is None else {digest(k).encode() for k in kinds}
+        self._nh = None if namespace is None else digest(namespace)[:_CELL].encode()
+        self._kh = None if kinds is None else {digest(k)[:_CELL].encode() for k in kinds}
 
     def totals(self, fields: dict[bytes, bytes]) -> tuple[int, int]:
         """(records, total length) of the covered cells in a statistics hash."""
@@ -232,7 +268,7 @@ class _Cells:
         for name, value in fields.items():
             if name[:1] != b"n":
                 continue
-            _, nh, kh = name[1:].split(b":")
+            nh, kh = name[1 : 1 + _CELL], name[1 + _CELL :]
             if (self._nh is None or nh == self._nh) and (self._kh is None or kh in self._kh):
                 n += int(value)
                 length += int(fields.get(b"l" + name[1:], 0))
@@ -244,15 +280,16 @@ def _rank(
 ) -> list[tuple[float, list[bytes]]]:
     """The best `limit` candidates by BM25 (as `bm25_scores` over the owner's
     statistics), score descending then id ascending; rows are `[id, terms, ...]`."""
-    docs: list[tuple[Counter[str], int]] = []
+    pairs = [(t, t.encode("utf-8", "surrogatepass")) for t in terms]
+    docs: list[tuple[dict[str, int], int]] = []
     doc_freq = dict.fromkeys(terms, 0)
     for row in rows:
-        tokens = row[1].decode("utf-8", "surrogatepass").split(" ") if row[1] else []
-        counts = Counter(tokens)
+        # Terms are joined by single spaces and hold none: no decoding needed.
+        tokens = row[1].split(b" ") if row[1] else []
+        counts = {t: c for t, raw in pairs if (c := tokens.count(raw))}
         docs.append((counts, len(tokens)))
-        for t in terms:
-            if t in counts:
-                doc_freq[t] += 1
+        for t in counts:
+            doc_freq[t] += 1
     # Statistics that cover fewer records than the candidates (records written
     # without them) must not make a logarithm of a negative number.
     n = max(n, len(rows))
@@ -307,6 +344,8 @@ class RedisMemoryStore(RedisHandle):
         self._add = self._r.register_script(_ADD)
         self._update = self._r.register_script(_UPDATE)
         self._delete = self._r.register_script(_DELETE)
+        self._candidates = self._r.register_script(_CANDIDATES)
+        self._fetch = self._r.register_script(_FETCH)
 
     @classmethod
     def from_url(
@@ -438,7 +477,7 @@ class RedisMemoryStore(RedisHandle):
             flat += [name, value]
         terms = cast(str, fields["terms"])
         length = terms.count(" ") + 1 if terms else 0
-        return flat, f":{tags['nh']}:{tags['kh']}", length
+        return flat, tags["nh"][:_CELL] + tags["kh"][:_CELL], length
 
     @staticmethod
     def _filter(owner: str, namespace: str | None, kinds: list[str] | None) -> str:
@@ -754,42 +793,34 @@ class RedisMemoryStore(RedisHandle):
                     best = _rank(terms, rows, n, length, limit)
                     if full or not best:
                         return [scored(decode_record_values(row[2:]), s) for s, row in best]
-                    pipe = self._r.pipeline(transaction=False)
-                    for _, row in best:
-                        pipe.hmget(
-                            self._key(owner, row[0].decode("utf-8", "surrogatepass")), _RECORD
-                        )
-                    pipe.hget(stats, "v")
-                    *found, now = await pipe.execute()
-                    if now == version:
+                    keys = [stats]
+                    keys += [
+                        self._key(owner, row[0].decode("utf-8", "surrogatepass")) for _, row in best
+                    ]
+                    found = await self._fetch(keys=keys, args=[version or b"", *RECORD_FIELDS])
+                    if found is not None:  # the owner's version is the one ranked with
                         return [
                             scored(decode_record_values(values), s)
                             for (s, _), values in zip(best, found, strict=True)
                         ]
             raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
-    #: Tries of the two-step keyword search before the one-transaction fallback.
+    #: Tries of the two-step keyword search before the one-step fallback.
     _text_attempts = 3
 
     async def _text_candidates(
         self, stats: str, query: str, cells: _Cells, full: bool
     ) -> tuple[bytes | None, int, int, _Rows]:
-        """In one transaction: the owner's statistics and the candidates. Returns the
-        version, the record count and total length of the matching cells, and per
-        candidate `[id, terms]` (+ the `RECORD_FIELDS` values when `full`)."""
-        load = _LOAD_FULL if full else _LOAD
-        names = _FULL if full else _IDS
+        """In one atomic script: the owner's statistics and the candidates. Returns
+        the version, the record count and total length of the matching cells, and
+        per candidate `[id, terms]` (+ the `RECORD_FIELDS` values when `full`)."""
+        args = [self._index, query, "rows" if full else "ids", *(_LOAD_FULL if full else _LOAD)]
+        args += ["TIMEOUT", "0", "DIALECT", "2"]
         if not self._index_ready:
             await self.ensure_index()
         for again in (True, False):
-            pipe = self._r.pipeline(transaction=True)
-            pipe.hgetall(stats)
-            pipe.execute_command(
-                "FT.AGGREGATE", self._index, query, "VERBATIM", *load,
-                "TIMEOUT", "0", "DIALECT", "2",
-            )  # fmt: skip
             try:
-                fields, res = await pipe.execute()
+                reply = await self._candidates(keys=[stats], args=args)
                 break
             except Exception as exc:
                 if is_unknown_command(exc):
@@ -798,5 +829,16 @@ class RedisMemoryStore(RedisHandle):
                     raise
             self._index_ready = False
             await self.ensure_index()
+        flat = reply[0]
+        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         n, length = cells.totals(fields)
-        return fields.get(b"v"), n, length, [_values(row, names) for row in res[1:]]
+        if full:
+            rows = [_values(row, _FULL) for row in reply[1][1:]]
+        elif reply[1]:
+            rows = [
+                list(pair)
+                for pair in zip(reply[1].split(b"\0"), reply[2].split(b"\0"), strict=True)
+            ]
+        else:
+            rows = []
+        return fields.get(b"v"), n, length, rows

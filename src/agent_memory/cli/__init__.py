@@ -105,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     conf.add_argument("-k", dest="keyword", help="only tests matching this pytest -k expression")
     conf.add_argument("-q", "--quiet", action="store_true", help="less output")
 
+    serve = sub.add_parser(
+        "serve",
+        help="run the HTTP service for callers in any language (extra: server)",
+        description="Serve the memory over HTTP with tenant-bound API keys (docs/server.md). "
+        "Runs until SIGINT/SIGTERM, then drains in-flight requests and releases claims.",
+    )
+    from agent_memory.entrypoints.server.cli import add_arguments as add_serve_arguments
+
+    add_serve_arguments(serve)
+
     from agent_memory.cli.portability import add_parsers
 
     add_parsers(sub)  # export, import, migrate, reembed
@@ -151,6 +161,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agent_memory.cli.portability import run
 
         return run(args)
+    if args.command == "serve":
+        from agent_memory.entrypoints.server.cli import run_serve
+
+        return run_serve(args)
     if args.command == "processor":
         from agent_memory.entrypoints.processor.cli import run_processor
 

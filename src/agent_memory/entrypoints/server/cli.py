@@ -1,0 +1,95 @@
+"""`agent-memory serve`: run the HTTP service under uvicorn (one process).
+
+SIGTERM or SIGINT: stop accepting, let in-flight requests finish (at most
+`--drain-timeout` seconds), finish every open agent request (claims released),
+close the backend, exit 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from agent_memory.domain.errors import ConfigurationError
+
+__all__ = ["add_arguments", "run_serve"]
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free)")
+    parser.add_argument(
+        "--keys",
+        help="API key file (JSON, digests only; default: AGENT_MEMORY_SERVER_KEYS_FILE, "
+        "else the JSON in AGENT_MEMORY_SERVER_KEYS)",
+    )
+    parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024)
+    parser.add_argument("--rate", type=float, default=50.0, help="requests/s per key (average)")
+    parser.add_argument("--burst", type=int, default=100, help="requests per key in a burst")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=600.0, help="finish agent requests idle this long (s)"
+    )
+    parser.add_argument("--drain-timeout", type=float, default=30.0, help="shutdown drain (s)")
+    parser.add_argument(
+        "--new-key",
+        metavar="TENANT",
+        help="print a new API key for TENANT and its key-file entry, then exit",
+    )
+    parser.add_argument("--read-only", action="store_true", help="with --new-key: a read-only key")
+    parser.add_argument("--openapi", action="store_true", help="print the OpenAPI schema and exit")
+
+
+def run_serve(args: Any) -> int:
+    try:
+        import uvicorn
+
+        from agent_memory.entrypoints.server.app import ServerConfig, create_app
+        from agent_memory.entrypoints.server.keys import KeyRing, hash_key, new_key
+        from agent_memory.entrypoints.server.tenancy import Tenant
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"`serve` needs the 'server' extra: pip install 'agent-memory[server]' ({exc.name})"
+        ) from None
+    if args.new_key is not None:
+        tenant = Tenant(args.new_key)
+        key = new_key()
+        entry = {"id": f"{tenant.name}-{hash_key(key)[:8]}", "tenant": tenant.name,
+                 "sha256": hash_key(key), "read_only": bool(args.read_only)}  # fmt: skip
+        print(f"key (shown once, give it to the caller): {key}")
+        print(f"key-file entry: {json.dumps(entry)}")
+        return 0
+    if args.openapi:
+        app = create_app(ServerConfig(), KeyRing(text='{"keys": []}'))
+        print(json.dumps(app.openapi(), indent=2, sort_keys=True))
+        return 0
+    for name in ("max_body_bytes", "burst"):
+        if getattr(args, name) < 1:
+            raise ConfigurationError(f"--{name.replace('_', '-')} must be at least 1")
+    if not args.rate > 0 or not args.idle_timeout > 0 or args.drain_timeout < 0:
+        raise ConfigurationError("--rate and --idle-timeout must be > 0, --drain-timeout >= 0")
+    keys = KeyRing.from_env(args.keys)
+    config = ServerConfig(
+        url=args.url,
+        max_body_bytes=args.max_body_bytes,
+        rate=args.rate,
+        burst=args.burst,
+        idle_timeout=args.idle_timeout,
+    )
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config, keys),
+            host=args.host,
+            port=args.port,
+            access_log=False,  # ours is structured and carries no ids (middleware)
+            log_config=None,
+            lifespan="on",
+            timeout_graceful_shutdown=args.drain_timeout,
+            server_header=False,
+        )
+    )
+    server.run()
+    return 0 if server.started else 1

@@ -1,0 +1,143 @@
+"""The outermost ASGI layer: request ids, body limits, content type, the
+last-resort error barrier and structured access logs.
+
+Access log lines are JSON objects on the `agent_memory.server.access` logger:
+method, route template (`/v1/users/facts`, never the query string), status,
+duration, bytes in and out, key id and tenant. No ids, no bodies, no user
+content. An exception nobody handled becomes a 500 problem document; its
+traceback goes to the server log only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from agent_memory.entrypoints.server.problems import Problem
+
+__all__ = ["Guard"]
+
+_access = logging.getLogger("agent_memory.server.access")
+_log = logging.getLogger("agent_memory.server")
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    json_suffix = media.startswith("application/") and media.endswith("+json")
+    return media == "application/json" or json_suffix
+
+
+class Guard:
+    """Wraps the app; `app` is the FastAPI app (for its OpenAPI schema)."""
+
+    def __init__(self, app: Any, *, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    def openapi(self) -> dict[str, Any]:
+        schema: dict[str, Any] = self.app.openapi()
+        return schema
+
+    async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        request_id = uuid.uuid4().hex[:16]
+        state = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        sent: dict[str, Any] = {"status": 0, "bytes": 0, "started": False}
+
+        async def send_wrapper(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                sent["status"] = message["status"]
+                sent["started"] = True
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body":
+                sent["bytes"] += len(message.get("body", b""))
+            await send(message)
+
+        body_in = 0
+        try:
+            problem, body = await self._read(scope, receive)
+            body_in = len(body)
+            if problem is not None:
+                await self._problem(send_wrapper, problem, request_id)
+            else:
+                replayed = False
+
+                async def replay() -> Message:
+                    nonlocal replayed
+                    if not replayed:
+                        replayed = True
+                        return {"type": "http.request", "body": body, "more_body": False}
+                    message: Message = await receive()  # http.disconnect
+                    return message
+
+                await self.app(scope, replay, send_wrapper)
+        except Exception as exc:
+            _log.error("unhandled %s (request %s)", type(exc).__name__, request_id, exc_info=exc)
+            if not sent["started"]:
+                await self._problem(send_wrapper, Problem("internal-error"), request_id)
+        finally:
+            route = scope.get("route")
+            _access.info(
+                json.dumps(
+                    {
+                        "event": "access",
+                        "request_id": request_id,
+                        "method": scope.get("method"),
+                        "route": getattr(route, "path", None) or "unmatched",
+                        "status": sent["status"],
+                        "duration_ms": round((time.perf_counter() - started) * 1000, 2),
+                        "bytes_in": body_in,
+                        "bytes_out": sent["bytes"],
+                        "key_id": state.get("key_id"),
+                        "tenant": state.get("tenant"),
+                    }
+                )
+            )
+
+    async def _read(self, scope: Scope, receive: Any) -> tuple[Problem | None, bytes]:
+        """The whole body (at most the limit), or the problem that refuses it."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        length = headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            return Problem("payload-too-large", f"at most {self.max_body_bytes} bytes"), b""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return Problem("payload-too-large", f"at most {self.max_body_bytes} bytes"), b""
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        if scope.get("method") in _BODY_METHODS and not _is_json(headers.get("content-type", "")):
+            return Problem("unsupported-media-type"), body
+        return None, body
+
+    @staticmethod
+    async def _problem(send: Any, problem: Problem, request_id: str) -> None:
+        payload = json.dumps(problem.body(request_id)).encode()
+        headers = [
+            (b"content-type", b"application/problem+json"),
+            (b"content-length", str(len(payload)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in problem.headers.items()),
+        ]
+        await send({"type": "http.response.start", "status": problem.status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,68 @@
+"""Tenant scoping: every owner and domain a tenant addresses is stored under a
+prefix that only the server chooses.
+
+    user id  u  of tenant T  ->  owner   "t/T/u/" + u
+    domain   d  of tenant T  ->  domain  "t/T/d/" + d
+
+Tenant names come from the key configuration and match `TENANT_PATTERN` (no
+`/`), so the prefix ends at the third `/` of a stored scope whatever the
+caller's id holds: the set of scopes of two tenants (and of users and domains
+of one tenant) are disjoint, and no id, however adversarial (`/`, `t/other/u/`,
+`: * { } | @`, unicode), can name another tenant's scope. Callers never see the
+prefix: responses carry their own ids back.
+"""
+
+from __future__ import annotations
+
+import re
+
+from attrs import field, frozen
+
+from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.validation import require_id, require_scope
+
+__all__ = ["TENANT_PATTERN", "Tenant"]
+
+TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+
+
+def _check_tenant(_inst: object, _attr: object, value: object) -> None:
+    if not isinstance(value, str) or TENANT_PATTERN.fullmatch(value) is None:
+        raise ConfigurationError(
+            f"tenant {value!r}: 1-63 characters of a-z 0-9 _ . - starting with a letter or digit"
+        )
+
+
+@frozen
+class Tenant:
+    """One tenant's mapping between caller ids and stored scopes."""
+
+    name: str = field(validator=_check_tenant)  # type: ignore[assignment]
+
+    @property
+    def _users(self) -> str:
+        return f"t/{self.name}/u/"
+
+    @property
+    def _domains(self) -> str:
+        return f"t/{self.name}/d/"
+
+    def owner(self, user_id: object) -> str:
+        """The stored owner of a caller's user id (validated: non-blank, no NUL)."""
+        return self._users + require_id(user_id, "user_id")
+
+    def domain(self, domain: object) -> str:
+        """The stored domain of a caller's domain (validated: non-blank, no NUL)."""
+        return self._domains + require_scope(domain, "domain")
+
+    def user_of(self, owner: str | None) -> str | None:
+        """The caller's user id of a stored owner; None when it is not this tenant's."""
+        if owner is not None and owner.startswith(self._users):
+            return owner[len(self._users) :]
+        return None
+
+    def domain_of(self, stored: str) -> str | None:
+        """The caller's domain of a stored domain; None when it is not this tenant's."""
+        if stored.startswith(self._domains):
+            return stored[len(self._domains) :]
+        return None

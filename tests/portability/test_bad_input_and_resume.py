@@ -75,7 +75,7 @@ async def _assert_rejected(tmp_path: Path, data: list[bytes], error: type, line:
     s = settings(tmp_path)
     url = f"sqlite:///{tmp_path}/target.db"
     with pytest.raises(error) as caught:
-        await import_file(url, str(bad), settings=s)
+        await import_file(url, str(bad), settings=s, batch_size=1)
     assert isinstance(caught.value, ExportFormatError)
     assert caught.value.line == line
     assert f"line {line}" in str(caught.value)
@@ -163,6 +163,7 @@ async def test_import_killed_mid_file_resumes_to_the_same_state(tmp_path: Path) 
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert f"resumed after line {progress['line']}" in resumed.stdout
+    assert "already there" not in resumed.stdout  # the stored batches are skipped, not redone
     assert not Path(path + ".progress").exists()  # noqa: ASYNC240
     clean = f"sqlite:///{tmp_path}/clean.db"
     await import_file(clean, path, settings=s)

@@ -1,0 +1,44 @@
+"""The shipped MemoryStore contract on Milvus: Milvus Lite always, and the server
+named by MILVUS_URL when it is set (the `target` fixture parameter).
+
+Capabilities, honestly: the duplicate check reads before it writes. Within one
+process the check and the write are serialised (a lock per client and
+collection), so a duplicate-bearing batch writes nothing (`atomic_batches`);
+two processes adding one id at the same moment can both succeed, so
+`concurrent_duplicate_rejection` is not declared. Keyword search: Milvus's BM25
+index selects candidates, the scores are per owner (MS-KW-12).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent_memory.adapters.milvus import MilvusMemoryStore
+from agent_memory.contract_tests import Capabilities, MemoryStoreContract
+from agent_memory.contract_tests.memory_store import Reopen
+from agent_memory.ports.storage import MemoryStore
+from milvus.support import OpenStore
+
+
+class TestMilvusMemoryStore(MemoryStoreContract):
+    capabilities = Capabilities(
+        atomic_batches=True,
+        concurrent_duplicate_rejection=False,
+        reopen=True,
+        keyword_search=True,
+    )
+
+    @pytest.fixture
+    async def store(self, open_store: OpenStore) -> AsyncIterator[MemoryStore]:
+        s: MilvusMemoryStore = await open_store()
+        yield s
+        await s.close()
+
+    @pytest.fixture
+    def reopen(self, open_store: OpenStore) -> Reopen:
+        async def open_again() -> MemoryStore:
+            return await open_store()
+
+        return open_again

@@ -25,11 +25,16 @@ def milvus_clients(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[st
     """One client per target for the whole session (Milvus Lite starts once, ~1.5 s)."""
     path = Path(tmp_path_factory.mktemp("milvus")) / "lite.db"
     clients = {"lite": MilvusClient(uri=str(path))}
+    lite_path.append(path)
     if MILVUS_URL:
         clients["server"] = parse_milvus_url(MILVUS_URL).client()
     yield clients
     for client in clients.values():
         client.close()
+
+
+lite_path: list[Path] = []
+"""The session's Milvus Lite file (a second client on it reuses the running server)."""
 
 
 @pytest.fixture(params=TARGETS)

@@ -7,8 +7,9 @@
 | `redis://host:port/db` | Redis with the Search module | `redis` |
 | `postgresql://user@host/db` | PostgreSQL + pgvector | `postgres` |
 | `qdrant://host:port`, `qdrant+local:///path`, `qdrant+memory://` | Qdrant | `qdrant` |
+| `milvus://host:19530`, `milvus+lite:///path/memory.db` | Milvus (Lite in process) | `milvus` |
 
-Qdrant serves the memory store only; events, leases and cache then come from
+Qdrant and Milvus serve the memory store only; events, leases and cache then come from
 `coordination_url` (`AGENT_MEMORY_COORDINATION_URL`, default: the SQLite file).
 
 Adapters are imported only when their URL is used, so a missing extra fails here
@@ -172,6 +173,7 @@ _EXTRAS = {
     "redis": ("redis", "redis"),
     "postgres": ("psycopg", "postgres"),
     "qdrant": ("qdrant_client", "qdrant"),
+    "milvus": ("pymilvus", "milvus"),
     "openai": ("httpx", "openai"),
 }
 
@@ -185,7 +187,13 @@ _SCHEMES = {
     "qdrant": "qdrant",
     "qdrant+local": "qdrant",
     "qdrant+memory": "qdrant",
+    "milvus": "milvus",
+    "milvus+lite": "milvus",
 }
+
+# Backends that serve the memory store only (events, leases and cache come from
+# the coordination URL).
+_STORE_ONLY = frozenset({"qdrant", "milvus"})
 
 
 def scheme_of(url: str) -> str:
@@ -243,8 +251,8 @@ async def open_stores(
         deployment=settings.deployment,
         clock=clock,
     )
-    if family == "qdrant":
-        # Qdrant serves the memory store only; connect() adds coordination stores.
+    if family in _STORE_ONLY:
+        # Qdrant and Milvus serve the memory store only; connect() adds coordination stores.
         return Stores(
             store=parts["store"],
             events=None,
@@ -429,12 +437,12 @@ async def _open(
         )
     stores = await open_stores(url, space=embedder.space, settings=settings, clock=clock)
     coordination = None
-    if family == "qdrant":
+    if family in _STORE_ONLY:
         coord_url = settings.coordination_url or default_sqlite_url()
-        if scheme_of(coord_url) == "qdrant":
+        if scheme_of(coord_url) in _STORE_ONLY:
             await stores.close()
             raise ConfigurationError(
-                "Qdrant serves only the memory store: AGENT_MEMORY_COORDINATION_URL must name "
+                f"{family} serves only the memory store: AGENT_MEMORY_COORDINATION_URL must name "
                 "a backend for events, leases and cache (sqlite, redis, postgresql, memory)"
             )
         try:

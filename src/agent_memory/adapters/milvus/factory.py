@@ -11,12 +11,14 @@ user and password), `?db=NAME` (a server database), `?index=FLAT|HNSW|AUTOINDEX|
 (the vector index of a collection this store creates; default FLAT, exact),
 `?prefix=NAME_` (collection name prefix, default `agent_memory_`; through
 `connect()` a deployment other than `default` gets `agent_memory_<slug>_<hash>_`
-unless the URL names a prefix). Building the store does no I/O: the client is
-created (and Milvus Lite started) on first use.
+unless the URL names a prefix). Parsing does no I/O; a client connects when it
+is built (for Milvus Lite that starts the in-process server, about 1.5 s, once per
+file and process), which `open_stores` does in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from datetime import timedelta
@@ -142,8 +144,9 @@ async def open_stores(
     prefix = target.prefix
     if deployment and deployment != "default" and "prefix" not in parse_qs(urlsplit(url).query):
         prefix = deployment_prefix(deployment)
+    client = await asyncio.to_thread(target.client)
     store = MilvusMemoryStore(
-        target.client(),
+        client,
         space,
         collection_prefix=prefix,
         owns_client=True,

@@ -25,6 +25,14 @@ def test_doc_states_the_default_configuration() -> None:
         f"| `candidates` (per ranker) | {d.candidates} |",
         f"| `context_window` / `context_self_weight` | {d.context_window} / "
         f"{d.context_self_weight} |",
+        f"| `context_dates` | {'on' if d.context_dates else 'off'} |",
+        f"| `date_weight` | {d.date_weight:g} |",
+        f"| `date_grace_days` / `date_half_life_days` | {_num(d.date_grace_days)} / "
+        f"{_num(d.date_half_life_days)} |",
+        f"| `session_penalty` / `diversity_reach` | {_num(d.session_penalty)} / "
+        f"{d.diversity_reach} ",
+        f"| `feedback_weight` / `feedback_docs` / `feedback_terms` | {_num(d.feedback_weight)} "
+        f"(off) / {d.feedback_docs} / {d.feedback_terms} |",
     ]
     for row in rows:
         assert row in doc, f"docs/retrieval.md is stale: expected {row!r}"

@@ -14,7 +14,8 @@ them here. Two fusion methods:
 The fused score is divided by its largest possible value (so it lies in [0, 1])
 before the recency, importance and speaker terms are added:
 `final = fused + recency_weight * 0.5 ** (age / half_life)
-+ importance_weight * importance + speaker_weight * [the query names the speaker]`.
++ importance_weight * importance + speaker_weight * [the query names the speaker]
++ date_weight * date_match(event day, the dates the query names)`.
 The speaker term applies when the query names exactly one of the candidates'
 speakers (`attributes["speaker"]` of a conversation turn): "What does Tomas
 play?" favours what Tomas said.

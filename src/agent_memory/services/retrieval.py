@@ -116,8 +116,9 @@ class HybridRetriever:
         batch_size: int = 256,
     ) -> list[MemoryRecord]:
         """Store each turn as one record (content `"{speaker}: {text}"`, the turn's
-        attributes plus `speaker` and `session`, created at the turn's time) with its neighbouring
-        turns as indexing context; the records, in turn order."""
+        attributes plus `speaker`, `session` and `turn` (its index in `turns`), created at
+        the turn's time) with its neighbouring turns as indexing context, ended by the
+        turn's month and year when `context_dates` is on; the records, in turn order."""
         require_scope(owner, "owner")
         require_positive(batch_size, "batch_size")
         contents = [t.content for t in turns]

@@ -141,7 +141,7 @@ def create_app(
             raise Problem("unauthenticated", headers={"WWW-Authenticate": "Bearer"})
         request.state.key_id = key.id
         request.state.tenant = key.tenant.name
-        wait = limiter.take(key.id)
+        wait = limiter.take(key.id, key.rate, key.burst)
         if wait is not None:
             raise Problem("rate-limited", headers={"Retry-After": limiter.retry_after(wait)})
         return Caller(key)

@@ -4,7 +4,9 @@ The key file (or the `AGENT_MEMORY_SERVER_KEYS` variable, same JSON) holds only
 SHA-256 digests of the keys, never a key:
 
     {"keys": [{"id": "acme-app", "tenant": "acme", "sha256": "<64 hex>",
-               "read_only": false, "revoked": false}]}
+               "read_only": false, "revoked": false, "rate": 20, "burst": 40}]}
+
+(`rate`/`burst` are optional per-key overrides of the server's rate limit.)
 
 Keys are 256-bit random tokens (`new_key()`), so one SHA-256 is the right
 hash: a slow password hash buys nothing against a key nobody can guess, and
@@ -56,6 +58,9 @@ class ApiKey:
     id: str
     tenant: Tenant
     read_only: bool = False
+    rate: float | None = None
+    """Requests per second for this key (None: the server's `--rate`)."""
+    burst: int | None = None
 
 
 def _parse(document: Any, source: str) -> dict[str, ApiKey]:
@@ -67,7 +72,7 @@ def _parse(document: Any, source: str) -> dict[str, ApiKey]:
         where = f"{source}: keys[{i}]"
         if not isinstance(entry, Mapping):
             raise ConfigurationError(f"{where}: an object is required")
-        unknown = set(entry) - {"id", "tenant", "sha256", "read_only", "revoked"}
+        unknown = set(entry) - {"id", "tenant", "sha256", "read_only", "revoked", "rate", "burst"}
         if unknown:
             raise ConfigurationError(f"{where}: unknown fields {sorted(unknown)}")
         key_id, digest = entry.get("id"), entry.get("sha256")
@@ -78,10 +83,20 @@ def _parse(document: Any, source: str) -> dict[str, ApiKey]:
         read_only, revoked = entry.get("read_only", False), entry.get("revoked", False)
         if not isinstance(read_only, bool) or not isinstance(revoked, bool):
             raise ConfigurationError(f"{where}: 'read_only' and 'revoked' are booleans")
+        rate, burst = entry.get("rate"), entry.get("burst")
+        if rate is not None and (isinstance(rate, bool) or not isinstance(rate, int | float)
+                                 or not rate > 0):  # fmt: skip
+            raise ConfigurationError(f"{where}: 'rate' must be a number > 0")
+        if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int)
+                                  or burst < 1):  # fmt: skip
+            raise ConfigurationError(f"{where}: 'burst' must be an integer >= 1")
         ids.add(key_id)
         if revoked:
             continue
-        out[digest.lower()] = ApiKey(key_id, Tenant(str(entry.get("tenant", ""))), read_only)
+        tenant = Tenant(str(entry.get("tenant", "")))
+        out[digest.lower()] = ApiKey(
+            key_id, tenant, read_only, None if rate is None else float(rate), burst
+        )
     return out
 
 

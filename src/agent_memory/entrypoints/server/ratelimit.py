@@ -24,16 +24,19 @@ class RateLimiter:
         self._clock = clock
         self._buckets: dict[str, tuple[float, float]] = {}
 
-    def take(self, key: str) -> float | None:
-        """None when the request may go ahead, else the seconds to wait."""
+    def take(self, key: str, rate: float | None = None, burst: int | None = None) -> float | None:
+        """None when the request may go ahead, else the seconds to wait. `rate`
+        and `burst` override the defaults for this key."""
+        rate = self.rate if rate is None else rate
+        cap = float(self.burst if burst is None else burst)
         now = self._clock()
-        tokens, last = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+        tokens, last = self._buckets.get(key, (cap, now))
+        tokens = min(cap, tokens + (now - last) * rate)
         if tokens >= 1.0:
             self._buckets[key] = (tokens - 1.0, now)
             return None
         self._buckets[key] = (tokens, now)
-        return (1.0 - tokens) / self.rate
+        return (1.0 - tokens) / rate
 
     @staticmethod
     def retry_after(wait: float) -> str:

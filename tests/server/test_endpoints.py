@@ -31,9 +31,11 @@ def assert_problem(response: httpx.Response, status: int, slug: str) -> dict[str
     doc = response.json()
     assert doc["type"] == PROBLEM_PREFIX + slug, doc
     assert doc["status"] == status
-    assert isinstance(doc["title"], str) and isinstance(doc["detail"], str)
+    assert isinstance(doc["title"], str)
+    assert isinstance(doc["detail"], str)
     assert doc["request_id"] == response.headers["x-request-id"]
-    assert "Traceback" not in response.text and 'File "' not in response.text
+    assert "Traceback" not in response.text
+    assert 'File "' not in response.text
     return doc
 
 
@@ -64,7 +66,8 @@ def test_user_facts_lifecycle(client: httpx.Client) -> None:
     assert contents == ["User prefers window seats", "User's name is Ana"], facts
     assert facts["next_cursor"] is None
     page = client.get("/v1/users/facts", params={"user_id": user, "limit": 1}).json()
-    assert len(page["facts"]) == 1 and page["next_cursor"] is not None
+    assert len(page["facts"]) == 1
+    assert page["next_cursor"] is not None
     rest = client.get(
         "/v1/users/facts", params={"user_id": user, "limit": 1, "cursor": page["next_cursor"]}
     ).json()
@@ -73,8 +76,10 @@ def test_user_facts_lifecycle(client: httpx.Client) -> None:
     view = client.post(
         "/v1/users/profile", json={"user_id": user, "namespace": "travel", "request": "seat"}
     ).json()
-    assert "window seats" in view["text"] and "Ana" in view["text"]
-    assert view["report"]["view"] == "user_profile" and view["report"]["outcome"] == "complete"
+    assert "window seats" in view["text"]
+    assert "Ana" in view["text"]
+    assert view["report"]["view"] == "user_profile"
+    assert view["report"]["outcome"] == "complete"
 
     hits = client.post(
         "/v1/users/search", json={"user_id": user, "query": "window seats", "limit": 1}
@@ -89,17 +94,22 @@ def test_user_facts_lifecycle(client: httpx.Client) -> None:
             "facts": [{"content": "User is vegetarian", "category": "constraint"}],
         },
     )
-    assert r.status_code == 200 and r.json()["report"]["details"]["operations"] == {"ADD": 1}
+    assert r.status_code == 200
+    assert r.json()["report"]["details"]["operations"] == {"ADD": 1}
     listed = client.get("/v1/users/facts", params={"user_id": user, "namespace": "travel"}).json()
     veg = next(f for f in listed["facts"] if f["content"] == "User is vegetarian")
 
     r = client.post("/v1/users/facts/forget", json={"user_id": user, "fact_id": veg["id"]})
-    assert r.status_code == 200 and r.json()["facts"] == 1 and r.json()["complete"]
+    assert r.status_code == 200
+    assert r.json()["facts"] == 1
+    assert r.json()["complete"]
     again = client.post("/v1/users/facts/forget", json={"user_id": user, "fact_id": veg["id"]})
     assert_problem(again, 404, "not-found")
 
     receipt = client.post("/v1/users/forget", json={"user_id": user}).json()
-    assert receipt["user_id"] == user and receipt["facts"] == 2 and receipt["complete"]
+    assert receipt["user_id"] == user
+    assert receipt["facts"] == 2
+    assert receipt["complete"]
     assert client.get("/v1/users/facts", params={"user_id": user}).json()["facts"] == []
 
 
@@ -112,7 +122,8 @@ def test_forget_one_namespace(client: httpx.Client) -> None:
                                                                 "category": "preference"}]},
         ).raise_for_status()  # fmt: skip
     receipt = client.post("/v1/users/forget", json={"user_id": user, "namespace": "a"}).json()
-    assert receipt["namespace"] == "a" and receipt["facts"] == 1
+    assert receipt["namespace"] == "a"
+    assert receipt["facts"] == 1
     left = client.get("/v1/users/facts", params={"user_id": user}).json()["facts"]
     assert [f["namespace"] for f in left] == ["b"]
 
@@ -131,7 +142,8 @@ def test_agent_request_lifecycle(client: httpx.Client, live: LiveServer) -> None
     assert_problem(client.post("/v1/requests", json=start), 409, "conflict")
 
     other = client.post("/v1/requests", json={**start, "agent": "B", "request_id": "r2"}).json()
-    assert other["claims"][0]["acquired"] is False and other["claims"][0]["holder_agent"] == "A"
+    assert other["claims"][0]["acquired"] is False
+    assert other["claims"][0]["holder_agent"] == "A"
 
     steps = {"request_id": "r1", "steps": [
         {"action": "kubectl describe", "response": "OOMKilled", "ended_at": "2030-01-01T00:00:00Z",
@@ -139,19 +151,24 @@ def test_agent_request_lifecycle(client: httpx.Client, live: LiveServer) -> None
         {"action": "bookkeeping", "eligible": False},
     ]}  # fmt: skip
     report = client.post("/v1/requests/steps", json=steps).json()["report"]
-    assert report["ok"] and report["details"]["events_written"] == 1
+    assert report["ok"]
+    assert report["details"]["events_written"] == 1
 
     ctx = client.post("/v1/requests/context", json={"request_id": "r2"}).json()
     assert "kubectl describe" in ctx["agent_memory"]
     assert json.dumps(domain) in ctx["agent_memory"]  # the caller's domain, not the stored one
     assert "t/" not in ctx["text"]
-    assert '"A"' in ctx["coordination"] and ctx["report"]["ok"]
+    assert '"A"' in ctx["coordination"]
+    assert ctx["report"]["ok"]
 
     events = client.get("/v1/events", params={"domain": domain}).json()
     assert [e["action"] for e in events["events"]] == ["kubectl describe"]
     event = events["events"][0]
-    assert event["domain"] == domain and event["user_id"] == "ana" and event["request_id"] == "r1"
-    assert event["entities"] == [entity] and events["limited"] is False
+    assert event["domain"] == domain
+    assert event["user_id"] == "ana"
+    assert event["request_id"] == "r1"
+    assert event["entities"] == [entity]
+    assert events["limited"] is False
     for wanted, count in ((entity["id"], 1), ("nope", 0)):
         narrowed = client.get(
             "/v1/events", params={"domain": domain, "entity_type": "pod", "entity_id": wanted}
@@ -175,7 +192,8 @@ def test_agent_request_lifecycle(client: httpx.Client, live: LiveServer) -> None
 
 def test_knowledge_search(client: httpx.Client) -> None:
     r = client.post("/v1/knowledge/search", json={"domain": "k8s", "query": "oom", "limit": 3})
-    assert r.status_code == 200 and r.json() == {"results": []}
+    assert r.status_code == 200
+    assert r.json() == {"results": []}
 
 
 def test_openapi_is_served(live: LiveServer) -> None:
@@ -245,7 +263,8 @@ def test_read_only_key_reads(live: LiveServer, client: httpx.Client) -> None:
     with httpx.Client(base_url=live.base, headers=live.headers("acme-ro")) as ro:
         assert len(ro.get("/v1/users/facts", params={"user_id": user}).json()["facts"]) == 1
         r = ro.post("/v1/users/search", json={"user_id": user, "query": "tea"})
-        assert r.status_code == 200 and len(r.json()["results"]) == 1
+        assert r.status_code == 200
+        assert len(r.json()["results"]) == 1
         r = ro.post("/v1/users/profile", json={"user_id": user, "namespace": "n"})
         assert "tea" in r.json()["text"]
         assert ro.get("/v1/events", params={"domain": "d"}).status_code == 200
@@ -258,7 +277,8 @@ def test_rate_limit_is_429_with_retry_after(live: LiveServer) -> None:
             live.base + "/v1/users/facts", params={"user_id": "x"}, headers=live.headers("slow")
         )
         codes.append(r.status_code)
-    assert codes[:2] == [200, 200] and codes[-1] == 429, codes
+    assert codes[:2] == [200, 200], codes
+    assert codes[-1] == 429, codes
     assert_problem(r, 429, "rate-limited")
     assert int(r.headers["retry-after"]) >= 1
 
@@ -304,7 +324,8 @@ def test_bad_bodies_are_problems(
     r = client.post(path, content=body, headers={"content-type": "application/json"})
     doc = assert_problem(r, status, slug)
     if slug == "validation-failed":
-        assert doc["errors"] and all("input" not in e for e in doc["errors"])
+        assert doc["errors"]
+        assert all("input" not in e for e in doc["errors"])
 
 
 def test_huge_payload_is_413(client: httpx.Client) -> None:
@@ -360,7 +381,8 @@ def test_access_log_has_no_user_content(live: LiveServer, client: httpx.Client) 
     client.get("/v1/users/facts", params={"user_id": secret_user}).raise_for_status()
     time.sleep(0.2)
     log = live.log()
-    assert secret_user not in log and secret_text not in log
+    assert secret_user not in log
+    assert secret_text not in log
     lines = [json.loads(x) for x in log.splitlines() if x.startswith('{"event": "access"')]
     routes = {(x["method"], x["route"], x["status"]) for x in lines}
     assert ("GET", "/v1/users/facts", 200) in routes

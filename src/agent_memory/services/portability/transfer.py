@@ -388,8 +388,12 @@ async def import_data(
             f"the target store is bound to space {ports.store.space.identity!r}, the file holds "
             f"{sorted(spaces)}: open the target in the file's space (or re-embed afterwards)"
         )
-    needs = {"event": ports.events, "triple": ports.triples, "cache": ports.cache}
-    needs["lease"] = ports.leases
+    needs: dict[str, object] = {
+        "event": ports.events,
+        "triple": ports.triples,
+        "cache": ports.cache,
+        "lease": ports.leases,
+    }
     missing = [k for k, port in needs.items() if footer.counts.get(k) and port is None]
     if missing:  # refused before anything is written
         raise PortabilityError(

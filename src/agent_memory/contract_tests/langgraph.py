@@ -1,0 +1,506 @@
+"""Differential conformance for LangGraph stores (extras `conformance` and `langgraph`).
+
+A hypothesis state machine drives any `langgraph.store.base.BaseStore` and
+LangGraph's own `InMemoryStore` with the same batches (puts, deletes, gets,
+searches with and without a query, filters, `limit`/`offset`, namespace
+listings with prefix/suffix wildcards and `max_depth`, mixed batches) and
+compares what they return::
+
+    index = differential_index(dims)            # the reference embeds with this
+    store = MyStore(index=index)                # yours: the same index config
+    await run_differential(store, max_examples=30)   # an EMPTY store, on this loop
+
+Where LangGraph leaves a rule open, or where `InMemoryStore` does something no
+persistent store does, the suite states the rule instead of copying it:
+
+- ORDER: search without a query returns the same items as the reference, in
+  an order LangGraph does not fix (`InMemoryStore`: insertion order). Pages
+  must be consistent slices of the full result; `plain_order` (a sort key over
+  `SearchItem`s), when given, must order it.
+- RANKING: with a query, the same items carry the same scores (within
+  `SCORE_TOL`); items score-descending, equal scores by (namespace, key);
+  items without a vector follow, and pages are slices of that ranking.
+  (`InMemoryStore` breaks ties by insertion order and restarts its unscored
+  tail at every offset.)
+- NAMESPACES: `list_namespaces` lists namespaces holding at least one item.
+  (`InMemoryStore` keeps listing a namespace after its last item is deleted,
+  and even after a `get` on a namespace that never held one; the reference
+  is pruned to the rule.)
+- DUPLICATE TEXTS: `InMemoryStore` fails a batch in which two indexed texts
+  are equal (it embeds each distinct text once, then counts the embeddings
+  against every text); the reference repeats the embedding.
+- WHOLE VALUE: a put's `index=["$"]` embeds the whole value, as `fields=["$"]`
+  does (`InMemoryStore` embeds nothing for it); the reference follows.
+- VECTORS: re-putting an item replaces all its vectors. (`InMemoryStore` keeps
+  vectors of paths the new put does not produce; the reference drops them.)
+- TIMESTAMPS are not compared with the reference (it resets `created_at` on
+  every put); the store must keep `created_at <= updated_at`.
+- INPUT: labels and keys hold any characters but NUL, `.` included (ops go to
+  `batch` directly: LangGraph's `put()` itself refuses `.`); values are JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import uuid
+import zlib
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from typing import Any, TypeVar, cast
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    rule,
+    run_state_machine_as_test,
+)
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    get_text_at_path,
+    tokenize_path,
+)
+from langgraph.store.memory import InMemoryStore
+
+from agent_memory.contract_tests._support import clause, shrink_budget
+
+__all__ = [
+    "DIFFERENTIAL_FIELDS",
+    "SCORE_TOL",
+    "ReferenceStore",
+    "differential_embed",
+    "differential_index",
+    "run_differential",
+]
+
+SCORE_TOL = 1e-4
+DIFFERENTIAL_FIELDS = ["text"]
+STEP_COUNT = 12
+_ALL = 10_000
+_T = TypeVar("_T")
+
+_WORDS = ["coffee", "tea", "paris", "dark", "roast", "user", "likes", "tokyo"]
+_LABELS = ["a", "b", "a.b", " ", "é", "*", "x y", "langgraph-ish", "user:1"]
+_FIRST = [label for label in _LABELS if label != "*"] + ["langgraph."]
+_KEYS = ["k1", "k2", "k.3", " ", "", "ключ"]
+
+
+def differential_embed(dims: int) -> Callable[[Sequence[str]], list[list[float]]]:
+    """A deterministic bag-of-words embedding (never a zero vector)."""
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            row = [0.0] * dims
+            row[0] = 0.5
+            for word in str(text).lower().split():
+                row[1 + zlib.crc32(word.encode("utf-8")) % (dims - 1)] += 1.0
+            out.append(row)
+        return out
+
+    return embed
+
+
+def differential_index(
+    dims: int, embed: Callable[[Sequence[str]], Any] | None = None
+) -> IndexConfig:
+    """The index config both stores use: fields `["text"]`, the given embedding
+    function (default `differential_embed(dims)`)."""
+    return IndexConfig(
+        dims=dims, embed=embed or differential_embed(dims), fields=list(DIFFERENTIAL_FIELDS)
+    )
+
+
+class ReferenceStore(InMemoryStore):
+    """`InMemoryStore`, normalised where the suite states its own rule: a
+    namespace without items is not listed, and a put replaces all vectors."""
+
+    def _extract_texts(self, put_ops: Any) -> Any:
+        for namespace, key in put_ops:  # runs after the batch's reads, before its writes
+            self._vectors[namespace].pop(key, None)
+        if not (put_ops and self.index_config and self.embeddings):
+            return {}
+        to_embed: dict[str, list[tuple[tuple[str, ...], str, str]]] = defaultdict(list)
+        for op in put_ops.values():
+            if op.value is None or op.index is False:
+                continue
+            if op.index is None:
+                paths = self.index_config["__tokenized_fields"]  # type: ignore[typeddict-item]
+            else:  # `$` means the whole value here too (InMemoryStore embeds nothing)
+                paths = [(p, p if p == "$" else tokenize_path(p)) for p in op.index]
+            for path, tokens in paths:
+                texts = get_text_at_path(op.value, tokens)
+                if len(texts) > 1:
+                    for i, text in enumerate(texts):
+                        to_embed[text].append((op.namespace, op.key, f"{path}.{i}"))
+                elif texts:
+                    to_embed[texts[0]].append((op.namespace, op.key, path))
+        return to_embed
+
+    def _insertinmem_store(self, to_embed: Any, embeddings: Any) -> None:
+        # InMemoryStore embeds each distinct text once, then counts embeddings
+        # against every (item, path) holding a text: repeat them to match.
+        rows = [
+            row for row, places in zip(embeddings, to_embed.values(), strict=True) for _ in places
+        ]
+        super()._insertinmem_store(to_embed, rows)
+
+    def _prune(self) -> None:
+        for namespace in [ns for ns, items in self._data.items() if not items]:
+            del self._data[namespace]
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        try:
+            return super().batch(ops)
+        finally:
+            self._prune()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        try:
+            return await super().abatch(ops)
+        finally:
+            self._prune()
+
+
+# -- strategies -------------------------------------------------------------------
+# Short texts often, so equal scores (ties) are common.
+_text = st.sampled_from(["coffee", "tea"]) | st.lists(
+    st.sampled_from(_WORDS), min_size=1, max_size=4
+).map(" ".join)
+_value = st.fixed_dictionaries(
+    {"n": st.integers(-3, 3)},
+    optional={
+        "text": _text,
+        "tag": st.sampled_from(["x", "y", "z"]),
+        "meta": st.fixed_dictionaries({"note": _text, "tag": st.sampled_from(["x", "y"])}),
+        "items": st.lists(_text, max_size=3),
+        "f": st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+    },
+)
+# Namespaces that differ only by where a `.` splits them are drawn often.
+_namespace = st.sampled_from([("a.b",), ("a", "b"), ("a", "b", "a.b"), ("a.b", "a.b")]) | st.tuples(
+    st.sampled_from(_FIRST)
+).flatmap(
+    lambda first: st.lists(st.sampled_from(_LABELS), max_size=2).map(lambda rest: (*first, *rest))
+)
+_index = st.sampled_from([None, None, False, ["text"], ["meta.note"], ["items[*]"], ["$"]])
+_filter = st.one_of(
+    st.none(),
+    st.fixed_dictionaries({"tag": st.sampled_from(["x", "y", "z"])}),
+    st.fixed_dictionaries({"n": st.sampled_from([{"$gt": 0}, {"$lte": 1}, {"$ne": 2}, 1])}),
+    st.fixed_dictionaries({"meta": st.fixed_dictionaries({"tag": st.sampled_from(["x", "y"])})}),
+)
+_path = st.lists(st.sampled_from([*_FIRST, "*"]), max_size=2).map(tuple)
+
+
+class _Failed:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __repr__(self) -> str:
+        return f"<raised {type(self.exc).__name__}: {self.exc}>"
+
+
+def _shape(item: Item) -> tuple[tuple[str, ...], str, str]:
+    return (tuple(item.namespace), item.key, json.dumps(item.value, sort_keys=True))
+
+
+def _tie_order(hit: SearchItem) -> tuple[tuple[str, ...], str]:
+    return (tuple(hit.namespace), hit.key)
+
+
+async def _call(factory: Callable[[], Awaitable[BaseStore]]) -> BaseStore:
+    return await factory()
+
+
+class _Differential(RuleBasedStateMachine):
+    def __init__(
+        self,
+        store: BaseStore | Callable[[], Awaitable[BaseStore]],
+        loop: asyncio.AbstractEventLoop,
+        index: IndexConfig | None,
+        plain_order: Callable[[SearchItem], Any] | None,
+    ) -> None:
+        super().__init__()
+        self.loop = loop
+        self.store = store if isinstance(store, BaseStore) else self._await(_call(store))
+        self.reference = ReferenceStore(index=index)
+        self.indexed = index is not None
+        self.plain_order = plain_order
+        self.written: set[tuple[tuple[str, ...], str]] = set()
+        self.run = uuid.uuid4().hex[:6]
+
+    # -- plumbing -----------------------------------------------------------------
+    def _await(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=120)
+
+    def _both(self, ops: list[Op], *, sync: bool = False) -> tuple[Any, Any]:
+        """(store's results, reference's results): each a list, or `_Failed`."""
+        got: Any
+        want: Any
+        try:
+            got = self.store.batch(ops) if sync else self._await(self.store.abatch(ops))
+        except Exception as exc:
+            got = _Failed(exc)
+        try:
+            want = self.reference.batch(ops)
+        except Exception as exc:
+            want = _Failed(exc)
+        rule_ = "both stores accept the same valid batch"
+        assert not isinstance(got, _Failed), clause("LG-DIFF-1", rule_, (ops, got, want))
+        assert not isinstance(want, _Failed), clause("LG-DIFF-1", rule_, (ops, got, want))
+        return got, want
+
+    def _check_item(self, got: Item | None, want: Item | None, where: str) -> None:
+        assert (got is None) == (want is None), clause(
+            "LG-GET-1", f"{where}: found in the store iff found in the reference", (got, want)
+        )
+        if got is None or want is None:
+            return
+        assert _shape(got) == _shape(want), clause(
+            "LG-GET-2", f"{where}: namespace, key and value round-trip", (got, want)
+        )
+        assert got.created_at <= got.updated_at, clause(
+            "LG-GET-3", f"{where}: created_at <= updated_at", (got.created_at, got.updated_at)
+        )
+
+    # -- rules --------------------------------------------------------------------
+    @initialize()
+    def starts_empty(self) -> None:
+        listed = self._await(self.store.alist_namespaces(limit=_ALL))
+        assert listed == [], clause(
+            "LG-CANARY-1", "the store starts empty (a fixture or a teardown leaks)", listed
+        )
+
+    @rule(
+        puts=st.lists(
+            st.tuples(_namespace, st.sampled_from(_KEYS), st.none() | _value, _index),
+            min_size=1,
+            max_size=4,
+        ),
+        sync=st.booleans(),
+    )
+    def put(
+        self,
+        puts: list[tuple[tuple[str, ...], str, dict[str, Any] | None, Any]],
+        sync: bool,
+    ) -> None:
+        ops: list[Op] = [PutOp(ns, key, value, index=index) for ns, key, value, index in puts]
+        self.written.update((ns, key) for ns, key, _, _ in puts)
+        got, want = self._both(ops, sync=sync)
+        assert got == want == [None] * len(ops), clause("LG-PUT-1", "puts return None", got)
+
+    @rule(namespace=_namespace, key=st.sampled_from(_KEYS))
+    def get(self, namespace: tuple[str, ...], key: str) -> None:
+        got, want = self._both([GetOp(namespace, key)])
+        self._check_item(got[0], want[0], f"get {namespace!r}/{key!r}")
+
+    @rule(data=st.data())
+    def get_written(self, data: st.DataObject) -> None:
+        if not self.written:
+            return
+        namespace, key = data.draw(st.sampled_from(sorted(self.written)))
+        got, want = self._both([GetOp(namespace, key)])
+        self._check_item(got[0], want[0], f"get {namespace!r}/{key!r}")
+
+    @rule(
+        prefix=_namespace.flatmap(lambda ns: st.integers(0, len(ns)).map(lambda n: ns[:n])),
+        query=st.none() | _text,
+        filter_=_filter,
+        limit=st.integers(0, 4),
+        offset=st.integers(0, 3),
+    )
+    def search(
+        self,
+        prefix: tuple[str, ...],
+        query: str | None,
+        filter_: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+    ) -> None:
+        op = SearchOp(prefix, filter_, limit, offset, query)
+        full = SearchOp(prefix, filter_, _ALL, 0, query)
+        (page, everything), (ref_page, ref_all) = self._both([op, full])
+        where = f"search {prefix!r} query={query!r} filter={filter_!r}"
+        got = {_shape(h): h for h in everything}
+        want = {_shape(h): h for h in ref_all}
+        assert sorted(got) == sorted(want), clause(
+            "LG-SEARCH-1", f"{where}: the same items match", (sorted(got), sorted(want))
+        )
+        assert len(everything) == len(got), clause(
+            "LG-SEARCH-1", f"{where}: each item once", everything
+        )
+        if query and self.indexed:
+            self._check_ranking(where, everything, want)
+            scoreless = any(h.score is None for h in ref_all)
+            if offset == 0 or not scoreless:
+                assert len(page) == len(ref_page), clause(
+                    "LG-SEARCH-2", f"{where}: a page holds as many items", (page, ref_page)
+                )
+        else:
+            for hit in everything:
+                assert hit.score is None, clause(
+                    "LG-SEARCH-3", f"{where}: no query (or no index), no score", hit
+                )
+            if self.plain_order is not None:
+                order = sorted(everything, key=self.plain_order)
+                assert [_shape(h) for h in everything] == [_shape(h) for h in order], clause(
+                    "LG-SEARCH-4", f"{where}: the store's documented order", everything
+                )
+            assert len(page) == len(ref_page), clause(
+                "LG-SEARCH-2", f"{where}: a page holds as many items", (page, ref_page)
+            )
+        self._check_page(where, page, everything[offset : offset + limit])
+
+    def _check_ranking(
+        self, where: str, ranked: list[SearchItem], want: dict[Any, SearchItem]
+    ) -> None:
+        for hit in ranked:
+            ref = want[_shape(hit)]
+            assert (hit.score is None) == (ref.score is None), clause(
+                "LG-RANK-1", f"{where}: scored iff the reference scores it", (hit, ref)
+            )
+            if hit.score is not None and ref.score is not None:
+                assert math.isclose(hit.score, ref.score, abs_tol=SCORE_TOL), clause(
+                    "LG-RANK-1", f"{where}: the same score", (hit, ref.score)
+                )
+        scores = [h.score for h in ranked]
+        first_none = next((i for i, s in enumerate(scores) if s is None), len(scores))
+        assert all(s is None for s in scores[first_none:]), clause(
+            "LG-RANK-2", f"{where}: items without a vector come last", scores
+        )
+        for a, b in itertools.pairwise(ranked[:first_none]):
+            sa, sb = cast(float, a.score), cast(float, b.score)
+            assert sa >= sb - SCORE_TOL, clause("LG-RANK-3", f"{where}: score descending", (sa, sb))
+            if sa == sb:
+                assert _tie_order(a) < _tie_order(b), clause(
+                    "LG-RANK-4", f"{where}: equal scores by (namespace, key)", (a, b)
+                )
+
+    @staticmethod
+    def _check_page(where: str, page: list[SearchItem], want: list[SearchItem]) -> None:
+        assert len(page) == len(want), clause(
+            "LG-PAGE-1", f"{where}: a page is the slice [offset:offset+limit]", (page, want)
+        )
+        for a, b in zip(page, want, strict=True):
+            if _shape(a) == _shape(b):
+                continue
+            tie = (
+                a.score is not None
+                and b.score is not None
+                and math.isclose(a.score, b.score, abs_tol=SCORE_TOL)
+            )
+            assert tie, clause(
+                "LG-PAGE-1", f"{where}: pages agree with the full result", (page, want)
+            )
+
+    @rule(
+        prefix=st.none() | _path,
+        suffix=st.none() | _path,
+        max_depth=st.none() | st.integers(1, 3),
+        limit=st.integers(0, 5),
+        offset=st.integers(0, 3),
+    )
+    def list_namespaces(
+        self,
+        prefix: tuple[str, ...] | None,
+        suffix: tuple[str, ...] | None,
+        max_depth: int | None,
+        limit: int,
+        offset: int,
+    ) -> None:
+        conditions = []
+        if prefix:
+            conditions.append(MatchCondition("prefix", prefix))
+        if suffix:
+            conditions.append(MatchCondition("suffix", suffix))
+        op = ListNamespacesOp(tuple(conditions), max_depth, limit, offset)
+        got, want = self._both([op])
+        assert got[0] == want[0], clause(
+            "LG-NS-1", f"list_namespaces {op!r}: namespaces holding items, sorted", got[0]
+        )
+
+    @rule(
+        namespace=_namespace,
+        key=st.sampled_from(_KEYS),
+        value=st.none() | _value,
+        sync=st.booleans(),
+    )
+    def mixed_batch(
+        self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None, sync: bool
+    ) -> None:
+        """Reads in a batch see the state before the batch's puts."""
+        self.written.add((namespace, key))
+        ops: list[Op] = [
+            GetOp(namespace, key),
+            PutOp(namespace, key, value),
+            SearchOp(namespace[:1], None, _ALL, 0, None),
+            GetOp(namespace, key),
+        ]
+        got, want = self._both(ops, sync=sync)
+        self._check_item(got[0], want[0], "get before a put in the same batch")
+        self._check_item(got[3], want[3], "get after a put in the same batch")
+        assert sorted(map(_shape, got[2])) == sorted(map(_shape, want[2])), clause(
+            "LG-BATCH-1", "a search in a batch sees the state before its puts", got[2]
+        )
+
+    def teardown(self) -> None:
+        ops: list[Op] = [PutOp(ns, key, None) for ns, key in sorted(self.written)]
+        if ops:
+            self._await(self.store.abatch(ops))
+        left = self._await(self.store.alist_namespaces(limit=_ALL))
+        assert left == [], clause("LG-CANARY-2", "deleting every item empties the store", left)
+
+
+async def run_differential(
+    store: BaseStore | Callable[[], Awaitable[BaseStore]],
+    *,
+    index: IndexConfig | None,
+    max_examples: int,
+    step_count: int = STEP_COUNT,
+    plain_order: Callable[[SearchItem], Any] | None = None,
+    shrink: bool = True,
+    derandomize: bool = False,
+) -> None:
+    """Run the state machine: `store` (EMPTY, open on this loop, built with the
+    same `index` as given here, or without one when `index` is None; or an
+    async factory of such stores, called on this loop for every example, which
+    keeps a store that leaks from one example out of the next) against
+    `ReferenceStore(index=index)`. The state machine runs in a worker thread and
+    calls the store's `abatch` on this loop (and its sync `batch` from the
+    thread). `max_examples` is yours to bound (e.g. from a hypothesis profile);
+    `shrink=False` reports the first failing sequence unshrunk (faster);
+    `derandomize=True` draws the same sequences on every run."""
+    loop = asyncio.get_running_loop()
+    base = settings.default
+    inherited = list(base.suppress_health_check) if base is not None else []
+    config = settings(
+        max_examples=max_examples,
+        deadline=None,
+        stateful_step_count=step_count,
+        suppress_health_check=[*inherited, HealthCheck.too_slow],
+        phases=list(Phase) if shrink else [Phase.explicit, Phase.reuse, Phase.generate],
+        derandomize=derandomize,
+        database=None if derandomize else settings.default.database,
+    )
+
+    def factory() -> _Differential:
+        return _Differential(store, loop, index, plain_order)
+
+    machine = cast(type[RuleBasedStateMachine], factory)
+    with shrink_budget():
+        await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)

@@ -29,13 +29,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event
 from agent_memory.domain.validation import require_scope, require_utc
 from agent_memory.domain.views.budget import Line, SectionSpec, layout, require_budget
-from agent_memory.domain.views.encoding import encode_text, shorten_encoded, utf8_size
+from agent_memory.domain.views.encoding import (
+    encode_text,
+    encode_texts,
+    shorten_encoded,
+    utf8_size,
+)
 from agent_memory.domain.views.inputs import Investigation, KnowledgeItem
 from agent_memory.domain.views.report import EventFormat, RenderedView
 from agent_memory.domain.views.tokens import DEFAULT_BUDGET_BYTES
@@ -45,6 +51,7 @@ __all__ = [
     "EVENT_LEGEND",
     "EVENT_SCHEMA",
     "KNOWLEDGE_HEADING",
+    "LOOKAHEAD_EVENTS",
     "MIN_SHORTENED_TEXT_BYTES",
     "SECTION_ORDER",
     "digest_line",
@@ -83,7 +90,26 @@ def format_timestamp(moment: datetime) -> str:
 
 
 def _entities_json(entities: Sequence[Entity]) -> str:
-    return "[" + ",".join(f"[{encode_text(e.type)},{encode_text(e.id)}]" for e in entities) + "]"
+    """`[["type","id"],...]`, every text encoded (equal lists, equal strings)."""
+    literals = encode_texts([text for e in entities for text in (e.type, e.id)])
+    pairs = ["[" + literals[i] + "," + literals[i + 1] + "]" for i in range(0, len(literals), 2)]
+    return "[" + ",".join(pairs) + "]"
+
+
+#: An event's encoded fields: id, origin, timestamp, agent, action, outcome,
+#: summary literal, whether the summary was cut, and its entity list (or None).
+_Parts = tuple[str, str, str, str, str, str, str, bool, str | None]
+_SHARED_LITERAL = '"shared"'
+
+
+def _event_parts(event: Event, max_summary_bytes: int) -> _Parts:
+    ident, origin, agent, action, outcome = encode_texts(
+        (event.id, event.origin_request_id or _UNKNOWN, event.agent, event.action, event.outcome)
+    )
+    stamp = '"' + format_timestamp(event.occurred_at) + '"'  # ASCII digits and punctuation
+    summary, shortened = shorten_encoded(event.summary, max_summary_bytes)
+    entities = _entities_json(event.entities) if event.entities else None
+    return ident, origin, stamp, agent, action, outcome, summary, shortened, entities
 
 
 def event_line(
@@ -95,30 +121,26 @@ def event_line(
 ) -> Line:
     """One event. The summary is cut to `max_summary_bytes` encoded bytes (then
     `shortened` is true); an entity list equal to `shared_entities` reads `"shared"`."""
-    ident = encode_text(event.id)
-    origin = encode_text(event.origin_request_id or _UNKNOWN)
-    stamp = encode_text(format_timestamp(event.occurred_at))
-    agent = encode_text(event.agent)
-    action = encode_text(event.action)
-    outcome = encode_text(event.outcome)
-    summary, shortened = shorten_encoded(event.summary, max_summary_bytes)
-    omitted = bool(event.entities) and shared_entities is not None
-    omitted = omitted and event.entities == shared_entities
-    if not event.entities:
-        entities = None
-    elif omitted:
-        entities = encode_text("shared")
-    else:
-        entities = _entities_json(event.entities)
+    shared = _entities_json(shared_entities) if shared_entities else None
+    return _assemble(_event_parts(event, max_summary_bytes), event_format, shared)
+
+
+def _assemble(parts: _Parts, event_format: EventFormat, shared: str | None) -> Line:
+    """The line of an event's encoded `parts`; an entity list equal to `shared`
+    (an `_entities_json`) reads `"shared"`."""
+    ident, origin, stamp, agent, action, outcome, summary, shortened, entities = parts
+    omitted = entities is not None and entities == shared
+    if omitted:
+        entities = _SHARED_LITERAL
     if event_format is EventFormat.TUPLE:
-        parts = [ident, origin, stamp, agent, action, outcome, summary]
+        fields = [ident, origin, stamp, agent, action, outcome, summary]
         if shortened or entities is not None:
-            parts.append("true" if shortened else '""')
+            fields.append("true" if shortened else '""')
         if entities is not None:
-            parts.append(entities)
-        while len(parts) > 6 and parts[-1] == '""':
-            parts.pop()
-        text = "[" + ",".join(parts) + "]"
+            fields.append(entities)
+        while len(fields) > 6 and fields[-1] == '""':
+            fields.pop()
+        text = "[" + ",".join(fields) + "]"
     else:
         text = (
             f'{{"event_id":{ident},"origin_request_id":{origin},"timestamp":{stamp},"agent":{agent}'
@@ -202,39 +224,48 @@ def _fit_knowledge(item: KnowledgeItem, max_bytes: int, cap: int) -> Line | None
     return knowledge_line(item, max_content_bytes=allowance)
 
 
+#: The format estimate and the shared entity list look at no more than this
+#: many events of a section (its first ones: those likeliest to be shown).
+_ESTIMATE_EVENTS = 64
+#: Once a section has omitted an event, it reads at most this many more; the
+#: rest count as omitted, unread (a full budget costs no scan of the window).
+LOOKAHEAD_EVENTS = 8
+
+
 def _shared(events: Sequence[Event]) -> tuple[Entity, ...] | None:
-    """The most common non-empty entity list when it repeats (ties: first seen)."""
-    counts = Counter(e.entities for e in events if e.entities)
+    """The most common non-empty entity list among the first events of a section
+    (`_ESTIMATE_EVENTS`), when it repeats (ties: first seen)."""
+    counts = Counter(e.entities for e in islice(events, _ESTIMATE_EVENTS) if e.entities)
     if not counts:
         return None
     best, n = counts.most_common(1)[0]
     return best if n >= 2 else None
 
 
-_Render = Callable[[Event, EventFormat, "tuple[Entity, ...] | None"], Line]
-#: The format estimate looks at no more than this many events.
-_ESTIMATE_EVENTS = 64
+_Render = Callable[[Event, EventFormat, "str | None"], Line]
 
 
 def _line_cache(max_summary_bytes: int) -> _Render:
-    """`event_line`, memoised for one rendering (estimate and admission share lines)."""
-    cache: dict[tuple[int, EventFormat, int], Line] = {}
+    """Event lines, memoised for one rendering: an event's fields are encoded
+    once, whichever format and shared list its lines are assembled for."""
+    parts_cache: dict[int, _Parts] = {}
+    lines: dict[tuple[int, EventFormat, str | None], Line] = {}
 
-    def render(event: Event, fmt: EventFormat, shared: tuple[Entity, ...] | None) -> Line:
-        key = (id(event), fmt, id(shared))
-        line = cache.get(key)
+    def render(event: Event, fmt: EventFormat, shared: str | None) -> Line:
+        key = (id(event), fmt, shared)
+        line = lines.get(key)
         if line is None:
-            line = event_line(
-                event, fmt, max_summary_bytes=max_summary_bytes, shared_entities=shared
-            )
-            cache[key] = line
+            parts = parts_cache.get(id(event))
+            if parts is None:
+                parts = parts_cache[id(event)] = _event_parts(event, max_summary_bytes)
+            line = lines[key] = _assemble(parts, fmt, shared)
         return line
 
     return render
 
 
 def _choose_format(
-    groups: Sequence[tuple[Sequence[Event], tuple[Entity, ...] | None]],
+    groups: Sequence[tuple[Sequence[Event], str | None]],
     budget_bytes: int,
     render: _Render,
 ) -> EventFormat:
@@ -242,7 +273,7 @@ def _choose_format(
     named_total = tuple_total = looked = 0
     seen: set[str] = set()
     for events, shared in groups:
-        for event in events:
+        for event in islice(events, _ESTIMATE_EVENTS):
             if named_total > budget_bytes or looked >= _ESTIMATE_EVENTS:
                 break
             if event.id in seen:
@@ -279,12 +310,12 @@ def _event_section(
     name: str,
     events: Sequence[Event],
     event_format: EventFormat,
-    shared: tuple[Entity, ...] | None,
+    shared: str | None,
     max_summary_bytes: int,
     cached: _Render,
     title: str = "",
 ) -> SectionSpec[Event]:
-    preamble = (f"shared_entities: {_entities_json(shared)}",) if shared is not None else ()
+    preamble = (f"shared_entities: {shared}",) if shared is not None else ()
     return SectionSpec(
         name=name,
         records=events,
@@ -294,7 +325,17 @@ def _event_section(
         title=title,
         preamble=preamble,
         counts_entities=True,
+        check=_event_check("entity_events" if name == "entity_history" else "events"),
+        lookahead=LOOKAHEAD_EVENTS,
     )
+
+
+def _event_check(name: str) -> Callable[[object], None]:
+    def check(event: object) -> None:
+        if not isinstance(event, Event):
+            raise InvalidInput(name, f"Event values are required, got {event!r}")
+
+    return check
 
 
 def _require_size(value: object, name: str, minimum: int) -> int:
@@ -342,8 +383,10 @@ def render_agent_memory(
         raise InvalidInput("digest", f"a string or None is required, got {type(digest).__name__}")
     if entity is not None and not isinstance(entity, Entity):
         raise InvalidInput("entity", f"an Entity or None is required, got {entity!r}")
-    _require_all(events, Event, "events")
-    _require_all(entity_events, Event, "entity_events")
+    # Events are checked as they are read (the first ones here, the rest by the
+    # layout): events past the lookahead are never read, so never checked.
+    _require_all(tuple(islice(events, _ESTIMATE_EVENTS)), Event, "events")
+    _require_all(tuple(islice(entity_events, _ESTIMATE_EVENTS)), Event, "entity_events")
     _require_all(investigations, Investigation, "investigations")
     _require_all(knowledge, KnowledgeItem, "knowledge")
     budget_bytes = require_budget(budget_bytes)
@@ -354,8 +397,10 @@ def render_agent_memory(
     chosen_format = EventFormat(event_format) if event_format is not None else None
 
     cached = _line_cache(max_summary_bytes)
-    domain_shared = _shared(events)
-    entity_shared = _shared(entity_events)
+    domain_list = _shared(events)
+    entity_list = _shared(entity_events)
+    domain_shared = _entities_json(domain_list) if domain_list is not None else None
+    entity_shared = _entities_json(entity_list) if entity_list is not None else None
     has_events = bool(events) or bool(entity_events)
     if chosen_format is None and has_events:
         chosen_format = _choose_format(

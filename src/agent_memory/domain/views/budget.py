@@ -60,7 +60,10 @@ class SectionSpec(Generic[T]):
     bytes (newline excluded), or None when the record cannot be shortened that
     far. `floor(record)` is a cheap lower bound of the record's cost, used to
     skip rendering when the remaining room cannot hold it. `limit` caps the
-    number of records admitted.
+    number of records admitted. `check(record)` validates each record read.
+    With `lookahead` set, once a record of the section has been omitted at
+    most `lookahead` more are read: the rest count as omitted, unread (never
+    checked, rendered or recorded as seen for duplicates).
     """
 
     name: str
@@ -74,6 +77,8 @@ class SectionSpec(Generic[T]):
     limit: int | None = None
     counts_entities: bool = False
     show_when_empty: bool = False
+    check: Callable[[T], None] | None = None
+    lookahead: int | None = None
 
     @property
     def shown(self) -> bool:
@@ -135,7 +140,16 @@ def layout(
     for spec in sections:
         tally = _Tally(admitted=[])
         tallies.append(tally)
+        given = len(spec.records)
+        horizon = given  # records read: all, unless the lookahead ends it
+        read = 0
         for record in spec.records:
+            if read >= horizon:
+                tally.omitted += given - read
+                break
+            read += 1
+            if spec.check is not None:
+                spec.check(record)
             key = spec.key(record)
             if key in seen:
                 tally.duplicates += 1
@@ -146,13 +160,15 @@ def layout(
                 or (spec.limit is not None and len(tally.admitted) >= spec.limit)
                 or (spec.floor is not None and spec.floor(record) > remaining)
             ):
-                tally.omitted += 1
-                continue
-            line: Line | None = spec.render(record)
-            if line is not None and line.cost > remaining:
-                line = spec.fit(record, remaining - 1) if spec.fit is not None else None
+                line = None
+            else:
+                line = spec.render(record)
+                if line.cost > remaining:
+                    line = spec.fit(record, remaining - 1) if spec.fit is not None else None
             if line is None or line.cost > remaining:
                 tally.omitted += 1
+                if spec.lookahead is not None:
+                    horizon = min(horizon, read + spec.lookahead)
                 continue
             tally.admitted.append(line)
             remaining -= line.cost

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring as _encode_basestring  # C-accelerated
 
@@ -42,6 +42,7 @@ __all__ = [
     "NFKD_STRUCTURAL",
     "SHORTENED_MARKER",
     "encode_text",
+    "encode_texts",
     "encoded_size",
     "shorten_encoded",
     "shorten_text",
@@ -147,6 +148,16 @@ def encode_text(text: str) -> str:
     if "\\" in literal and not literal.isascii():
         literal = _ESCAPE_AND_NEXT.sub(_protect_escape_ends, literal)
     return literal
+
+
+def encode_texts(texts: Sequence[str]) -> list[str]:
+    """`[encode_text(t) for t in texts]`, checking the common case (nothing to
+    escape beyond JSON's own escapes) once for all of them."""
+    literals = [_encode_basestring(text) for text in texts]
+    joined = "".join(literals)
+    if _NEEDS_EXTRA.search(joined) is not None or ("\\" in joined and not joined.isascii()):
+        return [encode_text(text) for text in texts]
+    return literals
 
 
 def utf8_size(text: str) -> int:

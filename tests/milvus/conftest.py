@@ -57,12 +57,13 @@ _prefixes: dict[int, str] = {}
 
 
 @pytest.fixture
-def open_store(mclient: MilvusClient) -> OpenStore:
+def open_store(mclient: MilvusClient, target: str) -> OpenStore:
     """Open a store handle on the test's collections (handles share the data)."""
     prefix = _prefixes[id(mclient)]
+    flush_rows = 1024 if target == "lite" else 0  # as the URL factory sets it
 
-    async def _open(space: EmbeddingSpace = SPACE, **kwargs: object) -> MilvusMemoryStore:
-        return MilvusMemoryStore(mclient, space, collection_prefix=prefix, **kwargs)  # type: ignore[arg-type]
+    async def _open(space: EmbeddingSpace = SPACE) -> MilvusMemoryStore:
+        return MilvusMemoryStore(mclient, space, collection_prefix=prefix, flush_rows=flush_rows)
 
     return _open
 

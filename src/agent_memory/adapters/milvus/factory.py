@@ -48,6 +48,8 @@ class MilvusTarget:
         self.kwargs = kwargs
         self.prefix = prefix
         self.index = index
+        #: Milvus Lite filters unsealed rows one by one: seal every 1024 written rows.
+        self.flush_rows = 1024 if kind == "lite" else 0
 
     def client(self) -> MilvusClient:
         """A new client (for Milvus Lite this starts or reuses the in-process server)."""
@@ -127,6 +129,7 @@ def open_milvus_store(url: str, space: EmbeddingSpace) -> MilvusMemoryStore:
         collection_prefix=target.prefix,
         owns_client=True,
         index_type=target.index,
+        flush_rows=target.flush_rows,
     )
 
 
@@ -151,6 +154,7 @@ async def open_stores(
         collection_prefix=prefix,
         owns_client=True,
         index_type=target.index,
+        flush_rows=target.flush_rows,
     )
     return {
         "store": store,

@@ -108,6 +108,7 @@ _WINDOW = 16_384
 _INSERT_BATCH = 1_024
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (MilvusException, OSError, TimeoutError)
 _HEX = "0123456789abcdef"
+_SCALAR_INDEXED = (FIELD_OWNER, FIELD_NAMESPACE, FIELD_KIND)
 _Hits = list[ScoredRecord]
 _Row = dict[str, Any]
 
@@ -161,7 +162,11 @@ class MilvusMemoryStore:
     `client` may be shared by several store handles; the store closes it only
     when `owns_client`. `index_type` is the vector index built when this store
     creates the collection (`FLAT`: exact, the default; `HNSW`, `AUTOINDEX` ... on
-    a server for large collections).
+    a server for large collections). `flush_rows`: after that many rows written
+    through this handle, seal them (`flush`). Milvus Lite keeps unsealed rows in a
+    memtable that every filtered query scans row by row (its scalar indexes cover
+    sealed segments only), so the Lite factory sets 1024; 0 (the default) leaves
+    sealing to a server.
     """
 
     def __init__(
@@ -172,12 +177,15 @@ class MilvusMemoryStore:
         collection_prefix: str = DEFAULT_COLLECTION_PREFIX,
         owns_client: bool = False,
         index_type: str = "FLAT",
+        flush_rows: int = 0,
     ) -> None:
         self._client = client
         self._space = check_space(space)
         self._collection_name = f"{collection_prefix}{space.identity}"
         self._owns_client = owns_client
         self._index_type = index_type
+        self._flush_rows = flush_rows
+        self._unflushed = 0
         self._life = Lifecycle("milvus memory store")
         self._ready = False
         self._init_lock = asyncio.Lock()
@@ -251,6 +259,9 @@ class MilvusMemoryStore:
         params.add_index(
             field_name=FIELD_SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25"
         )
+        # Scalar indexes: every query filters by owner (Milvus Lite scans rows without).
+        for name in _SCALAR_INDEXED:
+            params.add_index(field_name=name, index_type="INVERTED", index_name=name)
         return params
 
     async def _prepare(self) -> None:
@@ -270,7 +281,7 @@ class MilvusMemoryStore:
                 if not await self._call("has_collection", client.has_collection, name):
                     raise
         indexed = await self._call("list_indexes", client.list_indexes, name)
-        if len(indexed) < 2:
+        if len(indexed) < 2 + len(_SCALAR_INDEXED):
             # Without waiting (pymilvus would poll every 0.5 s): loading waits for the
             # build. Another handle may be creating them too; loading tells.
             with contextlib.suppress(BackendUnavailable):
@@ -345,6 +356,13 @@ class MilvusMemoryStore:
             chunk = records[start : start + _INSERT_BATCH]
             data = rows(chunk, np.stack([r.vector for r in chunk]))
             await self._call("upsert" if replace else "insert", op, name, data)
+        await self._written(name, len(records))
+
+    async def _written(self, name: str, count: int) -> None:
+        self._unflushed += count
+        if self._flush_rows and self._unflushed >= self._flush_rows:
+            self._unflushed = 0
+            await self._call("flush", self._client.flush, name)
 
     # -- MemoryStore ----------------------------------------------------------
 

@@ -64,4 +64,4 @@ async def test_filtered_search_matches_the_oracle_at_scale(open_store: OpenStore
             assert [h.record.id for h in hits] == [h.record.id for h in want]
             assert np.allclose([h.score for h in hits], [h.score for h in want], atol=1e-6)
     assert min(recalls) == 1.0, recalls
-    print(f"milvus lite: {TOTAL} adds in {add_seconds:.1f} s")  # noqa: T201
+    print(f"milvus lite: {TOTAL} adds in {add_seconds:.1f} s")

@@ -495,7 +495,7 @@ async def run_differential(
         suppress_health_check=[*inherited, HealthCheck.too_slow],
         phases=list(Phase) if shrink else [Phase.explicit, Phase.reuse, Phase.generate],
         derandomize=derandomize,
-        database=None if derandomize else settings.default.database,
+        database=None if derandomize or base is None else base.database,
     )
 
     def factory() -> _Differential:

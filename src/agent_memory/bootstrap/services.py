@@ -7,11 +7,14 @@ and every service gets `memory.observability` unless one is given.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.bootstrap.connect import Memory
 from agent_memory.ports.models import Clock
 from agent_memory.ports.storage import TripleStore
 from agent_memory.services.compaction import Compactor, CompactorOptions
+from agent_memory.services.conversation import ConversationConfig, ConversationMemory, load_config
 from agent_memory.services.graph_memory import GraphMemory, GraphSettings
 from agent_memory.services.knowledge import KnowledgeOptions, KnowledgeService
 from agent_memory.services.observability import Observability
@@ -24,6 +27,7 @@ __all__ = [
     "agent_memory_service",
     "compactor",
     "compactor_options",
+    "conversation_memory",
     "graph_memory",
     "knowledge_service",
     "recorder_options",
@@ -192,4 +196,26 @@ def graph_memory(
         memory.model("triples"),
         clock=clock or SystemClock(),
         settings=settings,
+    )
+
+
+def conversation_memory(
+    memory: Memory,
+    config: ConversationConfig | str | Path | None = None,
+    *,
+    clock: Clock | None = None,
+    observability: Observability | None = None,
+) -> ConversationMemory:
+    """Route-local conversation memory on `memory`'s store and embedder. `config`
+    is a `ConversationConfig` or the path of a JSON/YAML policy file; without
+    one no route has memory until configured."""
+    if isinstance(config, str | Path):
+        config = load_config(config)
+    return ConversationMemory(
+        memory.store,
+        memory.embedder,
+        config,
+        clock=clock or SystemClock(),
+        observability=observability or memory.observability,
+        backend=memory.stores.backend,
     )

@@ -78,8 +78,10 @@ def test_no_cross_tenant_reads_writes_or_deletes(
     breaks: list[str] = []
 
     # Tenant A stores a fact, an event (via a request) and holds a claim.
-    r = a.post("/v1/users/remember", json={"user_id": user, "namespace": namespace,
-               "facts": [{"content": f"User likes {marker}", "category": "preference"}]})  # fmt: skip
+    fact = {"content": f"User likes {marker}", "category": "preference"}
+    r = a.post(
+        "/v1/users/remember", json={"user_id": user, "namespace": namespace, "facts": [fact]}
+    )
     assert r.status_code == 200, r.text
     facts = a.get("/v1/users/facts", params={"user_id": user}).json()["facts"]
     fact_id = next(f["id"] for f in facts if marker in f["content"])

@@ -3,6 +3,7 @@ agent request (claims and signals released) and closes the backend."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -15,7 +16,7 @@ from agent_memory.entrypoints.server.tenancy import Tenant
 from server.live import LiveServer, unique
 
 
-async def test_sigterm_drains_in_flight_and_releases_claims(tmp_path: Path) -> None:
+def test_sigterm_drains_in_flight_and_releases_claims(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'memory.db'}"
     tenant = unique("acme-")
     live = LiveServer(url, {"acme": {"tenant": tenant}}).start()
@@ -28,8 +29,8 @@ async def test_sigterm_drains_in_flight_and_releases_claims(tmp_path: Path) -> N
         assert r.json()["claims"][0]["acquired"] is True
 
         # A request in flight: headers and half the body sent before SIGTERM.
-        body = json.dumps({"user_id": "ana", "namespace": "n",
-                           "facts": [{"content": "User likes tea", "category": "preference"}]})  # fmt: skip
+        fact = {"content": "User likes tea", "category": "preference"}
+        body = json.dumps({"user_id": "ana", "namespace": "n", "facts": [fact]})
         raw = body.encode()
         head = (
             f"POST /v1/users/remember HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -59,7 +60,10 @@ async def test_sigterm_drains_in_flight_and_releases_claims(tmp_path: Path) -> N
     finally:
         live.stop()
 
-    t = Tenant(tenant)
+    asyncio.run(_check_stored(url, Tenant(tenant)))
+
+
+async def _check_stored(url: str, t: Tenant) -> None:
     async with agent_memory.connect(url) as memory:
         assert await memory.leases.scan(t.domain("k8s")) == []  # signal and claim released
         facts = await memory.users.facts(user_id=t.owner("ana"))

@@ -32,7 +32,14 @@ from agent_memory.contract_tests.view_strategies import (
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event
 from agent_memory.domain.views import EventFormat, RenderedView, encode_text, render_agent_memory
-from agent_memory.domain.views.agent_memory_view import _ESTIMATE_EVENTS, LOOKAHEAD_EVENTS
+from agent_memory.domain.views.agent_memory_view import (
+    _ESTIMATE_EVENTS,
+    LOOKAHEAD_EVENTS,
+    _entities_json,
+    _event_parts,
+    _named_extra,
+    event_line,
+)
 from agent_memory.domain.views.encoding import encode_texts
 from views import old_agent_memory
 from views.view_checks import PROPERTY
@@ -170,3 +177,14 @@ def test_the_shared_entity_list_comes_from_the_first_estimate_events() -> None:
     assert '\nshared_entities: [["pod","a"]]\n' in view.text
     old = old_agent_memory.render_agent_memory(domain="payments", as_of=T0, events=events)
     assert '\nshared_entities: [["pod","b"]]\n' in old.text
+
+
+@given(view_events(), st.sampled_from((24, 60, 400)), st.booleans())
+def test_the_named_cost_estimate_is_exact(event: Event, cap: int, share: bool) -> None:
+    """The format estimate prices the named line from the tuple line: exactly."""
+    shared = event.entities if share and event.entities else None
+    named = event_line(event, EventFormat.NAMED, max_summary_bytes=cap, shared_entities=shared)
+    tuple_ = event_line(event, EventFormat.TUPLE, max_summary_bytes=cap, shared_entities=shared)
+    shared_json = _entities_json(shared) if shared else None
+    extra = _named_extra(_event_parts(event, cap), shared_json)
+    assert named.cost == tuple_.cost + extra

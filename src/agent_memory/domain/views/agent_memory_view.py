@@ -245,29 +245,60 @@ def _shared(events: Sequence[Event]) -> tuple[Entity, ...] | None:
 _Render = Callable[[Event, EventFormat, "str | None"], Line]
 
 
-def _line_cache(max_summary_bytes: int) -> _Render:
+def _line_cache(max_summary_bytes: int) -> tuple[_Render, Callable[[Event], _Parts]]:
     """Event lines, memoised for one rendering: an event's fields are encoded
     once, whichever format and shared list its lines are assembled for."""
     parts_cache: dict[int, _Parts] = {}
     lines: dict[tuple[int, EventFormat, str | None], Line] = {}
 
+    def parts(event: Event) -> _Parts:
+        found = parts_cache.get(id(event))
+        if found is None:
+            found = parts_cache[id(event)] = _event_parts(event, max_summary_bytes)
+        return found
+
     def render(event: Event, fmt: EventFormat, shared: str | None) -> Line:
         key = (id(event), fmt, shared)
         line = lines.get(key)
         if line is None:
-            parts = parts_cache.get(id(event))
-            if parts is None:
-                parts = parts_cache[id(event)] = _event_parts(event, max_summary_bytes)
-            line = lines[key] = _assemble(parts, fmt, shared)
+            line = lines[key] = _assemble(parts(event), fmt, shared)
         return line
 
-    return render
+    return render, parts
+
+
+def _named_extra(parts: _Parts, shared: str | None) -> int:
+    """How many bytes an event's named line takes beyond its tuple line (the
+    same literals; only keys, placeholders and commas differ)."""
+    _i, _o, _t, _a, action, outcome, summary, shortened, entities = parts
+    has_entities = entities is not None
+    if has_entities:
+        fields = 9
+    elif shortened:
+        fields = 8
+    else:
+        fields = 6 if summary == '""' else 7  # an empty last summary is dropped
+    extra = 54 - (fields - 1)  # key and brace bytes, minus the tuple's brackets and commas
+    extra += 10 if action != '""' else -2  # ,"action":x   vs  ,x (or ,"" in the tuple)
+    extra += 11 if outcome != '""' else -2
+    if summary != '""':
+        extra += 11
+    elif fields > 6:
+        extra -= 2  # the tuple keeps "" in its place
+    if shortened:
+        extra += 13  # ,"shortened":true  vs  ,true
+    elif has_entities:
+        extra -= 2  # the tuple's "" placeholder
+    if has_entities:
+        extra += 12  # ,"entities":
+    return extra
 
 
 def _choose_format(
     groups: Sequence[tuple[Sequence[Event], str | None]],
     budget_bytes: int,
     render: _Render,
+    parts: Callable[[Event], _Parts],
 ) -> EventFormat:
     """Tuples when, over the events likely to be shown, they save more than the legend costs."""
     named_total = tuple_total = looked = 0
@@ -280,8 +311,9 @@ def _choose_format(
                 continue
             seen.add(event.id)
             looked += 1
-            named_total += render(event, EventFormat.NAMED, shared).cost
-            tuple_total += render(event, EventFormat.TUPLE, shared).cost
+            cost = render(event, EventFormat.TUPLE, shared).cost
+            tuple_total += cost
+            named_total += cost + _named_extra(parts(event), shared)
     legend_cost = utf8_size(_format_line(EventFormat.TUPLE)) - utf8_size(
         _format_line(EventFormat.NAMED)
     )
@@ -396,7 +428,7 @@ def render_agent_memory(
     cap = _require_size(max_knowledge_bytes, "max_knowledge_bytes", MIN_SHORTENED_TEXT_BYTES)
     chosen_format = EventFormat(event_format) if event_format is not None else None
 
-    cached = _line_cache(max_summary_bytes)
+    cached, parts = _line_cache(max_summary_bytes)
     domain_list = _shared(events)
     entity_list = _shared(entity_events)
     domain_shared = _entities_json(domain_list) if domain_list is not None else None
@@ -404,7 +436,7 @@ def render_agent_memory(
     has_events = bool(events) or bool(entity_events)
     if chosen_format is None and has_events:
         chosen_format = _choose_format(
-            ((events, domain_shared), (entity_events, entity_shared)), budget_bytes, cached
+            ((events, domain_shared), (entity_events, entity_shared)), budget_bytes, cached, parts
         )
     chosen = chosen_format or EventFormat.NAMED
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
-from attrs import define, frozen
+from attrs import Factory, define, field, frozen
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.views.encoding import utf8_size
@@ -45,11 +45,10 @@ class Line:
     text: str
     shortened: bool = False
     entities_omitted: bool = False
-
-    @property
-    def cost(self) -> int:
-        """Bytes this line takes in a view, its newline included."""
-        return utf8_size(self.text) + 1
+    #: Bytes this line takes in a view, its newline included.
+    cost: int = field(
+        init=False, default=Factory(lambda line: utf8_size(line.text) + 1, takes_self=True)
+    )
 
 
 @define

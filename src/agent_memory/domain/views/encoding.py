@@ -162,7 +162,7 @@ def encode_texts(texts: Sequence[str]) -> list[str]:
 
 def utf8_size(text: str) -> int:
     """Bytes of `text` in UTF-8 (text produced by `encode_text` always encodes)."""
-    return len(text.encode("utf-8"))
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 @lru_cache(maxsize=4096)

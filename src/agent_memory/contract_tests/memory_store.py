@@ -1766,8 +1766,10 @@ class MemoryStoreContract:
 
         async def rankings() -> list[list[tuple[str, float]]]:
             out = []
-            for filters in ({}, {"namespace": NS, "kinds": [KIND]}):
-                hits = await kw.search_text(OWNER, "apple cherry", limit=4, **filters)
+            for namespace, kinds in ((None, None), (NS, [KIND])):
+                hits = await kw.search_text(
+                    OWNER, "apple cherry", limit=4, namespace=namespace, kinds=kinds
+                )
                 out.append([(h.record.id, h.score) for h in hits])
             return out
 

@@ -115,6 +115,18 @@ def _parser() -> argparse.ArgumentParser:
 
     add_serve_arguments(serve)
 
+    mcp = sub.add_parser(
+        "mcp",
+        help="run the MCP server for one store URL (extra: mcp)",
+        description="Serve user memory (remember, recall, forget, search_memories), agent "
+        "steps and planning context as MCP tools, and the user profile as a resource "
+        "(docs/integrations.md). stdio by default; --transport http for streamable HTTP.",
+    )
+    mcp.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    mcp.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    mcp.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
+
     from agent_memory.cli.portability import add_parsers
 
     add_parsers(sub)  # export, import, migrate, reembed
@@ -165,6 +177,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agent_memory.entrypoints.server.cli import run_serve
 
         return run_serve(args)
+    if args.command == "mcp":
+        from agent_memory.entrypoints.mcp.cli import run_mcp
+
+        return run_mcp(args.url, args.transport, args.host, args.port)
     if args.command == "processor":
         from agent_memory.entrypoints.processor.cli import run_processor
 

@@ -7,8 +7,10 @@ close the backend, exit 0.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -44,7 +46,7 @@ def add_arguments(parser: Any) -> None:
 
 def run_serve(args: Any) -> int:
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401 (the extra is checked here, used in _serve)
 
         from agent_memory.entrypoints.server.app import ServerConfig, create_app
         from agent_memory.entrypoints.server.keys import KeyRing, hash_key, new_key
@@ -79,9 +81,29 @@ def run_serve(args: Any) -> int:
         idle_timeout=args.idle_timeout,
     )
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    return asyncio.run(_serve(args, config, keys))
+
+
+async def _serve(args: Any, config: Any, keys: Any) -> int:
+    """Open the backend first (a bad URL or an unreachable backend is the CLI's
+    one-line error, not a traceback from inside the server), then serve."""
+    import uvicorn
+
+    from agent_memory.bootstrap import Settings, connect
+    from agent_memory.entrypoints.server.app import create_app
+    from agent_memory.entrypoints.server.keys import ENV_KEYS, ENV_KEYS_FILE
+
+    # The key variables are the server's, not the library's settings (which
+    # refuse unknown AGENT_MEMORY_* names).
+    env = {k: v for k, v in os.environ.items() if k not in (ENV_KEYS, ENV_KEYS_FILE)}
+    memory = await connect(args.url, settings=Settings.from_env(env))
+
+    async def opened() -> Any:
+        return memory
+
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(config, keys),
+            create_app(config, keys, open_memory=opened),
             host=args.host,
             port=args.port,
             access_log=False,  # ours is structured and carries no ids (middleware)
@@ -91,5 +113,8 @@ def run_serve(args: Any) -> int:
             server_header=False,
         )
     )
-    server.run()
+    try:
+        await server.serve()
+    finally:
+        await memory.close()  # idempotent: normally closed by the app's shutdown
     return 0 if server.started else 1

@@ -103,12 +103,18 @@ _SHARED_LITERAL = '"shared"'
 
 
 def _event_parts(event: Event, max_summary_bytes: int) -> _Parts:
-    ident, origin, agent, action, outcome = encode_texts(
-        (event.id, event.origin_request_id or _UNKNOWN, event.agent, event.action, event.outcome)
-    )
+    texts = [event.id, event.origin_request_id or _UNKNOWN, event.agent, event.action]
+    texts.append(event.outcome)
+    for entity in event.entities:
+        texts += (entity.type, entity.id)
+    literals = encode_texts(texts)  # one safety check for all the event's short texts
+    ident, origin, agent, action, outcome = literals[:5]
+    entities = None
+    if event.entities:
+        pairs = ["[" + literals[i] + "," + literals[i + 1] + "]" for i in range(5, len(texts), 2)]
+        entities = "[" + ",".join(pairs) + "]"  # as `_entities_json` writes it
     stamp = '"' + format_timestamp(event.occurred_at) + '"'  # ASCII digits and punctuation
     summary, shortened = shorten_encoded(event.summary, max_summary_bytes)
-    entities = _entities_json(event.entities) if event.entities else None
     return ident, origin, stamp, agent, action, outcome, summary, shortened, entities
 
 

@@ -21,7 +21,7 @@ Rows printed side by side from one run:
 The dataset (CC BY-NC 4.0) is read from its path and never copied:
 
     python benchmarks/locomo.py [--data ../shared/data/locomo-dev.json]
-        [--url memory://|sqlite://|postgresql+embedded://|redis+embedded://|<URL>]
+        [--url memory://|sqlite://|milvus+lite://|postgresql+embedded://|redis+embedded://|<URL>]
         [--modes bm25,lexical,vector,hybrid]
         [--embedder hashing|semantic] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
 """
@@ -242,6 +242,9 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
     if url == "sqlite://":
         tmp = tempfile.TemporaryDirectory()
         url = f"sqlite:///{tmp.name}/locomo.db"
+    elif url == "milvus+lite://":
+        tmp = tempfile.TemporaryDirectory()
+        url = f"milvus+lite://{tmp.name}/locomo.db"
     stores = await open_stores(url, space=embedder.space, settings=Settings())
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     results = {m: Scores() for m in modes}
@@ -332,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--url",
         default="memory://",
-        help="backend URL (sqlite:// = a temp file; postgresql+embedded://, "
+        help="backend URL (sqlite://, milvus+lite:// = a temp file; postgresql+embedded://, "
         "redis+embedded:// = a temporary server)",
     )
     p.add_argument("--modes", default="bm25-ref,bm25,lexical,vector,hybrid")

@@ -22,6 +22,11 @@ as tuples after the legend or as named-field JSON, whichever the estimated
 saving favours for the events likely to be shown (few events: named JSON).
 Event ids are unique per view: an event seen twice (say in domain events and
 in entity history) is counted as a duplicate and shown once.
+
+Cost follows what is shown, not the window: an event section stops reading
+`LOOKAHEAD_EVENTS` events after the first one it omits (the rest count as
+omitted, unread), and the shared entity list and format estimate come from
+its first `_ESTIMATE_EVENTS` events.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ is tried. Remaining room only shrinks, so a record kept in a lower-priority
 section never took room that an omitted higher-priority record could have used.
 
 A record whose key was already seen anywhere in the view (admitted or not) is
-a duplicate: counted, never shown twice. When not even the frame fits, the
+a duplicate: counted, never shown twice. A section with a `lookahead` stops
+reading that many records after its first omission: the rest count as
+omitted, unread (so never seen, for duplicates). When not even the frame fits, the
 view has no text and the outcome is `budget_too_small`.
 """
 

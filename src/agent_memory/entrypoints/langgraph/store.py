@@ -1,6 +1,6 @@
 """`AgentMemoryStore`: LangGraph's `BaseStore` on any agent-memory backend.
 
-    async with agent_memory.connect("sqlite:///memory.db") as memory:
+    async with agent_memory.connect("sqlite:memory.db") as memory:
         store = AgentMemoryStore(memory, index={"fields": ["text"]})
         graph = builder.compile(store=store)
 

@@ -67,49 +67,38 @@ def test_import_agent_memory_does_not_load_the_web_framework() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_serve_without_keys_is_a_usage_error(tmp_path: Path) -> None:
-    env = {"PATH": "", "HOME": str(tmp_path)}
-    r = subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "serve", "--url", "memory://"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-    assert r.returncode == 2, r.stderr
-    assert "no API keys configured" in r.stderr
-    assert "Traceback" not in r.stderr
+def test_serve_help_and_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process (`agent_memory.cli.main`): each is one line on stderr, exit 2."""
+    from agent_memory.cli import main
 
-
-def _cli(*args: str, keys: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AGENT_MEMORY")}
-    if keys is not None:
-        env["AGENT_MEMORY_SERVER_KEYS_FILE"] = str(keys)
-    return subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "serve", *args],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
-
-
-def test_serve_help_and_usage_errors(tmp_path: Path) -> None:
-    helped = _cli("--help")
-    assert helped.returncode == 0
-    assert "HTTP" in helped.stdout
-    assert _cli("--no-such-option").returncode == 2
+    with pytest.raises(SystemExit) as helped:
+        main(["serve", "--help"])
+    assert helped.value.code == 0
+    assert "HTTP" in capsys.readouterr().out
+    for name in list(__import__("os").environ):
+        if name.startswith("AGENT_MEMORY"):
+            monkeypatch.delenv(name)
+    assert main(["serve", "--url", "memory://"]) == 2
+    assert "no API keys configured" in capsys.readouterr().err
     keys = tmp_path / "keys.json"
     keys.write_text('{"keys": []}')
-    bad_url = _cli("--url", "mongodb://x", keys=keys)
-    assert bad_url.returncode == 2, bad_url.stderr
-    assert bad_url.stderr.startswith("agent-memory serve: UnsupportedBackend"), bad_url.stderr
-    keys.write_text(
-        '{"keys": [{"id": "k", "tenant": "Not/A/Tenant", "sha256": "' + "0" * 64 + '"}]}'
-    )
-    bad_keys = _cli("--url", "memory://", keys=keys)
-    assert bad_keys.returncode == 2
-    assert "tenant" in bad_keys.stderr
-    for result in (bad_url, bad_keys):
-        assert "Traceback" not in result.stderr
+    monkeypatch.setenv("AGENT_MEMORY_SERVER_KEYS_FILE", str(keys))
+    assert main(["serve", "--url", "mongodb://x"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agent-memory serve: UnsupportedBackend"), err
+    bad = '{"keys": [{"id": "k", "tenant": "Not/A/Tenant", "sha256": "' + "0" * 64 + '"}]}'
+    keys.write_text(bad)
+    assert main(["serve", "--url", "memory://"]) == 2
+    assert "tenant" in capsys.readouterr().err
 
 
-def test_new_key_prints_a_usable_entry() -> None:
-    out = _cli("--new-key", "acme", "--read-only").stdout.splitlines()
+def test_new_key_prints_a_usable_entry(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_memory.cli import main
+
+    assert main(["serve", "--new-key", "acme", "--read-only"]) == 0
+    out = capsys.readouterr().out.splitlines()
     key = out[0].rsplit(" ", 1)[1]
     entry = json.loads(out[1].split(": ", 1)[1])
     ring = KeyRing(text=json.dumps({"keys": [entry]}))

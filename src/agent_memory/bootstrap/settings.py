@@ -343,6 +343,16 @@ class Settings:
     api_key: str | None = _setting(
         "API_KEY", None, "text", "API key for the model endpoints (never logged)", secret=True
     )
+    server_keys: str | None = _setting(
+        "SERVER_KEYS",
+        None,
+        "text",
+        "`agent-memory serve`: API key digests as JSON (when no key file is given)",
+        secret=True,
+    )
+    server_keys_file: str | None = _setting(
+        "SERVER_KEYS_FILE", None, "text", "`agent-memory serve`: path of the API key file"
+    )
 
     def __attrs_post_init__(self) -> None:
         if (self.embeddings_url is None) != (self.embeddings_model is None):

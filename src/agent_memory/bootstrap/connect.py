@@ -195,6 +195,22 @@ _SCHEMES = {
 # the coordination URL).
 _STORE_ONLY = frozenset({"qdrant", "milvus"})
 
+# Backends with an approximate vector index (their `open_stores` takes `index`).
+_INDEXED = frozenset({"redis", "postgres", "qdrant"})
+
+
+def _index_options(settings: Settings) -> Any:
+    """The `AGENT_MEMORY_HNSW_*` / `_EXACT_SEARCH_THRESHOLD` settings as the
+    adapters' `IndexOptions` (a URL's own parameters take precedence)."""
+    from agent_memory.adapters._common.index_options import IndexOptions
+
+    return IndexOptions(
+        m=settings.hnsw_m,
+        ef_construction=settings.hnsw_ef_construction,
+        ef_search=settings.hnsw_ef_search,
+        exact_threshold=settings.exact_search_threshold,
+    )
+
 
 def scheme_of(url: str) -> str:
     """The backend family a URL names; `UnsupportedBackend` for an unknown scheme."""
@@ -244,12 +260,16 @@ async def open_stores(
     opener = getattr(module, "open_stores", None)
     if opener is None:
         raise UnsupportedBackend(f"the {family} backend is not available in this version")
+    extra: dict[str, Any] = {}
+    if family in _INDEXED:
+        extra["index"] = _index_options(settings)
     parts: dict[str, Any] = await opener(
         url,
         space=space,
         retention=settings.retention,
         deployment=settings.deployment,
         clock=clock,
+        **extra,
     )
     if family in _STORE_ONLY:
         # Qdrant and Milvus serve the memory store only; connect() adds coordination stores.

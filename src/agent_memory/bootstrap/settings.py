@@ -200,6 +200,30 @@ class Settings:
     retention: timedelta = _setting(  # noqa: RUF009 (an attrs field)
         "RETENTION_DAYS", 60, "int", "event retention in days", unit="days"
     )
+    hnsw_m: int | None = _setting(
+        "HNSW_M",
+        None,
+        "int",
+        "HNSW graph degree M for new vector indexes (redis, postgres, qdrant; URL: hnsw_m)",
+    )
+    hnsw_ef_construction: int | None = _setting(
+        "HNSW_EF_CONSTRUCTION",
+        None,
+        "int",
+        "HNSW build candidate list for new vector indexes (URL: hnsw_ef_construction)",
+    )
+    hnsw_ef_search: int | None = _setting(
+        "HNSW_EF_SEARCH",
+        None,
+        "int",
+        "HNSW query candidate list, every query (URL: hnsw_ef_search; redis EF_RUNTIME)",
+    )
+    exact_search_threshold: int | None = _setting(
+        "EXACT_SEARCH_THRESHOLD",
+        None,
+        "int",
+        "owners with at most this many records are searched exactly (URL: exact_threshold)",
+    )
     # -- request lifecycle and planning view -----------------------------------------
     signal_ttl: timedelta = _setting(  # noqa: RUF009 (an attrs field)
         "SIGNAL_TTL_SECONDS", 300.0, "number", "activity signal TTL", unit="seconds", ttl=True

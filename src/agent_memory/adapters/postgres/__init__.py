@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from agent_memory.adapters._common.index_options import IndexOptions, split_index_options
 from agent_memory.adapters.postgres._database import PostgresDatabase, schema_for_deployment
 from agent_memory.adapters.postgres._migrations import SCHEMA_VERSION
 from agent_memory.adapters.postgres.cache import PostgresCache
 from agent_memory.adapters.postgres.events import PostgresEventLog
 from agent_memory.adapters.postgres.leases import PostgresLeaseStore
-from agent_memory.adapters.postgres.store import PostgresMemoryStore
+from agent_memory.adapters.postgres.store import DEFAULT_EF_SEARCH, PostgresMemoryStore
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock
 
@@ -39,17 +40,28 @@ async def open_stores(
     deployment: str = "default",
     clock: Clock | None = None,
     schema: str | None = None,
+    index: IndexOptions | None = None,
 ) -> dict[str, Any]:
     """Open the four ports on one database; migrations run here, under an advisory lock.
+
+    Vector index parameters come from the URL (`?hnsw_m=16&hnsw_ef_construction=200&
+    hnsw_ef_search=400&exact_threshold=1000`, see docs/postgres.md), else from
+    `index` (the `AGENT_MEMORY_HNSW_*` settings), else the defaults.
 
     `details` carries what `agent-memory doctor` shows: schema, schema version,
     pgvector and server versions.
     """
     url = url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url
-    database = PostgresDatabase(url, schema=schema or schema_for_deployment(deployment))
+    url, options = split_index_options(url)
+    options = options.merged(index)
+    database = PostgresDatabase(
+        url,
+        schema=schema or schema_for_deployment(deployment),
+        ef_search=options.ef_search or DEFAULT_EF_SEARCH,
+    )
     try:
+        store = PostgresMemoryStore(database, space, owns_database=True, index=options)
         await database.open()
-        store = PostgresMemoryStore(database, space, owns_database=True)
         events = PostgresEventLog(database, retention=retention, clock=clock, owns_database=True)
         leases = PostgresLeaseStore(database, clock=clock, owns_database=True)
         cache = PostgresCache(database, clock=clock, owns_database=True)

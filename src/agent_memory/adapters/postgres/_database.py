@@ -179,6 +179,11 @@ class PostgresDatabase:
         return self._url
 
     @property
+    def ef_search(self) -> int:
+        """`hnsw.ef_search` of this database's sessions."""
+        return int(self._settings["hnsw.ef_search"])
+
+    @property
     def schema(self) -> str:
         return self._schema
 
@@ -410,8 +415,11 @@ class PostgresDatabase:
 
     # -- per-space tables ---------------------------------------------------
 
-    async def space_table(self, space: EmbeddingSpace, text_config: str) -> sql.Identifier:
-        """The records table of an embedding space, created on first use."""
+    async def space_table(
+        self, space: EmbeddingSpace, text_config: str, hnsw: tuple[int, int] | None = None
+    ) -> sql.Identifier:
+        """The records table of an embedding space, created on first use (its HNSW
+        index built `WITH (m, ef_construction)` = `hnsw`, else pgvector's defaults)."""
         known = self._spaces.get(space.identity)
         if known is not None:
             return known
@@ -443,7 +451,7 @@ class PostgresDatabase:
                     raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")
                 table = self.table(str(row[1]))
             else:
-                for statement in _space_ddl(self._schema, name, space.dimension, text_config):
+                for statement in _space_ddl(self._schema, name, space.dimension, text_config, hnsw):
                     await conn.execute(statement)
                 await conn.execute(
                     sql.SQL(
@@ -456,7 +464,9 @@ class PostgresDatabase:
         return table
 
 
-def _space_ddl(schema: str, name: str, dimension: int, text_config: str) -> list[sql.Composed]:
+def _space_ddl(
+    schema: str, name: str, dimension: int, text_config: str, hnsw: tuple[int, int] | None = None
+) -> list[sql.Composed]:
     table = sql.Identifier(schema, name)
     cfg = sql.Literal(text_config)
     statements: list[sql.Composed] = [
@@ -494,8 +504,16 @@ def _space_ddl(schema: str, name: str, dimension: int, text_config: str) -> list
     if dimension <= HNSW_MAX_DIMENSION:
         statements.append(
             sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
-            ).format(sql.Identifier(f"{name}_hnsw"[:63]), table)
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops){}"
+            ).format(
+                sql.Identifier(f"{name}_hnsw"[:63]),
+                table,
+                sql.SQL("")
+                if hnsw is None
+                else sql.SQL(" WITH (m = {}, ef_construction = {})").format(
+                    sql.Literal(hnsw[0]), sql.Literal(hnsw[1])
+                ),
+            )
         )
     return statements
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 import functools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Json
 
+from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
@@ -41,9 +42,18 @@ from agent_memory.adapters._common.validation import (
     check_space,
 )
 from agent_memory.adapters.postgres._codec import row_decoder, utc
-from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
+from agent_memory.adapters.postgres._database import (
+    HNSW_MAX_DIMENSION,
+    PostgresDatabase,
+    PostgresHandle,
+)
 from agent_memory.adapters.postgres._vector import PgVector
-from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
+from agent_memory.domain.errors import (
+    ConfigurationError,
+    DuplicateRecord,
+    InvalidInput,
+    NotFound,
+)
 from agent_memory.domain.ranking import (
     cosine_scores,
     decode_cursor,
@@ -65,7 +75,24 @@ from agent_memory.domain.validation import (
     require_scope,
 )
 
-__all__ = ["PostgresMemoryStore"]
+__all__ = [
+    "DEFAULT_EF_CONSTRUCTION",
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_EXACT_THRESHOLD",
+    "DEFAULT_M",
+    "PostgresMemoryStore",
+]
+
+# HNSW defaults (docs/postgres.md, "Vector index": measured recall and latency).
+# m and ef_construction shape the index when it is created (`rebuild_index` or
+# `bulk_add` apply new ones); ef_search is a session setting of the database's
+# connections (`PostgresDatabase(ef_search=...)`), read by every query. An owner
+# with at most DEFAULT_EXACT_THRESHOLD records (after the namespace/kind filters)
+# is ranked by an exact scan of its own rows.
+DEFAULT_M = 16
+DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_SEARCH = 400
+DEFAULT_EXACT_THRESHOLD = 1000
 
 _COLUMNS = (
     "owner",
@@ -141,17 +168,31 @@ class PostgresMemoryStore(PostgresHandle):
         space: EmbeddingSpace,
         *,
         owns_database: bool = False,
-        exact_threshold: int = 1000,
+        exact_threshold: int | None = None,
+        hnsw_m: int | None = None,
+        hnsw_ef_construction: int | None = None,
+        index: IndexOptions | None = None,
         text_config: str = "english",
         bm25_k1: float = 1.2,
         bm25_b: float = 0.75,
         context_weight: float = 1.0,
     ) -> None:
         self._space = check_space(space)
-        if not isinstance(exact_threshold, int) or exact_threshold < 0:
+        if isinstance(exact_threshold, int) and exact_threshold < 0:
             raise InvalidInput("exact_threshold", f"a non-negative integer, got {exact_threshold}")
+        options = IndexOptions(
+            m=hnsw_m, ef_construction=hnsw_ef_construction, exact_threshold=exact_threshold
+        ).merged(index)
+        self._hnsw = (options.m or DEFAULT_M, options.ef_construction or DEFAULT_EF_CONSTRUCTION)
+        if self._hnsw[1] < 2 * self._hnsw[0]:
+            raise ConfigurationError(
+                f"hnsw_ef_construction: pgvector needs at least 2 * hnsw_m = {2 * self._hnsw[0]},"
+                f" got {self._hnsw[1]}"
+            )
         super().__init__(database, "postgres memory store", owns_database=owns_database)
-        self._exact_threshold = exact_threshold
+        self._exact_threshold = (
+            DEFAULT_EXACT_THRESHOLD if options.exact_threshold is None else options.exact_threshold
+        )
         self._text_config = text_config
         self._k1 = float(bm25_k1)
         self._b = float(bm25_b)
@@ -162,9 +203,21 @@ class PostgresMemoryStore(PostgresHandle):
     def space(self) -> EmbeddingSpace:
         return self._space
 
+    @property
+    def index_options(self) -> IndexOptions:
+        """The effective index parameters: m and ef_construction of an index this
+        store builds, the exact threshold of its queries, and the database's
+        `hnsw.ef_search`."""
+        return IndexOptions(
+            m=self._hnsw[0],
+            ef_construction=self._hnsw[1],
+            ef_search=self._db.ef_search,
+            exact_threshold=self._exact_threshold,
+        )
+
     async def _tbl(self) -> sql.Identifier:
         if self._table is None:
-            self._table = await self._db.space_table(self._space, self._text_config)
+            self._table = await self._db.space_table(self._space, self._text_config, self._hnsw)
         return self._table
 
     # -- writes -------------------------------------------------------------
@@ -222,6 +275,85 @@ class PostgresMemoryStore(PostgresHandle):
                 dupes = repeated or {batch[0].owner: [batch[0].id]}
             owner, ids = next(iter(dupes.items()))
             raise DuplicateRecord(owner, tuple(ids))
+
+    async def bulk_add(
+        self,
+        batches: Iterable[Sequence[MemoryRecord]] | AsyncIterable[Sequence[MemoryRecord]],
+        *,
+        maintenance_work_mem: str = "1GB",
+    ) -> int:
+        """Add many records fast: drop the HNSW index, `add` each batch (binary COPY,
+        each batch atomic as in `add`), then build the index once over every row.
+
+        Building the graph once is far cheaper than inserting each row into it
+        (docs/postgres.md, "Bulk load"). While the index is absent, vector searches
+        still answer exactly, by scanning the owner's rows (slower on large owners).
+        The index is re-created even when a batch fails (the error propagates; the
+        batches before it stay). Returns the number of records added."""
+        added = 0
+        await self._drop_hnsw()
+        try:
+            if isinstance(batches, AsyncIterable):
+                async for batch in batches:
+                    await self.add(batch)
+                    added += len(batch)
+            else:
+                for batch in batches:
+                    await self.add(batch)
+                    added += len(batch)
+        finally:
+            await self._build_hnsw(maintenance_work_mem)
+        return added
+
+    async def rebuild_index(self, *, maintenance_work_mem: str = "1GB") -> None:
+        """Drop the space's HNSW index and build it again with this store's
+        `hnsw_m` and `hnsw_ef_construction` (an index keeps the parameters it was
+        built with; `hnsw_ef_search` needs no rebuild)."""
+        await self._drop_hnsw()
+        await self._build_hnsw(maintenance_work_mem)
+
+    @staticmethod
+    async def _hnsw_indexes(
+        conn: psycopg.AsyncConnection[Any], table: sql.Identifier
+    ) -> builtins.list[str]:
+        cur = await conn.execute(
+            "SELECT quote_ident(n.nspname) || '.' || quote_ident(i.relname)"
+            " FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+            " JOIN pg_namespace n ON n.oid = i.relnamespace"
+            " JOIN pg_am a ON a.oid = i.relam"
+            " WHERE x.indrelid = %s::regclass AND a.amname = 'hnsw'",
+            (table.as_string(conn),),
+        )
+        return [str(row[0]) for row in await cur.fetchall()]
+
+    async def _drop_hnsw(self) -> None:
+        table = await self._tbl()
+        async with self._life.op(), self._db.connection() as conn, conn.transaction():
+            for name in await self._hnsw_indexes(conn, table):
+                await conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.SQL(name)))
+
+    async def _build_hnsw(self, maintenance_work_mem: str) -> None:
+        if self._space.dimension > HNSW_MAX_DIMENSION:
+            return
+        table = await self._tbl()
+        async with self._life.op(), self._db.connection() as conn, conn.transaction():
+            if await self._hnsw_indexes(conn, table):
+                return
+            # The graph is built in memory when it fits: far faster than on disk.
+            await conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
+            )
+            await conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                    " WITH (m = {}, ef_construction = {})"
+                ).format(
+                    sql.Identifier(f"mem_{self._space.identity}_hnsw"[:63]),
+                    table,
+                    sql.Literal(self._hnsw[0]),
+                    sql.Literal(self._hnsw[1]),
+                )
+            )
 
     async def _existing(
         self, conn: psycopg.AsyncConnection[Any], table: sql.Identifier, batch: list[MemoryRecord]

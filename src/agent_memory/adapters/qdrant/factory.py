@@ -8,7 +8,9 @@
 | `qdrant+memory://` | qdrant-client local mode in memory (tests, demos) |
 
 Server options: `?tls=true` (HTTPS), `?grpc=true` (prefer gRPC), `?grpc_port=6334`,
-`?timeout=SECONDS`. Every form takes `?prefix=NAME_` (the collection name prefix,
+`?timeout=SECONDS`. Every form takes the vector index parameters `?hnsw_m=16`,
+`?hnsw_ef_construction=200`, `?hnsw_ef=200` (also spelled `hnsw_ef_search`) and
+`?exact_threshold=5000` (docs/qdrant.md), and `?prefix=NAME_` (the collection name prefix,
 default `agent_memory_`; through `connect()` a deployment other than `default`
 gets `agent_memory_<slug>_<hash>_` unless the URL names a prefix).
 Building the client does no network I/O; the first operation connects.
@@ -24,12 +26,25 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from qdrant_client import AsyncQdrantClient
 
+from agent_memory.adapters._common.index_options import (
+    INDEX_PARAMETERS,
+    IndexOptions,
+    split_index_options,
+)
 from agent_memory.adapters.qdrant.store import DEFAULT_COLLECTION_PREFIX, QdrantMemoryStore
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
 
-__all__ = ["deployment_prefix", "open_qdrant_store", "open_stores", "qdrant_client_from_url"]
+__all__ = [
+    "deployment_prefix",
+    "index_options_from_url",
+    "open_qdrant_store",
+    "open_stores",
+    "qdrant_client_from_url",
+]
 
+# Qdrant's own name of the query-time candidate list.
+_ALIASES = {"hnsw_ef": "hnsw_ef_search"}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -50,7 +65,7 @@ def _parse(url: str) -> tuple[str, dict[str, Any], str]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     params = parse_qs(parts.query, keep_blank_values=True)
-    known = {"prefix", "tls", "grpc", "grpc_port", "timeout"}
+    known = {"prefix", "tls", "grpc", "grpc_port", "timeout", *INDEX_PARAMETERS, *_ALIASES}
     unknown = sorted(set(params) - known)
     if unknown:
         raise ConfigurationError(f"unknown qdrant URL option(s) {unknown}; known: {sorted(known)}")
@@ -113,10 +128,19 @@ def qdrant_client_from_url(url: str) -> tuple[AsyncQdrantClient, str]:
     return AsyncQdrantClient(**kwargs), prefix
 
 
+def index_options_from_url(url: str) -> IndexOptions:
+    """The vector index parameters a qdrant URL names (`hnsw_m`, `hnsw_ef_construction`,
+    `hnsw_ef` or `hnsw_ef_search`, `exact_threshold`); `ConfigurationError` for a bad one."""
+    return split_index_options(url, aliases=_ALIASES)[1]
+
+
 def open_qdrant_store(url: str, space: EmbeddingSpace) -> QdrantMemoryStore:
     """A store that owns a new client for `url` (closing the store closes it)."""
+    options = index_options_from_url(url)
     client, prefix = qdrant_client_from_url(url)
-    return QdrantMemoryStore(client, space, collection_prefix=prefix, owns_client=True)
+    return QdrantMemoryStore(
+        client, space, collection_prefix=prefix, owns_client=True, index=options
+    )
 
 
 async def open_stores(
@@ -126,15 +150,22 @@ async def open_stores(
     retention: timedelta | None = None,
     deployment: str | None = None,
     clock: object | None = None,
+    index: IndexOptions | None = None,
 ) -> dict[str, Any]:
-    """The bootstrap hook: Qdrant serves the memory store only."""
+    """The bootstrap hook: Qdrant serves the memory store only. Index parameters
+    come from the URL, else from `index` (the `AGENT_MEMORY_HNSW_*` settings)."""
     del retention, clock  # events, leases and cache come from another URL
+    options = index_options_from_url(url).merged(index)
     kind, kwargs, prefix = _parse(url)
     explicit = "prefix" in parse_qs(urlsplit(url).query)
     if deployment and deployment != "default" and not explicit:
         prefix = deployment_prefix(deployment)
     store = QdrantMemoryStore(
-        AsyncQdrantClient(**kwargs), space, collection_prefix=prefix, owns_client=True
+        AsyncQdrantClient(**kwargs),
+        space,
+        collection_prefix=prefix,
+        owns_client=True,
+        index=options,
     )
     return {
         "store": store,

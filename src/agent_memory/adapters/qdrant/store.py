@@ -33,6 +33,7 @@ from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ApiException
 
+from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
@@ -83,9 +84,24 @@ from agent_memory.domain.records import (
 )
 from agent_memory.domain.validation import as_vector, require_id, require_limit, require_scope
 
-__all__ = ["DEFAULT_COLLECTION_PREFIX", "QdrantMemoryStore"]
+__all__ = [
+    "DEFAULT_COLLECTION_PREFIX",
+    "DEFAULT_EF_CONSTRUCTION",
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_EXACT_THRESHOLD",
+    "DEFAULT_M",
+    "QdrantMemoryStore",
+]
 
 DEFAULT_COLLECTION_PREFIX = "agent_memory_"
+# HNSW defaults (docs/qdrant.md, "Vector index"). m and ef_construct shape the
+# graph Qdrant builds (`rebuild_index` applies new ones to an existing
+# collection); hnsw_ef applies to every query. An owner filter matching at most
+# DEFAULT_EXACT_THRESHOLD points is answered exactly (Qdrant's full scan).
+DEFAULT_M = 16
+DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_SEARCH = 200
+DEFAULT_EXACT_THRESHOLD = 5_000
 _T = TypeVar("_T")
 _BACKEND = "qdrant"
 # Candidates asked for beyond `limit`, so that ties at the cut resolve by id.
@@ -178,9 +194,17 @@ class QdrantMemoryStore:
         *,
         collection_prefix: str = DEFAULT_COLLECTION_PREFIX,
         owns_client: bool = False,
+        index: IndexOptions | None = None,
     ) -> None:
         self._client = client
         self._space = check_space(space)
+        options = index or IndexOptions()
+        self._m = options.m or DEFAULT_M
+        self._ef_construct = options.ef_construction or DEFAULT_EF_CONSTRUCTION
+        self._ef = options.ef_search or DEFAULT_EF_SEARCH
+        self._exact_threshold = (
+            DEFAULT_EXACT_THRESHOLD if options.exact_threshold is None else options.exact_threshold
+        )
         self._collection_name = f"{collection_prefix}{space.identity}"
         self._owns_client = owns_client
         self._life = Lifecycle("qdrant memory store")
@@ -190,6 +214,17 @@ class QdrantMemoryStore:
     @property
     def space(self) -> EmbeddingSpace:
         return self._space
+
+    @property
+    def index_options(self) -> IndexOptions:
+        """The effective index parameters (m and ef_construct of a collection this
+        store creates, hnsw_ef and the exact threshold of its queries)."""
+        return IndexOptions(
+            m=self._m,
+            ef_construction=self._ef_construct,
+            ef_search=self._ef,
+            exact_threshold=self._exact_threshold,
+        )
 
     @property
     def collection_name(self) -> str:
@@ -230,6 +265,7 @@ class QdrantMemoryStore:
                         vectors_config=qm.VectorParams(
                             size=self._space.dimension, distance=qm.Distance.COSINE
                         ),
+                        hnsw_config=self._hnsw_config(),
                     ),
                 )
             except (BackendUnavailable, ValueError) as exc:
@@ -259,6 +295,26 @@ class QdrantMemoryStore:
                 "this store needs Cosine"
             )
         await self._ensure_indexes(name, info.payload_schema or {})
+
+    def _hnsw_config(self) -> qm.HnswConfigDiff:
+        """M, ef_construct, and the exact threshold as Qdrant's `full_scan_threshold`
+        (in kilobytes of vectors): a filter matching fewer points than that is
+        answered by scoring each of them (exact) instead of walking the graph."""
+        kilobytes = -(-self._exact_threshold * self._space.dimension * 4 // 1024)
+        return qm.HnswConfigDiff(
+            m=self._m, ef_construct=self._ef_construct, full_scan_threshold=kilobytes
+        )
+
+    async def rebuild_index(self) -> None:
+        """Apply this store's M, ef_construct and exact threshold to an existing
+        collection (created with other ones): Qdrant rebuilds its graph in the
+        background, answering queries meanwhile. `hnsw_ef` needs no rebuild."""
+        async with self._life.op():
+            name = await self._collection()
+            await self._call(
+                "update_collection",
+                self._client.update_collection(name, hnsw_config=self._hnsw_config()),
+            )
 
     async def _ensure_indexes(self, name: str, existing: dict[str, Any]) -> None:
         text = qm.TextIndexParams(
@@ -420,6 +476,7 @@ class QdrantMemoryStore:
                         with_payload=True,
                         with_vectors=False,
                         score_threshold=threshold,
+                        search_params=qm.SearchParams(hnsw_ef=max(self._ef, fetch)),
                     ),
                 )
                 points = response.points

@@ -4,6 +4,7 @@ search through the Search module). See docs/redis.md for the key schema."""
 from datetime import timedelta
 from typing import Any
 
+from agent_memory.adapters._common.index_options import IndexOptions, split_index_options
 from agent_memory.adapters.redis._client import connect
 from agent_memory.adapters.redis._handle import SharedClient
 from agent_memory.adapters.redis._keys import SCHEMA_VERSION, KeySchema
@@ -24,6 +25,9 @@ __all__ = [
     "connect",
     "open_stores",
 ]
+
+# Redis' own name of the query-time candidate list.
+_ALIASES = {"hnsw_ef_runtime": "hnsw_ef_search"}
 
 
 async def _server_details(url: str) -> dict[str, str]:
@@ -59,15 +63,21 @@ async def open_stores(
     retention: timedelta,
     deployment: str = "default",
     clock: Clock | None = None,
+    index: IndexOptions | None = None,
 ) -> dict[str, Any]:
     """The bootstrap hook for `redis://` and `rediss://` URLs: the four ports on
     one shared connection pool (closed with the last port), under one
-    deployment's key prefix."""
+    deployment's key prefix. Vector index parameters come from the URL
+    (`?hnsw_m=16&hnsw_ef_construction=200&hnsw_ef_runtime=200&exact_threshold=5000`;
+    `hnsw_ef_search` is the same as `hnsw_ef_runtime`), else from `index` (the
+    `AGENT_MEMORY_HNSW_*` settings), else the defaults (docs/redis.md)."""
+    url, options = split_index_options(url, aliases=_ALIASES)
+    options = options.merged(index)
     details = {"backend": "redis", "deployment": deployment, "key_schema": SCHEMA_VERSION}
     details.update(await _server_details(url))
     shared = SharedClient(connect(url))  # one pool for the four ports
     return {
-        "store": RedisMemoryStore(shared, space, deployment=deployment),
+        "store": RedisMemoryStore(shared, space, deployment=deployment, index=options),
         "events": RedisEventLog(shared, deployment=deployment, retention=retention, clock=clock),
         "leases": RedisLeaseStore(shared, deployment=deployment),
         "cache": RedisCache(shared, deployment=deployment),

@@ -20,6 +20,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_min_score,
@@ -64,11 +65,25 @@ from agent_memory.domain.validation import (
     as_vector,
     require_id,
     require_limit,
-    require_positive,
     require_scope,
 )
 
-__all__ = ["RedisMemoryStore"]
+__all__ = [
+    "DEFAULT_EF_CONSTRUCTION",
+    "DEFAULT_EF_RUNTIME",
+    "DEFAULT_EXACT_THRESHOLD",
+    "DEFAULT_M",
+    "RedisMemoryStore",
+]
+
+# HNSW defaults (docs/redis.md, "Vector index": measured recall and latency).
+# M and EF_CONSTRUCTION shape an index when it is created; EF_RUNTIME applies to
+# every query. An owner with at most DEFAULT_EXACT_THRESHOLD records is ranked by
+# brute force over its own records (HYBRID_POLICY ADHOC_BF: exact).
+DEFAULT_M = 16
+DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_RUNTIME = 200
+DEFAULT_EXACT_THRESHOLD = 5_000
 
 # Keyword statistics: one hash per owner (`KeySchema.ms_stats`), in the slot of the
 # owner's records, with `n<cell>` (records) and `l<cell>` (their total length in
@@ -202,6 +217,20 @@ for i = 2, #KEYS do out[i - 1] = redis.call('HMGET', KEYS[i], unpack(ARGV, 2, #A
 return out
 """
 
+# KEYS: the owner's statistics. ARGV: exact threshold, index, exact query, HNSW
+# query, then the other FT.SEARCH arguments. The exact query when the owner holds
+# at most the threshold of records (the sum of its statistics' `n` cells).
+_KNN = """
+local n = 0
+local f = redis.call('HGETALL', KEYS[1])
+for i = 1, #f - 1, 2 do
+  if string.sub(f[i], 1, 1) == 'n' then n = n + tonumber(f[i + 1]) end
+end
+local q = ARGV[4]
+if n <= tonumber(ARGV[1]) then q = ARGV[3] end
+return redis.call('FT.SEARCH', ARGV[2], q, unpack(ARGV, 5, #ARGV))
+"""
+
 _Hits = list[ScoredRecord]
 _Rows = list[list[bytes]]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
@@ -321,9 +350,11 @@ class RedisMemoryStore(RedisHandle):
         prefix: str = "agent_memory",
         deployment: str = "default",
         owns_client: bool = False,
-        ef_runtime: int = 64,
-        hnsw_m: int = 16,
-        hnsw_ef_construction: int = 200,
+        ef_runtime: int | None = None,
+        hnsw_m: int | None = None,
+        hnsw_ef_construction: int | None = None,
+        exact_threshold: int | None = None,
+        index: IndexOptions | None = None,
     ) -> None:
         super().__init__(
             client,
@@ -333,10 +364,16 @@ class RedisMemoryStore(RedisHandle):
             owns_client=owns_client,
         )
         self._space = space
-        self._ef = require_positive(ef_runtime, "ef_runtime")
-        self._hnsw = (
-            require_positive(hnsw_m, "hnsw_m"),
-            require_positive(hnsw_ef_construction, "hnsw_ef_construction"),
+        options = IndexOptions(
+            m=hnsw_m,
+            ef_construction=hnsw_ef_construction,
+            ef_search=ef_runtime,
+            exact_threshold=exact_threshold,
+        ).merged(index)
+        self._ef = options.ef_search or DEFAULT_EF_RUNTIME
+        self._hnsw = (options.m or DEFAULT_M, options.ef_construction or DEFAULT_EF_CONSTRUCTION)
+        self._exact_threshold = (
+            DEFAULT_EXACT_THRESHOLD if options.exact_threshold is None else options.exact_threshold
         )
         self._sid = space.identity
         self._index = self._keys.ms_index(self._sid)
@@ -346,6 +383,7 @@ class RedisMemoryStore(RedisHandle):
         self._delete = self._r.register_script(_DELETE)
         self._candidates = self._r.register_script(_CANDIDATES)
         self._fetch = self._r.register_script(_FETCH)
+        self._knn_script = self._r.register_script(_KNN)
 
     @classmethod
     def from_url(
@@ -366,6 +404,17 @@ class RedisMemoryStore(RedisHandle):
     @property
     def index_name(self) -> str:
         return self._index
+
+    @property
+    def index_options(self) -> IndexOptions:
+        """The effective index parameters (M and EF_CONSTRUCTION of an index this
+        store creates; EF_RUNTIME and the exact threshold of its queries)."""
+        return IndexOptions(
+            m=self._hnsw[0],
+            ef_construction=self._hnsw[1],
+            ef_search=self._ef,
+            exact_threshold=self._exact_threshold,
+        )
 
     # -- index ----------------------------------------------------------------
     async def ensure_index(self) -> None:
@@ -456,6 +505,23 @@ class RedisMemoryStore(RedisHandle):
         self._index_ready = False
         await self.ensure_index()
         return await self._cmd(*args)
+
+    async def _script_ft(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """A script running a Search command on our index, recreating the index
+        once if it vanished (as `_ft`)."""
+        if not self._index_ready:
+            await self.ensure_index()
+        for again in (True, False):
+            try:
+                return await script(keys=keys, args=args)
+            except Exception as exc:
+                if is_unknown_command(exc):
+                    raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+                if not (again and is_missing_index(exc)):
+                    raise
+            self._index_ready = False
+            await self.ensure_index()
+        raise AssertionError("unreachable: the second try returns or raises")  # pragma: no cover
 
     # -- helpers ----------------------------------------------------------------
     def _key(self, owner: str, id: str) -> str:
@@ -657,7 +723,7 @@ class RedisMemoryStore(RedisHandle):
                 if not nonzero:
                     hits = await self._zero_scored(filt, limit)
                 else:
-                    hits = await self._knn(filt, blob, limit)
+                    hits = await self._knn(owner, filt, blob, limit)
                     if len(hits) < limit or hits[-1].score <= 0.0:
                         # Zero vectors have no cosine in the index; their similarity is 0.
                         hits += await self._zero_scored(filt + " @z:{1}", limit)
@@ -666,16 +732,23 @@ class RedisMemoryStore(RedisHandle):
                 hits = [h for h in hits if h.score >= min_score]
             return hits[:limit]
 
-    async def _knn(self, filt: str, blob: bytes, limit: int) -> list[ScoredRecord]:
+    async def _knn(self, owner: str, filt: str, blob: bytes, limit: int) -> list[ScoredRecord]:
+        """The `limit` best records by cosine. One script reads the owner's record
+        count (its keyword statistics) and runs the query: by brute force over the
+        owner's records (`HYBRID_POLICY ADHOC_BF`, exact) when there are at most
+        `exact_threshold` of them, else through the HNSW graph with EF_RUNTIME."""
         k = limit + 1
         while True:
             ef = max(self._ef, k)
-            res = await self._ft(
-                "FT.SEARCH", self._index,
+            args = [
+                self._exact_threshold,
+                self._index,
+                f"({filt})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS __d]",
                 f"({filt})=>[KNN {k} @vec $v EF_RUNTIME {ef} AS __d]",
                 "PARAMS", "2", "v", blob, *_RETURN_SCORED,
-                "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
-            )  # fmt: skip
+                "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2", "TIMEOUT", "0",
+            ]  # fmt: skip
+            res = await self._script_ft(self._knn_script, [self._stats_key(owner)], args)
             rows: list[tuple[float, str, list[bytes]]] = []
             for row in res[2::2]:
                 v = _values(row, _SCORED)

@@ -173,7 +173,7 @@ async def test_terms_are_reindexed_when_the_lexical_rules_change(db: Path) -> No
     # Simulate a file indexed under other rules: stale terms, another fingerprint.
     with sqlite3.connect(db) as conn:
         table = conn.execute("SELECT records_table FROM spaces").fetchone()[0]
-        conn.execute(f"UPDATE \"{table}\" SET terms = '[\"stale\"]', n_terms = 1")
+        conn.execute(f'UPDATE "{table}" SET terms = \'["stale"]\', n_terms = 1')
         conn.execute("UPDATE spaces SET lexical = 'older-rules'")
     again = SqliteMemoryStore(db, SPACE)
     hits = await again.search_text("o", "zebra savanna")

@@ -10,7 +10,9 @@ What each side does:
 - **ours**: `store.search(owner, q, limit=10)` through `agent_memory.connect(url)`,
   returning 10 decoded `ScoredRecord`s (content, attributes, timestamps, vector).
 
-Per backend and N it reports: load rate (batched `add`, records/s), search
+Per backend and N it reports: load rate (batched `add`, or `bulk_add` where the
+store has one: PostgreSQL drops its HNSW index, COPYs, and builds it once;
+records/s including the index build), search
 p50/p95, the exact-search ratio (median of interleaved per-query ratios ours /
 floor), recall@10 against the floor's exact answer, the planted-neighbour hit
 rate (a record at cosine ~0.71 to the query, planted among the N, must be
@@ -30,7 +32,10 @@ at the largest N).
     .venv/bin/python benchmarks/scale.py --sizes 10000,100000,1000000   # 1M: slow
 
 Servers: `REDIS_URL` / `DATABASE_URL` / `QDRANT_URL`, or started the way the
-tests start them (tests/servers/).
+tests start them (tests/servers/); Qdrant without `QDRANT_URL` is qdrant-client's
+local mode (exact search in Python, no HNSW). Index parameters go on the URL
+(`REDIS_URL=redis://...?hnsw_ef_runtime=400`, `?exact_threshold=0` to measure
+the graph alone).
 """
 
 from __future__ import annotations
@@ -164,11 +169,17 @@ async def measure(backend: str, url: str, kind: str, n: int, queries: int, seed:
     async with await connect(url, embedder=HashingEmbedder(dimension=DIM)) as memory:
         store = memory.store
         await store.delete_scope(OWNER)
-        batch = 5_000
+        # Redis indexes each vector as it is written, inside the add script: batches
+        # of 1,000 keep one call well under the client's socket timeout.
+        batch = 1_000 if backend == "redis" else 5_000
         batches = [records(data[at : at + batch], at) for at in range(0, n, batch)]
+        bulk = getattr(store, "bulk_add", None)  # PostgreSQL: index built once, after COPY
         start = time.perf_counter()
-        for chunk in batches:
-            await store.add(chunk)
+        if bulk is not None:
+            await bulk(batches)
+        else:
+            for chunk in batches:
+                await store.add(chunk)
         load_rate = n / (time.perf_counter() - start)
         del batches
 
@@ -244,6 +255,11 @@ async def main() -> None:
     parser.add_argument("--datasets", default="random,clustered")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--index",
+        default="",
+        help="index URL parameters (redis, postgres, qdrant), e.g. exact_threshold=0",
+    )
     args = parser.parse_args()
     backends = [b for b in args.backends.split(",") if b]
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -251,6 +267,8 @@ async def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         for backend in backends:
             url = backend_url(backend, stack, Path(tmp))
+            if args.index and backend in ("redis", "postgres", "qdrant"):
+                url += ("&" if "?" in url else "?") + args.index
             for n in sizes:
                 for kind in args.datasets.split(","):
                     row = await measure(backend, url, kind, n, args.queries, args.seed)

@@ -90,9 +90,9 @@ __all__ = [
 # with at most DEFAULT_EXACT_THRESHOLD records (after the namespace/kind filters)
 # is ranked by an exact scan of its own rows.
 DEFAULT_M = 16
-DEFAULT_EF_CONSTRUCTION = 200
+DEFAULT_EF_CONSTRUCTION = 64
 DEFAULT_EF_SEARCH = 400
-DEFAULT_EXACT_THRESHOLD = 1000
+DEFAULT_EXACT_THRESHOLD = 100_000
 
 _COLUMNS = (
     "owner",

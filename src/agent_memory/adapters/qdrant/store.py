@@ -101,7 +101,7 @@ DEFAULT_COLLECTION_PREFIX = "agent_memory_"
 DEFAULT_M = 16
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_SEARCH = 200
-DEFAULT_EXACT_THRESHOLD = 5_000
+DEFAULT_EXACT_THRESHOLD = 100_000
 _T = TypeVar("_T")
 _BACKEND = "qdrant"
 # Candidates asked for beyond `limit`, so that ties at the cut resolve by id.
@@ -466,19 +466,22 @@ class QdrantMemoryStore:
             as_list = query.tolist()
             fetch = limit + _SEARCH_SLACK
             while True:
-                response = await self._call(
-                    "query_points",
-                    self._client.query_points(
-                        name,
-                        query=as_list,
-                        query_filter=flt,
-                        limit=fetch,
-                        with_payload=True,
-                        with_vectors=False,
-                        score_threshold=threshold,
-                        search_params=qm.SearchParams(hnsw_ef=max(self._ef, fetch)),
-                    ),
-                )
+                with warnings.catch_warnings():
+                    # Local mode searches exactly and warns that search_params go unused.
+                    warnings.filterwarnings("ignore", message="Local mode performs exact")
+                    response = await self._call(
+                        "query_points",
+                        self._client.query_points(
+                            name,
+                            query=as_list,
+                            query_filter=flt,
+                            limit=fetch,
+                            with_payload=True,
+                            with_vectors=False,
+                            score_threshold=threshold,
+                            search_params=qm.SearchParams(hnsw_ef=max(self._ef, fetch)),
+                        ),
+                    )
                 points = response.points
                 if not points:
                     return []

@@ -83,7 +83,7 @@ __all__ = [
 DEFAULT_M = 16
 DEFAULT_EF_CONSTRUCTION = 200
 DEFAULT_EF_RUNTIME = 200
-DEFAULT_EXACT_THRESHOLD = 5_000
+DEFAULT_EXACT_THRESHOLD = 100_000
 
 # Keyword statistics: one hash per owner (`KeySchema.ms_stats`), in the slot of the
 # owner's records, with `n<cell>` (records) and `l<cell>` (their total length in

@@ -98,7 +98,7 @@ async def test_model_error_falls_back_with_model_error() -> None:
     model = ScriptedModel([ModelError("HTTP 500")])
     report, events = await run(model, steps(2))
     assert [e.fallback_reason for e in events] == ["model_error"] * 2
-    assert events[0].summary == "step-0 -> success: did 0"
+    assert events[0].summary == "step-0 → success: did 0"
     assert not report.ok
 
 

@@ -200,7 +200,9 @@ HEURISTIC_DETAIL_BYTES = 160
 def heuristic_summary(step: Step, cause_max_bytes: int = CAUSE_MAX_BYTES) -> str:
     """A deterministic one-line summary: action, outcome, and the failure cause
     (at most `cause_max_bytes`; or the start of the response)."""
-    text = f"{step.action} -> {step.outcome}"
+    # An arrow, not "->": views escape ">" (it could close a tag), which would
+    # show the model an escaped `\u003e` in every heuristic summary.
+    text = f"{step.action} → {step.outcome}"
     if step.failure_cause:
         cause, _ = shorten_utf8(step.failure_cause, cause_max_bytes)
         text += f": {cause}"

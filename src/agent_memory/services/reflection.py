@@ -392,7 +392,7 @@ class ReflectionJob:
         if self.llm is None:
             return [_fallback_fragment(entity, events)]
         lines = "\n".join(
-            f"{e.occurred_at.isoformat()} {e.agent} {e.action} -> {e.outcome}: {e.summary}"
+            f"{e.occurred_at.isoformat()} {e.agent} {e.action} → {e.outcome}: {e.summary}"
             for e in events
         )
         answer = await self.llm.complete(

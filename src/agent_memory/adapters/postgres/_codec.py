@@ -7,7 +7,9 @@ records are therefore rebuilt slot by slot by a decoder generated once per
 class and column order (the way attrs generates `__init__`): one function per
 row that creates the instance and stores each column, converted where the
 column's Python type is not the field's (an enum from its value, say), straight
-into its slot. The column order must name every field of the class exactly
+into its slot; a conversion that is a table lookup (`Lookup`: enum values,
+cached entities) is inlined as a subscript, with no call. The column order must
+name every field of the class exactly
 once, so a field added to a record class fails loudly instead of going missing;
 `tests/postgres/test_codec.py` checks, for generated records, that the decoded
 value equals the one the validating constructor builds.
@@ -27,17 +29,31 @@ from psycopg import AsyncConnection
 from psycopg.adapt import Buffer, Loader
 from psycopg.pq import Format
 
-__all__ = ["register_json_loaders", "row_decoder", "utc"]
+__all__ = ["Lookup", "register_json_loaders", "row_decoder", "utc"]
+
+
+@attrs.frozen(eq=False)  # hashed by identity: the decoder cache keys on it
+class Lookup:
+    """A column converted by looking its value up in `table` (`table[value]`),
+    inlined into the decoder as a subscript. With `each`, the column is a
+    sequence and becomes the tuple of `table[x]` for its items (`()` when empty).
+    `table` may be a dict with `__missing__` (a cache that fills itself)."""
+
+    table: Mapping[Any, Any]
+    each: bool = False
+
+
+Converter = Callable[[Any], Any] | Lookup
 
 
 def row_decoder(
     cls: type[Any],
     columns: tuple[str, ...],
-    convert: Mapping[str, Callable[[Any], Any]] | None = None,
+    convert: Mapping[str, Converter] | None = None,
 ) -> Callable[[Sequence[Any]], Any]:
     """A function from a row (a sequence of values in `columns` order) to an
     instance of the frozen attrs class `cls` holding exactly those values, each
-    passed through `convert[name]` first when given.
+    passed through `convert[name]` first when given (a function, or a `Lookup`).
 
     No validator or converter of `cls` runs: rows must come from our own tables.
     """
@@ -48,7 +64,7 @@ def row_decoder(
 def _compile(
     cls: type[Any],
     columns: tuple[str, ...],
-    convert: tuple[tuple[str, Callable[[Any], Any]], ...],
+    convert: tuple[tuple[str, Converter], ...],
 ) -> Callable[[Sequence[Any]], Any]:
     fields = attrs.fields(cls)
     expected = {f.name for f in fields}
@@ -65,14 +81,23 @@ def _compile(
         "_cls": cls,
         "_setattr": object.__setattr__,
         "_UTC": UTC,
+        "_tuple": tuple,
+        "_map": map,
     }
     args = [f"v{i}" for i in range(len(columns))]
     body: list[str] = [f"    ({', '.join(args)},) = row", "    o = _new(_cls)"]
     for i, name in enumerate(columns):
         value = f"v{i}"
-        if converters.get(name) is utc:  # inlined: no call for values already in UTC
+        conv = converters.get(name)
+        if conv is utc:  # inlined: no call for values already in UTC
             value = f"(v{i} if v{i}.tzinfo is _UTC else v{i}.astimezone(_UTC))"
-        elif name in converters:
+        elif isinstance(conv, Lookup) and conv.each:
+            scope[f"_g{i}"] = conv.table.__getitem__
+            value = f"(_tuple(_map(_g{i}, v{i})) if v{i} else ())"
+        elif isinstance(conv, Lookup):
+            scope[f"_t{i}"] = conv.table
+            value = f"_t{i}[v{i}]"
+        elif conv is not None:
             scope[f"_c{i}"] = converters[name]
             value = f"_c{i}(v{i})"
         slot = cls.__dict__.get(name)

@@ -28,7 +28,7 @@ from agent_memory.adapters._common.validation import (
     check_retention,
     check_window_args,
 )
-from agent_memory.adapters.postgres._codec import row_decoder, utc
+from agent_memory.adapters.postgres._codec import Lookup, row_decoder, utc
 from agent_memory.adapters.postgres._database import PostgresDatabase, PostgresHandle
 from agent_memory.domain.records import (
     Entity,
@@ -98,14 +98,21 @@ _TIME_BASES = {m.value: m for m in TimeBasis}
 _ENTITY_SOURCES = {m.value: m for m in EntitySource}
 
 
-@functools.lru_cache(maxsize=4096)
-def _decode_entity(value: str) -> Entity:
-    """Entities repeat across events (the same service, pod, user): decode each once."""
-    return row_decoder(Entity, _ENTITY_FIELDS)(json.loads(value))  # type: ignore[no-any-return]
+class _EntityCache(dict[str, Entity]):
+    """Encoded entity -> `Entity`. Entities repeat across events (the same
+    service, pod, user): each is decoded once; the cache is emptied when it
+    reaches `_ENTITY_CACHE_SIZE` entries, so it stays bounded."""
+
+    def __missing__(self, value: str) -> Entity:
+        if len(self) >= _ENTITY_CACHE_SIZE:
+            self.clear()
+        entity: Entity = row_decoder(Entity, _ENTITY_FIELDS)(json.loads(value))
+        self[value] = entity
+        return entity
 
 
-def _decode_entities(values: Sequence[str]) -> tuple[Entity, ...]:
-    return tuple(map(_decode_entity, values)) if values else ()
+_ENTITY_CACHE_SIZE = 4096
+_ENTITIES = _EntityCache()
 
 
 @functools.cache
@@ -117,10 +124,10 @@ def event_decoder() -> Callable[[Sequence[Any]], Event]:
         {
             "occurred_at": utc,
             "recorded_at": utc,
-            "summary_source": _SUMMARY_SOURCES.__getitem__,
-            "time_basis": _TIME_BASES.__getitem__,
-            "entities": _decode_entities,
-            "entity_source": _ENTITY_SOURCES.__getitem__,
+            "summary_source": Lookup(_SUMMARY_SOURCES),
+            "time_basis": Lookup(_TIME_BASES),
+            "entities": Lookup(_ENTITIES, each=True),
+            "entity_source": Lookup(_ENTITY_SOURCES),
         },
     )
 

@@ -235,17 +235,18 @@ class Bench:
     # -- search ------------------------------------------------------------
 
     def search_sides(
-        self, owner: str, queries: Iterator[np.ndarray[Any, Any]]
+        self, owner: str, queries: list[np.ndarray[Any, Any]]
     ) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]:
-        """(ours, baseline), each searching the next query of `queries`."""
+        """(ours, baseline): the n-th call of each searches `queries[n]` (cycling)."""
         store, raw = self.store, self.raw
         statement = store.search_statement(self.table, None, None)
+        ours_q, base_q = cycle(queries), cycle(queries)
 
         async def ours() -> Any:
-            return await store.search(owner, next(queries), limit=SEARCH_LIMIT)
+            return await store.search(owner, next(ours_q), limit=SEARCH_LIMIT)
 
         async def baseline() -> Any:
-            params = store.search_params(owner, next(queries), SEARCH_LIMIT, None, None)
+            params = store.search_params(owner, next(base_q), SEARCH_LIMIT, None, None)
             cur = await raw.execute(statement, params, binary=True)
             return (await cur.fetchall())[:SEARCH_LIMIT]
 
@@ -314,7 +315,7 @@ async def run(url: str, rounds: int) -> None:
         await bench.load(make_records(OWNERS, rng), make_events(0, 10_000, now))
         queries = rng.standard_normal((64, DIM)).astype(np.float32)
         for name, owner in (("postgres_search_index", "big"), ("postgres_search_exact", "small")):
-            ours, baseline = bench.search_sides(owner, cycle(list(queries)))
+            ours, baseline = bench.search_sides(owner, list(queries))
             result = await compare_async(name, ours, baseline, rounds=rounds, target=TARGET)
             print(result.line(), flush=True)
 

@@ -132,17 +132,18 @@ def prepared_side(client: AsyncQdrantClient, collection: str, prepared: Iterator
 def search_sides(
     client: AsyncQdrantClient,
     store: QdrantMemoryStore,
-    queries: Iterator[tuple[str, npt.NDArray[np.float32]]],
+    queries: list[tuple[str, npt.NDArray[np.float32]]],
 ) -> tuple[Side, Side]:
-    """(ours, direct), each searching the next (owner, query) of `queries`."""
+    """(ours, direct): the n-th call of each searches `queries[n]` (cycling)."""
     collection = store.collection_name
+    ours_q, direct_q = cycle(queries), cycle(queries)
 
     async def ours() -> Any:
-        owner, q = next(queries)
+        owner, q = next(ours_q)
         return await store.search(owner, q, limit=10)
 
     async def direct() -> Any:
-        owner, q = next(queries)
+        owner, q = next(direct_q)
         flt = qm.Filter(must=[qm.FieldCondition(key="owner", match=qm.MatchValue(value=owner))])
         res = await client.query_points(
             collection, query=q.tolist(), query_filter=flt, limit=10, with_payload=True
@@ -173,7 +174,7 @@ async def run(
         rng = np.random.default_rng(7)
         qs = rng.standard_normal((64, dim)).astype(np.float32)
         queries = [(f"owner-{k % owners}", q) for k, q in enumerate(qs)]
-        ours, direct = search_sides(client, store, cycle(queries))
+        ours, direct = search_sides(client, store, queries)
         result = await compare_async(
             "qdrant_search", ours, direct, rounds=rounds * 4, target=TARGET
         )

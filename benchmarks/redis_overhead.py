@@ -152,20 +152,22 @@ class Bench:
 
     # -- search ------------------------------------------------------------
 
-    def search_sides(self, owner: str, queries: Iterator[Any], k: int = 10) -> tuple[Side, Side]:
+    def search_sides(self, owner: str, queries: list[Any], k: int = 10) -> tuple[Side, Side]:
+        """(ours, direct): the n-th call of each searches `queries[n]` (cycling)."""
         store, r = self.store, self.r
+        ours_q, direct_q = cycle(queries), cycle(queries)
         oh = digest(owner)
         index = store.index_name
         fields = [*RECORD_FIELDS, "d"]
 
         async def ours() -> Any:
-            return await store.search(owner, next(queries), limit=10)
+            return await store.search(owner, next(ours_q), limit=10)
 
         async def direct() -> Any:
             res = await r.execute_command(
                 "FT.SEARCH", index,
                 f"(@oh:{{{oh}}})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS d]",
-                "PARAMS", "2", "v", next(queries).tobytes(),
+                "PARAMS", "2", "v", next(direct_q).tobytes(),
                 "RETURN", str(len(fields)), *fields,
                 "SORTBY", "d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
             )  # fmt: skip
@@ -335,9 +337,9 @@ async def run(url: str, rounds: int) -> None:
             result = await compare_async(name, ours, direct, rounds=n, target=target)
             print(result.line(), flush=True)
 
-        ours, direct = bench.search_sides("owner-3", cycle(queries))
+        ours, direct = bench.search_sides("owner-3", queries)
         await report("redis_search", ours, direct, rounds, TARGET)
-        ours, direct = bench.search_sides("owner-3", cycle(queries), k=11)
+        ours, direct = bench.search_sides("owner-3", queries, k=11)
         await report("redis_search_k_plus_1", ours, direct, rounds, None)
         ours, direct = bench.window_sides("domain-2", now - timedelta(days=1))
         await report("redis_window", ours, direct, rounds, TARGET)

@@ -164,7 +164,7 @@ class Bench:
             return await store.search(owner, next(ours_q), limit=10)
 
         async def direct() -> Any:
-            res = await r.execute_command(
+            res = await r.execute_command(  # type: ignore[no-untyped-call]
                 "FT.SEARCH", index,
                 f"(@oh:{{{oh}}})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS d]",
                 "PARAMS", "2", "v", next(direct_q).tobytes(),
@@ -191,7 +191,12 @@ class Bench:
             return await log.window(domain, since=since, limit=WINDOW_LIMIT)
 
         async def direct() -> Any:
-            args = ["+inf", floor, to_micros(datetime.now(UTC) - log.retention), WINDOW_LIMIT + 1]
+            args: list[Any] = [
+                "+inf",
+                floor,
+                to_micros(datetime.now(UTC) - log.retention),
+                WINDOW_LIMIT + 1,
+            ]
             pipe = r.pipeline(transaction=False)
             pipe.evalsha(
                 script.sha, 2, keys.ev_domain(domain), _recorded(keys.ev_domain(domain)), *args
@@ -277,10 +282,10 @@ class Bench:
                     ] = score
             pipe = r.pipeline(transaction=False)
             pipe.hset(keys.ev_payloads(domain), mapping=payloads)  # type: ignore[arg-type]
-            pipe.zadd(time_key, times, nx=True)  # type: ignore[arg-type]
-            pipe.zadd(_recorded(time_key), recorded, nx=True)  # type: ignore[arg-type]
+            pipe.zadd(time_key, times, nx=True)
+            pipe.zadd(_recorded(time_key), recorded, nx=True)
             for key, members in entities.items():
-                pipe.zadd(key, members, nx=True)  # type: ignore[arg-type]
+                pipe.zadd(key, members, nx=True)
             pipe.sadd(keys.ev_domains(), domain)
             return await pipe.execute()
 

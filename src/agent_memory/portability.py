@@ -27,8 +27,15 @@ from typing import IO, Any
 import attrs
 from attrs import define, field
 
-from agent_memory.bootstrap.connect import Memory, Stores, _redact, open_stores, scheme_of
-from agent_memory.bootstrap.settings import Settings, default_sqlite_url
+from agent_memory.bootstrap.connect import (
+    Memory,
+    Stores,
+    _redact,
+    coordination_url,
+    open_stores,
+    scheme_of,
+)
+from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock, Embedder
@@ -123,10 +130,8 @@ class MigrateSummary:
 
 async def _triples_for(url: str, settings: Settings) -> TripleStore | None:
     """The graph triple store a storage URL serves (None for redis)."""
+    url = coordination_url(url, settings) or url
     family = scheme_of(url)
-    if family == "qdrant":
-        url = settings.coordination_url or default_sqlite_url()
-        family = scheme_of(url)
     if family == "memory":
         from agent_memory.adapters.memory import InMemoryTripleStore
 
@@ -152,18 +157,15 @@ async def open_ports(
     url: str, *, space: EmbeddingSpace, settings: Settings | None = None
 ) -> AsyncIterator[Ports]:
     """Every port a storage URL serves, with the memory store bound to `space`
-    (Qdrant: events, leases and cache from the coordination URL), closed on exit.
+    (Qdrant, Milvus: events, leases and cache from the coordination URL), closed on exit.
     A missing extra raises `UnsupportedBackend` naming it."""
     settings = Settings.from_env() if settings is None else settings
-    family = scheme_of(url)
+    coord_url = coordination_url(url, settings)
     stores = await open_stores(url, space=space, settings=settings)
     closing: list[Any] = [stores]
     try:
         coord: Stores = stores
-        if family == "qdrant":
-            coord_url = settings.coordination_url or default_sqlite_url()
-            if scheme_of(coord_url) == "qdrant":
-                raise ConfigurationError("AGENT_MEMORY_COORDINATION_URL must not be qdrant")
+        if coord_url is not None:
             coord = await open_stores(coord_url, space=space, settings=settings)
             closing.append(coord)
         triples = await _triples_for(url, settings)
@@ -175,7 +177,7 @@ async def open_ports(
             cache=coord.cache,
             leases=coord.leases,
             triples=triples,
-            backend=family,
+            backend=scheme_of(url),
         )
     finally:
         for part in reversed(closing):

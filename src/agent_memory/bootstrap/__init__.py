@@ -5,6 +5,7 @@ from agent_memory.bootstrap.connect import (
     Memory,
     Stores,
     connect,
+    coordination_url,
     open_stores,
     scheme_of,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "agent_memory_service",
     "compactor",
     "connect",
+    "coordination_url",
     "default_sqlite_url",
     "graph_memory",
     "knowledge_service",

@@ -223,6 +223,23 @@ def scheme_of(url: str) -> str:
     return _SCHEMES[scheme]
 
 
+def coordination_url(url: str, settings: Settings) -> str | None:
+    """Where the events, leases, cache (and triples) of `url` live: None when `url`
+    serves every port itself; for a store-only backend (Qdrant, Milvus) the
+    coordination URL (`AGENT_MEMORY_COORDINATION_URL`, default the SQLite file),
+    which must not be store-only itself (`ConfigurationError`)."""
+    family = scheme_of(url)
+    if family not in _STORE_ONLY:
+        return None
+    coord_url = settings.coordination_url or default_sqlite_url()
+    if scheme_of(coord_url) in _STORE_ONLY:
+        raise ConfigurationError(
+            f"{family} serves only the memory store: AGENT_MEMORY_COORDINATION_URL must name "
+            "a backend for events, leases and cache (sqlite, redis, postgresql, memory)"
+        )
+    return coord_url
+
+
 def _redact(url: str) -> str:
     parts = urlsplit(url)
     if parts.password:
@@ -442,7 +459,7 @@ async def _open(
 ) -> Memory:
     settings = Settings.from_env() if settings is None else settings
     url = url or settings.url or default_sqlite_url()
-    family = scheme_of(url)
+    scheme_of(url)  # an unknown scheme fails before any model or store is built
     follow_switch = embedder is None
     embedder = embedder if embedder is not None else _embedder(settings)
     llm = llm if llm is not None else _llm(settings)
@@ -457,14 +474,12 @@ async def _open(
         )
     stores = await open_stores(url, space=embedder.space, settings=settings, clock=clock)
     coordination = None
-    if family in _STORE_ONLY:
-        coord_url = settings.coordination_url or default_sqlite_url()
-        if scheme_of(coord_url) in _STORE_ONLY:
-            await stores.close()
-            raise ConfigurationError(
-                f"{family} serves only the memory store: AGENT_MEMORY_COORDINATION_URL must name "
-                "a backend for events, leases and cache (sqlite, redis, postgresql, memory)"
-            )
+    try:
+        coord_url = coordination_url(url, settings)
+    except ConfigurationError:
+        await stores.close()
+        raise
+    if coord_url is not None:
         try:
             coordination = await open_stores(
                 coord_url, space=embedder.space, settings=settings, clock=clock

@@ -98,6 +98,7 @@ BACKEND_CAPABILITIES: dict[str, dict[str, Any]] = {
     "redis": {"keyword_search": True, "ttl_resolution_ms": 20},
     "postgres": {"keyword_search": True, "ttl_resolution_ms": 20},
     "qdrant": {"keyword_search": True, "concurrent_duplicate_rejection": False},
+    "milvus": {"keyword_search": True, "concurrent_duplicate_rejection": False},
 }
 
 _REQUIRED = ("pytest", "pytest_asyncio", "hypothesis")

@@ -18,6 +18,7 @@ from agent_memory.bootstrap import (
     Settings,
     Stores,
     connect,
+    coordination_url,
     default_sqlite_url,
     scheme_of,
 )
@@ -47,8 +48,9 @@ def _would_create(url: str, settings: Settings) -> list[str]:
     """The files and directories that opening `url` (and, for Qdrant, its
     coordination URL) would create: what doctor reports instead of creating."""
     urls = [url]
-    if scheme_of(url) == "qdrant":
-        urls.append(settings.coordination_url or default_sqlite_url())
+    coord_url = coordination_url(url, settings)
+    if coord_url is not None:
+        urls.append(coord_url)
     out = []
     for each in urls:
         if scheme_of(each) == "sqlite":

@@ -22,7 +22,13 @@ import sys
 import attrs
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.bootstrap import Settings, connect, default_sqlite_url, scheme_of
+from agent_memory.bootstrap import (
+    Settings,
+    connect,
+    coordination_url,
+    default_sqlite_url,
+    scheme_of,
+)
 from agent_memory.domain.errors import UnsupportedBackend
 from agent_memory.entrypoints.processor.config import load_config
 from agent_memory.ports.storage import TripleStore
@@ -32,10 +38,8 @@ __all__ = ["open_triple_store", "run_processor"]
 
 async def open_triple_store(url: str, settings: Settings) -> TripleStore:
     """A `TripleStore` on the backend `url` names (memory, sqlite or postgresql)."""
+    url = coordination_url(url, settings) or url
     family = scheme_of(url)
-    if family == "qdrant":
-        url = settings.coordination_url or default_sqlite_url()
-        family = scheme_of(url)
     if family == "memory":
         from agent_memory.adapters.memory import InMemoryTripleStore
 

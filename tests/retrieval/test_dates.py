@@ -50,6 +50,7 @@ def _month_forms(d: date) -> list[str]:
 
 @given(day=DAYS, reference=REFERENCES, form=st.integers(0, 8), before=st.text(max_size=20))
 @example(day=date(2023, 10, 24), reference=date(2026, 1, 1), form=5, before="on ")
+@example(day=date(2000, 1, 1), reference=date(2000, 1, 1), form=5, before="0")
 def test_a_day_in_any_surface_form_parses_back_to_exactly_that_day(
     day: date, reference: date, form: int, before: str
 ) -> None:

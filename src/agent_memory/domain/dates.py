@@ -350,12 +350,12 @@ def parse_dates(text: str, reference: date) -> tuple[DateRange, ...]:
         start, end = m.span()
         if any(start < e and s < end for s, e in taken):
             continue
-        taken.append((start, end))
         try:
             got = build(m, reference)
         except (ValueError, OverflowError, KeyError):
             continue
-        if got is not None:
+        if got is not None:  # an impossible date ("0 January") leaves its span to others
+            taken.append((start, end))
             found.append((start, got))
     found.sort(key=lambda pair: pair[0])
     return tuple(dict.fromkeys(r for _, r in found))

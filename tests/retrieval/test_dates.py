@@ -48,7 +48,12 @@ def _month_forms(d: date) -> list[str]:
     return [f"{cap} {d.year}", f"{cap}, {d.year}", f"{cap} of {d.year}", f"{d.year}-{d.month:02d}"]
 
 
-@given(day=DAYS, reference=REFERENCES, form=st.integers(0, 8), before=st.text(max_size=20))
+# A number right before the date changes what the text says ("2 January 1, 2000"
+# names 2 January too), so the prefix never ends in a digit.
+_BEFORE = st.text(max_size=20).filter(lambda b: not b.rstrip()[-1:].isdigit())
+
+
+@given(day=DAYS, reference=REFERENCES, form=st.integers(0, 8), before=_BEFORE)
 @example(day=date(2023, 10, 24), reference=date(2026, 1, 1), form=5, before="on ")
 @example(day=date(2000, 1, 1), reference=date(2000, 1, 1), form=5, before="0")
 def test_a_day_in_any_surface_form_parses_back_to_exactly_that_day(

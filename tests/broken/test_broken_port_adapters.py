@@ -211,6 +211,13 @@ def test_property_failures_report_within_a_minute(tmp_path: Path) -> None:
         "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
     )
     (tmp_path / "test_generated_broken_ports.py").write_text(_generated_source())
+    # Derandomized: whether a property finds its broken adapter must not depend on
+    # the seed of the run (the ports' own deadlines and shrink limits still apply).
+    (tmp_path / "conftest.py").write_text(
+        "from hypothesis import settings\n"
+        "settings.register_profile('broken', derandomize=True)\n"
+        "settings.load_profile('broken')\n"
+    )
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
     env.pop("HYPOTHESIS_PROFILE", None)

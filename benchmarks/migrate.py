@@ -78,6 +78,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--owners", type=int, default=100)
+    parser.add_argument("--batch-size", type=int, default=500, help="import batch size")
     args = parser.parse_args()
     os.environ.setdefault("AGENT_MEMORY_EMBEDDING_DIMENSION", str(DIM))
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
@@ -86,9 +87,12 @@ async def main() -> None:
         filled = await fill(source, args.records, args.owners)
         print(f"filled SQLite: {args.records / filled:,.0f} records/s")
         start = time.perf_counter()
-        summary = await migrate(source, target, workdir=tmp)
+        summary = await migrate(source, target, workdir=tmp, batch_size=args.batch_size)
         took = time.perf_counter() - start
-        print(summary)
+        print(summary.imported.describe())
+        for phase, seconds in summary.seconds.items():
+            rate = f"{args.records / seconds:,.0f} records/s" if seconds > 0 else "-"
+            print(f"  {phase:<7} {seconds:7.1f} s  {rate}")
         rate = args.records / took
         print(f"migrate: {args.records:,} records in {took:.1f} s = {rate:,.0f} records/s")
 

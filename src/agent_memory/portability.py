@@ -20,6 +20,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -37,7 +38,7 @@ from agent_memory.bootstrap.connect import (
 )
 from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
-from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import TripleStore
 from agent_memory.services.portability.errors import (
@@ -68,6 +69,7 @@ from agent_memory.services.portability.reembed import (
 )
 from agent_memory.services.portability.reembed import reembed as reembed_store
 from agent_memory.services.portability.transfer import (
+    BulkLoad,
     ExportSummary,
     ImportFailed,
     ImportSummary,
@@ -81,6 +83,7 @@ from agent_memory.services.portability.transfer import (
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "BulkLoad",
     "ChecksumMismatch",
     "EmbeddingSwitch",
     "ExportFormatError",
@@ -123,6 +126,10 @@ class MigrateSummary:
     imported: ImportSummary
     sampled: int
     problems: list[str] = field(factory=list)
+    seconds: dict[str, float] = field(factory=dict)
+    """Wall time per phase: `export` (read the source, write the file), `check`
+    (verify the file), `write` (import batches), `index` (the target's deferred
+    index build, bulk load only), `verify` (counts and sample)."""
 
 
 # -- opening ports ----------------------------------------------------------------------
@@ -235,20 +242,23 @@ async def export(
     settings: Settings | None = None,
     clock: Clock | None = None,
     progress: Progress | None = None,
+    on_record: Callable[[MemoryRecord], None] | None = None,
 ) -> ExportSummary:
     """Export `source` (a URL, an open Memory or Ports) to a file path or a binary
-    stream. With `user`, a data-subject export of that user's data."""
+    stream. With `user`, a data-subject export of that user's data. `on_record`
+    sees every exported memory record."""
     async with _source(source, settings) as ports:
         if isinstance(output, str):
             with open_export(output, "w") as stream:
                 return await export_data(
                     ports, stream, clock=clock or _Utc(), user=user, namespace=namespace,
                     include_cache=include_cache, include_leases=include_leases,
-                    progress=progress,
+                    progress=progress, on_record=on_record,
                 )  # fmt: skip
         return await export_data(
             ports, output, clock=clock or _Utc(), user=user, namespace=namespace,
             include_cache=include_cache, include_leases=include_leases, progress=progress,
+            on_record=on_record,
         )  # fmt: skip
 
 
@@ -306,8 +316,11 @@ async def import_file(
         raise PortabilityError(
             f"{path}: one embedding space expected, the file names {len(header.spaces)}"
         )
+    checking = time.perf_counter()
     with open_export(path, "r") as stream:
-        _header, footer = ExportReader(stream).verify()
+        verified = ExportReader(stream).verify()
+    checked = time.perf_counter() - checking
+    footer = verified[1]
     key = f"{footer.sha256}:{_redact(target) if isinstance(target, str) else id(target)}"
     start = _load_progress(path, key) if resume else 0
 
@@ -317,10 +330,16 @@ async def import_file(
             on_batch(line, summary)
 
     async def run(ports: Ports) -> ImportSummary:
-        summary = await import_data(
-            ports, lambda: open_export(path, "r"), clock=clock or _Utc(),
-            batch_size=batch_size, resume_after=start, on_batch=batch_done, progress=progress,
-        )  # fmt: skip
+        try:
+            summary = await import_data(
+                ports, lambda: open_export(path, "r"), clock=clock or _Utc(),
+                batch_size=batch_size, resume_after=start, on_batch=batch_done,
+                progress=progress, verified=verified,
+            )  # fmt: skip
+        except ImportFailed as exc:
+            exc.summary.check_seconds = checked
+            raise
+        summary.check_seconds = checked
         with contextlib.suppress(FileNotFoundError):
             os.remove(_progress_path(path))
         return summary
@@ -349,23 +368,28 @@ async def migrate(
     with tempfile.TemporaryDirectory(dir=workdir, prefix="agent-memory-migrate-") as tmp:
         path = os.path.join(tmp, "export.jsonl")
         async with _source(from_url, settings) as source:
-            exported = await export(source, path, include_leases=include_leases, progress=progress)
             kept, offer = reservoir(sample)
-            with open_export(path, "r") as stream:
-                from agent_memory.services.portability.format import RecordItem
-
-                for _, item in ExportReader(stream).items():
-                    if isinstance(item, RecordItem):
-                        offer(item.record)
+            started = time.perf_counter()
+            exported = await export(
+                source, path, include_leases=include_leases, progress=progress, on_record=offer
+            )
+            exporting = time.perf_counter() - started
             imported = await import_file(
                 to_url, path, batch_size=batch_size, resume=False, settings=settings,
                 progress=progress,
             )  # fmt: skip
+            started = time.perf_counter()
             async with _target_ports(to_url, source.store.space, settings) as target:
                 problems = await verify_copy(source, target, counts=exported.counts, sample=kept)
+            verifying = time.perf_counter() - started
     summary = MigrateSummary(
-        exported=exported.counts, imported=imported, sampled=len(kept), problems=problems
-    )
+        exported=exported.counts, imported=imported, sampled=len(kept), problems=problems,
+        seconds={
+            "export": exporting, "check": imported.check_seconds,
+            "write": imported.write_seconds, "index": imported.index_seconds,
+            "verify": verifying,
+        },
+    )  # fmt: skip
     if problems:
         raise VerificationFailed(problems)
     return summary

@@ -21,9 +21,10 @@ fail), document frequencies come from the owner's filtered records.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import json
-from collections.abc import AsyncIterable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -304,6 +305,54 @@ class PostgresMemoryStore(PostgresHandle):
         finally:
             await self._build_hnsw(maintenance_work_mem)
         return added
+
+    @contextlib.asynccontextmanager
+    async def bulk_load(
+        self, expected: int, *, maintenance_work_mem: str = "1GB"
+    ) -> AsyncIterator[bool]:
+        """A bulk-load session for about `expected` new records (the optional
+        `BulkLoad` capability the importer looks for, docs/portability.md): the
+        caller `add`s batches as usual — each atomic, `DuplicateRecord` as always —
+        and the HNSW index is built once, on exit, over every row.
+
+        Yields whether the index was dropped: only when that pays, i.e. when
+        `expected` is at least the rows already stored (rebuilding a large index
+        for a few rows would cost more than inserting them) — or when the index
+        is already absent (a bulk load that was interrupted: this one rebuilds it).
+        On an error the index is rebuilt before the error propagates; on a
+        cancellation or a kill it stays absent until the next bulk load (or
+        `rebuild_index`) — searches still answer exactly meanwhile, by scanning."""
+        if not isinstance(expected, int) or isinstance(expected, bool) or expected < 0:
+            raise InvalidInput("expected", f"a non-negative integer, got {expected!r}")
+        dropped = False
+        if self._space.dimension <= HNSW_MAX_DIMENSION and expected > 0:
+            table = await self._tbl()
+            async with self._life.op(), self._db.connection() as conn:
+                present = bool(await self._hnsw_indexes(conn, table))
+                stored = 0
+                if present:
+                    cur = await conn.execute(
+                        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) AS s").format(
+                            table
+                        ),
+                        (expected + 1,),
+                    )
+                    row = await cur.fetchone()
+                    stored = int(row[0]) if row is not None else 0
+            dropped = not present or expected >= stored
+        if not dropped:
+            yield False
+            return
+        await self._drop_hnsw()
+        try:
+            yield True
+        except Exception:
+            # The caller's error is the one to report; a failed build leaves the
+            # index to the next bulk load or `rebuild_index`.
+            with contextlib.suppress(Exception):
+                await self._build_hnsw(maintenance_work_mem)
+            raise
+        await self._build_hnsw(maintenance_work_mem)
 
     async def rebuild_index(self, *, maintenance_work_mem: str = "1GB") -> None:
         """Drop the space's HNSW index and build it again with this store's

@@ -3,11 +3,14 @@ idempotently and resumably, and verify a copy. Drives ports only."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
-from typing import IO, Any
+from typing import IO, Any, Protocol, runtime_checkable
 
 import numpy as np
 from attrs import define, field
@@ -47,6 +50,7 @@ from agent_memory.services.portability.format import (
 from agent_memory.services.user_memory import _derived_from, user_cache_scope
 
 __all__ = [
+    "BulkLoad",
     "ExportSummary",
     "ImportFailed",
     "ImportSummary",
@@ -69,6 +73,20 @@ _LABELS = {
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
+
+
+@runtime_checkable
+class BulkLoad(Protocol):
+    """Optional memory-store capability an import uses when the target has it
+    (found structurally, like the ports' other optional capabilities): a session
+    for loading about `expected` new records fast. Inside it the importer `add`s
+    batches exactly as without it — each batch atomic, `DuplicateRecord` when a
+    record exists — so an import stays idempotent and resumable; the store may
+    defer index maintenance to the session's end (PostgreSQL: the HNSW index is
+    built once, after the rows are in). The session yields whether it deferred
+    anything (the store decides whether that pays)."""
+
+    def bulk_load(self, expected: int) -> AbstractAsyncContextManager[bool]: ...
 
 
 @define
@@ -103,6 +121,14 @@ class ImportSummary:
     resumed_after: int = 0
     last_line: int = 0
     complete: bool = False
+    bulk: bool = False
+    """Whether the target's bulk-load session deferred its index (`BulkLoad`)."""
+    check_seconds: float = 0.0
+    """Time spent verifying the whole file before writing."""
+    write_seconds: float = 0.0
+    """Time spent writing batches (after the file was checked)."""
+    index_seconds: float = 0.0
+    """Time the bulk-load session spent building the deferred index at its end."""
 
     def applied(self, kind: str) -> int:
         return self.written[kind] + self.updated[kind] + self.unchanged[kind]
@@ -123,7 +149,8 @@ class ImportSummary:
                 parts.append(f"{label}: {w} new" + "".join(f", {x}" for x in extra))
         state = "complete" if self.complete else f"stopped after line {self.last_line}"
         resumed = f" (resumed after line {self.resumed_after})" if self.resumed_after else ""
-        return f"import {state}{resumed}: " + ("; ".join(parts) or "nothing to import")
+        index = f"; bulk load, index built in {self.index_seconds:.1f} s" if self.bulk else ""
+        return f"import {state}{resumed}: " + ("; ".join(parts) or "nothing to import") + index
 
 
 class ImportFailed(PortabilityError):
@@ -222,11 +249,13 @@ async def export_data(
     include_cache: bool = True,
     include_leases: bool = False,
     progress: Progress | None = None,
+    on_record: Callable[[MemoryRecord], None] | None = None,
 ) -> ExportSummary:
     """Write the ports' durable data to `stream` (see `format`). With `user`, a
     data-subject export: what `UserMemory.forget` would delete (the user's
     records, events carrying the id, the user's cache scope, knowledge derived
-    from the user's data, the user's triples and checkpoints)."""
+    from the user's data, the user's triples and checkpoints). `on_record` sees
+    every record written (migrate samples them there, with no second read)."""
     tick = progress or (lambda _stage, _done, _total: None)
     header = Header(
         version=FORMAT_VERSION,
@@ -252,12 +281,16 @@ async def export_data(
     for i, owner in enumerate(owners):
         async for record in _records(ports.store, owner, namespace):
             writer.write(RecordItem(space=sid, record=record))
+            if on_record is not None:
+                on_record(record)
         tick("records", i + 1, len(owners))
     if user is not None and namespace is None:
         for domain in sorted({*domains, *(e.domain for e in mine)}):
             async for record in _records(ports.store, domain, None):
                 if record.namespace == "knowledge" and _derived_from(record, user, mine):
                     writer.write(RecordItem(space=sid, record=record))
+                    if on_record is not None:
+                        on_record(record)
     user_ids: set[str] = set(owners)
     if events is not None:
         if user is not None:
@@ -370,18 +403,26 @@ async def import_data(
     resume_after: int = 0,
     on_batch: Callable[[int, ImportSummary], None] | None = None,
     progress: Progress | None = None,
+    verified: tuple[Header, Footer] | None = None,
 ) -> ImportSummary:
     """Import an export file into `ports`: idempotent (a re-run changes nothing and
     duplicates nothing) and resumable (`resume_after`: lines up to it are skipped).
 
     The whole file is verified first (format version, every line, dimensions,
-    footer counts and checksum), so a bad file writes nothing. `on_batch(line,
-    summary)` runs after each batch is stored: persist `line` to resume after it.
+    footer counts and checksum), so a bad file writes nothing; `verified` is the
+    `(header, footer)` of a verification the caller already ran on this file.
+    `on_batch(line, summary)` runs after each batch is stored: persist `line` to
+    resume after it. A target store with the `BulkLoad` capability is written in
+    one bulk-load session (same batches, its index built once at the end).
     A failure while writing raises `ImportFailed` carrying the exact summary."""
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    with open_stream() as stream:
-        header, footer = ExportReader(stream).verify()
+    checking = time.perf_counter()
+    if verified is None:
+        with open_stream() as stream:
+            verified = ExportReader(stream).verify()
+    header, footer = verified
+    checked = time.perf_counter() - checking
     spaces = {s.identity for s in header.spaces}
     if spaces and ports.store.space.identity not in spaces:
         raise PortabilityError(
@@ -401,7 +442,7 @@ async def import_data(
             f"target ({ports.backend}) has no port for; nothing was imported"
         )
     total = footer.lines
-    out = ImportSummary(resumed_after=resume_after, last_line=resume_after)
+    out = ImportSummary(resumed_after=resume_after, last_line=resume_after, check_seconds=checked)
     tick = progress or (lambda _stage, _done, _total: None)
     kind: str | None = None
     batch: list[Any] = []
@@ -417,22 +458,38 @@ async def import_data(
                 on_batch(last, out)
             tick("import", last, total)
 
+    # Records still to write (records come first in an export; an upper bound otherwise).
+    expected = max(0, min(footer.counts.get("record", 0), total - 1 - resume_after))
+    session: AbstractAsyncContextManager[bool] = contextlib.nullcontext(False)
+    if expected and isinstance(ports.store, BulkLoad):
+        session = ports.store.bulk_load(expected)
+    started = time.perf_counter()
+    written: float | None = None
     try:
-        with open_stream() as stream:
-            for number, item in ExportReader(stream).items():
-                if number <= resume_after:
-                    continue
-                item_kind = _kind(item)
-                if item_kind != kind or len(batch) >= batch_size:
-                    await flush()
-                    kind = item_kind
-                batch.append(item)
-                last = number
-            await flush()
+        async with session as bulk:
+            out.bulk = bulk
+            with open_stream() as stream:
+                for number, item in ExportReader(stream).items():
+                    if number <= resume_after:
+                        continue
+                    item_kind = _kind(item)
+                    if item_kind != kind or len(batch) >= batch_size:
+                        await flush()
+                        kind = item_kind
+                    batch.append(item)
+                    last = number
+                await flush()
+            written = time.perf_counter()
+            if bulk:
+                tick("index", 0, None)
+        if out.bulk:
+            out.index_seconds = time.perf_counter() - written
     except ExportFormatError:
         raise
     except Exception as exc:
         raise ImportFailed(out, exc) from exc
+    finally:
+        out.write_seconds = (written or time.perf_counter()) - started
     out.last_line = total
     out.complete = True
     return out

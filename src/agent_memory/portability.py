@@ -318,9 +318,10 @@ async def import_file(
         )
     checking = time.perf_counter()
     with open_export(path, "r") as stream:
-        verified = ExportReader(stream).verify()
+        reader = ExportReader(stream)
+        header, footer = reader.verify()
+    verified = (header, footer, reader.fingerprints)
     checked = time.perf_counter() - checking
-    footer = verified[1]
     key = f"{footer.sha256}:{_redact(target) if isinstance(target, str) else id(target)}"
     start = _load_progress(path, key) if resume else 0
 
@@ -380,7 +381,10 @@ async def migrate(
             )  # fmt: skip
             started = time.perf_counter()
             async with _target_ports(to_url, source.store.space, settings) as target:
-                problems = await verify_copy(source, target, counts=exported.counts, sample=kept)
+                problems = await verify_copy(
+                    source, target, counts=exported.counts, sample=kept,
+                    owner_counts=exported.owners,
+                )  # fmt: skip
             verifying = time.perf_counter() - started
     summary = MigrateSummary(
         exported=exported.counts, imported=imported, sampled=len(kept), problems=problems,

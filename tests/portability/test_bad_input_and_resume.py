@@ -197,3 +197,50 @@ def test_format_round_trips_any_record_exactly(batch: list) -> None:  # type: ig
     assert [g.record for g in got] == batch  # type: ignore[union-attr]
     for g, r in zip(got, batch, strict=True):
         assert g.record.vector.tobytes() == r.vector.tobytes()  # type: ignore[union-attr]
+
+
+@hsettings(max_examples=25, deadline=None)
+@given(batch=st.lists(memory_records(16), max_size=6, unique_by=lambda r: (r.owner, r.id)))
+def test_checked_lines_are_read_back_equal_without_revalidation(batch: list) -> None:  # type: ignore[type-arg]
+    """Property: a reader given the fingerprints of a verified file (the import's
+    second pass) builds records equal, field by field, to the validated ones."""
+    import io
+
+    from agent_memory.domain.records import EmbeddingSpace
+    from agent_memory.services.portability.format import trusted_parsing_applies
+
+    assert trusted_parsing_applies()  # else the fast path is silently off
+    space = EmbeddingSpace(model="m", dimension=16)
+    buf = io.BytesIO()
+    w = ExportWriter(buf, Header(1, "memory", (space,), datetime.now(UTC)))
+    for r in batch:
+        w.write(RecordItem(space.identity, r))
+    w.finish()
+    buf.seek(0)
+    first = ExportReader(buf)
+    first.verify()
+    buf.seek(0)
+    got = [item for _, item in ExportReader(buf, checked=first.fingerprints).items()]
+    assert [g.record for g in got] == batch  # type: ignore[union-attr]
+    for g, r in zip(got, batch, strict=True):
+        v = g.record.vector  # type: ignore[union-attr]
+        assert v.dtype == np.float32
+        assert not v.flags.writeable
+        assert v.tobytes() == r.vector.tobytes()
+        for name in ("created_at", "updated_at", "importance", "attributes"):
+            assert type(getattr(g.record, name)) is type(getattr(r, name)), name  # type: ignore[union-attr]
+        assert g.record.created_at.tzinfo == UTC  # type: ignore[union-attr]
+
+
+async def test_a_line_changed_after_the_check_is_refused(tmp_path: Path) -> None:
+    """The second pass trusts only the very lines the first one checked."""
+    import io
+
+    lines = await _export(tmp_path, n=3)
+    first = ExportReader(io.BytesIO(b"".join(lines)))
+    first.verify()
+    changed = [*lines[:2], lines[2].replace(b'"importance":', b'"importance": '), *lines[3:]]
+    reader = ExportReader(io.BytesIO(b"".join(changed)), checked=first.fingerprints)
+    with pytest.raises(ExportFormatError) as caught:
+        list(reader.items())
+    assert caught.value.line == 3

@@ -17,10 +17,12 @@ import gzip
 import hashlib
 import io
 import json
-from collections.abc import Iterator
+from array import array
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
+import attrs
 import numpy as np
 from attrs import field, frozen
 
@@ -424,6 +426,56 @@ def _parse_record(obj: dict[str, Any], line: int, spaces: dict[str, EmbeddingSpa
     return RecordItem(space=sid, record=record)
 
 
+# MemoryRecord's fields, in order, as `_trusted_record` sets them.
+_RECORD_FIELDS = (
+    "id",
+    "owner",
+    "namespace",
+    "kind",
+    "content",
+    "vector",
+    "created_at",
+    "updated_at",
+    "importance",
+    "attributes",
+    "context",
+)
+
+
+def _trusted_record(obj: dict[str, Any]) -> RecordItem:
+    """A record line already checked by `_parse_record` (byte for byte the same
+    line, see `ExportReader(checked=...)`), built without running the record's
+    validators again: the values equal what the validated constructor makes
+    (UTC times, float importance, a read-only float32 vector, a dict). Importing
+    a large file parses each line twice; this halves the second parse."""
+    sid = obj["space"]
+    vector = np.frombuffer(base64.b64decode(obj["vector"]), dtype=_F32).astype(np.float32)
+    vector.flags.writeable = False
+    values = (
+        obj["id"],
+        obj["owner"],
+        obj["namespace"],
+        obj["kind"],
+        obj["content"],
+        vector,
+        datetime.fromisoformat(obj["created_at"]).astimezone(UTC),
+        datetime.fromisoformat(obj["updated_at"]).astimezone(UTC),
+        float(obj["importance"]),
+        dict(obj["attributes"]),
+        obj.get("context", ""),
+    )
+    record = object.__new__(MemoryRecord)
+    for name, value in zip(_RECORD_FIELDS, values, strict=True):
+        object.__setattr__(record, name, value)
+    return RecordItem(space=sid, record=record)
+
+
+def trusted_parsing_applies() -> bool:
+    """Whether `_trusted_record` sets every field MemoryRecord has (else the
+    reader validates every line again: a new field is never left unset)."""
+    return tuple(a.name for a in attrs.fields(MemoryRecord)) == _RECORD_FIELDS
+
+
 def _parse_event(obj: dict[str, Any], line: int) -> Event:
     entities = _need(obj, "entities", line, list)
     return Event(
@@ -458,13 +510,21 @@ class _Line:
 class ExportReader:
     """Reads an export stream. `verify()` checks the whole file (header, every
     line, footer counts and checksum) without side effects; `items()` yields
-    `(line_number, item)` after the header, checking the footer at the end."""
+    `(line_number, item)` after the header, checking the footer at the end.
 
-    def __init__(self, stream: IO[bytes]) -> None:
+    `verify()` also keeps a fingerprint of every line (`fingerprints`). A reader
+    given them (`checked=`) builds the record lines that are byte for byte the
+    ones checked without validating them again, and refuses a line that changed
+    (`ExportFormatError`): the second pass of an import costs half the first."""
+
+    def __init__(self, stream: IO[bytes], *, checked: Sequence[int] | None = None) -> None:
         self._stream = stream
         self.header: Header | None = None
         self.footer: Footer | None = None
         self._spaces: dict[str, EmbeddingSpace] = {}
+        self._checked = checked if checked is not None and trusted_parsing_applies() else None
+        self.fingerprints: array[int] = array("q")
+        self._fingerprint = False
 
     @property
     def spaces(self) -> dict[str, EmbeddingSpace]:
@@ -496,6 +556,13 @@ class ExportReader:
         last = 0
         for ln in self._lines():
             last = ln.number
+            if self._fingerprint:
+                self.fingerprints.append(hash(ln.raw))
+            checked = self._checked
+            if checked is not None and (
+                ln.number > len(checked) or hash(ln.raw) != checked[ln.number - 1]
+            ):
+                raise ExportFormatError(ln.number, "the line changed since the file was checked")
             if self.footer is not None:
                 raise ExportFormatError(ln.number, "a line follows the footer")
             if ln.number == 1:
@@ -506,7 +573,7 @@ class ExportReader:
             if ln.obj.get("type") == "footer":
                 self.footer = _check_footer(ln, counts, sha.hexdigest())
                 continue
-            item = parse_item(ln.obj, ln.number, self._spaces)
+            item = self._parse(ln)
             counts[str(ln.obj["type"])] += 1
             sha.update(ln.raw)
             yield ln.number, item
@@ -515,7 +582,14 @@ class ExportReader:
         if self.footer is None:
             raise TruncatedExport(last + 1, "the file ends without its footer (truncated?)")
 
+    def _parse(self, ln: _Line) -> Item:
+        if self._checked is not None and ln.obj.get("type") == "record":
+            return _trusted_record(ln.obj)  # this very line passed `_parse_record`
+        return parse_item(ln.obj, ln.number, self._spaces)
+
     def verify(self) -> tuple[Header, Footer]:
+        """Check the whole file; `fingerprints` then holds one per line."""
+        self._fingerprint = True
         for _ in self.items():
             pass
         if self.header is None or self.footer is None:  # pragma: no cover - items() raised

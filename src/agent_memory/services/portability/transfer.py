@@ -105,6 +105,8 @@ class Ports:
 class ExportSummary:
     counts: dict[str, int]
     footer: Footer | None = None
+    owners: dict[str, int] = field(factory=dict)
+    """Records exported per owner."""
 
 
 @define
@@ -176,11 +178,11 @@ async def _owners(port: object, what: str) -> list[str]:
 
 
 async def _records(
-    store: MemoryStore, owner: str, namespace: str | None
+    store: MemoryStore, owner: str, namespace: str | None, page_size: int = _PAGE
 ) -> AsyncIterator[MemoryRecord]:
     cursor = None
     while True:
-        page = await store.list(owner, namespace=namespace, limit=_PAGE, cursor=cursor)
+        page = await store.list(owner, namespace=namespace, limit=page_size, cursor=cursor)
         for record in page.records:
             yield record
         if page.next_cursor is None:
@@ -278,9 +280,11 @@ async def export_data(
     else:
         mine = []
         owners = await _owners(ports.store, "memory store")
+    per_owner: dict[str, int] = {}
     for i, owner in enumerate(owners):
         async for record in _records(ports.store, owner, namespace):
             writer.write(RecordItem(space=sid, record=record))
+            per_owner[owner] = per_owner.get(owner, 0) + 1
             if on_record is not None:
                 on_record(record)
         tick("records", i + 1, len(owners))
@@ -289,6 +293,7 @@ async def export_data(
             async for record in _records(ports.store, domain, None):
                 if record.namespace == "knowledge" and _derived_from(record, user, mine):
                     writer.write(RecordItem(space=sid, record=record))
+                    per_owner[domain] = per_owner.get(domain, 0) + 1
                     if on_record is not None:
                         on_record(record)
     user_ids: set[str] = set(owners)
@@ -326,7 +331,7 @@ async def export_data(
             for lease in await ports.leases.scan(scope):
                 writer.write(lease)
     footer = writer.finish()
-    return ExportSummary(counts=footer.counts, footer=footer)
+    return ExportSummary(counts=footer.counts, footer=footer, owners=per_owner)
 
 
 # -- import ---------------------------------------------------------------------
@@ -403,14 +408,15 @@ async def import_data(
     resume_after: int = 0,
     on_batch: Callable[[int, ImportSummary], None] | None = None,
     progress: Progress | None = None,
-    verified: tuple[Header, Footer] | None = None,
+    verified: tuple[Header, Footer, Sequence[int]] | None = None,
 ) -> ImportSummary:
     """Import an export file into `ports`: idempotent (a re-run changes nothing and
     duplicates nothing) and resumable (`resume_after`: lines up to it are skipped).
 
     The whole file is verified first (format version, every line, dimensions,
     footer counts and checksum), so a bad file writes nothing; `verified` is the
-    `(header, footer)` of a verification the caller already ran on this file.
+    `(header, footer, fingerprints)` of an `ExportReader.verify()` the caller
+    already ran on this file (the writing pass then skips re-validating records).
     `on_batch(line, summary)` runs after each batch is stored: persist `line` to
     resume after it. A target store with the `BulkLoad` capability is written in
     one bulk-load session (same batches, its index built once at the end).
@@ -420,8 +426,9 @@ async def import_data(
     checking = time.perf_counter()
     if verified is None:
         with open_stream() as stream:
-            verified = ExportReader(stream).verify()
-    header, footer = verified
+            reader = ExportReader(stream)
+            verified = (*reader.verify(), reader.fingerprints)
+    header, footer, fingerprints = verified
     checked = time.perf_counter() - checking
     spaces = {s.identity for s in header.spaces}
     if spaces and ports.store.space.identity not in spaces:
@@ -469,7 +476,7 @@ async def import_data(
         async with session as bulk:
             out.bulk = bulk
             with open_stream() as stream:
-                for number, item in ExportReader(stream).items():
+                for number, item in ExportReader(stream, checked=fingerprints).items():
                     if number <= resume_after:
                         continue
                     item_kind = _kind(item)
@@ -539,12 +546,17 @@ async def verify_copy(
     *,
     counts: dict[str, int],
     sample: Iterable[MemoryRecord],
+    owner_counts: dict[str, int] | None = None,
 ) -> list[str]:
     """Problems found comparing the target with what was exported: per-port
     counts (records per owner, events per domain, triples, cache) and a sample
-    of records field by field. Empty when the copy is faithful."""
+    of records field by field. Empty when the copy is faithful. `owner_counts`
+    (records per owner, as exported) saves reading the source's records again."""
     problems: list[str] = []
-    src_owners = await _owners(source.store, "source store")
+    if owner_counts is None:
+        src_owners = await _owners(source.store, "source store")
+    else:
+        src_owners = sorted(owner_counts)
     dst_owners = await _owners(target.store, "target store")
     if set(src_owners) - set(dst_owners):
         problems.append(
@@ -552,8 +564,11 @@ async def verify_copy(
         )
     records = 0
     for owner in src_owners:
-        n_src = sum([1 async for _ in _records(source.store, owner, None)])
-        n_dst = sum([1 async for _ in _records(target.store, owner, None)])
+        if owner_counts is None:
+            n_src = sum([1 async for _ in _records(source.store, owner, None, MAX_LIMIT)])
+        else:
+            n_src = owner_counts[owner]
+        n_dst = sum([1 async for _ in _records(target.store, owner, None, MAX_LIMIT)])
         records += n_dst
         if n_dst < n_src:
             problems.append(

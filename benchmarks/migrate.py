@@ -4,7 +4,10 @@ versioned JSON Lines file, import in batches, verify counts per port and a
 sample field by field — and report records/s for each phase and overall.
 
 No baseline: this measures one end-to-end operation a user runs rarely, so the
-number to watch is throughput at scale, not a ratio.
+number to watch is throughput at scale, not a ratio. Per phase it prints wall
+time and records/s (`MigrateSummary.seconds`: export, check, write, index,
+verify); then the client's own CPU time and the load average, because on a
+shared machine the wall time says as much about the neighbours as about us.
 
     .venv/bin/python benchmarks/migrate.py                 # 100,000 records
     .venv/bin/python benchmarks/migrate.py --records 10000
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -86,15 +90,27 @@ async def main() -> None:
         target = postgres_url(stack, Path(tmp))
         filled = await fill(source, args.records, args.owners)
         print(f"filled SQLite: {args.records / filled:,.0f} records/s")
+        load = os.getloadavg()[0]
+        cpu = _cpu()
         start = time.perf_counter()
         summary = await migrate(source, target, workdir=tmp, batch_size=args.batch_size)
         took = time.perf_counter() - start
+        cpu = _cpu() - cpu
         print(summary.imported.describe())
         for phase, seconds in summary.seconds.items():
             rate = f"{args.records / seconds:,.0f} records/s" if seconds > 0 else "-"
             print(f"  {phase:<7} {seconds:7.1f} s  {rate}")
+        print(
+            f"  client CPU {cpu:.1f} s (user+sys of this process); load average "
+            f"{load:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores"
+        )
         rate = args.records / took
         print(f"migrate: {args.records:,} records in {took:.1f} s = {rate:,.0f} records/s")
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
 | `memory://` | in process (tests, demos) | — |
 | `sqlite:///path/to/memory.db` | embedded default | — |
 | `redis://host:port/db` | Redis with the Search module | `redis` |
+| `redis+cluster://host:port,host:port/` | Redis Cluster (Search module on every node) | `redis` |
 | `postgresql://user@host/db` | PostgreSQL + pgvector | `postgres` |
 | `qdrant://host:port`, `qdrant+local:///path`, `qdrant+memory://` | Qdrant | `qdrant` |
 | `milvus://host:19530`, `milvus+lite:///path/memory.db` | Milvus (Lite in process) | `milvus` |
@@ -182,6 +183,8 @@ _SCHEMES = {
     "sqlite": "sqlite",
     "redis": "redis",
     "rediss": "redis",
+    "redis+cluster": "redis",
+    "rediss+cluster": "redis",
     "postgresql": "postgres",
     "postgres": "postgres",
     "qdrant": "qdrant",

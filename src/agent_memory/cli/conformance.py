@@ -542,10 +542,10 @@ async def _drop_redis(url: str, deployment: str) -> None:
     client = connect(url)
     try:
         marker = f":{deployment}:"
-        for raw in await client.execute_command("FT._LIST"):  # type: ignore[no-untyped-call]
+        for raw in await client.execute_command("FT._LIST"):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             if marker in name:
-                await client.execute_command("FT.DROPINDEX", name)  # type: ignore[no-untyped-call]
+                await client.execute_command("FT.DROPINDEX", name)
         batch: list[Any] = []
         async for key in client.scan_iter(match=f"*{marker}*", count=500):
             batch.append(key)

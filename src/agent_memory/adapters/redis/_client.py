@@ -1,32 +1,110 @@
-"""Building and owning the redis.asyncio client (never at import time)."""
+"""Building and owning the redis.asyncio client (never at import time).
+
+`redis://` and `rediss://` URLs give a single-server client; `redis+cluster://`
+and `rediss+cluster://host:port,host:port/` a Redis Cluster client (redis-py's
+async `RedisCluster`, seeded with every listed node).
+"""
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-__all__ = ["Client", "connect"]
+from agent_memory.domain.errors import InvalidInput
 
-Client = aioredis.Redis
+__all__ = ["CLUSTER_SCHEMES", "Client", "connect", "is_cluster", "is_cluster_url"]
+
+Client = aioredis.Redis | RedisCluster
+
+CLUSTER_SCHEMES = frozenset({"redis+cluster", "rediss+cluster"})
 
 
-def connect(url: str, **options: Any) -> aioredis.Redis:
-    """A client for `url` speaking RESP2 with bytes replies and bounded timeouts.
+def is_cluster_url(url: str) -> bool:
+    return urlsplit(url).scheme.lower() in CLUSTER_SCHEMES
 
-    No automatic command retries: a retried script could run twice (a batch add
-    would then report its own records as duplicates). A dead pooled connection is
-    detected and replaced when it is taken from the pool, so a restarted server is
-    picked up again without rebuilding the adapter.
-    """
+
+def is_cluster(client: object) -> bool:
+    return isinstance(client, RedisCluster)
+
+
+def _defaults(options: dict[str, Any]) -> None:
     options.setdefault("encoding_errors", "surrogatepass")  # lone surrogates round-trip
     options.setdefault("socket_timeout", 30.0)
     options.setdefault("socket_connect_timeout", 2.0)
     options.setdefault("retry", Retry(NoBackoff(), 0))
     options.setdefault("health_check_interval", 0)
+
+
+def connect(url: str, **options: Any) -> Client:
+    """A client for `url` speaking RESP2 with bytes replies and bounded timeouts.
+
+    No automatic command retries: a retried script could run twice (a batch add
+    would then report its own records as duplicates). A dead pooled connection is
+    detected and replaced when it is taken from the pool, so a restarted server is
+    picked up again without rebuilding the adapter. On a cluster, redirections
+    (MOVED, ASK) are followed (the command did not run), and a connection error
+    makes the next command re-read the slot map, so a promoted replica is found
+    without rebuilding the adapter.
+    """
+    _defaults(options)
+    if is_cluster_url(url):
+        return connect_cluster(url, **options)
     client: aioredis.Redis = aioredis.Redis.from_url(
         url, protocol=2, decode_responses=False, **options
     )
     return client
+
+
+class _Cluster(RedisCluster):
+    """`RedisCluster` that reads the slot map before routing a command. (redis-py
+    routes commands issued concurrently while the map is unread, on first use or
+    after a connection error, to arbitrary nodes; they then fail.)"""
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if self._initialize:
+            await self.initialize()
+        return await super().execute_command(*args, **kwargs)
+
+
+def _seed_nodes(url: str) -> list[ClusterNode]:
+    parts = urlsplit(url)
+    hosts = parts.netloc.rpartition("@")[2]
+    nodes = []
+    for item in hosts.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InvalidInput("url", f"cluster nodes are host:port[,host:port...], got {item!r}")
+        nodes.append(ClusterNode(host.strip("[]"), int(port)))
+    return nodes
+
+
+def connect_cluster(url: str, **options: Any) -> RedisCluster:
+    """A `RedisCluster` client for `redis+cluster://[user:pass@]h:p[,h:p...]/`.
+    The path names no database (a cluster has only db 0); query parameters are
+    not client options (the adapters strip their own before connecting)."""
+    _defaults(options)
+    parts = urlsplit(url)
+    if parts.path not in ("", "/", "/0"):
+        raise InvalidInput("url", f"a cluster has only database 0, got path {parts.path!r}")
+    leftover = [name for name, _ in parse_qsl(parts.query)]
+    if leftover:
+        raise InvalidInput("url", f"unknown cluster URL parameter(s): {', '.join(leftover)}")
+    userinfo = parts.netloc.rpartition("@")[0]
+    if userinfo:
+        user, _, password = userinfo.partition(":")
+        options.setdefault("username", unquote(user) or None)
+        options.setdefault("password", unquote(password) or None)
+    if parts.scheme.lower() == "rediss+cluster":
+        options.setdefault("ssl", True)
+    return _Cluster(
+        startup_nodes=_seed_nodes(url),
+        protocol=2,
+        decode_responses=False,
+        require_full_coverage=False,
+        **options,
+    )

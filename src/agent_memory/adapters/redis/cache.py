@@ -16,7 +16,7 @@ from agent_memory.adapters._common.validation import (
     check_cache_value,
     check_prefix,
 )
-from agent_memory.adapters.redis._client import Client, connect
+from agent_memory.adapters.redis._client import Client, connect, is_cluster
 from agent_memory.adapters.redis._errors import translate
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
@@ -34,6 +34,25 @@ return n
 """
 _BATCH = 500
 
+# On a cluster (whose async client's MULTI does not serve us), put and delete are
+# these scripts: the same two commands, atomic, in the scope's one slot.
+# KEYS: value, index. ARGV: value, PX milliseconds ("" for none), raw key.
+_PUT = """
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+redis.call('ZADD', KEYS[2], 0, ARGV[3])
+return 1
+"""
+# KEYS: value, index. ARGV: raw key. -> whether a live entry was deleted
+_DEL = """
+local n = redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return n
+"""
+
 
 class RedisCache(RedisHandle):
     """`Cache` over redis.asyncio (no module needed)."""
@@ -50,6 +69,10 @@ class RedisCache(RedisHandle):
             client, "redis cache", prefix=prefix, deployment=deployment, owns_client=owns_client
         )
         self._delete_many = self._r.register_script(_DELETE_MANY)
+        self._cluster = is_cluster(self._r)
+        if self._cluster:
+            self._put = self._r.register_script(_PUT)
+            self._del = self._r.register_script(_DEL)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisCache:
@@ -72,6 +95,11 @@ class RedisCache(RedisHandle):
             check_cache_ttl(ttl)
             ms = None if ttl is None else max(1, ttl // timedelta(milliseconds=1))
             with translate("cache put"):
+                if self._cluster:
+                    keys = [self._keys.cache_value(scope, key), self._keys.cache_index(scope)]
+                    raw = key.encode("utf-8", "surrogatepass")
+                    await self._put(keys=keys, args=[data, "" if ms is None else ms, raw])
+                    return
                 pipe = self._r.pipeline(transaction=True)
                 pipe.set(self._keys.cache_value(scope, key), data, px=ms)
                 pipe.zadd(self._keys.cache_index(scope), {key.encode("utf-8", "surrogatepass"): 0})
@@ -82,6 +110,11 @@ class RedisCache(RedisHandle):
             require_scope(scope, "scope")
             require_id(key, "key")
             with translate("cache delete"):
+                if self._cluster:
+                    keys = [self._keys.cache_value(scope, key), self._keys.cache_index(scope)]
+                    return bool(
+                        await self._del(keys=keys, args=[key.encode("utf-8", "surrogatepass")])
+                    )
                 pipe = self._r.pipeline(transaction=True)
                 pipe.delete(self._keys.cache_value(scope, key))
                 pipe.zrem(self._keys.cache_index(scope), key.encode("utf-8", "surrogatepass"))

@@ -246,7 +246,7 @@ class RedisEventLog(RedisHandle):
         for attempt in (1, 2):
             pipe = self._r.pipeline(transaction=False)
             for keys, args in calls:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
             for key, mapping in zadds:
                 pipe.zadd(key, mapping, nx=True)
             for key, members in sadds:

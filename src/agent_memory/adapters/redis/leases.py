@@ -4,6 +4,12 @@ Per scope (hash tag = digest of the scope): a hash per lease (owner, token,
 expiry, payload, raw key) with PX expiry, a fencing counter per key that has no
 expiry (tokens only grow, across release and expiry), and a sorted set of raw
 keys (score 0) for ordered prefix scans by ZRANGEBYLEX.
+
+Replication is asynchronous: a lease or a fencing-counter increment that a
+primary granted can be lost when it dies before a replica has it. With
+`wait_replicas=N` (the default on a cluster: 1) an acquire or renew returns only
+after `WAIT N` says N replicas have it; otherwise it raises `BackendUnavailable`
+and the lease is not issued (docs/redis.md, "Cluster").
 """
 
 from __future__ import annotations
@@ -11,20 +17,25 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
 from agent_memory.adapters._common.validation import (
     check_lease_args,
     check_lease_payload,
     check_prefix,
 )
-from agent_memory.adapters.redis._client import Client, connect
-from agent_memory.adapters.redis._errors import translate
+from agent_memory.adapters.redis._client import Client, connect, is_cluster
+from agent_memory.adapters.redis._cluster import primary_for
+from agent_memory.adapters.redis._errors import BACKEND, translate
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import lex_prefix_range
-from agent_memory.domain.errors import LeaseNotHeld
+from agent_memory.domain.errors import BackendUnavailable, InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Lease
 from agent_memory.domain.validation import require_id, require_scope
 
-__all__ = ["RedisLeaseStore"]
+__all__ = ["DEFAULT_WAIT_TIMEOUT", "RedisLeaseStore"]
+
+DEFAULT_WAIT_TIMEOUT = timedelta(seconds=1)
 
 _NOW = """
 local t = redis.call('TIME')
@@ -85,7 +96,11 @@ def _at(ms: int) -> datetime:
 
 
 class RedisLeaseStore(RedisHandle):
-    """`LeaseStore` over redis.asyncio; expiry by the server's clock (PX)."""
+    """`LeaseStore` over redis.asyncio; expiry by the server's clock (PX).
+
+    `wait_replicas`: replicas that must acknowledge an acquire or renew before it
+    returns (None: 1 on a cluster, 0 on a single server); `wait_timeout` bounds
+    the wait."""
 
     def __init__(
         self,
@@ -94,6 +109,8 @@ class RedisLeaseStore(RedisHandle):
         prefix: str = "agent_memory",
         deployment: str = "default",
         owns_client: bool = False,
+        wait_replicas: int | None = None,
+        wait_timeout: timedelta = DEFAULT_WAIT_TIMEOUT,
     ) -> None:
         super().__init__(
             client,
@@ -102,6 +119,17 @@ class RedisLeaseStore(RedisHandle):
             deployment=deployment,
             owns_client=owns_client,
         )
+        self._cluster = is_cluster(self._r)
+        if wait_replicas is None:
+            wait_replicas = 1 if self._cluster else 0
+        if isinstance(wait_replicas, bool) or not isinstance(wait_replicas, int):
+            raise InvalidInput("wait_replicas", f"an int >= 0 is required, got {wait_replicas!r}")
+        if wait_replicas < 0:
+            raise InvalidInput("wait_replicas", f"an int >= 0 is required, got {wait_replicas}")
+        if not isinstance(wait_timeout, timedelta) or wait_timeout < timedelta(milliseconds=1):
+            raise InvalidInput("wait_timeout", f"at least 1 ms is required, got {wait_timeout!r}")
+        self._wait = wait_replicas
+        self._wait_ms = wait_timeout // timedelta(milliseconds=1)
         self._acquire = self._r.register_script(_ACQUIRE)
         self._renew = self._r.register_script(_RENEW)
         self._release = self._r.register_script(_RELEASE)
@@ -119,11 +147,12 @@ class RedisLeaseStore(RedisHandle):
             ms = _ttl_ms(ttl)
             data = check_lease_payload(payload)
             k = self._keys
+            keys = [k.lease(scope, key), k.lease_counter(scope, key), k.lease_index(scope)]
             with translate("acquire"):
-                res = await self._acquire(
-                    keys=[k.lease(scope, key), k.lease_counter(scope, key), k.lease_index(scope)],
-                    args=[owner, ms, data, key],
-                )
+                if self._wait:
+                    res = await self._acknowledged(self._acquire, keys, [owner, ms, data, key])
+                else:
+                    res = await self._acquire(keys=keys, args=[owner, ms, data, key])
             if not res:
                 return None
             token, exp = int(res[0]), int(res[1])
@@ -137,16 +166,52 @@ class RedisLeaseStore(RedisHandle):
             check_lease_args(scope, key, owner, ttl)
             ms = _ttl_ms(ttl)
             data = None if payload is None else check_lease_payload(payload)
+            keys = [self._keys.lease(scope, key)]
+            args: list[Any] = [owner, ms, "0" if data is None else "1", data or b""]
             with translate("renew"):
-                res = await self._renew(
-                    keys=[self._keys.lease(scope, key)],
-                    args=[owner, ms, "0" if data is None else "1", data or b""],
-                )
+                if self._wait:
+                    res = await self._acknowledged(self._renew, keys, args)
+                else:
+                    res = await self._renew(keys=keys, args=args)
             if len(res) < 3:
                 holder = res[0].decode("utf-8", "surrogatepass") if res else None
                 raise LeaseNotHeld(key, owner, holder)
             return Lease(scope=scope, key=key, owner=owner, token=int(res[0]),
                          expires_at=_at(int(res[1])), payload=res[2])  # fmt: skip
+
+    @property
+    def wait_replicas(self) -> int:
+        return self._wait
+
+    async def _acknowledged(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run `script`, then `WAIT` on the same connection of the same primary (one
+        round trip, a pipeline). A granted lease (a reply with a token) counts only
+        when `wait_replicas` replicas acknowledged it; else `BackendUnavailable`.
+        The script is idempotent for its owner (acquire of one's own lease keeps its
+        token), so after a slot moved mid-way it runs again on the new primary."""
+        for _ in range(3):
+            node = await primary_for(self._r, keys[0]) if self._cluster else None  # type: ignore[arg-type]
+            pipe = self._r.pipeline(transaction=False)
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            where = {} if node is None else {"target_nodes": node}
+            pipe.execute_command("WAIT", self._wait, self._wait_ms, **where)
+            res, acked = await pipe.execute(raise_on_error=False)
+            if isinstance(res, NoScriptError):
+                await self._r.script_load(script.script)
+                continue
+            for reply in (res, acked):
+                if isinstance(reply, Exception):
+                    raise reply
+            if node is not None and (await primary_for(self._r, keys[0])).name != node.name:  # type: ignore[arg-type]
+                continue
+            if res and len(res) >= 2 and int(acked) < self._wait:
+                raise BackendUnavailable(
+                    BACKEND,
+                    f"{int(acked)} of {self._wait} replica(s) acknowledged the lease within "
+                    f"{self._wait_ms} ms; it is not issued (retry, or lower wait_replicas)",
+                )
+            return res
+        raise BackendUnavailable(BACKEND, "the lease's slot kept moving; try again")
 
     async def release(self, scope: str, key: str, owner: str) -> bool:
         async with self._life.op():

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
+from redis.exceptions import NoScriptError
 
 from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
@@ -28,7 +29,8 @@ from agent_memory.adapters._common.validation import (
     check_record,
     check_records,
 )
-from agent_memory.adapters.redis._client import Client, connect
+from agent_memory.adapters.redis._client import Client, connect, is_cluster
+from agent_memory.adapters.redis._cluster import IndexNames, primaries, primary_for
 from agent_memory.adapters.redis._codec import (
     RECORD_FIELDS,
     decode_record,
@@ -231,6 +233,95 @@ if n <= tonumber(ARGV[1]) then q = ARGV[3] end
 return redis.call('FT.SEARCH', ARGV[2], q, unpack(ARGV, 5, #ARGV))
 """
 
+# -- Cluster variants. On a cluster node this Search build returns the ids of
+# matching documents (and sortable or computed fields such as `sk` and `__d`) but
+# not the documents' other fields, so these scripts read those fields with HMGET
+# on the same node, in the same atomic step. All of one owner's records share the
+# slot of KEYS[1] (the owner's statistics), which routes the script to the primary
+# holding them and the owner's index (`_cluster.IndexNames`).
+_LOAD_LUA = """
+local function load(key, fields, row)
+  if #fields == 0 then return row end
+  local vals = redis.call('HMGET', key, unpack(fields))
+  for i = 1, #fields do
+    row[#row + 1] = fields[i]
+    row[#row + 1] = vals[i]
+  end
+  return row
+end
+local function filled(res, fields, content)
+  local out = {res[1]}
+  local step = 1
+  if content then step = 2 end
+  for i = 2, #res, step do
+    local row = {}
+    if content and res[i + 1] then
+      for _, v in ipairs(res[i + 1]) do row[#row + 1] = v end
+    end
+    out[#out + 1] = res[i]
+    out[#out + 1] = load(res[i], fields, row)
+  end
+  return out
+end
+"""
+
+# KEYS: the owner's statistics (routing). ARGV: n, n fields to load, content flag
+# ("1": rows carry RETURN fields; "0": NOCONTENT), then FT.SEARCH's arguments.
+# Returns FT.SEARCH's RETURN shape, each row followed by the loaded fields.
+_SEARCH_C = (
+    _LOAD_LUA
+    + """
+local n = tonumber(ARGV[1])
+local fields = {unpack(ARGV, 2, n + 1)}
+local res = redis.call('FT.SEARCH', unpack(ARGV, n + 3, #ARGV))
+return filled(res, fields, ARGV[n + 2] == '1')
+"""
+)
+
+# `_KNN` on a cluster node. ARGV: exact threshold, index, exact query, HNSW query,
+# n, n fields to load, then the other FT.SEARCH arguments.
+_KNN_C = (
+    _LOAD_LUA
+    + """
+local count = 0
+local f = redis.call('HGETALL', KEYS[1])
+for i = 1, #f - 1, 2 do
+  if string.sub(f[i], 1, 1) == 'n' then count = count + tonumber(f[i + 1]) end
+end
+local q = ARGV[4]
+if count <= tonumber(ARGV[1]) then q = ARGV[3] end
+local n = tonumber(ARGV[5])
+local fields = {unpack(ARGV, 6, n + 5)}
+local res = redis.call('FT.SEARCH', ARGV[2], q, unpack(ARGV, n + 6, #ARGV))
+return filled(res, fields, true)
+"""
+)
+
+# `_CANDIDATES` on a cluster node: the candidates' keys by FT.SEARCH NOCONTENT,
+# their fields by HMGET. ARGV: index, query, mode, fields to load. Mode "rows":
+# {stats, {count, row, ...}} (rows are [name, value, ...] in the fields' order).
+_CANDIDATES_C = (
+    _LOAD_LUA
+    + """
+local res = redis.call('FT.SEARCH', ARGV[1], ARGV[2], 'NOCONTENT',
+  'LIMIT', '0', '1000000', 'TIMEOUT', '0', 'DIALECT', '2')
+local stats = redis.call('HGETALL', KEYS[1])
+if ARGV[3] == 'rows' then
+  local fields = {unpack(ARGV, 4, #ARGV)}
+  local rows = {res[1]}
+  for i = 2, #res do rows[#rows + 1] = load(res[i], fields, {}) end
+  return {stats, rows}
+end
+local ids, terms = {}, {}
+for i = 2, #res do
+  local v = redis.call('HMGET', res[i], 'id', 'terms')
+  ids[#ids + 1] = v[1]
+  terms[#terms + 1] = v[2] or ''
+end
+return {stats, table.concat(ids, '\\0'), table.concat(terms, '\\0')}
+"""
+)
+
 _Hits = list[ScoredRecord]
 _Rows = list[list[bytes]]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
@@ -384,6 +475,13 @@ class RedisMemoryStore(RedisHandle):
         self._candidates = self._r.register_script(_CANDIDATES)
         self._fetch = self._r.register_script(_FETCH)
         self._knn_script = self._r.register_script(_KNN)
+        self._cluster = is_cluster(self._r)
+        if self._cluster:  # one index per primary (`_cluster`), scripts that load fields
+            self._names = IndexNames(self._index)
+            self._ready: set[str] = set()  # index names known to exist
+            self._search_c = self._r.register_script(_SEARCH_C)
+            self._knn_c = self._r.register_script(_KNN_C)
+            self._candidates_c = self._r.register_script(_CANDIDATES_C)
 
     @classmethod
     def from_url(
@@ -418,25 +516,19 @@ class RedisMemoryStore(RedisHandle):
 
     # -- index ----------------------------------------------------------------
     async def ensure_index(self) -> None:
-        """Create the Search index for this space (idempotent)."""
+        """Create the Search index for this space (idempotent); on a cluster, one
+        on every primary."""
         if self._index_ready:
+            return
+        if self._cluster:
+            with translate("create index"):
+                for node in await primaries(self._cluster_client):
+                    await self._ensure_on(node, self._names(self._cluster_client, node))
+            self._index_ready = True
             return
         with translate("create index"):
             try:
-                await self._cmd(
-                    "FT.CREATE", self._index, "ON", "HASH",
-                    "PREFIX", "1", self._keys.ms_record_prefix(self._sid),
-                    "STOPWORDS", "0",
-                    "SCHEMA",
-                    "oh", "TAG", "nh", "TAG", "kh", "TAG", "z", "TAG",
-                    "ca", "NUMERIC",
-                    "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
-                    "terms", "TEXT", "NOSTEM",
-                    "vec", "VECTOR", "HNSW", "10",
-                    "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
-                    "DISTANCE_METRIC", "COSINE",
-                    "M", str(self._hnsw[0]), "EF_CONSTRUCTION", str(self._hnsw[1]),
-                )  # fmt: skip
+                await self._cmd(*self._create_args(self._index))
             except Exception as exc:
                 if is_unknown_command(exc):
                     raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
@@ -448,11 +540,47 @@ class RedisMemoryStore(RedisHandle):
                 await self._wait_indexed()
         self._index_ready = True
 
-    async def _wait_indexed(self, timeout: float = 60.0) -> None:
+    @property
+    def _cluster_client(self) -> Any:
+        return self._r
+
+    async def _ensure_on(self, node: Any, name: str) -> None:
+        """Create the index `name` on one cluster primary (idempotent)."""
+        try:
+            await self._cmd(*self._create_args(name), target_nodes=node)
+        except Exception as exc:
+            if is_unknown_command(exc):
+                raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+            if "already exists" not in str(exc).lower():
+                raise
+        else:
+            await self._wait_indexed(name, node)
+        self._ready.add(name)
+
+    def _create_args(self, name: str) -> list[Any]:
+        return [
+                    "FT.CREATE", name, "ON", "HASH",
+                    "PREFIX", "1", self._keys.ms_record_prefix(self._sid),
+                    "STOPWORDS", "0",
+                    "SCHEMA",
+                    "oh", "TAG", "nh", "TAG", "kh", "TAG", "z", "TAG",
+                    "ca", "NUMERIC",
+                    "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
+                    "terms", "TEXT", "NOSTEM",
+                    "vec", "VECTOR", "HNSW", "10",
+                    "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
+                    "DISTANCE_METRIC", "COSINE",
+                    "M", str(self._hnsw[0]), "EF_CONSTRUCTION", str(self._hnsw[1]),
+        ]  # fmt: skip
+
+    async def _wait_indexed(
+        self, name: str | None = None, node: Any = None, timeout: float = 60.0
+    ) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        where = {} if node is None else {"target_nodes": node}
         while loop.time() < deadline:
-            info = await self._cmd("FT.INFO", self._index)
+            info = await self._cmd("FT.INFO", name or self._index, **where)
             fields = {info[i]: info[i + 1] for i in range(0, len(info) - 1, 2)}
             if int(fields.get(b"indexing", 0)) == 0:
                 return
@@ -462,7 +590,24 @@ class RedisMemoryStore(RedisHandle):
         """Drop this space's index (and, by default, its records)."""
         async with self._life.op():
             with translate("drop index"):
-                args = ["FT.DROPINDEX", self._index] + (["DD"] if delete_records else [])
+                dd = ["DD"] if delete_records else []
+                if self._cluster:
+                    dropped = False
+                    for node in await primaries(self._cluster_client):
+                        name = self._names(self._cluster_client, node)
+                        self._ready.discard(name)
+                        try:
+                            await self._cmd("FT.DROPINDEX", name, *dd, target_nodes=node)
+                        except Exception as exc:
+                            if not is_missing_index(exc):
+                                raise
+                        else:
+                            dropped = True
+                    if dropped and delete_records:
+                        await self._drop_stats()
+                    self._index_ready = False
+                    return
+                args = ["FT.DROPINDEX", self._index, *dd]
                 try:
                     await self._cmd(*args)
                 except Exception as exc:
@@ -479,13 +624,44 @@ class RedisMemoryStore(RedisHandle):
         match = self._keys.ms_stats_prefix(self._sid) + "*"  # no glob characters in it
         pipe = self._r.pipeline(transaction=False)
         async for key in self._r.scan_iter(match=match, count=1000):
-            pipe.unlink(key)
+            pipe.execute_command("UNLINK", key)  # (a cluster pipeline's unlink is async)
             if len(pipe) >= _PAGE:
                 await pipe.execute()
         await pipe.execute()
 
-    async def _cmd(self, *args: Any) -> Any:
-        return await cast(Any, self._r).execute_command(*args)
+    async def _cmd(self, *args: Any, **options: Any) -> Any:
+        return await cast(Any, self._r).execute_command(*args, **options)
+
+    async def _cluster_ft(self, owner: str, script: Any, args: Any) -> Any:
+        """Run `script` (keyed by the owner's statistics, so on the primary holding
+        the owner's records) with `args(index name on that primary)`. The index is
+        created on that primary when missing: after a failover to a replica that
+        lacks it, or a resharding that changed the primary's index name (healing)."""
+        stats = self._stats_key(owner)
+        for again in (True, False):
+            node = await primary_for(self._cluster_client, stats)
+            name = self._names(self._cluster_client, node)
+            if name not in self._ready:
+                await self._ensure_on(node, name)
+            try:
+                return await script(keys=[stats], args=args(name))
+            except Exception as exc:
+                if is_unknown_command(exc):
+                    raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+                if not (again and is_missing_index(exc)):
+                    raise
+            self._ready.discard(name)
+        raise AssertionError("unreachable: the second try returns or raises")  # pragma: no cover
+
+    async def _cluster_search(
+        self, owner: str, tail: tuple[Any, ...], fields: Sequence[str], content: bool
+    ) -> Any:
+        """FT.SEARCH `<owner's index> *tail` on the owner's primary, each row
+        followed by the `fields` read from the record (`_SEARCH_C`)."""
+        head = [len(fields), *fields, "1" if content else "0"]
+        return await self._cluster_ft(
+            owner, self._search_c, lambda name: [*head, name, *tail, "TIMEOUT", "0"]
+        )
 
     async def _ft(self, *args: Any) -> Any:
         """FT.SEARCH on our index, recreating the index once if it vanished (a
@@ -593,21 +769,15 @@ class RedisMemoryStore(RedisHandle):
             if dupes:
                 owner, ids = next(iter(dupes.items()))
                 raise DuplicateRecord(owner, tuple(ids))
-            keys: list[str] = [self._key(r.owner, r.id) for r in batch]
-            args: list[Any] = [len(batch)]
-            stats: dict[str, int] = {}  # stats key -> its position in KEYS (1-based)
-            cells: dict[tuple[int, str], list[int]] = {}  # -> [records, total length]
-            for r in batch:
-                flat, cell, length = self._encode(r)
-                args.append(len(flat))
-                args += flat
-                at = stats.setdefault(self._stats_key(r.owner), len(batch) + len(stats) + 1)
-                acc = cells.setdefault((at, cell), [0, 0])
-                acc[0] += 1
-                acc[1] += length
-            for (at, cell), (count, length) in cells.items():
-                args += [at, cell, count, length]
-            keys += stats
+            if self._cluster:
+                parts: dict[int, list[MemoryRecord]] = {}
+                for r in batch:
+                    slot = self._cluster_client.keyslot(self._stats_key(r.owner))
+                    parts.setdefault(slot, []).append(r)
+                if len(parts) > 1:
+                    await self._add_per_slot(list(parts.values()), dupes)
+                    return
+            keys, args = self._add_call(batch)
             with translate("add"):
                 await self.ensure_index()
                 found = await self._add(keys=keys, args=args)
@@ -617,6 +787,63 @@ class RedisMemoryStore(RedisHandle):
                     dupes.setdefault(r.owner, []).append(r.id)
                 owner, ids = next(iter(dupes.items()))
                 raise DuplicateRecord(owner, tuple(ids))
+
+    def _add_call(self, batch: Sequence[MemoryRecord]) -> tuple[list[str], list[Any]]:
+        """KEYS and ARGV of `_ADD` for a batch (all in one slot on a cluster)."""
+        keys: list[str] = [self._key(r.owner, r.id) for r in batch]
+        args: list[Any] = [len(batch)]
+        stats: dict[str, int] = {}  # stats key -> its position in KEYS (1-based)
+        cells: dict[tuple[int, str], list[int]] = {}  # -> [records, total length]
+        for r in batch:
+            flat, cell, length = self._encode(r)
+            args.append(len(flat))
+            args += flat
+            at = stats.setdefault(self._stats_key(r.owner), len(batch) + len(stats) + 1)
+            acc = cells.setdefault((at, cell), [0, 0])
+            acc[0] += 1
+            acc[1] += length
+        for (at, cell), (count, length) in cells.items():
+            args += [at, cell, count, length]
+        keys += stats
+        return keys, args
+
+    async def _add_per_slot(
+        self, parts: list[list[MemoryRecord]], dupes: dict[str, list[str]]
+    ) -> None:
+        """A cluster batch spanning slots: one `_ADD` per slot, pipelined (each
+        atomic in its slot; the batch as a whole is not: `atomic_batches` is not
+        declared on a cluster). A script a node did not know (NOSCRIPT: it did not
+        run) is loaded and sent again; nothing else is resent."""
+        calls = [self._add_call(part) for part in parts]
+        results: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        with translate("add"):
+            await self.ensure_index()
+            for attempt in (1, 2):
+                pipe = self._r.pipeline(transaction=False)
+                for i in todo:
+                    keys, args = calls[i]
+                    pipe.execute_command("EVALSHA", self._add.sha, len(keys), *keys, *args)
+                replies = await pipe.execute(raise_on_error=False)
+                missing = []
+                for i, reply in zip(todo, replies, strict=True):
+                    if isinstance(reply, NoScriptError) and attempt == 1:
+                        missing.append(i)
+                    elif isinstance(reply, Exception):
+                        raise reply
+                    else:
+                        results[i] = reply
+                if not missing:
+                    break
+                await self._r.script_load(_ADD)
+                todo = missing
+        for part, found in zip(parts, results, strict=True):
+            for i in found or ():
+                r = part[int(i) - 1]
+                dupes.setdefault(r.owner, []).append(r.id)
+        if dupes:
+            owner, ids = next(iter(dupes.items()))
+            raise DuplicateRecord(owner, tuple(ids))
 
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
@@ -656,11 +883,15 @@ class RedisMemoryStore(RedisHandle):
             total = 0
             with translate("delete_scope"):
                 while True:
-                    res = await self._ft(
-                        "FT.SEARCH", self._index, query, "NOCONTENT",
-                        "LIMIT", "0", str(_PAGE), "DIALECT", "2",
-                    )  # fmt: skip
-                    doomed = res[1:]
+                    if self._cluster:
+                        tail = (query, "NOCONTENT", "LIMIT", "0", str(_PAGE), "DIALECT", "2")
+                        doomed = (await self._cluster_search(owner, tail, (), False))[1::2]
+                    else:
+                        res = await self._ft(
+                            "FT.SEARCH", self._index, query, "NOCONTENT",
+                            "LIMIT", "0", str(_PAGE), "DIALECT", "2",
+                        )  # fmt: skip
+                        doomed = res[1:]
                     if not doomed:
                         return total
                     # Same owner -> same hash tag: one script over one slot.
@@ -721,12 +952,12 @@ class RedisMemoryStore(RedisHandle):
             filt = self._filter(owner, namespace, wanted)
             with translate("search"):
                 if not nonzero:
-                    hits = await self._zero_scored(filt, limit)
+                    hits = await self._zero_scored(owner, filt, limit)
                 else:
                     hits = await self._knn(owner, filt, blob, limit)
                     if len(hits) < limit or hits[-1].score <= 0.0:
                         # Zero vectors have no cosine in the index; their similarity is 0.
-                        hits += await self._zero_scored(filt + " @z:{1}", limit)
+                        hits += await self._zero_scored(owner, filt + " @z:{1}", limit)
                         hits.sort(key=lambda h: (-h.score, h.record.id))
             if min_score is not None:
                 hits = [h for h in hits if h.score >= min_score]
@@ -740,15 +971,25 @@ class RedisMemoryStore(RedisHandle):
         k = limit + 1
         while True:
             ef = max(self._ef, k)
-            args = [
-                self._exact_threshold,
-                self._index,
-                f"({filt})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS __d]",
-                f"({filt})=>[KNN {k} @vec $v EF_RUNTIME {ef} AS __d]",
-                "PARAMS", "2", "v", blob, *_RETURN_SCORED,
-                "SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2", "TIMEOUT", "0",
-            ]  # fmt: skip
-            res = await self._script_ft(self._knn_script, [self._stats_key(owner)], args)
+            exact = f"({filt})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS __d]"
+            hnsw = f"({filt})=>[KNN {k} @vec $v EF_RUNTIME {ef} AS __d]"
+            tail = ("SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2", "TIMEOUT", "0")
+            if self._cluster:
+                res = await self._cluster_ft(
+                    owner,
+                    self._knn_c,
+                    lambda name, e=exact, h=hnsw, t=tail: [
+                        self._exact_threshold, name, e, h,
+                        len(RECORD_FIELDS), *RECORD_FIELDS,
+                        "PARAMS", "2", "v", blob, "RETURN", "1", "__d", *t,
+                    ],
+                )  # fmt: skip
+            else:
+                args = [
+                    self._exact_threshold, self._index, exact, hnsw,
+                    "PARAMS", "2", "v", blob, *_RETURN_SCORED, *tail,
+                ]  # fmt: skip
+                res = await self._script_ft(self._knn_script, [self._stats_key(owner)], args)
             rows: list[tuple[float, str, list[bytes]]] = []
             for row in res[2::2]:
                 v = _values(row, _SCORED)
@@ -769,15 +1010,19 @@ class RedisMemoryStore(RedisHandle):
                 return [scored(decode_record_values(v[1:]), -neg) for neg, _, v in rows[:limit]]
             k *= 2
 
-    async def _zero_scored(self, filt: str, limit: int) -> list[ScoredRecord]:
+    async def _zero_scored(self, owner: str, filt: str, limit: int) -> list[ScoredRecord]:
         """Records scoring exactly 0 (zero query or zero stored vectors), by id."""
         found: list[MemoryRecord] = []
         offset = 0
         while True:
-            res = await self._ft(
-                "FT.SEARCH", self._index, filt, *_RETURN,
-                "LIMIT", str(offset), str(_PAGE), "DIALECT", "2",
-            )  # fmt: skip
+            if self._cluster:
+                tail = (filt, "NOCONTENT", "LIMIT", str(offset), str(_PAGE), "DIALECT", "2")
+                res = await self._cluster_search(owner, tail, RECORD_FIELDS, False)
+            else:
+                res = await self._ft(
+                    "FT.SEARCH", self._index, filt, *_RETURN,
+                    "LIMIT", str(offset), str(_PAGE), "DIALECT", "2",
+                )  # fmt: skip
             found += [decode_record_values(_values(row, _RECORD)) for row in res[2::2]]
             offset += _PAGE
             if offset >= int(res[0]):
@@ -810,10 +1055,17 @@ class RedisMemoryStore(RedisHandle):
             offset, size = 0, limit + 1 + 16
             with translate("list"):
                 while len(rows) <= limit:
-                    res = await self._ft(
-                        "FT.SEARCH", self._index, query, *_RETURN_LIST, "SORTBY", "sk", "DESC",
-                        "LIMIT", str(offset), str(size), "DIALECT", "2",
-                    )  # fmt: skip
+                    if self._cluster:
+                        tail = (
+                            query, "RETURN", "1", "sk", "SORTBY", "sk", "DESC",
+                            "LIMIT", str(offset), str(size), "DIALECT", "2",
+                        )  # fmt: skip
+                        res = await self._cluster_search(owner, tail, RECORD_FIELDS, True)
+                    else:
+                        res = await self._ft(
+                            "FT.SEARCH", self._index, query, *_RETURN_LIST, "SORTBY", "sk",
+                            "DESC", "LIMIT", str(offset), str(size), "DIALECT", "2",
+                        )  # fmt: skip
                     for row in res[2::2]:
                         v = _values(row, _LISTED)
                         if after_sk is None or v[0].decode() < after_sk:
@@ -862,7 +1114,9 @@ class RedisMemoryStore(RedisHandle):
             with translate("search_text"):
                 for attempt in range(self._text_attempts):
                     full = attempt == self._text_attempts - 1
-                    version, n, length, rows = await self._text_candidates(stats, q, cells, full)
+                    version, n, length, rows = await self._text_candidates(
+                        owner, stats, q, cells, full
+                    )
                     best = _rank(terms, rows, n, length, limit)
                     if full or not best:
                         return [scored(decode_record_values(row[2:]), s) for s, row in best]
@@ -882,11 +1136,18 @@ class RedisMemoryStore(RedisHandle):
     _text_attempts = 3
 
     async def _text_candidates(
-        self, stats: str, query: str, cells: _Cells, full: bool
+        self, owner: str, stats: str, query: str, cells: _Cells, full: bool
     ) -> tuple[bytes | None, int, int, _Rows]:
         """In one atomic script: the owner's statistics and the candidates. Returns
         the version, the record count and total length of the matching cells, and
         per candidate `[id, terms]` (+ the `RECORD_FIELDS` values when `full`)."""
+        if self._cluster:
+            names = [n.decode() for n in (_FULL if full else _IDS)]
+            mode = "rows" if full else "ids"
+            reply = await self._cluster_ft(
+                owner, self._candidates_c, lambda name: [name, query, mode, *names]
+            )
+            return self._candidate_rows(reply, cells, full)
         args = [self._index, query, "rows" if full else "ids", *(_LOAD_FULL if full else _LOAD)]
         args += ["TIMEOUT", "0", "DIALECT", "2"]
         if not self._index_ready:
@@ -902,6 +1163,12 @@ class RedisMemoryStore(RedisHandle):
                     raise
             self._index_ready = False
             await self.ensure_index()
+        return self._candidate_rows(reply, cells, full)
+
+    @staticmethod
+    def _candidate_rows(
+        reply: Any, cells: _Cells, full: bool
+    ) -> tuple[bytes | None, int, int, _Rows]:
         flat = reply[0]
         fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         n, length = cells.totals(fields)

@@ -9,9 +9,10 @@ import pytest
 
 from agent_memory.adapters.memory import InMemoryTripleStore
 from agent_memory.bootstrap.connect import connect
-from agent_memory.portability import Ports, export, import_file, migrate, ports_of
+from agent_memory.portability import Ports, export, import_file, migrate, open_ports, ports_of
 from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
 from agent_memory.services.portability.format import CacheItem
+from agent_memory.services.portability.transfer import verify_copy
 from agent_memory.services.user_memory import user_cache_scope
 
 from .helpers import (
@@ -120,6 +121,24 @@ async def test_migrate_sqlite_to_postgres_verifies(tmp_path: Path, postgres_url:
     assert summary.problems == []
     assert summary.sampled == 5
     assert summary.imported.written["record"] == 12
+    assert summary.imported.bulk  # PostgreSQL's bulk-load session
+    assert set(summary.seconds) == {"export", "check", "write", "index", "verify"}
+    # The verification compares the target with the export's per-owner counts
+    # and sampled records: a record gone from the target is reported.
+    gone = records(12)[0]
+    async with connect(url, settings=s) as m:
+        space = m.store.space
+    async with (
+        open_ports(url, space=space, settings=s) as src,
+        open_ports(postgres_url, space=space, settings=s) as dst,
+    ):
+        assert await dst.store.delete(gone.owner, gone.id)
+        owners = {o: sum(r.owner == o for r in records(12)) for o in OWNERS}
+        problems = await verify_copy(
+            src, dst, counts={"record": 12}, sample=[gone], owner_counts=owners
+        )
+    assert f"owner {gone.owner!r}: 4 records on the source, 3 on the target" in problems
+    assert f"record {gone.owner!r}/{gone.id!r} is missing" in problems
 
 
 async def test_data_subject_export_holds_exactly_that_users_data(tmp_path: Path) -> None:

@@ -139,9 +139,10 @@ async def _run(args: argparse.Namespace) -> int:
             include_leases=args.leases, settings=settings, progress=progress,
         )  # fmt: skip
         _clear(err)
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in moved.seconds.items() if v)
         print(
             f"migrated {_counts(moved.exported)}; {moved.imported.describe()}; "
-            f"verified counts per port and {moved.sampled} sampled records"
+            f"verified counts per port and {moved.sampled} sampled records ({phases})"
         )
         return 0
     done = await p.reembed(

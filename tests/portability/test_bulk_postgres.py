@@ -85,6 +85,27 @@ async def test_bulk_import_is_idempotent_and_builds_the_index_once(
     assert small.written["record"] == 5
     assert await _hnsw_indexes(postgres_url, s) == 1
 
+    # An import interrupted after its records (the index still dropped) and
+    # resumed with only events left rebuilds the index all the same.
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT quote_ident(schemaname) || '.' || quote_ident(indexname) FROM pg_indexes"
+            " WHERE schemaname = %s AND indexdef LIKE %s",
+            (schema_for_deployment(s.deployment), "%USING hnsw%"),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        await conn.execute(f"DROP INDEX {row[0]}")
+    assert await _hnsw_indexes(postgres_url, s) == 0
+    async with connect("memory://", settings=settings(tmp_path)) as m:
+        await m.events.append(events(3, datetime.now(UTC)))
+        only_events = str(tmp_path / "events.jsonl")
+        await export(m, only_events)
+    rest = await import_file(postgres_url, only_events, settings=s)
+    assert rest.complete, rest.describe()
+    assert rest.bulk, rest.describe()
+    assert await _hnsw_indexes(postgres_url, s) == 1
+
 
 async def test_other_targets_keep_the_batch_path(tmp_path: Path) -> None:
     s = settings(tmp_path)

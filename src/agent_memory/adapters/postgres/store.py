@@ -316,21 +316,21 @@ class PostgresMemoryStore(PostgresHandle):
         and the HNSW index is built once, on exit, over every row.
 
         Yields whether the index was dropped: only when that pays, i.e. when
-        `expected` is at least the rows already stored (rebuilding a large index
-        for a few rows would cost more than inserting them) — or when the index
-        is already absent (a bulk load that was interrupted: this one rebuilds it).
+        `expected` (> 0) is at least the rows already stored (rebuilding a large
+        index for a few rows would cost more than inserting them) — or when the
+        index is already absent (a bulk load that was interrupted: this one
+        rebuilds it, even with nothing left to add).
         On an error the index is rebuilt before the error propagates; on a
         cancellation or a kill it stays absent until the next bulk load (or
         `rebuild_index`) — searches still answer exactly meanwhile, by scanning."""
         if not isinstance(expected, int) or isinstance(expected, bool) or expected < 0:
             raise InvalidInput("expected", f"a non-negative integer, got {expected!r}")
         dropped = False
-        if self._space.dimension <= HNSW_MAX_DIMENSION and expected > 0:
+        if self._space.dimension <= HNSW_MAX_DIMENSION:
             table = await self._tbl()
             async with self._life.op(), self._db.connection() as conn:
-                present = bool(await self._hnsw_indexes(conn, table))
-                stored = 0
-                if present:
+                dropped = not await self._hnsw_indexes(conn, table)
+                if not dropped and expected > 0:
                     cur = await conn.execute(
                         sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) AS s").format(
                             table
@@ -338,8 +338,7 @@ class PostgresMemoryStore(PostgresHandle):
                         (expected + 1,),
                     )
                     row = await cur.fetchone()
-                    stored = int(row[0]) if row is not None else 0
-            dropped = not present or expected >= stored
+                    dropped = expected >= (int(row[0]) if row is not None else 0)
         if not dropped:
             yield False
             return

@@ -465,10 +465,12 @@ async def import_data(
                 on_batch(last, out)
             tick("import", last, total)
 
-    # Records still to write (records come first in an export; an upper bound otherwise).
-    expected = max(0, min(footer.counts.get("record", 0), total - 1 - resume_after))
+    # Records still to write (records come first in an export; an upper bound
+    # otherwise). The session opens even for none: an interrupted bulk load's
+    # index is rebuilt by the run that resumes it, whatever is left to write.
+    expected = max(0, min(footer.counts.get("record", 0), total - max(resume_after, 1)))
     session: AbstractAsyncContextManager[bool] = contextlib.nullcontext(False)
-    if expected and isinstance(ports.store, BulkLoad):
+    if isinstance(ports.store, BulkLoad):
         session = ports.store.bulk_load(expected)
     started = time.perf_counter()
     written: float | None = None

@@ -30,7 +30,10 @@ from servers.redis_server import redisearch_module, valkey_binary
 __all__ = ["ClusterNode", "RedisCluster", "launch_cluster", "redis_cluster_url"]
 
 SLOTS = 16384
-NODE_TIMEOUT_MS = 1000
+# The session cluster's node timeout: long enough that a node busy for a moment
+# (2 shared cores) is not failed over; the failover test starts its own cluster
+# with a short one.
+NODE_TIMEOUT_MS = 5000
 
 
 def _free_ports(n: int) -> list[int]:
@@ -98,8 +101,9 @@ class ClusterNode:
     """One valkey-server in cluster mode; `kill()` is SIGKILL, `start()` brings it back
     with its node id (its nodes.conf survives in its directory)."""
 
-    def __init__(self, port: int, root: Path) -> None:
+    def __init__(self, port: int, root: Path, node_timeout_ms: int = NODE_TIMEOUT_MS) -> None:
         self.port = port
+        self.node_timeout_ms = node_timeout_ms
         self.dir = root / str(port)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._log = self.dir / "server.log"
@@ -113,7 +117,7 @@ class ClusterNode:
             str(valkey_binary()), "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.dir),
             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-            "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+            "--cluster-node-timeout", str(self.node_timeout_ms),
             "--cluster-replica-validity-factor", "0", "--repl-diskless-sync-delay", "0",
             "--loadmodule", str(redisearch_module()),
         ]  # fmt: skip
@@ -170,10 +174,15 @@ class ClusterNode:
 class RedisCluster:
     """3 primaries (slots split in thirds) + 1 replica each, formed by commands."""
 
-    def __init__(self, primaries: int = 3, replicas_per_primary: int = 1) -> None:
+    def __init__(
+        self,
+        primaries: int = 3,
+        replicas_per_primary: int = 1,
+        node_timeout_ms: int = NODE_TIMEOUT_MS,
+    ) -> None:
         self._root = Path(tempfile.mkdtemp(prefix="agent-memory-redis-cluster-"))
         ports = _free_ports(primaries * (1 + replicas_per_primary))
-        self.nodes = [ClusterNode(p, self._root) for p in ports]
+        self.nodes = [ClusterNode(p, self._root, node_timeout_ms) for p in ports]
         self.primaries = primaries
 
     @property
@@ -250,9 +259,9 @@ class RedisCluster:
         shutil.rmtree(self._root, ignore_errors=True)
 
 
-def launch_cluster() -> RedisCluster:
+def launch_cluster(node_timeout_ms: int = NODE_TIMEOUT_MS) -> RedisCluster:
     """Start and form a fresh 3 + 3 cluster (raises with the reason on failure)."""
-    return RedisCluster().start()
+    return RedisCluster(node_timeout_ms=node_timeout_ms).start()
 
 
 @pytest.fixture(scope="session")

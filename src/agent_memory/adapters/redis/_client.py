@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import redis.asyncio as aioredis
+from redis._parsers.commands import AsyncCommandsParser
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -60,10 +61,32 @@ def connect(url: str, **options: Any) -> Client:
     return client
 
 
+# COMMAND's reply per node address, parsed once per process: a client reads the
+# whole command table (key positions) when it starts, about 0.1 s of parsing.
+_COMMAND_TABLES: dict[str, dict[str, Any]] = {}
+
+
+class _Commands(AsyncCommandsParser):
+    """The key-position table, read from a node once per process and address."""
+
+    async def initialize(self, node: ClusterNode | None = None) -> None:
+        if node is not None:
+            self.node = node
+        table = _COMMAND_TABLES.get(self.node.name)
+        if table is None:
+            await super().initialize()
+            table = _COMMAND_TABLES[self.node.name] = self.commands
+        self.commands = table
+
+
 class _Cluster(RedisCluster):
     """`RedisCluster` that reads the slot map before routing a command. (redis-py
     routes commands issued concurrently while the map is unread, on first use or
     after a connection error, to arbitrary nodes; they then fail.)"""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands_parser = _Commands()
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self._initialize:

@@ -479,6 +479,7 @@ class RedisMemoryStore(RedisHandle):
         if self._cluster:  # one index per primary (`_cluster`), scripts that load fields
             self._names = IndexNames(self._index)
             self._ready: set[str] = set()  # index names known to exist
+            self._add_loaded = False
             self._search_c = self._r.register_script(_SEARCH_C)
             self._knn_c = self._r.register_script(_KNN_C)
             self._candidates_c = self._r.register_script(_CANDIDATES_C)
@@ -522,8 +523,10 @@ class RedisMemoryStore(RedisHandle):
             return
         if self._cluster:
             with translate("create index"):
-                for node in await primaries(self._cluster_client):
-                    await self._ensure_on(node, self._names(self._cluster_client, node))
+                nodes = await primaries(self._cluster_client)
+                await asyncio.gather(
+                    *(self._ensure_on(n, self._names(self._cluster_client, n)) for n in nodes)
+                )
             self._index_ready = True
             return
         with translate("create index"):
@@ -819,6 +822,9 @@ class RedisMemoryStore(RedisHandle):
         todo = list(range(len(calls)))
         with translate("add"):
             await self.ensure_index()
+            if not self._add_loaded:  # on every primary, before the first pipeline
+                await self._r.script_load(_ADD)
+                self._add_loaded = True
             for attempt in (1, 2):
                 pipe = self._r.pipeline(transaction=False)
                 for i in todo:

@@ -317,6 +317,8 @@ async def import_file(
             f"{path}: one embedding space expected, the file names {len(header.spaces)}"
         )
     checking = time.perf_counter()
+    if progress is not None:
+        progress("check", 0, None)
     with open_export(path, "r") as stream:
         reader = ExportReader(stream)
         header, footer = reader.verify()
@@ -380,6 +382,8 @@ async def migrate(
                 progress=progress,
             )  # fmt: skip
             started = time.perf_counter()
+            if progress is not None:
+                progress("verify", 0, None)
             async with _target_ports(to_url, source.store.space, settings) as target:
                 problems = await verify_copy(
                     source, target, counts=exported.counts, sample=kept,

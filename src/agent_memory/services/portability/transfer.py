@@ -472,6 +472,7 @@ async def import_data(
     session: AbstractAsyncContextManager[bool] = contextlib.nullcontext(False)
     if isinstance(ports.store, BulkLoad):
         session = ports.store.bulk_load(expected)
+    tick("import", resume_after, total)
     started = time.perf_counter()
     written: float | None = None
     try:

@@ -27,21 +27,29 @@ It ends with one line:
 at the largest N).
 
     .venv/bin/python benchmarks/scale.py                      # memory, sqlite; 10k and 100k
-    .venv/bin/python benchmarks/scale.py --backends memory,sqlite,redis,postgres,qdrant
+    .venv/bin/python benchmarks/scale.py --backends memory,sqlite,redis,postgres,qdrant,milvus
+    .venv/bin/python benchmarks/scale.py --backends redis --save rows.jsonl   # one at a time
+    .venv/bin/python benchmarks/scale.py --report rows.jsonl             # table + final line
     .venv/bin/python benchmarks/scale.py --sizes 10000 --queries 50
     .venv/bin/python benchmarks/scale.py --sizes 10000,100000,1000000   # 1M: slow
 
-Servers: `REDIS_URL` / `DATABASE_URL` / `QDRANT_URL`, or started the way the
-tests start them (tests/servers/); Qdrant without `QDRANT_URL` is qdrant-client's
-local mode (exact search in Python, no HNSW). Index parameters go on the URL
-(`REDIS_URL=redis://...?hnsw_ef_runtime=400`, `?exact_threshold=0` to measure
-the graph alone).
+Servers: `REDIS_URL` / `DATABASE_URL` / `QDRANT_URL` / `MILVUS_URL`, or started
+the way the tests start them (tests/servers/); Qdrant without `QDRANT_URL` is
+qdrant-client's local mode (exact search in Python, no HNSW), Milvus without
+`MILVUS_URL` is Milvus Lite in this process (FLAT, exact). A slow backend can run
+alone: `--save FILE` appends each finished row to FILE (JSON lines) as it
+completes, and `--report FILE` prints the table and the final line over every
+row saved there, so separate runs (one backend each) end in one final line.
+Index parameters go on the URL (`REDIS_URL=redis://...?hnsw_ef_runtime=400`,
+`?exact_threshold=0` to measure the graph alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import os
 import statistics
 import sys
@@ -153,9 +161,12 @@ def backend_url(backend: str, stack: ExitStack, tmp: Path) -> str:
         pg = start_postgres(tmp / "pg")
         stack.callback(pg.destroy)
         return pg.uri
-    if backend == "qdrant":
+    if backend in ("qdrant", "milvus"):
         os.environ.setdefault("AGENT_MEMORY_COORDINATION_URL", f"sqlite:///{tmp / 'coord.db'}")
+    if backend == "qdrant":
         return os.environ.get("QDRANT_URL", "qdrant+memory://")
+    if backend == "milvus":
+        return os.environ.get("MILVUS_URL", f"milvus+lite:///{tmp / 'milvus.db'}")
     raise SystemExit(f"unknown backend {backend!r}")
 
 
@@ -170,8 +181,9 @@ async def measure(backend: str, url: str, kind: str, n: int, queries: int, seed:
         store = memory.store
         await store.delete_scope(OWNER)
         # Redis indexes each vector as it is written, inside the add script: batches
-        # of 1,000 keep one call well under the client's socket timeout.
-        batch = 1_000 if backend == "redis" else 5_000
+        # of 250 keep one call well under the client's 30 s socket timeout even on a
+        # loaded machine (1,000 timed out at 100k with a load average of 14).
+        batch = 250 if backend == "redis" else 5_000
         batches = [records(data[at : at + batch], at) for at in range(0, n, batch)]
         bulk = getattr(store, "bulk_add", None)  # PostgreSQL: index built once, after COPY
         start = time.perf_counter()
@@ -248,7 +260,30 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
-async def main() -> None:
+def summary(rows: list[Row]) -> str:
+    """The final line: worst recall over every row, worst exact-search ratio over
+    the exact backends at the largest N, worst after-write ratio over every row."""
+    largest = max(r.n for r in rows)
+    exact = [r.exact_ratio for r in rows if r.backend in EXACT_BACKENDS and r.n == largest]
+    return (
+        f"scale: worst recall@10 {min(r.recall for r in rows):.3f},"
+        f" worst exact-search ratio {max(exact) if exact else float('nan'):.2f},"
+        f" worst after-write ratio {max(r.after_write_ratio for r in rows):.2f}"
+    )
+
+
+def report(rows: list[Row]) -> None:
+    print()
+    print(table(rows))
+    print(summary(rows))
+
+
+def save(path: str, row: Row) -> None:
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(dataclasses.asdict(row)) + "\n")
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backends", default="memory,sqlite")
     parser.add_argument("--sizes", default="10000,100000")
@@ -258,32 +293,39 @@ async def main() -> None:
     parser.add_argument(
         "--index",
         default="",
-        help="index URL parameters (redis, postgres, qdrant), e.g. exact_threshold=0",
+        help="index URL parameters (redis, postgres, qdrant, milvus), e.g. exact_threshold=0",
+    )
+    parser.add_argument("--save", help="append each finished row to this file (JSON lines)")
+    parser.add_argument(
+        "--report",
+        help="print the table and final line over the rows saved in this file, and exit",
     )
     args = parser.parse_args()
+    if args.report:
+        with open(args.report, encoding="utf-8") as saved:
+            report([Row(**json.loads(line)) for line in saved if line.strip()])
+    else:
+        asyncio.run(run(args))
+
+
+async def run(args: argparse.Namespace) -> None:
     backends = [b for b in args.backends.split(",") if b]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         for backend in backends:
             url = backend_url(backend, stack, Path(tmp))
-            if args.index and backend in ("redis", "postgres", "qdrant"):
+            if args.index and backend in ("redis", "postgres", "qdrant", "milvus"):
                 url += ("&" if "?" in url else "?") + args.index
             for n in sizes:
                 for kind in args.datasets.split(","):
                     row = await measure(backend, url, kind, n, args.queries, args.seed)
                     rows.append(row)
                     print(table([row]).splitlines()[-1], flush=True)
-    print()
-    print(table(rows))
-    largest = max(sizes)
-    exact = [r.exact_ratio for r in rows if r.backend in EXACT_BACKENDS and r.n == largest]
-    print(
-        f"scale: worst recall@10 {min(r.recall for r in rows):.3f},"
-        f" worst exact-search ratio {max(exact) if exact else float('nan'):.2f},"
-        f" worst after-write ratio {max(r.after_write_ratio for r in rows):.2f}"
-    )
+                    if args.save:
+                        save(args.save, row)
+    report(rows)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()

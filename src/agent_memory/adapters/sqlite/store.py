@@ -62,6 +62,9 @@ __all__ = ["SqliteMemoryStore"]
 
 _log = logging.getLogger(__name__)
 _CHUNK = 500  # bound on SQL variables per statement
+# A batch of at least this many records is added with the postings trigger off
+# and its postings inserted by one statement, in key order (see `_add`).
+_BULK_ROWS = 500
 _Kinds = list[str] | None
 
 
@@ -117,6 +120,7 @@ class SqliteMemoryStore(SqliteHandle):
         self._tables: SpaceTables | None = None  # set on the worker thread
         self._cache: OrderedDict[str, _Cached] = OrderedDict()  # worker thread only
         self._cache_size = matrix_cache_owners
+        self._bulk_rows = _BULK_ROWS
 
     @property
     def space(self) -> EmbeddingSpace:
@@ -176,6 +180,21 @@ class SqliteMemoryStore(SqliteHandle):
             return
         apply(entry.index)
         entry.version = change[1]
+
+    @staticmethod
+    def _suspend_insert_trigger(conn: sqlite3.Connection, t: SpaceTables) -> str | None:
+        """Drop the records' insert trigger inside the current write transaction and
+        return its SQL, to be run again before the commit (None: no trigger found,
+        leave things as they are). DDL is transactional: a rollback restores it,
+        and no other connection can write, or see the schema without it, meanwhile."""
+        name = t.records + "_ai"
+        row = conn.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            return None
+        conn.execute(f"DROP TRIGGER {t.q(name)}")
+        return str(row[0])
 
     def _version(self, conn: sqlite3.Connection, owner: str) -> int:
         row = conn.execute(
@@ -269,12 +288,27 @@ class SqliteMemoryStore(SqliteHandle):
             first_pk = int(
                 conn.execute(f"SELECT coalesce(max(pk), 0) + 1 FROM {t.q(t.records)}").fetchone()[0]
             )
+            trigger = (
+                self._suspend_insert_trigger(conn, t) if len(batch) >= self._bulk_rows else None
+            )
             placeholders = ",".join("?" * 14)
             conn.executemany(
                 f"INSERT INTO {t.q(t.records)} (pk, {RECORD_COLUMNS}, terms, n_terms)"
                 f" VALUES ({placeholders})",
                 [(first_pk + i, *record_params(r), *text_terms(r)) for i, r in enumerate(batch)],
             )
+            if trigger is not None:
+                # What the trigger inserts row by row, for the whole batch at once
+                # and in the postings' key order (appends, not random inserts).
+                conn.execute(
+                    f"INSERT INTO {t.q(t.postings)} (owner, term, pk, tf)"
+                    f" SELECT r.owner, j.value, r.pk, count(*)"
+                    f" FROM {t.q(t.records)} AS r, json_each(r.terms) AS j"
+                    " WHERE r.pk BETWEEN ? AND ?"
+                    " GROUP BY r.owner, j.value, r.pk ORDER BY r.owner, j.value, r.pk",
+                    (first_pk, first_pk + len(batch) - 1),
+                )
+                conn.execute(trigger)
             versions = self._bump(conn, list(by_owner))
         for owner, positions in by_owner.items():
             self._patch(

@@ -170,6 +170,30 @@ class ClusterNode:
     def node_id(self) -> str:
         return _command(self.port, "CLUSTER", "MYID").split("\r\n")[1]
 
+    def pause(self) -> None:
+        """SIGSTOP: the process holds its sockets but answers nothing."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def drop_replica_links(self) -> None:
+        """Close this primary's replication links (a paused replica cannot come back
+        to fetch what it missed)."""
+        _command(self.port, "CLIENT", "KILL", "TYPE", "replica")
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def role(self) -> str:
+        return self.info("replication").get("role", "?")
+
+    def replicated(self) -> bool:
+        """A primary whose every replica has acknowledged its whole stream."""
+        info = self.info("replication")
+        offset = info.get("master_repl_offset")
+        peers = [v for k, v in info.items() if k.startswith("slave") and k[5:].isdigit()]
+        return bool(peers) and all(f"offset={offset}," in p + "," for p in peers)
+
 
 class RedisCluster:
     """3 primaries (slots split in thirds) + 1 replica each, formed by commands."""
@@ -250,11 +274,21 @@ class RedisCluster:
     def wait_healthy(self, timeout: float = 30.0) -> None:
         self._until(time.monotonic() + timeout, self.healthy, "a healthy state")
 
+    def replica_of(self, primary: ClusterNode) -> ClusterNode:
+        """The node formed as `primary`'s replica."""
+        i = self.nodes.index(primary)
+        return self.nodes[self.primaries + i]
+
+    def wait_promoted(self, node: ClusterNode, timeout: float = 30.0) -> None:
+        self._until(time.monotonic() + timeout, lambda: node.role() == "master", "a promotion")
+
     def primary_nodes(self) -> list[ClusterNode]:
         return [n for n in self.nodes if n.alive and n.info("replication").get("role") == "master"]
 
     def stop(self) -> None:
         for node in self.nodes:
+            if node.alive:
+                node.resume()  # a paused process ignores SIGTERM until resumed
             node.stop()
         shutil.rmtree(self._root, ignore_errors=True)
 

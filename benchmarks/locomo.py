@@ -225,6 +225,9 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         context_dates=args.context_dates,
         session_penalty=args.session_penalty,
         diversity_reach=args.diversity_reach,
+        list_session_penalty=args.list_session_penalty,
+        length_weight=args.length_weight,
+        length_saturation=args.length_saturation,
         feedback_docs=args.feedback_docs,
         feedback_terms=args.feedback_terms,
         feedback_weight=args.feedback_weight,
@@ -236,6 +239,8 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         speaker_weight=0.0,
         context_dates=False,
         date_weight=0.0,
+        length_weight=0.0,
+        list_session_penalty=0.0,
     )
     url = args.url
     tmp = None
@@ -304,7 +309,9 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"LoCoMo retrieval — backend {args.url}, embedder {args.embedder}, window {args.window}, "
         f"self-weight {args.self_weight}, fusion {args.fusion} (k={args.rrf_k}), "
         f"lexical weight {args.lexical_weight}, vector weight {args.vector_weight}, "
-        f"speaker weight {args.speaker_weight}, candidates {args.candidates}"
+        f"speaker weight {args.speaker_weight}, candidates {args.candidates}, "
+        f"length weight {args.length_weight} (saturation {args.length_saturation}), "
+        f"list session penalty {args.list_session_penalty}"
     )
     metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
     print("| category | n | metric | " + " | ".join(modes) + " |")
@@ -351,6 +358,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--self-weight", type=int, default=d.context_self_weight)
     p.add_argument("--session-penalty", type=float, default=d.session_penalty)
     p.add_argument("--diversity-reach", type=int, default=d.diversity_reach)
+    p.add_argument("--list-session-penalty", type=float, default=d.list_session_penalty)
+    p.add_argument("--length-weight", type=float, default=d.length_weight)
+    p.add_argument("--length-saturation", type=int, default=d.length_saturation)
     p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)
     p.add_argument("--feedback-docs", type=int, default=d.feedback_docs)
     p.add_argument("--feedback-terms", type=int, default=d.feedback_terms)

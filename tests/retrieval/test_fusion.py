@@ -14,8 +14,10 @@ from agent_memory.domain.retrieval import (
     FusionMethod,
     Ranking,
     RetrievalConfig,
+    content_length,
     final_scores,
     fuse,
+    is_list_question,
     mentions,
     neighbour_contexts,
     recency_factor,
@@ -145,6 +147,9 @@ def test_ranking_rejects_duplicates_and_negative_weight() -> None:
         ("context_window", -1),
         ("context_self_weight", 0),
         ("candidates", True),
+        ("length_weight", -1),
+        ("length_saturation", 0),
+        ("list_session_penalty", float("nan")),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -> None:
@@ -274,3 +279,79 @@ def test_speaker_named_in_query_is_favoured_only_when_unambiguous() -> None:
     assert mentions("where did SAM go", "Sam")
     assert not mentions("samuel", "Sam")
     assert not mentions("anything", " ")
+
+
+def test_the_length_prior_saturates_and_is_off_at_weight_zero() -> None:
+    fused = [("short", 0.5), ("long", 0.45), ("longer", 0.45)]
+    lengths = {"short": 2, "long": 30, "longer": 300}
+    config = RetrievalConfig(length_weight=0.3, length_saturation=30)
+
+    def scores(config: RetrievalConfig) -> dict[str, float]:
+        got = final_scores(fused, config, created_at={}, importance={}, now=NOW, lengths=lengths)
+        return dict(got)
+
+    got = scores(config)
+    assert got["short"] == pytest.approx(0.5 + 0.3 * 2 / 30)
+    assert got["long"] == got["longer"] == pytest.approx(0.45 + 0.3)
+    assert scores(RetrievalConfig(length_weight=0)) == dict(fused)
+
+
+@given(
+    st.lists(st.tuples(IDS, st.integers(0, 100)), unique_by=lambda p: p[0], min_size=1),
+    st.floats(0.0, 2.0),
+    st.integers(1, 60),
+)
+def test_the_length_prior_never_lowers_a_score_nor_adds_more_than_its_weight(
+    items: list[tuple[str, int]], weight: float, saturation: int
+) -> None:
+    fused = [(rid, 0.5) for rid, _ in items]
+    config = RetrievalConfig(length_weight=weight, length_saturation=saturation)
+    got = dict(
+        final_scores(fused, config, created_at={}, importance={}, now=NOW, lengths=dict(items))
+    )
+    for rid, length in items:
+        assert 0.5 <= got[rid] <= 0.5 + weight + 1e-12
+        for other, other_length in items:
+            if other_length >= length:
+                assert got[other] >= got[rid]
+
+
+@given(st.text(max_size=80), st.sampled_from(["Sam", "Ria", ""]))
+def test_content_length_counts_the_tokens_that_search_sees(text: str, speaker: str) -> None:
+    # stemming never adds or drops a token: the count needs no stemming
+    assert content_length(text) == len(tokenize(text))
+    assert content_length(f"{speaker}: {text}", speaker or None) == len(
+        tokenize(text if speaker else f": {text}")
+    )
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What activities does Melanie partake in?",
+        "Which US cities has John visited?",
+        "What kinds of books does Tim read?",
+        "What European countries has Maria been to?",
+        "How many times has Melanie gone to the beach?",
+        "What do Jon and Gina both have in common?",
+    ],
+)
+def test_list_questions_are_recognised(question: str) -> None:
+    assert is_list_question(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What does Melanie think about the adoption?",
+        "What kind of painting did Caroline share?",
+        "When did Jon open his studio?",
+        "What is Nate's favorite snack?",
+        "Which book did Tim recommend?",
+        "What was the class about?",
+        "What happens to its business?",
+        "What motivates Caroline to paint?",
+    ],
+)
+def test_single_fact_questions_are_not_list_questions(question: str) -> None:
+    assert not is_list_question(question)

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -143,7 +144,13 @@ async def test_turns_are_stored_with_neighbour_context_not_in_content(store: Mem
     assert (
         rec.context == "Ria: Oh nice, where was that?\nRia: I have heard the views there are great."
     )
-    assert rec.attributes == {"dia_id": "D1:4", "speaker": "Sam", "session": "1", "turn": 4}
+    assert rec.attributes == {
+        "dia_id": "D1:4",
+        "speaker": "Sam",
+        "session": "1",
+        "turn": 4,
+        "terms": 5,  # kestrel ridge near old quarry: the length prior's count
+    }
     first_of_session_2 = await store.get(OWNER, "turn-06")
     assert first_of_session_2 is not None
     assert "views" not in first_of_session_2.context
@@ -235,6 +242,82 @@ async def test_recency_weight_prefers_newer_turns() -> None:
     await retriever.add_conversation(OWNER, turns)
     got = await retriever.retrieve(OWNER, "cat Pepper", limit=2)
     assert [h.record.id for h in got.hits] == ["new", "old"]
+
+
+async def test_the_length_prior_lifts_the_turn_that_says_more(store: MemoryStore) -> None:
+    # both turns match "Pepper" once; BM25 prefers the short one, the prior the
+    # one that holds a fact — with or without the `terms` attribute stored
+    turns = [
+        ConversationTurn(id="short", speaker="Sam", text="Pepper!", at=T0),
+        ConversationTurn(
+            id="long",
+            speaker="Sam",
+            text="Pepper sleeps all day on the warm windowsill above the radiator",
+            at=T0,
+            session="2",
+        ),
+        ConversationTurn(  # the weakest match: min-max scaling puts it at 0
+            id="filler",
+            speaker="Ria",
+            text="Pepper " + " ".join(f"word{i}" for i in range(60)),
+            at=T0,
+            session="3",
+        ),
+    ]
+    plain = RetrievalConfig(context_window=0, context_self_weight=1, length_weight=0)
+    retriever = HybridRetriever(store, EMBEDDER, plain)
+    await retriever.add_conversation(OWNER, turns)
+
+    async def order(config: RetrievalConfig) -> list[str]:
+        got = await HybridRetriever(store, EMBEDDER, config).retrieve(
+            OWNER, "Pepper", limit=3, mode=RetrievalMode.LEXICAL
+        )
+        return [h.record.id for h in got.hits]
+
+    assert await order(plain) == ["short", "long", "filler"]
+    with_prior = RetrievalConfig(
+        context_window=0, context_self_weight=1, length_weight=1.0, length_saturation=8
+    )
+    assert await order(with_prior) == ["long", "short", "filler"]
+    for rid in ("short", "long", "filler"):
+        record = await store.get(OWNER, rid)
+        assert record is not None
+        assert isinstance(record.attributes["terms"], int)
+        attributes = {k: v for k, v in record.attributes.items() if k != "terms"}
+        await store.update(attrs.evolve(record, attributes=attributes))
+    assert await order(with_prior) == ["long", "short", "filler"]
+
+
+async def test_a_list_question_spreads_its_hits_over_sessions(store: MemoryStore) -> None:
+    # session 1 says "books" three times, session 2 once: a question for several
+    # books gets session 2 into the top 2, a question for one book does not
+    turns = [
+        ConversationTurn(id="a1", speaker="Sam", text="books books books on my desk", at=T0),
+        ConversationTurn(id="a2", speaker="Sam", text="books books books by the bed", at=T0),
+        ConversationTurn(id="a3", speaker="Sam", text="books books books in a box", at=T0),
+        ConversationTurn(id="b1", speaker="Sam", text="books from the market", at=T0, session="2"),
+        ConversationTurn(  # the weakest match: min-max scaling puts it at 0
+            id="c1",
+            speaker="Ria",
+            text="books " + " ".join(f"word{i}" for i in range(60)),
+            at=T0,
+            session="3",
+        ),
+    ]
+    config = RetrievalConfig(
+        context_window=0, context_self_weight=1, length_weight=0, list_session_penalty=1.0
+    )
+    retriever = HybridRetriever(store, EMBEDDER, config)
+    await retriever.add_conversation(OWNER, turns)
+
+    async def top(query: str, retriever: HybridRetriever = retriever) -> set[str]:
+        got = await retriever.retrieve(OWNER, query, limit=2, mode=RetrievalMode.LEXICAL)
+        return {str(h.record.attributes["session"]) for h in got.hits}
+
+    assert await top("Which books has Sam read?") == {"1", "2"}
+    assert await top("Which book did Sam read?") == {"1"}
+    off = HybridRetriever(store, EMBEDDER, attrs.evolve(config, list_session_penalty=0))
+    assert await top("Which books has Sam read?", off) == {"1"}
 
 
 async def test_bad_arguments_raise_typed_errors(store: MemoryStore) -> None:

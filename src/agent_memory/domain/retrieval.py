@@ -15,10 +15,15 @@ The fused score is divided by its largest possible value (so it lies in [0, 1])
 before the recency, importance and speaker terms are added:
 `final = fused + recency_weight * 0.5 ** (age / half_life)
 + importance_weight * importance + speaker_weight * [the query names the speaker]
-+ date_weight * date_match(event day, the dates the query names)`.
++ date_weight * date_match(event day, the dates the query names)
++ length_weight * min(terms, length_saturation) / length_saturation`.
 The speaker term applies when the query names exactly one of the candidates'
 speakers (`attributes["speaker"]` of a conversation turn): "What does Tomas
 play?" favours what Tomas said.
+The length term is an informativeness prior: a record of few terms ("Thanks!",
+"See you tomorrow!") rarely holds the fact a question asks for, and the share of
+answering turns rises steadily with a turn's length up to a few dozen terms
+(docs/retrieval.md), while BM25's length normalisation favours short records.
 Ties are broken by id ascending, so the order is deterministic.
 """
 
@@ -35,7 +40,7 @@ from attrs import field, frozen
 
 from agent_memory.domain.dates import DateRange, date_match
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.lexical import tokenize
+from agent_memory.domain.lexical import STOPWORDS, tokenize
 from agent_memory.domain.validation import (
     attrs_validator,
     require_int_at_least,
@@ -48,10 +53,12 @@ __all__ = [
     "Ranking",
     "RetrievalConfig",
     "RetrievalMode",
+    "content_length",
     "diversify",
     "feedback_terms",
     "final_scores",
     "fuse",
+    "is_list_question",
     "mentions",
     "neighbour_contexts",
     "recency_factor",
@@ -107,11 +114,17 @@ class RetrievalConfig:
       hits are picked best first, so several sessions can fill the top;
       `diversity_reach` > 0 counts only hits at most that many turns away
       (neighbours that share indexing context), 0 the whole session;
+      `list_session_penalty`: the same session penalty for list questions only
+      (`is_list_question`: "What activities…", "Which cities…", "How many…"),
+      whose answers are spread over sessions, when `session_penalty` is 0;
     - `feedback_docs`, `feedback_terms`, `feedback_weight`: a second keyword
       round without a language model (pseudo-relevance feedback): the query plus
       the most salient terms (`feedback_terms` of them; names count more) of the
       first round's best `feedback_docs` hits, fused as a third ranking of weight
       `feedback_weight` (0 turns the round off);
+    - `length_weight`, `length_saturation`: informativeness prior, bonus
+      `w * min(terms, saturation) / saturation` by the number of terms
+      (`domain.lexical` tokens) of the record's content;
     - `candidates`: how many candidates each ranker contributes;
     - `context_window`: neighbouring turns on each side put in a turn's indexing
       context; `context_self_weight`: how many times the turn's own text counts
@@ -138,9 +151,14 @@ class RetrievalConfig:
     context_dates: bool = field(default=True, converter=bool)
     session_penalty: float = field(default=0.0, validator=_non_negative("session_penalty"))
     diversity_reach: int = field(default=0, validator=_count("diversity_reach", 0))
+    list_session_penalty: float = field(
+        default=0.1, validator=_non_negative("list_session_penalty")
+    )
     feedback_docs: int = field(default=3, validator=_count("feedback_docs", 1))
     feedback_terms: int = field(default=5, validator=_count("feedback_terms", 1))
     feedback_weight: float = field(default=0.0, validator=_non_negative("feedback_weight"))
+    length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
+    length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
     candidates: int = field(default=100, validator=_count("candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
     context_self_weight: int = field(
@@ -235,6 +253,15 @@ def mentions(query: str, name: str) -> bool:
     return re.search(pattern, query.casefold()) is not None
 
 
+def content_length(content: str, speaker: str | None = None) -> int:
+    """The number of terms of a record's content — `domain.lexical` tokens, which
+    stemming never adds or removes, so none is stemmed here — not counting a
+    leading `"{speaker}: "` label (a turn's speaker is not what it says)."""
+    if speaker and content.startswith(f"{speaker}:"):
+        content = content[len(speaker) + 1 :]
+    return sum(1 for word in _WORD.findall(content) if word.lower() not in STOPWORDS)
+
+
 def final_scores(
     fused: Sequence[tuple[str, float]],
     config: RetrievalConfig,
@@ -246,18 +273,29 @@ def final_scores(
     speakers: Mapping[str, str] | None = None,
     event_days: Mapping[str, date] | None = None,
     ranges: Sequence[DateRange] = (),
+    lengths: Mapping[str, int] | None = None,
 ) -> list[tuple[str, float]]:
-    """Add the recency, importance, speaker and date bonuses to fused scores and
-    re-rank. The date bonus needs the ranges the query names (`ranges`, from
-    `domain.dates.parse_dates`) and each candidate's event day (`event_days`)."""
+    """Add the recency, importance, speaker, date and length bonuses to fused
+    scores and re-rank. The date bonus needs the ranges the query names
+    (`ranges`, from `domain.dates.parse_dates`) and each candidate's event day
+    (`event_days`); the length bonus each candidate's content length in terms
+    (`lengths`, see `content_length`)."""
     named: set[str] = set()
     if config.speaker_weight and speakers:
         named = {s for s in set(speakers.values()) if mentions(query, s)}
         if len(named) != 1:
             named = set()
     dated = bool(config.date_weight and ranges and event_days)
-    if config.recency_weight == 0 and config.importance_weight == 0 and not named and not dated:
+    lengthy = bool(config.length_weight and lengths)
+    if (
+        config.recency_weight == 0
+        and config.importance_weight == 0
+        and not named
+        and not dated
+        and not lengthy
+    ):
         return _ordered(dict(fused))
+    saturation = config.length_saturation
     out: dict[str, float] = {}
     for rid, score in fused:
         bonus = 0.0
@@ -276,8 +314,41 @@ def final_scores(
                 grace_days=config.date_grace_days,
                 half_life_days=config.date_half_life_days,
             )
+        if lengthy and lengths is not None:
+            bonus += config.length_weight * min(lengths.get(rid, 0), saturation) / saturation
         out[rid] = score + bonus
     return _ordered(out)
+
+
+# "what/which [kind(s)/type(s)/sort(s) of] [one word] <plural noun> <auxiliary>"
+# ("What activities does…", "Which US cities has…"; a verb after "what" is
+# followed by its object instead: "What motivates Sam"), "how many", "both",
+# "in common": questions whose answer gathers several facts
+_LIST_QUESTION = re.compile(
+    r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?(?:[a-z]+\s+)?([a-z]{3,}s)"
+    r"\s+(?:do|does|did|has|have|had|are|were|can|could|would|will)\b"
+    r"|\bhow\s+many\b|\bboth\b|\bin\s+common\b",
+    re.IGNORECASE,
+)
+_NOT_PLURAL = frozenset(
+    {"does", "has", "was", "this", "his", "its", "yes", "plus", "always", "perhaps"}
+    | {"news", "series", "species", "lens"}
+)
+
+
+def is_list_question(query: str) -> bool:
+    """Whether a question asks for several things ("What activities does Sam
+    enjoy?", "Which cities has Ria visited?", "How many times…", "What do they
+    both like?"): its answer is spread over the conversation rather than said in
+    one place, so retrieval spreads the hits over sessions for it."""
+    for match in _LIST_QUESTION.finditer(query):
+        word = match.group(1)
+        if word is None:
+            return True
+        word = word.lower()
+        if word not in _NOT_PLURAL and not word.endswith(("ss", "us", "is", "ics")):
+            return True
+    return False
 
 
 def diversify(
@@ -333,6 +404,7 @@ def diversify(
     return picked + [(rid, min(score, floor)) for rid, score in rest]
 
 
+_WORD = re.compile(r"[^\W_]+")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
 
 

@@ -26,10 +26,12 @@ from agent_memory.domain.retrieval import (
     Ranking,
     RetrievalConfig,
     RetrievalMode,
+    content_length,
     diversify,
     feedback_terms,
     final_scores,
     fuse,
+    is_list_question,
     neighbour_contexts,
 )
 from agent_memory.domain.time import SystemClock
@@ -116,7 +118,8 @@ class HybridRetriever:
         batch_size: int = 256,
     ) -> list[MemoryRecord]:
         """Store each turn as one record (content `"{speaker}: {text}"`, the turn's
-        attributes plus `speaker`, `session` and `turn` (its index in `turns`), created at
+        attributes plus `speaker`, `session`, `turn` (its index in `turns`) and `terms`
+        (its length in terms, for the length prior), created at
         the turn's time) with its neighbouring turns as indexing context, ended by the
         turn's month and year when `context_dates` is on; the records, in turn order."""
         require_scope(owner, "owner")
@@ -151,6 +154,7 @@ class HybridRetriever:
                         "speaker": turn.speaker,
                         "session": turn.session,
                         "turn": start + offset,
+                        "terms": content_length(contents[start + offset], turn.speaker),
                     },
                     context=contexts[start + offset],
                 )
@@ -260,8 +264,14 @@ class HybridRetriever:
             },
             event_days={rid: r.created_at.date() for rid, r in by_id.items()},
             ranges=ranges,
+            lengths=(
+                {rid: _length(r) for rid, r in by_id.items()} if config.length_weight else None
+            ),
         )
-        if config.session_penalty:
+        penalty = config.session_penalty
+        if not penalty and config.list_session_penalty and is_list_question(query):
+            penalty = config.list_session_penalty
+        if penalty:
             scored = diversify(
                 scored,
                 {
@@ -269,7 +279,7 @@ class HybridRetriever:
                     for rid, r in by_id.items()
                     if "session" in r.attributes
                 },
-                penalty=config.session_penalty,
+                penalty=penalty,
                 depth=limit,
                 positions={
                     rid: r.attributes["turn"]
@@ -280,6 +290,16 @@ class HybridRetriever:
             )
         hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
         return Retrieval(hits=hits, mode=wanted, fallback=fallback)
+
+
+def _length(record: MemoryRecord) -> int:
+    """The content's length in terms: the `terms` attribute `add_conversation`
+    stores, else counted now."""
+    stored = record.attributes.get("terms")
+    if isinstance(stored, int) and not isinstance(stored, bool) and stored >= 0:
+        return stored
+    speaker = record.attributes.get("speaker")
+    return content_length(record.content, speaker if isinstance(speaker, str) else None)
 
 
 def _ranking(hits: Sequence[ScoredRecord], weight: float) -> Ranking:

@@ -25,6 +25,7 @@ from agent_memory.adapters.postgres import PostgresDatabase, PostgresEventLog, P
 from agent_memory.adapters.postgres._codec import (
     _JsonBinaryLoader,
     _JsonTextLoader,
+    fast_decoding,
     loads_json,
     row_decoder,
 )
@@ -34,6 +35,7 @@ from agent_memory.domain.records import (
     Entity,
     EntitySource,
     Event,
+    EventWindow,
     MemoryRecord,
     ScoredRecord,
     SummarySource,
@@ -168,6 +170,25 @@ def test_decoded_search_hits_equal_the_validated_hits(record: MemoryRecord, scor
     row = tuple(getattr(record, "vector" if n == "embedding" else n) for n in _RECORD_FIELDS)
     [hit] = _hits([row, row], [(1, score)])
     _same(hit, ScoredRecord(record=record, score=score))
+
+
+def test_the_hot_records_decode_through_a_twin_class() -> None:
+    """Window and search rows are decoded with plain slot stores and one class
+    change; a record class that gains a `__weakref__` slot (or a base class)
+    would silently fall back to the slower descriptor path."""
+    for cls in (Event, MemoryRecord, ScoredRecord):
+        assert fast_decoding(cls), cls.__name__
+    assert not fast_decoding(Entity)  # a weakref slot: decoded through descriptors
+
+
+@given(events=st.lists(st.booleans(), max_size=3), limited=st.booleans())
+def test_a_class_with_a_weakref_slot_decodes_through_its_descriptors(
+    events: list[bool], limited: bool
+) -> None:
+    """The fallback path builds the same value as the constructor."""
+    assert not fast_decoding(EventWindow)
+    value = row_decoder(EventWindow, ("events", "limited"))((tuple(events), limited))
+    _same(value, EventWindow(events=tuple(events), limited=limited))  # type: ignore[arg-type]
 
 
 def test_a_field_order_missing_a_field_fails_loudly() -> None:

@@ -144,7 +144,7 @@ def _entities(value: object) -> tuple[Entity, ...]:
     return out
 
 
-@frozen
+@frozen(weakref_slot=False)  # adapters/postgres/_codec.py: fast decoding
 class Event:
     """One episodic event: what an agent did in a domain, and when it happened.
 
@@ -180,7 +180,7 @@ def _vectors_equal(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> bo
     return bool(a.shape == b.shape and np.array_equal(a, b))
 
 
-@frozen
+@frozen(weakref_slot=False)  # adapters/postgres/_codec.py: fast decoding
 class MemoryRecord:
     """A record with an embedding: a user fact, knowledge fragment, summary...
 
@@ -204,7 +204,7 @@ class MemoryRecord:
     context: str = field(default="", validator=_text("record.context"))
 
 
-@frozen
+@frozen(weakref_slot=False)  # adapters/postgres/_codec.py: fast decoding
 class ScoredRecord:
     """A search hit: the record and its score (cosine similarity for vector search)."""
 

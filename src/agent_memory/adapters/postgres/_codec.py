@@ -13,6 +13,20 @@ name every field of the class exactly
 once, so a field added to a record class fails loudly instead of going missing;
 `tests/postgres/test_codec.py` checks, for generated records, that the decoded
 value equals the one the validating constructor builds.
+
+How a slot is stored matters at thousands of rows a second: a frozen class
+refuses plain attribute stores, and calling each slot's descriptor costs a
+call (an argument tuple) per field. So the decoder builds the instance as a
+*twin*: a plain class with the very same slots in the same order (hence the
+same memory layout), whose attribute stores are the interpreter's fast slot
+stores, and then sets the instance's `__class__` to the record class (Python
+allows that between classes of identical layout). This needs a slotted class
+deriving from `object` with no `__weakref__` slot (with one, CPython refuses
+the class change; our records are declared `weakref_slot=False`); a class it
+does not fit is decoded through its slot descriptors instead, and
+`fast_decoding(cls)` says which way a class goes. Before a twin is used, one
+instance built through it is checked to read back, through the record class's
+own slots, every value it was given.
 """
 
 from __future__ import annotations
@@ -29,7 +43,7 @@ from psycopg import AsyncConnection
 from psycopg.adapt import Buffer, Loader
 from psycopg.pq import Format
 
-__all__ = ["Lookup", "register_json_loaders", "row_decoder", "utc"]
+__all__ = ["Lookup", "fast_decoding", "register_json_loaders", "row_decoder", "utc"]
 
 
 @attrs.frozen(eq=False)  # hashed by identity: the decoder cache keys on it
@@ -60,6 +74,48 @@ def row_decoder(
     return _compile(cls, columns, tuple(sorted((convert or {}).items())))  # type: ignore[arg-type]
 
 
+def _twin(cls: type[Any]) -> type[Any] | None:
+    """A plain class with `cls`'s memory layout whose instances may become `cls`
+    instances (`__class__` assignment), or None when `cls` does not allow it."""
+    if cls not in _TWINS:
+        _TWINS[cls] = _make_twin(cls)
+    return _TWINS[cls]
+
+
+_TWINS: dict[type[Any], type[Any] | None] = {}
+
+
+def _make_twin(cls: type[Any]) -> type[Any] | None:
+    slots = cls.__dict__.get("__slots__")
+    if (
+        cls.__bases__ != (object,)
+        or not isinstance(slots, tuple)
+        or "__weakref__" in slots
+        or "__dict__" in slots
+    ):
+        return None
+    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots, "__module__": __name__})
+    # Proof on one instance: built through the twin, it becomes a `cls` whose
+    # own slot descriptors read back each value stored (same slots, same order).
+    probe: Any = object.__new__(twin)
+    markers = {name: object() for name in slots}
+    for name, marker in markers.items():
+        setattr(probe, name, marker)
+    try:
+        probe.__class__ = cls
+    except TypeError:  # pragma: no cover - a layout CPython will not convert
+        return None
+    if any(cls.__dict__[name].__get__(probe, cls) is not m for name, m in markers.items()):
+        raise AssertionError(f"{cls.__name__}: the twin's slots do not match")  # pragma: no cover
+    return twin
+
+
+def fast_decoding(cls: type[Any]) -> bool:
+    """Whether `row_decoder(cls, ...)` builds instances through a twin class
+    (plain slot stores and one `__class__` change) rather than slot descriptors."""
+    return _twin(cls) is not None
+
+
 @functools.cache
 def _compile(
     cls: type[Any],
@@ -76,24 +132,34 @@ def _compile(
     unknown = set(converters) - expected
     if unknown:
         raise AssertionError(f"{cls.__name__}: converters for unknown fields {sorted(unknown)}")
+    twin = _twin(cls)
     scope: dict[str, Any] = {
         "_new": object.__new__,
         "_cls": cls,
+        "_twin": twin,
         "_setattr": object.__setattr__,
         "_UTC": UTC,
         "_tuple": tuple,
         "_map": map,
+        "_len": len,
     }
     args = [f"v{i}" for i in range(len(columns))]
-    body: list[str] = [f"    ({', '.join(args)},) = row", "    o = _new(_cls)"]
+    body: list[str] = [
+        f"    ({', '.join(args)},) = row",
+        "    o = _new(_cls)" if twin is None else "    o = _new(_twin)",
+    ]
     for i, name in enumerate(columns):
         value = f"v{i}"
         conv = converters.get(name)
         if conv is utc:  # inlined: no call for values already in UTC
             value = f"(v{i} if v{i}.tzinfo is _UTC else v{i}.astimezone(_UTC))"
-        elif isinstance(conv, Lookup) and conv.each:
+        elif isinstance(conv, Lookup) and conv.each:  # one item (the common case): no map
+            scope[f"_t{i}"] = conv.table
             scope[f"_g{i}"] = conv.table.__getitem__
-            value = f"(_tuple(_map(_g{i}, v{i})) if v{i} else ())"
+            value = (
+                f"((_t{i}[v{i}[0]],) if _len(v{i}) == 1"
+                f" else _tuple(_map(_g{i}, v{i})) if v{i} else ())"
+            )
         elif isinstance(conv, Lookup):
             scope[f"_t{i}"] = conv.table
             value = f"_t{i}[v{i}]"
@@ -101,11 +167,15 @@ def _compile(
             scope[f"_c{i}"] = converters[name]
             value = f"_c{i}(v{i})"
         slot = cls.__dict__.get(name)
-        if slot is not None and hasattr(slot, "__set__"):  # slotted class: the member descriptor
+        if twin is not None:  # a plain slot store on the twin (`name` is a field name)
+            body.append(f"    o.{name} = {value}")
+        elif slot is not None and hasattr(slot, "__set__"):  # slotted: the member descriptor
             scope[f"_s{i}"] = slot.__set__
             body.append(f"    _s{i}(o, {value})")
         else:  # pragma: no cover - our records are slotted
             body.append(f"    _setattr(o, {name!r}, {value})")
+    if twin is not None:
+        body.append("    o.__class__ = _cls")
     source = "def decode(row):\n" + "\n".join(body) + "\n    return o\n"
     # The source is built from attrs field names (identifiers) and our own
     # placeholders only; nothing from a row reaches it.

@@ -26,13 +26,14 @@ import re
 import select
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from contextlib import suppress
+from types import TracebackType
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, sql
-from psycopg.pq import ConnStatus
+from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
@@ -290,29 +291,23 @@ class PostgresDatabase:
 
     # -- connections and errors -------------------------------------------
 
-    @asynccontextmanager
-    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        """A pooled autocommit connection, alive when handed out; client failures
-        become typed errors (`ConnectionLost` when the connection broke in use)."""
-        await self.open()
-        pool = self._pool
-        if pool is None:
-            raise BackendUnavailable(BACKEND, "the database handle is closed")
-        conn = await self._borrow(pool)
-        try:
-            async with conn:
-                yield conn
-        except psycopg.DataError as exc:
+    def connection(self) -> _Borrowed:
+        """A pooled autocommit connection (`async with db.connection() as conn`),
+        alive when handed out; client failures become typed errors
+        (`ConnectionLost` when the connection broke in use)."""
+        return _Borrowed(self)
+
+    async def _failure(self, conn: AsyncConnection[Any], exc: psycopg.Error) -> Exception:
+        """The typed error a client failure on `conn` becomes; a connection that
+        broke makes the pool replace the connections of its generation first."""
+        if isinstance(exc, psycopg.DataError):
             if _is_nul_error(exc):
-                raise InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)") from exc
-            raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
-        except psycopg.Error as exc:
-            if conn.pgconn.status == ConnStatus.BAD:
-                await self._replace_connections(conn)
-                raise ConnectionLost(BACKEND, f"{type(exc).__name__}: {exc}") from exc
-            raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            await pool.putconn(conn)
+                return InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)")
+            return BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}")
+        if conn.pgconn.status == ConnStatus.BAD:
+            await self._replace_connections(conn)
+            return ConnectionLost(BACKEND, f"{type(exc).__name__}: {exc}")
+        return BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}")
 
     async def _borrow(
         self, pool: AsyncConnectionPool[AsyncConnection[Any]]
@@ -516,6 +511,50 @@ def _space_ddl(
             )
         )
     return statements
+
+
+class _Borrowed:
+    """The context manager `PostgresDatabase.connection()` returns: a plain
+    class, because it wraps every statement and a generator-based one costs
+    several µs a call. Entering borrows a live connection from the pool; leaving
+    does what `async with conn` does (commit, or roll back after an error) when
+    a transaction is open (an autocommit session outside `conn.transaction()`
+    has none), turns a client failure into a typed error and gives the
+    connection back."""
+
+    __slots__ = ("_conn", "_db", "_pool")
+
+    def __init__(self, db: PostgresDatabase) -> None:
+        self._db = db
+
+    async def __aenter__(self) -> AsyncConnection[Any]:
+        db = self._db
+        pool = db._pool
+        if pool is None:
+            await db.open()
+            pool = db._pool
+            if pool is None:
+                raise BackendUnavailable(BACKEND, "the database handle is closed")
+        self._pool = pool
+        self._conn = conn = await db._borrow(pool)
+        return conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        conn = self._conn
+        try:
+            if conn.pgconn.transaction_status != TransactionStatus.IDLE:
+                await conn.__aexit__(exc_type, exc, tb)
+            if isinstance(exc, psycopg.Error):
+                raise await self._db._failure(conn, exc) from exc
+        except psycopg.Error as failed:  # the commit on leaving
+            raise await self._db._failure(conn, failed) from failed
+        finally:
+            await self._pool.putconn(conn)
 
 
 class PostgresHandle:

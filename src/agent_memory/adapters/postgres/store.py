@@ -179,6 +179,8 @@ class PostgresMemoryStore(PostgresHandle):
         context_weight: float = 1.0,
     ) -> None:
         self._space = check_space(space)
+        # The space's identity (a hash) names its statements: computed once, not per call.
+        self._identity = self._space.identity
         if isinstance(exact_threshold, int) and exact_threshold < 0:
             raise InvalidInput("exact_threshold", f"a non-negative integer, got {exact_threshold}")
         options = IndexOptions(
@@ -396,7 +398,7 @@ class PostgresMemoryStore(PostgresHandle):
                     "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
                     " WITH (m = {}, ef_construction = {})"
                 ).format(
-                    sql.Identifier(f"mem_{self._space.identity}_hnsw"[:63]),
+                    sql.Identifier(f"mem_{self._identity}_hnsw"[:63]),
                     table,
                     sql.Literal(self._hnsw[0]),
                     sql.Literal(self._hnsw[1]),
@@ -427,7 +429,7 @@ class PostgresMemoryStore(PostgresHandle):
             require_id(id)
             table = await self._tbl()
             statement = self._db.cached(
-                ("get", self._space.identity),
+                ("get", self._identity),
                 lambda: sql.SQL("SELECT {} FROM {} WHERE owner = %s AND id = %s").format(
                     _COLS, table
                 ),
@@ -500,7 +502,7 @@ class PostgresMemoryStore(PostgresHandle):
     ) -> sql.SQL:
         """The one statement `search` runs (public so the overhead benchmark can
         time the very same SQL through psycopg directly)."""
-        key = ("search", self._space.identity, namespace is None, kinds is None)
+        key = ("search", self._identity, namespace is None, kinds is None)
         return self._db.cached(key, lambda: self._search_sql(table, namespace, kinds))
 
     def _search_sql(
@@ -563,7 +565,9 @@ class PostgresMemoryStore(PostgresHandle):
             if not rows:
                 return []
             ids = [str(r[1]) for r in rows]
-            matrix = normalise_rows(np.stack([r[6] for r in rows]))
+            # np.array, not np.stack: the same float32 matrix, built without
+            # np.stack's per-array Python checks.
+            matrix = normalise_rows(np.array([r[6] for r in rows]))
             scores = cosine_scores(matrix, query)
             hits = top_k(scores, ids, limit, min_score)
             return _hits(rows, hits)
@@ -597,7 +601,7 @@ class PostgresMemoryStore(PostgresHandle):
                 "after_id": None if after is None else after[1],
             }
             statement = self._db.cached(
-                ("list", self._space.identity, namespace is None, wanted is None, after is None),
+                ("list", self._identity, namespace is None, wanted is None, after is None),
                 lambda: sql.SQL(
                     "SELECT {} FROM {} WHERE {} ORDER BY created_at DESC, id DESC LIMIT %(limit)s"
                 ).format(_COLS, table, where),
@@ -638,7 +642,7 @@ class PostgresMemoryStore(PostgresHandle):
             table = await self._tbl()
             where = _filters(namespace, wanted)
             statement = self._db.cached(
-                ("bm25", self._space.identity, namespace is None, wanted is None),
+                ("bm25", self._identity, namespace is None, wanted is None),
                 lambda: sql.SQL(_BM25).format(
                     t=table,
                     w=where,

@@ -226,6 +226,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         session_penalty=args.session_penalty,
         diversity_reach=args.diversity_reach,
         list_session_penalty=args.list_session_penalty,
+        list_candidates=args.list_candidates,
         length_weight=args.length_weight,
         length_saturation=args.length_saturation,
         feedback_docs=args.feedback_docs,
@@ -241,6 +242,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         date_weight=0.0,
         length_weight=0.0,
         list_session_penalty=0.0,
+        list_candidates=100,
     )
     url = args.url
     tmp = None
@@ -311,7 +313,7 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"lexical weight {args.lexical_weight}, vector weight {args.vector_weight}, "
         f"speaker weight {args.speaker_weight}, candidates {args.candidates}, "
         f"length weight {args.length_weight} (saturation {args.length_saturation}), "
-        f"list session penalty {args.list_session_penalty}"
+        f"list session penalty {args.list_session_penalty}, list candidates {args.list_candidates}"
     )
     metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
     print("| category | n | metric | " + " | ".join(modes) + " |")
@@ -359,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--session-penalty", type=float, default=d.session_penalty)
     p.add_argument("--diversity-reach", type=int, default=d.diversity_reach)
     p.add_argument("--list-session-penalty", type=float, default=d.list_session_penalty)
+    p.add_argument("--list-candidates", type=int, default=d.list_candidates)
     p.add_argument("--length-weight", type=float, default=d.length_weight)
     p.add_argument("--length-saturation", type=int, default=d.length_saturation)
     p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)

@@ -150,6 +150,7 @@ def test_ranking_rejects_duplicates_and_negative_weight() -> None:
         ("length_weight", -1),
         ("length_saturation", 0),
         ("list_session_penalty", float("nan")),
+        ("list_candidates", 0),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -> None:
@@ -334,6 +335,9 @@ def test_content_length_counts_the_tokens_that_search_sees(text: str, speaker: s
         "What European countries has Maria been to?",
         "How many times has Melanie gone to the beach?",
         "What do Jon and Gina both have in common?",
+        "What LGBTQ+ events has Caroline attended?",
+        "What types of yoga has Maria practiced?",
+        "What areas of the country has John seen?",
     ],
 )
 def test_list_questions_are_recognised(question: str) -> None:

@@ -31,9 +31,9 @@ def test_doc_states_the_default_configuration() -> None:
         f"{_num(d.date_half_life_days)} |",
         f"| `session_penalty` / `diversity_reach` | {_num(d.session_penalty)} / "
         f"{d.diversity_reach} ",
-        f"| `list_session_penalty` | {d.list_session_penalty:g} |",
-        f"| `length_weight` / `length_saturation` | {d.length_weight:g} / "
-        f"{d.length_saturation} |",
+        f"| `list_session_penalty` / `list_candidates` | {d.list_session_penalty:g} / "
+        f"{d.list_candidates} |",
+        f"| `length_weight` / `length_saturation` | {d.length_weight:g} / {d.length_saturation} |",
         f"| `feedback_weight` / `feedback_docs` / `feedback_terms` | {_num(d.feedback_weight)} "
         f"(off) / {d.feedback_docs} / {d.feedback_terms} |",
     ]

@@ -318,6 +318,14 @@ async def test_a_list_question_spreads_its_hits_over_sessions(store: MemoryStore
     assert await top("Which book did Sam read?") == {"1"}
     off = HybridRetriever(store, EMBEDDER, attrs.evolve(config, list_session_penalty=0))
     assert await top("Which books has Sam read?", off) == {"1"}
+    # the penalty draws from the list question's deeper candidate pool: with two
+    # candidates per ranker session 2 is not among them, with four it is
+    shallow = attrs.evolve(config, candidates=2, list_candidates=2, vector_weight=0.0)
+    assert await top("Which books has Sam read?", HybridRetriever(store, EMBEDDER, shallow)) == {
+        "1"
+    }
+    deeper = HybridRetriever(store, EMBEDDER, attrs.evolve(shallow, list_candidates=4))
+    assert await top("Which books has Sam read?", deeper) == {"1", "2"}
 
 
 async def test_bad_arguments_raise_typed_errors(store: MemoryStore) -> None:

@@ -117,6 +117,9 @@ class RetrievalConfig:
       `list_session_penalty`: the same session penalty for list questions only
       (`is_list_question`: "What activities…", "Which cities…", "How many…"),
       whose answers are spread over sessions, when `session_penalty` is 0;
+      `list_candidates`: how many candidates each ranker contributes for a list
+      question (a deeper pool for the penalty to draw other sessions from; equal
+      to `candidates` turns it off);
     - `feedback_docs`, `feedback_terms`, `feedback_weight`: a second keyword
       round without a language model (pseudo-relevance feedback): the query plus
       the most salient terms (`feedback_terms` of them; names count more) of the
@@ -160,6 +163,7 @@ class RetrievalConfig:
     length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
     length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
     candidates: int = field(default=100, validator=_count("candidates", 1))
+    list_candidates: int = field(default=200, validator=_count("list_candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
     context_self_weight: int = field(
         default=2,
@@ -320,13 +324,15 @@ def final_scores(
     return _ordered(out)
 
 
-# "what/which [kind(s)/type(s)/sort(s) of] [one word] <plural noun> <auxiliary>"
-# ("What activities does…", "Which US cities has…"; a verb after "what" is
-# followed by its object instead: "What motivates Sam"), "how many", "both",
+# "what/which kinds/types/sorts of…"; "what/which [kind/type/sort of] [one word]
+# <plural noun> <auxiliary, "of" or "for">" ("What activities does…", "Which US
+# cities has…", "What LGBTQ+ events has…", "What areas of…"; a verb after "what"
+# is followed by its object instead: "What motivates Sam"); "how many", "both",
 # "in common": questions whose answer gathers several facts
 _LIST_QUESTION = re.compile(
-    r"\b(?:what|which)\s+(?:(?:kinds?|types?|sorts?)\s+of\s+)?(?:[a-z]+\s+)?([a-z]{3,}s)"
-    r"\s+(?:do|does|did|has|have|had|are|were|can|could|would|will)\b"
+    r"\b(?:what|which)\s+(?:kinds|types|sorts)\s+of\b"
+    r"|\b(?:what|which)\s+(?:(?:kind|type|sort)\s+of\s+)?(?:[\w+.&'-]+\s+)?([a-z]{3,}s)"
+    r"\s+(?:do|does|did|has|have|had|are|were|can|could|would|will|of|for)\b"
     r"|\bhow\s+many\b|\bboth\b|\bin\s+common\b",
     re.IGNORECASE,
 )

@@ -187,7 +187,8 @@ class HybridRetriever:
         except ValueError:
             raise InvalidInput("mode", f"one of lexical, vector, hybrid; got {mode!r}") from None
         config = self._config
-        depth = max(config.candidates, limit)
+        listing = is_list_question(query)
+        depth = max(config.list_candidates if listing else config.candidates, limit)
         fallback: str | None = None
         if wanted is not RetrievalMode.VECTOR and self._keyword is None:
             if wanted is RetrievalMode.LEXICAL:
@@ -269,7 +270,7 @@ class HybridRetriever:
             ),
         )
         penalty = config.session_penalty
-        if not penalty and config.list_session_penalty and is_list_question(query):
+        if not penalty and config.list_session_penalty and listing:
             penalty = config.list_session_penalty
         if penalty:
             scored = diversify(

@@ -14,19 +14,11 @@ once, so a field added to a record class fails loudly instead of going missing;
 `tests/postgres/test_codec.py` checks, for generated records, that the decoded
 value equals the one the validating constructor builds.
 
-How a slot is stored matters at thousands of rows a second: a frozen class
-refuses plain attribute stores, and calling each slot's descriptor costs a
-call (an argument tuple) per field. So the decoder builds the instance as a
-*twin*: a plain class with the very same slots in the same order (hence the
-same memory layout), whose attribute stores are the interpreter's fast slot
-stores, and then sets the instance's `__class__` to the record class (Python
-allows that between classes of identical layout). This needs a slotted class
-deriving from `object` with no `__weakref__` slot (with one, CPython refuses
-the class change; our records are declared `weakref_slot=False`); a class it
-does not fit is decoded through its slot descriptors instead, and
-`fast_decoding(cls)` says which way a class goes. Before a twin is used, one
-instance built through it is checked to read back, through the record class's
-own slots, every value it was given.
+How a slot is stored matters at thousands of rows a second: when the record
+class allows it, the decoder builds the instance as a *twin* (plain slot
+stores, then one `__class__` change: see `adapters/_common/slots.py`), else
+through the class's slot descriptors; `fast_decoding(cls)` says which way a
+class goes.
 """
 
 from __future__ import annotations
@@ -42,6 +34,8 @@ import attrs
 from psycopg import AsyncConnection
 from psycopg.adapt import Buffer, Loader
 from psycopg.pq import Format
+
+from agent_memory.adapters._common.slots import twin_class
 
 __all__ = ["Lookup", "fast_decoding", "register_json_loaders", "row_decoder", "utc"]
 
@@ -74,46 +68,10 @@ def row_decoder(
     return _compile(cls, columns, tuple(sorted((convert or {}).items())))  # type: ignore[arg-type]
 
 
-def _twin(cls: type[Any]) -> type[Any] | None:
-    """A plain class with `cls`'s memory layout whose instances may become `cls`
-    instances (`__class__` assignment), or None when `cls` does not allow it."""
-    if cls not in _TWINS:
-        _TWINS[cls] = _make_twin(cls)
-    return _TWINS[cls]
-
-
-_TWINS: dict[type[Any], type[Any] | None] = {}
-
-
-def _make_twin(cls: type[Any]) -> type[Any] | None:
-    slots = cls.__dict__.get("__slots__")
-    if (
-        cls.__bases__ != (object,)
-        or not isinstance(slots, tuple)
-        or "__weakref__" in slots
-        or "__dict__" in slots
-    ):
-        return None
-    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots, "__module__": __name__})
-    # Proof on one instance: built through the twin, it becomes a `cls` whose
-    # own slot descriptors read back each value stored (same slots, same order).
-    probe: Any = object.__new__(twin)
-    markers = {name: object() for name in slots}
-    for name, marker in markers.items():
-        setattr(probe, name, marker)
-    try:
-        probe.__class__ = cls
-    except TypeError:  # pragma: no cover - a layout CPython will not convert
-        return None
-    if any(cls.__dict__[name].__get__(probe, cls) is not m for name, m in markers.items()):
-        raise AssertionError(f"{cls.__name__}: the twin's slots do not match")  # pragma: no cover
-    return twin
-
-
 def fast_decoding(cls: type[Any]) -> bool:
     """Whether `row_decoder(cls, ...)` builds instances through a twin class
     (plain slot stores and one `__class__` change) rather than slot descriptors."""
-    return _twin(cls) is not None
+    return twin_class(cls) is not None
 
 
 @functools.cache
@@ -132,7 +90,7 @@ def _compile(
     unknown = set(converters) - expected
     if unknown:
         raise AssertionError(f"{cls.__name__}: converters for unknown fields {sorted(unknown)}")
-    twin = _twin(cls)
+    twin = twin_class(cls)
     scope: dict[str, Any] = {
         "_new": object.__new__,
         "_cls": cls,

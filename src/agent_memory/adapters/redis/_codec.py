@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar, cast
 import attrs
 import numpy as np
 
+from agent_memory.adapters._common.slots import twin_class
 from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import (
     Entity,
@@ -54,8 +55,9 @@ _T = TypeVar("_T")
 class _Builder(Generic[_T]):
     """Builds a frozen attrs value from already validated data, positionally in
     `names` order, with a generated function (as attrs generates `__init__`).
-    Slots are filled through their descriptors (what `object.__setattr__` ends up
-    calling, without the attribute lookup). Falls back to the validating
+    Slots are filled with plain stores on a twin class that then becomes `cls`
+    (`adapters/_common/slots.py`), or, for a class that allows no twin, through
+    their descriptors (what `object.__setattr__` ends up calling). Falls back to the validating
     constructor when the class's fields are not exactly `names` (a new field with
     a default, say)."""
 
@@ -69,18 +71,24 @@ class _Builder(Generic[_T]):
         if fields != set(self._names):
             cls, names = self._cls, self._names
             return lambda *values: cls(**dict(zip(names, values, strict=True)))
-        scope: dict[str, Any] = {"_new": object.__new__, "cls": self._cls}
+        twin = twin_class(self._cls)
+        scope: dict[str, Any] = {"_new": object.__new__, "cls": self._cls, "twin": twin}
         body = ""
         for i, name in enumerate(self._names):
             slot = self._cls.__dict__.get(name)
-            if isinstance(slot, MemberDescriptorType):
+            if twin is not None:  # plain slot stores on the twin, then one class change
+                body += f"    o.{name} = a{i}\n"
+            elif isinstance(slot, MemberDescriptorType):
                 scope[f"_s{i}"] = slot.__set__
                 body += f"    _s{i}(o, a{i})\n"
             else:
                 scope["_set"] = object.__setattr__
                 body += f"    _set(o, {name!r}, a{i})\n"
         args = ", ".join(f"a{i}" for i in range(len(self._names)))
-        source = f"def build({args}):\n    o = _new(cls)\n{body}    return o\n"
+        if twin is not None:
+            body += "    o.__class__ = cls\n"
+        new = "_new(cls)" if twin is None else "_new(twin)"
+        source = f"def build({args}):\n    o = {new}\n{body}    return o\n"
         exec(source, scope)  # names are our own literals, checked against attrs.fields
         build: Callable[..., _T] = scope["build"]
         return build

@@ -29,7 +29,17 @@ values, so both sides store and read the same data
   with the same fields (the same encoded hash, so the same index entries),
   which neither rejects duplicates atomically nor keeps keyword statistics.
 
-Usage: python benchmarks/redis_overhead.py [--rounds N]   (REDIS_URL to use your server)
+Cluster column (`--cluster`): the same comparisons on a 3 + 3 Redis Cluster
+(`tests/servers/redis_cluster_server.py`, or `REDIS_CLUSTER_URL`), both sides on
+one redis-py `RedisCluster`: `redis_cluster_*` lines. On a cluster node the
+Search module returns no document fields, so the direct search is the same
+call the adapter makes: one EVALSHA (routed by the owner's slot) of a script
+running FT.SEARCH on the owner's primary's index and reading the hits' fields
+with HMGET, decoded the same way. Window and append are the same pipelines
+(routed per slot); the add is a pipeline of HSET to the owner's slot.
+
+Usage: python benchmarks/redis_overhead.py [--rounds N] [--cluster]
+(REDIS_URL / REDIS_CLUSTER_URL to use your server / cluster)
 """
 
 from __future__ import annotations
@@ -43,7 +53,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from _harness import compare_async
@@ -52,6 +62,7 @@ from agent_memory.adapters.redis import RedisEventLog, RedisMemoryStore, connect
 from agent_memory.adapters.redis._codec import RECORD_FIELDS, encode_event, encode_record, to_micros
 from agent_memory.adapters.redis._keys import KeySchema, digest
 from agent_memory.adapters.redis.events import _APPEND, _WINDOW
+from agent_memory.adapters.redis.store import _SEARCH_C
 from agent_memory.domain.records import EmbeddingSpace, Entity, Event, MemoryRecord
 
 DIM = 64
@@ -138,6 +149,8 @@ class Bench:
         self.keys = KeySchema(deployment=deployment)
         self.append_script = self.r.register_script(_APPEND)
         self.window_script = self.r.register_script(_WINDOW)
+        self.search_script = self.r.register_script(_SEARCH_C)
+        self.cluster = url.lower().startswith(("redis+cluster:", "rediss+cluster:"))
 
     def direct_keys(self, suffix: str) -> KeySchema:
         return KeySchema(deployment=f"{self.deployment}-{suffix}")
@@ -154,7 +167,7 @@ class Bench:
 
     def search_sides(self, owner: str, queries: list[Any], k: int = 10) -> tuple[Side, Side]:
         """(ours, direct): the n-th call of each searches `queries[n]` (cycling)."""
-        store, r = self.store, self.r
+        store, r = self.store, cast(Any, self.r)
         ours_q, direct_q = cycle(queries), cycle(queries)
         oh = digest(owner)
         index = store.index_name
@@ -163,14 +176,26 @@ class Bench:
         async def ours() -> Any:
             return await store.search(owner, next(ours_q), limit=10)
 
+        stats = store._stats_key(owner)
+        load: list[Any] = [len(RECORD_FIELDS), *RECORD_FIELDS, "1"]
+        script = self.search_script
+        cluster = self.cluster
+
         async def direct() -> Any:
-            res = await r.execute_command(  # type: ignore[no-untyped-call]
-                "FT.SEARCH", index,
-                f"(@oh:{{{oh}}})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS d]",
-                "PARAMS", "2", "v", next(direct_q).tobytes(),
-                "RETURN", str(len(fields)), *fields,
-                "SORTBY", "d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2",
-            )  # fmt: skip
+            query = f"(@oh:{{{oh}}})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS d]"
+            blob = next(direct_q).tobytes()
+            tail = ("SORTBY", "d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2")
+            if cluster:  # the owner's primary's index; fields read by the script
+                name = store._names(r, r.get_node_from_key(stats))
+                res = await script(
+                    keys=[stats],
+                    args=[*load, name, query, "PARAMS", "2", "v", blob, "RETURN", "1", "d", *tail],
+                )
+            else:
+                res = await r.execute_command(
+                    "FT.SEARCH", index, query, "PARAMS", "2", "v", blob,
+                    "RETURN", str(len(fields)), *fields, *tail,
+                )  # fmt: skip
             out = []
             for row in res[2::2][:10]:
                 f = dict(zip(row[::2], row[1::2], strict=True))
@@ -198,10 +223,10 @@ class Bench:
                 WINDOW_LIMIT + 1,
             ]
             pipe = r.pipeline(transaction=False)
-            pipe.evalsha(
-                script.sha, 2, keys.ev_domain(domain), _recorded(keys.ev_domain(domain)), *args
-            )
-            pipe.evalsha(script.sha, 2, keys.ev_global(), _recorded(keys.ev_global()), *args)
+            own_keys = [keys.ev_domain(domain), _recorded(keys.ev_domain(domain))]
+            pipe.execute_command("EVALSHA", script.sha, 2, *own_keys, *args)
+            glob_keys = [keys.ev_global(), _recorded(keys.ev_global())]
+            pipe.execute_command("EVALSHA", script.sha, 2, *glob_keys, *args)
             own, glob = await pipe.execute()
             rows = [(float(s), i, domain) for i, s in zip(own[::2], own[1::2], strict=True)]
             for m, s in zip(glob[::2], glob[1::2], strict=True):
@@ -253,7 +278,7 @@ class Bench:
                 args += [e.id, encode_event(e), to_micros(e.occurred_at), to_micros(e.recorded_at)]
                 args += ["0", len(idx), *idx]
             pipe = r.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(script_keys), *script_keys, *args)
+            pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
             pipe.sadd(keys.ev_domains(), domain)
             return await pipe.execute()
 
@@ -326,7 +351,7 @@ def cycle(items: list[Any]) -> Iterator[Any]:
         yield from items
 
 
-async def run(url: str, rounds: int) -> None:
+async def run(url: str, rounds: int, prefix: str = "redis") -> None:
     rng = np.random.default_rng(1)
     bench = Bench(url, "bench" + uuid.uuid4().hex[:8])
     try:
@@ -338,7 +363,12 @@ async def run(url: str, rounds: int) -> None:
             await bench.log.append(make_events(2000, f"domain-{d}", now))
         queries = list(rng.standard_normal((64, DIM)).astype(np.float32))
 
+        if bench.cluster:  # the scripts on every primary before the clock starts
+            for script in (bench.append_script, bench.window_script, bench.search_script):
+                await bench.r.script_load(script.script)
+
         async def report(name: str, ours: Side, direct: Side, n: int, target: float | None) -> None:
+            name = prefix + name.removeprefix("redis")
             result = await compare_async(name, ours, direct, rounds=n, target=target)
             print(result.line(), flush=True)
 
@@ -374,11 +404,26 @@ async def run(url: str, rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=1000)
+    parser.add_argument("--cluster", action="store_true", help="the Redis Cluster column")
     args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    if args.cluster:
+        url = os.environ.get("REDIS_CLUSTER_URL")
+        cluster = None
+        if not url:
+            from servers.redis_cluster_server import launch_cluster
+
+            cluster = launch_cluster()
+            url = cluster.url
+        try:
+            asyncio.run(run(url, args.rounds, prefix="redis_cluster"))
+        finally:
+            if cluster is not None:
+                cluster.stop()
+        return
     url = os.environ.get("REDIS_URL")
     server = None
     if not url:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
         from servers.redis_server import launch_redis
 
         server = launch_redis()

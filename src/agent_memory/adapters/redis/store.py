@@ -595,18 +595,9 @@ class RedisMemoryStore(RedisHandle):
             with translate("drop index"):
                 dd = ["DD"] if delete_records else []
                 if self._cluster:
-                    dropped = False
-                    for node in await primaries(self._cluster_client):
-                        name = self._names(self._cluster_client, node)
-                        self._ready.discard(name)
-                        try:
-                            await self._cmd("FT.DROPINDEX", name, *dd, target_nodes=node)
-                        except Exception as exc:
-                            if not is_missing_index(exc):
-                                raise
-                        else:
-                            dropped = True
-                    if dropped and delete_records:
+                    nodes = await primaries(self._cluster_client)
+                    dropped = await asyncio.gather(*(self._drop_on(n, dd) for n in nodes))
+                    if any(dropped) and delete_records:
                         await self._drop_stats()
                     self._index_ready = False
                     return
@@ -620,6 +611,18 @@ class RedisMemoryStore(RedisHandle):
                     if delete_records:  # the keyword statistics go with the records
                         await self._drop_stats()
             self._index_ready = False
+
+    async def _drop_on(self, node: Any, dd: list[str]) -> bool:
+        """Drop this space's index on one cluster primary; whether it existed."""
+        name = self._names(self._cluster_client, node)
+        self._ready.discard(name)
+        try:
+            await self._cmd("FT.DROPINDEX", name, *dd, target_nodes=node)
+        except Exception as exc:
+            if not is_missing_index(exc):
+                raise
+            return False
+        return True
 
     async def _drop_stats(self) -> None:
         """Delete every owner's keyword statistics of this space (one key per owner,

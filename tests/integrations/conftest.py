@@ -18,7 +18,10 @@ DIMENSION = 32
 
 
 def profile_examples(share: float = 1.0, floor: int = 3) -> int:
-    """A share of the loaded hypothesis profile's max_examples (dev 30, ci 100)."""
+    """A share of the loaded hypothesis profile's max_examples (dev 30, ci 100);
+    all of them under the `langgraph-deep` profile (500, for every caller)."""
+    if settings.get_current_profile_name() == "langgraph-deep":
+        return settings.default.max_examples
     return max(floor, int(settings.default.max_examples * share))
 
 

@@ -10,6 +10,12 @@ compares what they return::
     store = MyStore(index=index)                # yours: the same index config
     await run_differential(store, max_examples=30)   # an EMPTY store, on this loop
 
+Every example starts with a seed batch of 2-8 items, most values hold an
+indexed `text`, and later puts, searches and prefixes favour namespaces already
+written to: about half the searches find items, so rankings, ties, pages and
+filters are compared in most examples, not only in the rare one that happened
+to build state. `run_differential` returns what it ran (`DifferentialRun`).
+
 Where LangGraph leaves a rule open, or where `InMemoryStore` does something no
 persistent store does, the suite states the rule instead of copying it:
 
@@ -42,13 +48,16 @@ persistent store does, the suite states the rule instead of copying it:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
+import time
 import uuid
 import zlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from hypothesis import HealthCheck, Phase, settings
@@ -81,6 +90,7 @@ from agent_memory.contract_tests._support import clause, shrink_budget
 __all__ = [
     "DIFFERENTIAL_FIELDS",
     "SCORE_TOL",
+    "DifferentialRun",
     "ReferenceStore",
     "differential_embed",
     "differential_index",
@@ -181,30 +191,78 @@ class ReferenceStore(InMemoryStore):
 _text = st.sampled_from(["coffee", "tea"]) | st.lists(
     st.sampled_from(_WORDS), min_size=1, max_size=4
 ).map(" ".join)
+_extra = {
+    "tag": st.sampled_from(["x", "y", "z"]),
+    "meta": st.fixed_dictionaries({"note": _text, "tag": st.sampled_from(["x", "y"])}),
+    "items": st.lists(_text, max_size=3),
+    "f": st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
+}
+# Most values hold a `text` (the indexed field), so searches rank several items.
 _value = st.fixed_dictionaries(
-    {"n": st.integers(-3, 3)},
-    optional={
-        "text": _text,
-        "tag": st.sampled_from(["x", "y", "z"]),
-        "meta": st.fixed_dictionaries({"note": _text, "tag": st.sampled_from(["x", "y"])}),
-        "items": st.lists(_text, max_size=3),
-        "f": st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
-    },
-)
+    {"n": st.integers(-3, 3), "text": _text}, optional=_extra
+) | st.fixed_dictionaries({"n": st.integers(-3, 3)}, optional={"text": _text, **_extra})
+# A put's value, or None (a delete) one time in four.
+_put_value = st.one_of(_value, _value, _value, st.none())
 # Namespaces that differ only by where a `.` splits them are drawn often.
+# (No flatmap here or below: building a strategy per draw was most of the cost.)
 _namespace = st.sampled_from([("a.b",), ("a", "b"), ("a", "b", "a.b"), ("a.b", "a.b")]) | st.tuples(
-    st.sampled_from(_FIRST)
-).flatmap(
-    lambda first: st.lists(st.sampled_from(_LABELS), max_size=2).map(lambda rest: (*first, *rest))
-)
-_index = st.sampled_from([None, None, False, ["text"], ["meta.note"], ["items[*]"], ["$"]])
-_filter = st.one_of(
+    st.sampled_from(_FIRST), st.lists(st.sampled_from(_LABELS), max_size=2)
+).map(lambda parts: (parts[0], *parts[1]))
+
+
+def _cut(namespaces: st.SearchStrategy[tuple[str, ...]]) -> st.SearchStrategy[tuple[str, ...]]:
+    """One of `namespaces` cut to its first 0-3 labels (often all of them)."""
+    return st.tuples(namespaces, st.integers(0, 3)).map(lambda cut: cut[0][: cut[1]])
+
+
+_prefix = _cut(_namespace)
+_index = st.sampled_from([None, None, None, False, ["text"], ["meta.note"], ["items[*]"], ["$"]])
+_filter = st.one_of(  # no filter half the time
+    st.none(),
+    st.none(),
     st.none(),
     st.fixed_dictionaries({"tag": st.sampled_from(["x", "y", "z"])}),
     st.fixed_dictionaries({"n": st.sampled_from([{"$gt": 0}, {"$lte": 1}, {"$ne": 2}, 1])}),
     st.fixed_dictionaries({"meta": st.fixed_dictionaries({"tag": st.sampled_from(["x", "y"])})}),
 )
 _path = st.lists(st.sampled_from([*_FIRST, "*"]), max_size=2).map(tuple)
+
+
+@dataclass
+class DifferentialRun:
+    """What one `run_differential` did: `valid` examples as hypothesis counts
+    them (the ones `max_examples` bounds; None when this hypothesis version does
+    not report them), `examples` state machines run to their teardown (the valid
+    ones plus any hypothesis abandoned part-way, having run out of data),
+    `batches` compared between the two stores, `seconds` of wall time."""
+
+    valid: int | None = None
+    examples: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+
+    def __str__(self) -> str:
+        valid = "" if self.valid is None else f"{self.valid} valid of "
+        return f"{valid}{self.examples} examples, {self.batches} batches, {self.seconds:.1f} s"
+
+    def note(self, statistics: Any) -> None:
+        """Hypothesis's statistics callback: counts its valid test cases."""
+        with contextlib.suppress(AttributeError, KeyError, TypeError):
+            phases = [p for p in statistics.values() if isinstance(p, dict)]
+            cases = [c for p in phases for c in p.get("test-cases", ())]
+            self.valid = sum(1 for c in cases if c["status"] == "valid")
+
+
+def _counting(note: Callable[[Any], None], run: Callable[[], None]) -> None:
+    """Runs `run` with hypothesis's statistics reported to `note` (the hook its
+    pytest plugin uses; without it, `run` just runs)."""
+    try:
+        from hypothesis.statistics import collector
+    except ImportError:  # pragma: no cover - a future hypothesis
+        run()
+        return
+    with cast(Any, collector).with_value(note):
+        run()
 
 
 class _Failed:
@@ -234,8 +292,10 @@ class _Differential(RuleBasedStateMachine):
         loop: asyncio.AbstractEventLoop,
         index: IndexConfig | None,
         plain_order: Callable[[SearchItem], Any] | None,
+        stats: DifferentialRun,
     ) -> None:
         super().__init__()
+        self.stats = stats
         self.loop = loop
         self.store = store if isinstance(store, BaseStore) else self._await(_call(store))
         self.reference = ReferenceStore(index=index)
@@ -250,6 +310,7 @@ class _Differential(RuleBasedStateMachine):
 
     def _both(self, ops: list[Op], *, sync: bool = False) -> tuple[Any, Any]:
         """(store's results, reference's results): each a list, or `_Failed`."""
+        self.stats.batches += 1
         got: Any
         want: Any
         try:
@@ -279,25 +340,41 @@ class _Differential(RuleBasedStateMachine):
         )
 
     # -- rules --------------------------------------------------------------------
-    @initialize()
-    def starts_empty(self) -> None:
+    @initialize(
+        seed=st.lists(
+            st.tuples(_namespace, st.sampled_from(_KEYS), _value, _index), min_size=2, max_size=8
+        )
+    )
+    def starts_empty(self, seed: list[tuple[tuple[str, ...], str, dict[str, Any], Any]]) -> None:
+        """The store starts empty; then a first put batch, so that searches
+        compare rankings of several items from the first step on."""
         listed = self._await(self.store.alist_namespaces(limit=_ALL))
         assert listed == [], clause(
             "LG-CANARY-1", "the store starts empty (a fixture or a teardown leaks)", listed
         )
+        if seed:
+            self._put_all(seed, sync=False)
 
-    @rule(
-        puts=st.lists(
-            st.tuples(_namespace, st.sampled_from(_KEYS), st.none() | _value, _index),
-            min_size=1,
-            max_size=4,
-        ),
-        sync=st.booleans(),
-    )
-    def put(
-        self,
-        puts: list[tuple[tuple[str, ...], str, dict[str, Any] | None, Any]],
-        sync: bool,
+    def _namespaces(self) -> st.SearchStrategy[tuple[str, ...]]:
+        """Any namespace, or (as often) one written to: items meet in namespaces."""
+        if not self.written:
+            return _namespace
+        return _namespace | st.sampled_from(sorted({ns for ns, _ in self.written}))
+
+    @rule(data=st.data(), sync=st.booleans())
+    def put(self, data: st.DataObject, sync: bool) -> None:
+        puts = data.draw(
+            st.lists(
+                st.tuples(self._namespaces(), st.sampled_from(_KEYS), _put_value, _index),
+                min_size=1,
+                max_size=4,
+            ),
+            label="puts",
+        )
+        self._put_all(puts, sync=sync)
+
+    def _put_all(
+        self, puts: Sequence[tuple[tuple[str, ...], str, dict[str, Any] | None, Any]], *, sync: bool
     ) -> None:
         ops: list[Op] = [PutOp(ns, key, value, index=index) for ns, key, value, index in puts]
         self.written.update((ns, key) for ns, key, _, _ in puts)
@@ -317,8 +394,16 @@ class _Differential(RuleBasedStateMachine):
         got, want = self._both([GetOp(namespace, key)])
         self._check_item(got[0], want[0], f"get {namespace!r}/{key!r}")
 
+    def _prefixes(self) -> st.SearchStrategy[tuple[str, ...]]:
+        """Any prefix, or (twice as often) a prefix of a namespace written to: searches
+        that find something are most of what the suite compares."""
+        if not self.written:
+            return _prefix
+        held = _cut(st.sampled_from(sorted({ns for ns, _ in self.written})))
+        return st.one_of(_prefix, held, held)
+
     @rule(
-        prefix=_namespace.flatmap(lambda ns: st.integers(0, len(ns)).map(lambda n: ns[:n])),
+        data=st.data(),
         query=st.none() | _text,
         filter_=_filter,
         limit=st.integers(0, 4),
@@ -326,12 +411,13 @@ class _Differential(RuleBasedStateMachine):
     )
     def search(
         self,
-        prefix: tuple[str, ...],
+        data: st.DataObject,
         query: str | None,
         filter_: dict[str, Any] | None,
         limit: int,
         offset: int,
     ) -> None:
+        prefix = data.draw(self._prefixes(), label="prefix")
         op = SearchOp(prefix, filter_, limit, offset, query)
         full = SearchOp(prefix, filter_, _ALL, 0, query)
         (page, everything), (ref_page, ref_all) = self._both([op, full])
@@ -437,7 +523,7 @@ class _Differential(RuleBasedStateMachine):
     @rule(
         namespace=_namespace,
         key=st.sampled_from(_KEYS),
-        value=st.none() | _value,
+        value=_put_value,
         sync=st.booleans(),
     )
     def mixed_batch(
@@ -464,6 +550,7 @@ class _Differential(RuleBasedStateMachine):
             self._await(self.store.abatch(ops))
         left = self._await(self.store.alist_namespaces(limit=_ALL))
         assert left == [], clause("LG-CANARY-2", "deleting every item empties the store", left)
+        self.stats.examples += 1
 
 
 async def run_differential(
@@ -475,7 +562,7 @@ async def run_differential(
     plain_order: Callable[[SearchItem], Any] | None = None,
     shrink: bool = True,
     derandomize: bool = False,
-) -> None:
+) -> DifferentialRun:
     """Run the state machine: `store` (EMPTY, open on this loop, built with the
     same `index` as given here, or without one when `index` is None; or an
     async factory of such stores, called on this loop for every example, which
@@ -484,7 +571,8 @@ async def run_differential(
     calls the store's `abatch` on this loop (and its sync `batch` from the
     thread). `max_examples` is yours to bound (e.g. from a hypothesis profile);
     `shrink=False` reports the first failing sequence unshrunk (faster);
-    `derandomize=True` draws the same sequences on every run."""
+    `derandomize=True` draws the same sequences on every run. Returns what ran
+    (`DifferentialRun`: examples, batches, seconds)."""
     loop = asyncio.get_running_loop()
     base = settings.default
     inherited = list(base.suppress_health_check) if base is not None else []
@@ -498,9 +586,16 @@ async def run_differential(
         database=None if derandomize or base is None else base.database,
     )
 
+    stats = DifferentialRun()
+
     def factory() -> _Differential:
-        return _Differential(store, loop, index, plain_order)
+        return _Differential(store, loop, index, plain_order, stats)
 
     machine = cast(type[RuleBasedStateMachine], factory)
+    started = time.perf_counter()
     with shrink_budget():
-        await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)
+        await asyncio.to_thread(
+            _counting, stats.note, lambda: run_state_machine_as_test(machine, settings=config)
+        )
+    stats.seconds = time.perf_counter() - started
+    return stats

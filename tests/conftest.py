@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+import background
 
 pytest_plugins = [
     "servers.redis_server",
@@ -35,3 +38,21 @@ settings.register_profile(
 # tests/integrations/test_langgraph_differential.py; see docs/integrations.md.
 settings.register_profile("langgraph-deep", settings.get_profile("ci"), max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that wait on a background job run last, and their jobs start now
+    (see tests/background.py), so the jobs use the idle core meanwhile."""
+    waiting = [item for item in items if item.get_closest_marker("background")]
+    if not waiting or config.option.collectonly:
+        return
+    items[:] = [item for item in items if not item.get_closest_marker("background")] + waiting
+    names = []
+    for item in waiting:
+        marker = item.get_closest_marker("background")
+        names += list(marker.args) if marker is not None else []
+    background.start(names)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    background.shutdown()

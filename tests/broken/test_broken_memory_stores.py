@@ -5,7 +5,6 @@ expected clause for each, while the unbroken adapter passes the same run."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -13,6 +12,8 @@ from pathlib import Path
 
 import broken_stores
 import pytest
+
+import background
 
 HERE = Path(__file__).resolve().parent
 
@@ -105,11 +106,8 @@ SELECTION = {
 }
 
 
-@pytest.fixture(scope="module")
-def contract_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """Run the contract once on the control and every broken store; return the
-    failure messages per test class (an entry per class, even when empty)."""
-    root = tmp_path_factory.mktemp("broken-contract")
+@background.job("broken-memory-stores")
+def _contract_job(root: Path) -> background.Command:
     body = _GENERATED + "".join(
         f"Test{name} = _contract(broken_stores.{name})\n"
         for name in EXPECTED
@@ -119,36 +117,26 @@ def contract_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str
     (root / "pytest.ini").write_text(
         "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
     )
-    report = root / "report.xml"
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
     }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "--tb=line",
-            "-p",
-            "no:cacheprovider",
-            "-c",
-            str(root / "pytest.ini"),
-            "--rootdir",
-            str(root),
-            f"--junitxml={report}",
-            "-k",
-            " or ".join(f"(Test{cls} and ({expr}))" for cls, expr in SELECTION.items()),
-            str(root / "test_generated_contract.py"),
-        ],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    argv = [
+        sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider",
+        "-c", str(root / "pytest.ini"), "--rootdir", str(root),
+        f"--junitxml={root / 'report.xml'}",
+        "-k", " or ".join(f"(Test{cls} and ({expr}))" for cls, expr in SELECTION.items()),
+        str(root / "test_generated_contract.py"),
+    ]  # fmt: skip
+    return background.Command(argv, cwd=root, env=env, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def contract_run() -> dict[str, list[str]]:
+    """Run the contract once on the control and every broken store; return the
+    failure messages per test class (an entry per class, even when empty)."""
+    proc = background.result("broken-memory-stores")
+    report = proc.workdir / "report.xml"
     assert report.exists(), f"the contract run produced no report:\n{proc.stdout}\n{proc.stderr}"
     failures: dict[str, list[str]] = defaultdict(list)
     collected: set[str] = set()
@@ -161,12 +149,14 @@ def contract_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str
     return {cls: failures.get(cls, []) for cls in collected}
 
 
+@pytest.mark.background("broken-memory-stores")
 def test_control_store_passes(contract_run: dict[str, list[str]]) -> None:
     """The unbroken adapter passes the very same generated run, so every failure
     below is caused by the breakage (not by the harness)."""
     assert contract_run["TestControl"] == [], "\n".join(contract_run["TestControl"])
 
 
+@pytest.mark.background("broken-memory-stores")
 @pytest.mark.parametrize(("broken", "clause_ids"), list(EXPECTED.items()), ids=list(EXPECTED))
 def test_contract_catches_broken_store(
     contract_run: dict[str, list[str]], broken: str, clause_ids: list[str]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import textwrap
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+import background
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -122,7 +123,7 @@ def _generated_source() -> str:
 class Run:
     """Outcome of the subprocess: failure lines per adapter class, totals."""
 
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+    def __init__(self, proc: background.Result) -> None:
         self.returncode = proc.returncode
         self.output = proc.stdout + proc.stderr
         self.failures: dict[str, list[str]] = defaultdict(list)
@@ -133,40 +134,33 @@ class Run:
         self.totals = {kind: int(n) for n, kind in _SUMMARY.findall(self.output)}
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    work = tmp_path_factory.mktemp("broken_ports")
-    (work / "pytest.ini").write_text(
-        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-    )
-    (work / "test_generated_broken_ports.py").write_text(_generated_source())
+_PYTEST_INI = "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+
+
+def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
     env["COLUMNS"] = "400"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "test_generated_broken_ports.py",
-            "-q",
-            "--tb=line",
-            "-rf",
-            "-p",
-            "no:cacheprovider",
-            "-k",
-            _DESELECT,
-        ],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return Run(proc)
+    return env
 
 
+@background.job("broken-ports")
+def _broken_ports_job(work: Path) -> background.Command:
+    (work / "pytest.ini").write_text(_PYTEST_INI)
+    (work / "test_generated_broken_ports.py").write_text(_generated_source())
+    argv = [
+        sys.executable, "-m", "pytest", "test_generated_broken_ports.py",
+        "-q", "--tb=line", "-rf", "-p", "no:cacheprovider", "-k", _DESELECT,
+    ]  # fmt: skip
+    return background.Command(argv, cwd=work, env=_env(), timeout=300)
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    return Run(background.result("broken-ports"))
+
+
+@pytest.mark.background("broken-ports")
 def test_run_collected_and_failed(run: Run) -> None:
     """When this fails, the generated file did not collect or run (read the output):
     pytest must exit 1 (tests failed), not 2+ (collection or usage error)."""
@@ -176,6 +170,7 @@ def test_run_collected_and_failed(run: Run) -> None:
     assert run.totals.get("passed", 0) > 100, f"too few tests ran:\n{run.output[-3000:]}"
 
 
+@pytest.mark.background("broken-ports")
 @pytest.mark.parametrize("adapter", sorted(CONTROLS))
 def test_control_adapter_passes(run: Run, adapter: str) -> None:
     """When this fails, the harness itself is broken: the genuine memory adapter
@@ -183,6 +178,7 @@ def test_control_adapter_passes(run: Run, adapter: str) -> None:
     assert not run.failures.get(adapter), f"{adapter} failed:\n" + "\n".join(run.failures[adapter])
 
 
+@pytest.mark.background("broken-ports")
 @pytest.mark.parametrize("adapter", sorted(BROKEN))
 def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
     """When this fails, the contract no longer catches this bug: the clause named
@@ -202,47 +198,37 @@ PROPERTY_BROKEN = {
 }
 
 
-def test_property_failures_report_within_a_minute(tmp_path: Path) -> None:
-    """When this fails, a port's hypothesis settings let a failing property run
-    for minutes (shrinking or no deadline): see `_support.PORT_TIMING`."""
-    import xml.etree.ElementTree as ET
-
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-    )
-    (tmp_path / "test_generated_broken_ports.py").write_text(_generated_source())
+@background.job("broken-property-timing")
+def _property_timing_job(work: Path) -> background.Command:
+    (work / "pytest.ini").write_text(_PYTEST_INI)
+    (work / "test_generated_broken_ports.py").write_text(_generated_source())
     # Derandomized: whether a property finds its broken adapter must not depend on
     # the seed of the run (the ports' own deadlines and shrink limits still apply).
-    (tmp_path / "conftest.py").write_text(
+    (work / "conftest.py").write_text(
         "from hypothesis import settings\n"
         "settings.register_profile('broken', derandomize=True)\n"
         "settings.load_profile('broken')\n"
     )
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
+    env = _env()
     env.pop("HYPOTHESIS_PROFILE", None)
     selected = " or ".join(PROPERTY_BROKEN)
-    report = tmp_path / "report.xml"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "test_generated_broken_ports.py",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            f"--junitxml={report}",
-            "-k",
-            f"property and ({selected})",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    argv = [
+        sys.executable, "-m", "pytest", "test_generated_broken_ports.py", "-q",
+        "-p", "no:cacheprovider", f"--junitxml={work / 'report.xml'}",
+        "-k", f"property and ({selected})",
+    ]  # fmt: skip
+    return background.Command(argv, cwd=work, env=env, timeout=600)
+
+
+@pytest.mark.background("broken-property-timing")
+def test_property_failures_report_within_a_minute() -> None:
+    """When this fails, a port's hypothesis settings let a failing property run
+    for minutes (shrinking or no deadline): see `_support.PORT_TIMING`."""
+    import xml.etree.ElementTree as ET
+
+    result = background.result("broken-property-timing")
+    report = result.workdir / "report.xml"
+    assert report.exists(), result.tail()
     caught: dict[str, float] = {}
     for case in ET.parse(report).iter("testcase"):
         failure = case.find("failure")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import background
 from agent_memory.cli.conformance import (
     EXIT_FAILED,
     EXIT_NOT_INSTALLED,
@@ -24,10 +25,10 @@ from agent_memory.cli.conformance import (
 
 
 class Run:
-    def __init__(self, proc: subprocess.CompletedProcess[str], seconds: float) -> None:
-        self.code = proc.returncode
-        self.out = proc.stdout
-        self.err = proc.stderr
+    def __init__(self, code: int | None, out: str, err: str, seconds: float) -> None:
+        self.code = code
+        self.out = out
+        self.err = err
         self.seconds = seconds
 
     @property
@@ -38,15 +39,12 @@ class Run:
         return f"exit {self.code} after {self.seconds:.1f}s\n{self.out[-4000:]}\n{self.err[-3000:]}"
 
 
-def conformance(
-    *args: str,
-    cwd: Path | None = None,
-    tmpdir: Path | None = None,
-    prelude: str = "",
-    timeout: float = 600,
-) -> Run:
-    """`python -m agent_memory.cli conformance ARGS` (or, with `prelude`, the same
-    main() after running that code, e.g. to hide an installed module)."""
+def _command(
+    args: tuple[str, ...], tmpdir: Path | None, prelude: str
+) -> tuple[list[str], dict[str, str]]:
+    """argv and environment for `python -m agent_memory.cli conformance ARGS` (or,
+    with `prelude`, the same main() after running that code, e.g. to hide an
+    installed module)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "HYPOTHESIS"))}
     if tmpdir is not None:
         env["TMPDIR"] = str(tmpdir)
@@ -55,14 +53,48 @@ def conformance(
             f"{prelude}\nimport sys\nfrom agent_memory.cli import main\n"
             f"sys.exit(main(['conformance', *{list(args)!r}]))"
         )
-        cmd = [sys.executable, "-c", code]
-    else:
-        cmd = [sys.executable, "-m", "agent_memory.cli", "conformance", *args]
+        return [sys.executable, "-c", code], env
+    return [sys.executable, "-m", "agent_memory.cli", "conformance", *args], env
+
+
+def conformance(
+    *args: str,
+    cwd: Path | None = None,
+    tmpdir: Path | None = None,
+    prelude: str = "",
+    timeout: float = 600,
+) -> Run:
+    """Run `agent-memory conformance ARGS` now, in this test."""
+    cmd, env = _command(args, tmpdir, prelude)
     started = time.monotonic()
     proc = subprocess.run(
         cmd, capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout, check=False
     )
-    return Run(proc, time.monotonic() - started)
+    return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
+
+
+def conformance_job(name: str, *args: str, files: dict[str, str] | None = None) -> None:
+    """Register `agent-memory conformance ARGS` as the background job `name`
+    (tests/background.py): it runs in `<workdir>/work` with TMPDIR
+    `<workdir>/tmp`, after `files` (name -> source, dedented) are written into
+    `<workdir>/work`; `{work}` in an argument is replaced by that directory."""
+
+    @background.job(name)
+    def _prepare(workdir: Path) -> background.Command:
+        work, tmp = workdir / "work", workdir / "tmp"
+        work.mkdir()
+        tmp.mkdir()
+        for filename, source in (files or {}).items():
+            write(work / filename, source)
+        cmd, env = _command(tuple(a.replace("{work}", str(work)) for a in args), tmp, "")
+        return background.Command(cmd, cwd=work, env=env)
+
+
+def background_run(name: str) -> tuple[Run, Path, Path]:
+    """The job's run, its work directory and its TMPDIR."""
+    result = background.result(name)
+    run = Run(result.returncode, result.stdout, result.stderr, result.seconds)
+    return run, result.workdir / "work", result.workdir / "tmp"
 
 
 def write(path: Path, source: str) -> Path:
@@ -191,38 +223,46 @@ def test_without_the_conformance_extra_it_prints_the_install_line(tmp_path: Path
     assert "pip install 'agent-memory[conformance]'" in run.err
 
 
+_IMPORTS_WITHOUT_TEST_TOOLS = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys
+    sys.modules.update(pytest=None, pytest_asyncio=None, hypothesis=None, _pytest=None)
+    import agent_memory
+    failed = []
+    for info in pkgutil.walk_packages(agent_memory.__path__, "agent_memory."):
+        name = info.name
+        if name.startswith("agent_memory.contract_tests") or name.endswith("__main__"):
+            continue  # __main__ runs the CLI when imported
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            if "pytest" in str(exc) or "hypothesis" in str(exc):
+                failed.append(f"{name}: {exc}")
+    from agent_memory.contract_tests import Capabilities  # a plain value: no pytest
+    try:
+        from agent_memory.contract_tests import MemoryStoreContract
+    except ImportError as exc:
+        assert "pip install 'agent-memory[conformance]'" in str(exc), exc
+    else:
+        failed.append("the contract classes imported without pytest")
+    print("FAILED", failed)
+    sys.exit(1 if failed else 0)
+    """
+)
+
+
+@background.job("conformance-imports")
+def _imports_job(workdir: Path) -> background.Command:
+    return background.Command(
+        [sys.executable, "-c", _IMPORTS_WITHOUT_TEST_TOOLS], cwd=workdir, timeout=300
+    )
+
+
+@pytest.mark.background("conformance-imports")
 def test_the_package_imports_without_pytest_and_hypothesis() -> None:
     """Every module but the contract suite imports with the test tools absent."""
-    code = textwrap.dedent(
-        """
-        import importlib, pkgutil, sys
-        sys.modules.update(pytest=None, pytest_asyncio=None, hypothesis=None, _pytest=None)
-        import agent_memory
-        failed = []
-        for info in pkgutil.walk_packages(agent_memory.__path__, "agent_memory."):
-            name = info.name
-            if name.startswith("agent_memory.contract_tests") or name.endswith("__main__"):
-                continue  # __main__ runs the CLI when imported
-            try:
-                importlib.import_module(name)
-            except ImportError as exc:
-                if "pytest" in str(exc) or "hypothesis" in str(exc):
-                    failed.append(f"{name}: {exc}")
-        from agent_memory.contract_tests import Capabilities  # a plain value: no pytest
-        try:
-            from agent_memory.contract_tests import MemoryStoreContract
-        except ImportError as exc:
-            assert "pip install 'agent-memory[conformance]'" in str(exc), exc
-        else:
-            failed.append("the contract classes imported without pytest")
-        print("FAILED", failed)
-        sys.exit(1 if failed else 0)
-        """
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = background.result("conformance-imports")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
 def test_no_pytest_plugin_is_registered_for_every_environment() -> None:
@@ -276,16 +316,20 @@ make.capabilities = Capabilities(reopen=False, keyword_search=True)
 """
 
 
-def test_failures_are_reported_under_their_primary_clause(tmp_path: Path) -> None:
+_BROKEN_STORES = Path(__file__).resolve().parents[1] / "broken" / "broken_stores.py"
+conformance_job(
+    "conformance-primary-clause",
+    "--factory", "acme_list:make", "-q", "-k", "list or large_batch or no_match",
+    files={"acme_list.py": _BROKEN_LIST, "broken_stores.py": _BROKEN_STORES.read_text()},
+)  # fmt: skip
+
+
+@pytest.mark.background("conformance-primary-clause")
+def test_failures_are_reported_under_their_primary_clause() -> None:
     """A store whose list pages oldest first used to be reported as MS-ADD-8 and
     MS-DEL-2 before MS-LIST-1: the list clauses are primary, the tests that only
     read through list are secondary."""
-    write(tmp_path / "acme_list.py", _BROKEN_LIST)
-    broken = Path(__file__).resolve().parents[1] / "broken"
-    (tmp_path / "broken_stores.py").write_text((broken / "broken_stores.py").read_text())
-    run = conformance(
-        "--factory", "acme_list:make", "-q", "-k", "list or large_batch or no_match", cwd=tmp_path
-    )
+    run, _, _ = background_run("conformance-primary-clause")
     assert run.code == EXIT_FAILED, run.tail()
     table_row = next(line for line in run.out.splitlines() if line.startswith("store "))
     primary, _, secondary = table_row.partition("(secondary:")
@@ -300,90 +344,105 @@ def test_failures_are_reported_under_their_primary_clause(tmp_path: Path) -> Non
     assert "conformance: FAIL" in run.out
 
 
-def test_a_vector_mismatch_shows_the_index_and_both_values(tmp_path: Path) -> None:
-    write(
-        tmp_path / "acme_vec.py",
-        """
-        import attrs
-        import numpy as np
+_ACME_VEC = """
+import attrs
+import numpy as np
 
-        from agent_memory.adapters.memory import InMemoryMemoryStore
-        from agent_memory.contract_tests import Capabilities
-        from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.adapters.memory import InMemoryMemoryStore
+from agent_memory.contract_tests import Capabilities
+from agent_memory.domain.records import EmbeddingSpace
 
 
-        class Store(InMemoryMemoryStore):
-            async def get(self, owner, id):
-                got = await super().get(owner, id)
-                if got is None:
-                    return None
-                v = got.vector.copy()
-                v[3] += 0.5
-                return attrs.evolve(got, vector=v)
+class Store(InMemoryMemoryStore):
+    async def get(self, owner, id):
+        got = await super().get(owner, id)
+        if got is None:
+            return None
+        v = got.vector.copy()
+        v[3] += 0.5
+        return attrs.evolve(got, vector=v)
 
 
-        def make():
-            return Store(EmbeddingSpace("acme", 16))
+def make():
+    return Store(EmbeddingSpace("acme", 16))
 
 
-        make.capabilities = Capabilities(reopen=False, keyword_search=True)
-        """,
-    )
-    run = conformance("--factory", "acme_vec:make", "-k", "round_trips_every_field", cwd=tmp_path)
+make.capabilities = Capabilities(reopen=False, keyword_search=True)
+"""
+conformance_job(
+    "conformance-vector-mismatch",
+    "--factory", "acme_vec:make", "-k", "round_trips_every_field",
+    files={"acme_vec.py": _ACME_VEC},
+)  # fmt: skip
+
+
+@pytest.mark.background("conformance-vector-mismatch")
+def test_a_vector_mismatch_shows_the_index_and_both_values() -> None:
+    run, _, _ = background_run("conformance-vector-mismatch")
     assert run.code == EXIT_FAILED, run.tail()
     assert "[MS-ADD-1] the vector round-trips to float32 precision; vector[3]: got" in run.out
     assert "want" in run.out.split("vector[3]: got", 1)[1].splitlines()[0]
     assert "PytestAssertRewriteWarning" not in run.text
 
 
-def test_a_port_whose_tests_all_skip_is_not_pass(tmp_path: Path) -> None:
-    write(
-        tmp_path / "acme_kw.py",
-        """
-        from agent_memory.adapters.memory import InMemoryMemoryStore
-        from agent_memory.contract_tests import Capabilities
-        from agent_memory.domain.records import EmbeddingSpace
+_ACME_KW = """
+from agent_memory.adapters.memory import InMemoryMemoryStore
+from agent_memory.contract_tests import Capabilities
+from agent_memory.domain.records import EmbeddingSpace
 
 
-        def make():
-            return InMemoryMemoryStore(EmbeddingSpace("acme", 16))
+def make():
+    return InMemoryMemoryStore(EmbeddingSpace("acme", 16))
 
 
-        make.capabilities = Capabilities(reopen=False, keyword_search=False)
-        """,
-    )
-    run = conformance("--factory", "acme_kw:make", "-k", "keyword", cwd=tmp_path)
+make.capabilities = Capabilities(reopen=False, keyword_search=False)
+"""
+conformance_job(
+    "conformance-all-skip",
+    "--factory", "acme_kw:make", "-k", "keyword",
+    files={"acme_kw.py": _ACME_KW},
+)  # fmt: skip
+
+
+@pytest.mark.background("conformance-all-skip")
+def test_a_port_whose_tests_all_skip_is_not_pass() -> None:
+    run, _, _ = background_run("conformance-all-skip")
     assert run.code == EXIT_FAILED, run.tail()
     assert "not PASS: store: every test was skipped" in run.out
     assert "keyword_search not declared" in run.out.split("skipped:", 1)[1], run.tail()
     assert "conformance: FAIL" in run.out
 
 
-def test_a_factory_object_supplies_reopen_for_the_close_race_clauses(tmp_path: Path) -> None:
-    write(
-        tmp_path / "acme_reopen.py",
-        """
-        from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
-        from agent_memory.contract_tests import Capabilities
-        from agent_memory.domain.records import EmbeddingSpace
+_ACME_REOPEN = """
+from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
+from agent_memory.contract_tests import Capabilities
+from agent_memory.domain.records import EmbeddingSpace
 
-        SPACE = EmbeddingSpace("acme", 16)
+SPACE = EmbeddingSpace("acme", 16)
 
 
-        class Factory:
-            capabilities = Capabilities(keyword_search=True)  # reopen=True by default
+class Factory:
+    capabilities = Capabilities(keyword_search=True)  # reopen=True by default
 
-            def __call__(self):
-                return InMemoryMemoryStore(SPACE, MemoryBackend())
+    def __call__(self):
+        return InMemoryMemoryStore(SPACE, MemoryBackend())
 
-            def reopen(self, store):
-                return InMemoryMemoryStore(SPACE, store.backend)
+    def reopen(self, store):
+        return InMemoryMemoryStore(SPACE, store.backend)
 
 
-        factory = Factory()
-        """,
-    )
-    run = conformance("--factory", "acme_reopen:factory", "-k", "close", cwd=tmp_path)
+factory = Factory()
+"""
+conformance_job(
+    "conformance-factory-reopen",
+    "--factory", "acme_reopen:factory", "-k", "close",
+    files={"acme_reopen.py": _ACME_REOPEN},
+)  # fmt: skip
+
+
+@pytest.mark.background("conformance-factory-reopen")
+def test_a_factory_object_supplies_reopen_for_the_close_race_clauses() -> None:
+    run, _, _ = background_run("conformance-factory-reopen")
     assert run.code == EXIT_PASSED, run.tail()
     for test in ("test_close_racing_writes", "test_close_keeps_data"):
         assert f"{test} PASSED" in run.out, run.tail()
@@ -415,14 +474,19 @@ def test_declared_reopen_without_one_fails_preflight_with_cli_advice(tmp_path: P
 # ----------------------------------------------------------------- no litter
 
 
-@pytest.mark.parametrize("scheme", ["memory", "sqlite"])
-def test_a_passing_run_leaves_no_files(scheme: str, tmp_path: Path) -> None:
-    tmpdir = tmp_path / "tmp"
-    work = tmp_path / "work"
-    tmpdir.mkdir()
-    work.mkdir()
-    url = "memory://" if scheme == "memory" else f"sqlite:///{work / 'x.db'}"
-    run = conformance(url, "-q", cwd=work, tmpdir=tmpdir)
+conformance_job("conformance-pass-memory", "memory://", "-q")
+conformance_job("conformance-pass-sqlite", "sqlite:///{work}/x.db", "-q")
+
+
+@pytest.mark.parametrize(
+    "scheme",
+    [
+        pytest.param(scheme, marks=pytest.mark.background(f"conformance-pass-{scheme}"))
+        for scheme in ("memory", "sqlite")
+    ],
+)
+def test_a_passing_run_leaves_no_files(scheme: str) -> None:
+    run, work, tmpdir = background_run(f"conformance-pass-{scheme}")
     assert run.code == EXIT_PASSED, run.tail()
     table = run.out.split("port ", 1)[1]
     for port in ("store", "events", "leases", "cache"):
@@ -434,20 +498,14 @@ def test_a_passing_run_leaves_no_files(scheme: str, tmp_path: Path) -> None:
     assert list(work.iterdir()) == [], list(work.rglob("*"))[:20]
 
 
-def test_keep_keeps_the_sqlite_files_and_generated_tests(tmp_path: Path) -> None:
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    run = conformance(
-        f"sqlite:///{tmp_path / 'x.db'}",
-        "-q",
-        "--keep",
-        "-k",
-        "canary",
-        cwd=tmp_path,
-        tmpdir=tmpdir,
-    )
+conformance_job("conformance-keep", "sqlite:///{work}/x.db", "-q", "--keep", "-k", "canary")
+
+
+@pytest.mark.background("conformance-keep")
+def test_keep_keeps_the_sqlite_files_and_generated_tests() -> None:
+    run, work, tmpdir = background_run("conformance-keep")
     assert run.code == EXIT_PASSED, run.tail()
-    assert list(tmp_path.glob("x.conformance-*/*.db")), list(tmp_path.rglob("*"))
+    assert list(work.glob("x.conformance-*/*.db")), list(work.rglob("*"))
     assert list(tmpdir.glob("agent-memory-conformance-*/test_conformance_store.py"))
 
 

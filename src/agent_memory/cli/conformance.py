@@ -854,6 +854,13 @@ def _run_pytest(
         "no:cacheprovider",
         "-p",
         "agent_memory.contract_tests.plugin",
+        # Only the plugins the suite needs: whatever else is installed (a
+        # tracing or reporting plugin, say) must not slow the run or change it.
+        "--disable-plugin-autoload",
+        "-p",
+        "pytest_asyncio.plugin",
+        "-p",
+        "_hypothesis_pytestplugin",
     ]
     args += ["-q", "--tb=line"] if quiet else ["-v", "--tb=short"]
     if keyword:

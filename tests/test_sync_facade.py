@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
 import sys
 import textwrap
 import threading
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import background
 from agent_memory import ConfigurationError, Entity, Event, Step
 from agent_memory.sync import connect
 
@@ -77,39 +77,40 @@ def test_a_closed_connection_says_so() -> None:
         memory.cache.get("s", "k")
 
 
-def test_a_user_script_type_checks_with_real_types(tmp_path: Path) -> None:
+_USER_SCRIPT = textwrap.dedent(
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from agent_memory import Step
+    from agent_memory.sync import connect
+
+    with connect("memory://typed") as memory:
+        since = datetime.now(UTC) - timedelta(hours=1)
+        reveal_type(memory.events.window("k8s", since=since, limit=5))
+        reveal_type(memory.users.forget("u1"))
+        with memory.agents.request(agent="a", domain="k8s", request_id="r") as req:
+            reveal_type(req.planning_context())
+            reveal_type(req.record([Step(action="x", outcome="ok")]))
+        reveal_type(memory.store.get("o", "i"))
+        reveal_type(memory.leases.scan("s"))
+        reveal_type(memory.cache.get("s", "k"))
+        memory.events.window("k8s", since="yesterday", limit=5)
+    """
+)
+
+
+@background.job("sync-facade-mypy")
+def _user_script_job(work: Path) -> background.Command:
+    script = work / "user_script.py"
+    script.write_text(_USER_SCRIPT)
+    argv = [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(script)]
+    return background.Command(argv, cwd=work, timeout=600)
+
+
+@pytest.mark.background("sync-facade-mypy")
+def test_a_user_script_type_checks_with_real_types() -> None:
     """mypy --strict on a script using the facade sees the real return types."""
-    script = tmp_path / "user_script.py"
-    script.write_text(
-        textwrap.dedent(
-            """
-            from datetime import UTC, datetime, timedelta
-
-            from agent_memory import Step
-            from agent_memory.sync import connect
-
-            with connect("memory://typed") as memory:
-                since = datetime.now(UTC) - timedelta(hours=1)
-                reveal_type(memory.events.window("k8s", since=since, limit=5))
-                reveal_type(memory.users.forget("u1"))
-                with memory.agents.request(agent="a", domain="k8s", request_id="r") as req:
-                    reveal_type(req.planning_context())
-                    reveal_type(req.record([Step(action="x", outcome="ok")]))
-                reveal_type(memory.store.get("o", "i"))
-                reveal_type(memory.leases.scan("s"))
-                reveal_type(memory.cache.get("s", "k"))
-                memory.events.window("k8s", since="yesterday", limit=5)
-            """
-        )
-    )
-    result = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(script)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    result = background.result("sync-facade-mypy")
     revealed = re.findall(r'Revealed type is "([^"]+)"', result.stdout)
     assert revealed == [
         "agent_memory.domain.records.EventWindow",

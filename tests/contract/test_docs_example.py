@@ -5,10 +5,13 @@ only the keyword-search tests the example honestly does not declare)."""
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+import pytest
+
+import background
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-backend.md"
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
@@ -25,46 +28,35 @@ def test_doc_blocks_compile() -> None:
     compile(_example_code(), str(DOC), "exec")
 
 
-def test_doc_example_passes_the_contract(tmp_path: Path) -> None:
-    """When this fails, the how-to's example store no longer passes the contract
-    (the suite or a domain helper changed): update the example in the doc."""
-    (tmp_path / "test_doc_example.py").write_text(_example_code(), encoding="utf-8")
+@background.job("doc-example-contract")
+def _doc_example_job(work: Path) -> background.Command:
+    (work / "test_doc_example.py").write_text(_example_code(), encoding="utf-8")
     # pytest-asyncio's default (strict) mode: the contract marks its own tests.
-    (tmp_path / "pytest.ini").write_text(
+    (work / "pytest.ini").write_text(
         "[pytest]\nasyncio_mode = strict\nasyncio_default_fixture_loop_scope = function\n"
     )
-    (tmp_path / "conftest.py").write_text(
+    (work / "conftest.py").write_text(
         "from hypothesis import settings\n"
         "settings.register_profile('doc', max_examples=20, deadline=None)\n"
         "settings.load_profile('doc')\n"
     )
-    report = tmp_path / "report.xml"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "--tb=short",
-            "-p",
-            "no:cacheprovider",
-            "-c",
-            str(tmp_path / "pytest.ini"),
-            "--rootdir",
-            str(tmp_path),
-            f"--junitxml={report}",
-            "-p",
-            "agent_memory.contract_tests.plugin",
-            "-W",
-            "error::pytest.PytestDeprecationWarning",
-            str(tmp_path / "test_doc_example.py"),
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    argv = [
+        sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
+        "-c", str(work / "pytest.ini"), "--rootdir", str(work),
+        f"--junitxml={work / 'report.xml'}",
+        "-p", "agent_memory.contract_tests.plugin",
+        "-W", "error::pytest.PytestDeprecationWarning",
+        str(work / "test_doc_example.py"),
+    ]  # fmt: skip
+    return background.Command(argv, cwd=work, timeout=600)
+
+
+@pytest.mark.background("doc-example-contract")
+def test_doc_example_passes_the_contract() -> None:
+    """When this fails, the how-to's example store no longer passes the contract
+    (the suite or a domain helper changed): update the example in the doc."""
+    proc = background.result("doc-example-contract")
+    report = proc.workdir / "report.xml"
     output = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert report.exists(), output
     cases = list(ET.parse(report).iter("testcase"))
@@ -84,31 +76,25 @@ def test_doc_example_passes_the_contract(tmp_path: Path) -> None:
     assert "contract tests skipped" in proc.stdout, "the opt-in plugin lists the skips"
 
 
-def test_doc_factory_runs_with_the_cli(tmp_path: Path) -> None:
+@background.job("doc-example-cli")
+def _doc_cli_job(work: Path) -> background.Command:
+    (work / "acme_store.py").write_text(_example_code(), encoding="utf-8")
+    argv = [
+        sys.executable, "-m", "agent_memory.cli", "conformance",
+        "--factory", "acme_store:factory", "-k", "close or canary or add_ or list",
+    ]  # fmt: skip
+    return background.Command(argv, cwd=work, timeout=600)
+
+
+@pytest.mark.background("doc-example-cli")
+def test_doc_factory_runs_with_the_cli() -> None:
     """When this fails, the how-to's "run it with the CLI" factory no longer
     works with `agent-memory conformance --factory` (or no longer reaches the
     close-race clauses through its `reopen`)."""
-    (tmp_path / "acme_store.py").write_text(_example_code(), encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "agent_memory.cli",
-            "conformance",
-            "--factory",
-            "acme_store:factory",
-            "-k",
-            "close or canary or add_ or list",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    proc = background.result("doc-example-cli")
     output = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert proc.returncode == 0, output
     assert "conformance: PASS" in proc.stdout
     assert "test_close_racing_writes PASSED" in proc.stdout, output
-    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name != "acme_store.py")
+    leftovers = sorted(p.name for p in proc.workdir.iterdir() if p.name != "acme_store.py")
     assert leftovers == [], leftovers

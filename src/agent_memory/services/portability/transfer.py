@@ -492,7 +492,7 @@ async def import_data(
             written = time.perf_counter()
             if bulk:
                 tick("index", 0, None)
-        if out.bulk:
+        if out.bulk and written is not None:
             out.index_seconds = time.perf_counter() - written
     except ExportFormatError:
         raise

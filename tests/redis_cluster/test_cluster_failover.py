@@ -83,7 +83,7 @@ async def test_requests_fail_open_through_failover(cluster: RedisCluster) -> Non
         replica = cluster.replica_of(victim)
         await _until(victim.replicated, 10, "the records on the replica")
 
-        outcomes: list[tuple[float, bool]] = []  # (time, every stage ok)
+        outcomes: list[tuple[float, bool]] = []  # (start time, every stage ok)
         errors: list[BaseException] = []
         tokens: dict[str, list[tuple[int, str]]] = {}  # key -> (token, holder) issued
         stop = asyncio.Event()
@@ -92,6 +92,7 @@ async def test_requests_fail_open_through_failover(cluster: RedisCluster) -> Non
             n = 0
             while not stop.is_set():
                 n += 1
+                started = time.monotonic()
                 try:
                     async with memory.agents.request(
                         agent=f"agent-{i}", domain=f"domain-{i % 5}",
@@ -99,7 +100,7 @@ async def test_requests_fail_open_through_failover(cluster: RedisCluster) -> Non
                     ) as req:  # fmt: skip
                         await req.planning_context()
                         await req.record([Step(action=f"step {n}", outcome="success")])
-                    outcomes.append((time.monotonic(), all(r.ok for r in req.reports.values())))
+                    outcomes.append((started, all(r.ok for r in req.reports.values())))
                 except BaseException as exc:  # nothing may escape a request
                     errors.append(exc)
                 await asyncio.sleep(0.02)

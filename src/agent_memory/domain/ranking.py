@@ -32,7 +32,10 @@ __all__ = [
 
 def normalise_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """L2-normalise each row; an all-zero row stays zero (its similarity is 0)."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    # `np.linalg.norm(matrix, axis=1, keepdims=True)`, spelled as the very ufuncs
+    # it runs for a real matrix (the same values, bit for bit), without its
+    # Python-level argument handling: this runs on every search.
+    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
     norms[norms == 0.0] = 1.0
     out: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32, copy=False)
     return out
@@ -42,13 +45,15 @@ def cosine_scores(
     normalised_matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
     """Cosine similarity of `query` with each row of an already normalised matrix."""
-    qn = float(np.linalg.norm(query))
+    qn = float(np.sqrt(query.dot(query)))  # `np.linalg.norm(query)`, its own steps
     if qn == 0.0 or normalised_matrix.shape[0] == 0:
         return np.zeros(normalised_matrix.shape[0], dtype=np.float32)
     # einsum, not `@`: a BLAS matrix-vector product may round identical rows
     # differently depending on their position, which would break exact ties.
     scores = np.einsum("ij,j->i", normalised_matrix, (query / qn).astype(np.float32))
-    out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32, copy=False)
+    # Clipped to [-1, 1] (what `np.clip` computes, without its Python wrapper).
+    clipped = np.minimum(np.maximum(scores, -1.0), 1.0)
+    out: npt.NDArray[np.float32] = clipped.astype(np.float32, copy=False)
     return out
 
 
@@ -70,8 +75,9 @@ def top_k(
         part = candidates[np.argpartition(-scores[candidates], limit - 1)[:limit]]
         cutoff = scores[part].min()
         candidates = candidates[scores[candidates] >= cutoff]
-    ordered = sorted(candidates.tolist(), key=lambda i: (-float(scores[i]), ids[i]))
-    return [(i, float(scores[i])) for i in ordered[:limit]]
+    values = scores.tolist()  # the float32 scores as Python floats, exactly
+    ordered = sorted(candidates.tolist(), key=lambda i: (-values[i], ids[i]))
+    return [(i, values[i]) for i in ordered[:limit]]
 
 
 def list_sort_key(created_at: datetime, record_id: str) -> tuple[datetime, str]:

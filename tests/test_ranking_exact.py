@@ -1,0 +1,84 @@
+"""`domain.ranking` computes, bit for bit, what its reference numpy spelling does.
+
+The ranking functions run on every search of every backend, so they spell
+`np.linalg.norm` and `np.clip` as the ufuncs those run, without their Python
+argument handling. Scores decide exact ties by id across backends, so "close"
+is not enough: these properties compare bytes against the straightforward
+spelling (kept here as the reference), on vectors with zero rows, repeated
+rows and magnitudes from tiny to overflowing.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import numpy.typing as npt
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from agent_memory.domain.ranking import cosine_scores, normalise_rows, top_k
+
+
+def _normalise_reference(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0.0] = 1.0
+    out: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32, copy=False)
+    return out
+
+
+def _cosine_reference(
+    normalised: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    qn = float(np.linalg.norm(query))
+    if qn == 0.0 or normalised.shape[0] == 0:
+        return np.zeros(normalised.shape[0], dtype=np.float32)
+    scores = np.einsum("ij,j->i", normalised, (query / qn).astype(np.float32))
+    out: npt.NDArray[np.float32] = np.clip(scores, -1.0, 1.0).astype(np.float32, copy=False)
+    return out
+
+
+def _top_k_reference(
+    scores: npt.NDArray[np.float32], ids: list[str], limit: int
+) -> list[tuple[int, float]]:
+    ordered = sorted(range(scores.shape[0]), key=lambda i: (-float(scores[i]), ids[i]))
+    return [(i, float(scores[i])) for i in ordered[:limit]]
+
+
+_BIG = float(np.float32(1e30))  # squares overflow float32
+_values = st.sampled_from([0.0, 1.0, -1.0, 0.5]) | st.floats(
+    min_value=-_BIG, max_value=_BIG, allow_nan=False, allow_subnormal=False, width=32
+)
+
+
+@st.composite
+def _matrices(draw: st.DrawFn) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    dim = draw(st.integers(1, 40))
+    rows = draw(st.integers(0, 8))
+    matrix = draw(hnp.arrays(np.float32, (rows, dim), elements=_values))
+    if rows > 1 and draw(st.booleans()):
+        matrix[1] = matrix[0]  # a repeated row: an exact tie
+    query = draw(hnp.arrays(np.float32, (dim,), elements=_values))
+    return matrix, query
+
+
+@settings(max_examples=150)
+@given(data=_matrices(), limit=st.integers(1, 10))
+def test_ranking_equals_its_reference_spelling_bit_for_bit(
+    data: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]], limit: int
+) -> None:
+    matrix, query = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # overflow: both sides alike
+        normalised = normalise_rows(matrix)
+        expected = _normalise_reference(matrix)
+        assert normalised.dtype == expected.dtype
+        assert normalised.tobytes() == expected.tobytes()
+        scores = cosine_scores(normalised, query)
+        reference = _cosine_reference(expected, query)
+    assert scores.dtype == reference.dtype
+    assert scores.tobytes() == reference.tobytes()
+    ids = [f"r{i % 3}-{i}" for i in range(matrix.shape[0])]
+    if not np.isnan(scores).any():  # NaN scores (overflowing rows) have no order
+        assert top_k(scores, ids, limit) == _top_k_reference(scores, ids, limit)

@@ -83,8 +83,9 @@ class ExactIndex:
         count = len(fresh)
         self._reserve(self._n + count)
         start, end = self._n, self._n + count
-        self._rows[start:end] = _normalised(vectors[fresh])
-        self._tags[start:end] = 0 if tags is None else tags[fresh]
+        every = count == len(ids)  # the common case: no fancy-index copy of the input
+        _normalised(vectors if every else vectors[fresh], out=self._rows[start:end])
+        self._tags[start:end] = 0 if tags is None else (tags if every else tags[fresh])
         for offset, i in enumerate(fresh):
             self._pos[ids[i]] = start + offset
             self.ids.append(ids[i])
@@ -173,9 +174,15 @@ class ExactIndex:
         self._rows, self._tags = rows, tags
 
 
-def _normalised(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """L2-normalise each row (norms accumulated in float64); a zero row stays zero."""
+def _normalised(
+    rows: npt.NDArray[np.float32], out: npt.NDArray[np.float32] | None = None
+) -> npt.NDArray[np.float32]:
+    """L2-normalise each row (norms accumulated in float64); a zero row stays zero.
+    Written into `out` (float32, same shape) when given: no temporary matrix."""
     norms = np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
     norms[norms == 0.0] = 1.0
-    out: npt.NDArray[np.float32] = rows * (1.0 / norms).astype(_F32)[:, None]
-    return out.astype(_F32, copy=False)
+    scale = (1.0 / norms).astype(_F32)[:, None]
+    if out is None:
+        out = np.empty(rows.shape, dtype=_F32)
+    np.multiply(rows, scale, out=out, casting="same_kind")
+    return out

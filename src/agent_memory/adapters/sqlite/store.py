@@ -211,8 +211,11 @@ class SqliteMemoryStore(SqliteHandle):
             self._cache.move_to_end(owner)
             return entry.index
         t = self._t(conn)
+        # In index order, not pk order: the rows' positions in the index do not
+        # matter (ties go by id), and sorting would copy every vector through a
+        # temporary b-tree (1.8x the time of the whole query at 100,000 rows).
         rows = conn.execute(
-            f"SELECT pk, id, vector FROM {t.q(t.records)} WHERE owner = ? ORDER BY pk", (owner,)
+            f"SELECT pk, id, vector FROM {t.q(t.records)} WHERE owner = ?", (owner,)
         ).fetchall()
         dim = self._space.dimension
         index = ExactIndex(dim)

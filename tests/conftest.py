@@ -16,6 +16,7 @@ import background
 
 pytest_plugins = [
     "servers.redis_server",
+    "servers.redis_cluster_server",  # started only by a test that asks for it
     "servers.postgres_server",
     "servers.nats_server",
 ]

@@ -4,7 +4,9 @@ The benchmarks (`benchmarks/postgres_overhead.py`, `redis_overhead.py`,
 `qdrant_overhead.py`) time our adapters against direct client code; a ratio is
 only meaningful when the baseline does the same work for the same result. These
 tests run each script's own side functions once, on small data and the real
-servers of the test session, and compare what they return or store.
+servers of the test session, and compare what they return or store. The Redis
+ones run on the single server and on the session's Redis Cluster (the
+`--cluster` column).
 """
 
 from __future__ import annotations
@@ -160,12 +162,20 @@ async def test_postgres_append_and_window_sides_agree_on_any_events(
     assert window.limited == cut
 
 
-# -- Redis ------------------------------------------------------------------------
+# -- Redis (single server and cluster) -------------------------------------------
 
 
-@pytest.fixture
-async def rd_bench(redis_url: str) -> Any:
-    bench = rd.Bench(redis_url, "tb" + uuid.uuid4().hex[:8])
+@pytest.fixture(params=["server", "cluster"])
+async def rd_bench(request: pytest.FixtureRequest) -> Any:
+    """The benchmark's `Bench` on the session's Redis server, then on the session's
+    Redis Cluster (the `--cluster` column: `redis_cluster_*` lines)."""
+    cluster = request.param == "cluster"
+    url = request.getfixturevalue("redis_cluster_url" if cluster else "redis_url")
+    bench = rd.Bench(url, "tb" + uuid.uuid4().hex[:8])
+    assert bench.cluster == cluster
+    if cluster:  # as the benchmark does: the scripts on every primary
+        for script in (bench.append_script, bench.window_script, bench.search_script):
+            await bench.r.script_load(script.script)
     yield bench
     await bench.close()
 
@@ -225,14 +235,27 @@ async def test_redis_add_sides_store_the_same_hashes(rd_bench: Any) -> None:
     await ours()
     await direct()
     identity = rd.SPACE.identity
-    for rec in ours_batch[:5]:
+
+    async def stored_and_expected(
+        rec: MemoryRecord,
+    ) -> tuple[dict[bytes, bytes], dict[bytes, bytes]]:
         stored = await rd_bench.r.hgetall(rd_bench.keys.ms_record(identity, rec.owner, rec.id))
         tags = {"oh": digest(rec.owner), "nh": digest(rec.namespace), "kh": digest(rec.kind)}
         expected = {k.encode(): v if isinstance(v, bytes) else str(v).encode()
                     for k, v in encode_record(rec, tags).items()}  # fmt: skip
+        return stored, expected
+
+    for rec in ours_batch[:5]:
+        stored, expected = await stored_and_expected(rec)
         assert {k: stored[k] for k in expected} == expected
-    for rec in direct_batch[:5]:  # the direct writes are records the store reads back
+    for rec in direct_batch[:5]:  # the same hash, tags included, so the same index entries
+        stored, expected = await stored_and_expected(rec)
+        assert stored == expected
         assert await rd_bench.store.get(rec.owner, rec.id) == rec
+        hits = await rd_bench.store.search(
+            rec.owner, rec.vector, limit=1, namespace=rec.namespace, kinds=[rec.kind]
+        )
+        assert [h.record for h in hits] == [rec]
 
 
 # -- Qdrant -----------------------------------------------------------------------

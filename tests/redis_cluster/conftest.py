@@ -1,6 +1,7 @@
-"""Fixtures for the Redis Cluster tests: the session cluster (3 primaries + 3
-replicas, tests/servers/redis_cluster_server.py, or `REDIS_CLUSTER_URL`) and a
-unique deployment per test (isolation without FLUSHALL)."""
+"""Fixtures for the Redis Cluster tests: a unique deployment per test (isolation
+without FLUSHALL). The session cluster (`redis_cluster_url`: 3 primaries + 3
+replicas, tests/servers/redis_cluster_server.py, or `REDIS_CLUSTER_URL`) is a
+plugin of tests/conftest.py, so every test of the session shares one cluster."""
 
 from __future__ import annotations
 
@@ -8,9 +9,7 @@ import uuid
 
 import pytest
 
-from servers.redis_cluster_server import redis_cluster_url
-
-__all__ = ["deployment", "redis_cluster_url"]
+__all__ = ["deployment"]
 
 
 @pytest.fixture

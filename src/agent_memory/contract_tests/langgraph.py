@@ -43,6 +43,45 @@ persistent store does, the suite states the rule instead of copying it:
   every put); the store must keep `created_at <= updated_at`.
 - INPUT: labels and keys hold any characters but NUL, `.` included (ops go to
   `batch` directly: LangGraph's `put()` itself refuses `.`); values are JSON.
+
+`strict_order=False` is for stores that, like LangGraph's own, leave open what
+LangGraph leaves open (the canaries in tests/integrations run it on
+`InMemoryStore`, `SqliteStore` and `PostgresStore`): equal scores may come in
+any order (LG-RANK-4 is skipped), and a page is compared with the slice
+`[offset:offset+limit]` of the full result as a set: as many items, each one
+of the full result, none twice, and the same scores (so only items of equal
+score, or unscored items, may trade places). Scores, score-descending order,
+the unscored tail, filters, gets and namespace listings are checked as in
+strict mode, which is the default (and what `AgentMemoryStore` runs).
+
+`unsupported` names inputs a store documents it refuses (`UNSUPPORTED`), which
+the suite then does not draw; each is a known difference from `InMemoryStore`,
+for LangGraph's `SqliteStore` and `PostgresStore` (pinned in
+tests/integrations/test_langgraph_canaries.py):
+
+- "dotted-labels": `.` in a namespace label (they keep namespaces as
+  `.`-joined text and raise `InvalidNamespaceError`, in `batch` too). Drawn
+  labels have `.` replaced by `_`, so `("a_b",)` and `("a", "b")` still meet.
+- "nested-filters": a filter whose value is a mapping of fields, e.g.
+  `{"meta": {"tag": "x"}}` (they read its keys as operators and raise
+  `ValueError: Unsupported operator`). Such searches run without a filter.
+- "unscored-hits": a search with a query returns only items with a vector
+  (`PostgresStore` joins on its vector table; `InMemoryStore` lists the others
+  unscored after them). The reference's unscored items are left out.
+- "query-offsets": a search with a query and an `offset` (`PostgresStore`
+  fetches `2 * limit + 1` nearest rows before it skips `offset` of them, so a
+  page past them comes back short). Such searches run with offset 0.
+- "whole-value-index": a put's `index=["$"]` embedding the whole value (the
+  suite's WHOLE VALUE rule; `PostgresStore`, like `InMemoryStore`, embeds
+  nothing for it). Such puts are drawn with `index=None`.
+- "unscored-offsets": consistent pages past the scored items (`InMemoryStore`
+  restarts its unscored tail at every `offset`). A query search with an
+  offset whose full result holds an unscored item has its page unchecked.
+- "stale-vectors": a re-put replacing all the item's vectors (`PostgresStore`,
+  like `InMemoryStore`, keeps the vectors of paths the new put does not
+  produce). The reference keeps them too.
+- "negative-zero": a float `-0.0` in a value round-tripping (`PostgresStore`'s
+  JSONB gives back `0.0`). Drawn values hold `0.0` instead.
 """
 
 from __future__ import annotations
@@ -90,6 +129,7 @@ from agent_memory.contract_tests._support import clause, shrink_budget
 __all__ = [
     "DIFFERENTIAL_FIELDS",
     "SCORE_TOL",
+    "UNSUPPORTED",
     "DifferentialRun",
     "ReferenceStore",
     "differential_embed",
@@ -98,6 +138,18 @@ __all__ = [
 ]
 
 SCORE_TOL = 1e-4
+UNSUPPORTED = frozenset(
+    {
+        "dotted-labels",
+        "nested-filters",
+        "unscored-hits",
+        "query-offsets",
+        "whole-value-index",
+        "unscored-offsets",
+        "stale-vectors",
+        "negative-zero",
+    }
+)
 DIFFERENTIAL_FIELDS = ["text"]
 STEP_COUNT = 12
 _ALL = 10_000
@@ -137,11 +189,15 @@ def differential_index(
 
 class ReferenceStore(InMemoryStore):
     """`InMemoryStore`, normalised where the suite states its own rule: a
-    namespace without items is not listed, and a put replaces all vectors."""
+    namespace without items is not listed, and a put replaces all vectors
+    (unless `replace_vectors` is False: then only a delete drops them)."""
+
+    replace_vectors = True
 
     def _extract_texts(self, put_ops: Any) -> Any:
-        for namespace, key in put_ops:  # runs after the batch's reads, before its writes
-            self._vectors[namespace].pop(key, None)
+        for (namespace, key), op in put_ops.items():  # after the batch's reads, before its writes
+            if self.replace_vectors or op.value is None:
+                self._vectors[namespace].pop(key, None)
         if not (put_ops and self.index_config and self.embeddings):
             return {}
         to_embed: dict[str, list[tuple[tuple[str, ...], str, str]]] = defaultdict(list)
@@ -293,18 +349,39 @@ class _Differential(RuleBasedStateMachine):
         index: IndexConfig | None,
         plain_order: Callable[[SearchItem], Any] | None,
         stats: DifferentialRun,
+        strict_order: bool = True,
+        unsupported: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__()
         self.stats = stats
         self.loop = loop
         self.store = store if isinstance(store, BaseStore) else self._await(_call(store))
         self.reference = ReferenceStore(index=index)
+        self.reference.replace_vectors = "stale-vectors" not in unsupported
         self.indexed = index is not None
         self.plain_order = plain_order
+        self.strict_order = strict_order
+        self.unsupported = unsupported
         self.written: set[tuple[tuple[str, ...], str]] = set()
         self.run = uuid.uuid4().hex[:6]
 
     # -- plumbing -----------------------------------------------------------------
+    def _unzeroed(self, value: Any) -> Any:
+        """A drawn value, with `0.0` for `-0.0` under "negative-zero"."""
+        if "negative-zero" not in self.unsupported:
+            return value
+        if isinstance(value, dict):
+            return {k: self._unzeroed(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._unzeroed(v) for v in value]
+        return 0.0 if isinstance(value, float) and value == 0 else value
+
+    def _ns(self, namespace: tuple[str, ...]) -> tuple[str, ...]:
+        """A drawn namespace (or path), without `.` when `dotted_labels=False`."""
+        if "dotted-labels" not in self.unsupported:
+            return namespace
+        return tuple(label.replace(".", "_") for label in namespace)
+
     def _await(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=120)
 
@@ -376,6 +453,11 @@ class _Differential(RuleBasedStateMachine):
     def _put_all(
         self, puts: Sequence[tuple[tuple[str, ...], str, dict[str, Any] | None, Any]], *, sync: bool
     ) -> None:
+        whole = "whole-value-index" in self.unsupported
+        puts = [
+            (self._ns(ns), key, self._unzeroed(value), None if whole and index == ["$"] else index)
+            for ns, key, value, index in puts
+        ]
         ops: list[Op] = [PutOp(ns, key, value, index=index) for ns, key, value, index in puts]
         self.written.update((ns, key) for ns, key, _, _ in puts)
         got, want = self._both(ops, sync=sync)
@@ -383,6 +465,7 @@ class _Differential(RuleBasedStateMachine):
 
     @rule(namespace=_namespace, key=st.sampled_from(_KEYS))
     def get(self, namespace: tuple[str, ...], key: str) -> None:
+        namespace = self._ns(namespace)
         got, want = self._both([GetOp(namespace, key)])
         self._check_item(got[0], want[0], f"get {namespace!r}/{key!r}")
 
@@ -417,11 +500,21 @@ class _Differential(RuleBasedStateMachine):
         limit: int,
         offset: int,
     ) -> None:
-        prefix = data.draw(self._prefixes(), label="prefix")
+        prefix = self._ns(data.draw(self._prefixes(), label="prefix"))
+        nested = filter_ and any(
+            isinstance(v, dict) and not all(k.startswith("$") for k in v) for v in filter_.values()
+        )
+        if nested and "nested-filters" in self.unsupported:
+            filter_ = None
+        if query and "query-offsets" in self.unsupported:
+            offset = 0
         op = SearchOp(prefix, filter_, limit, offset, query)
         full = SearchOp(prefix, filter_, _ALL, 0, query)
         (page, everything), (ref_page, ref_all) = self._both([op, full])
         where = f"search {prefix!r} query={query!r} filter={filter_!r}"
+        if query and self.indexed and "unscored-hits" in self.unsupported:
+            ref_all = [h for h in ref_all if h.score is not None]
+            ref_page = ref_all[offset : offset + limit]
         got = {_shape(h): h for h in everything}
         want = {_shape(h): h for h in ref_all}
         assert sorted(got) == sorted(want), clause(
@@ -450,7 +543,13 @@ class _Differential(RuleBasedStateMachine):
             assert len(page) == len(ref_page), clause(
                 "LG-SEARCH-2", f"{where}: a page holds as many items", (page, ref_page)
             )
-        self._check_page(where, page, everything[offset : offset + limit])
+        tail = query and self.indexed and offset and any(h.score is None for h in everything)
+        if tail and "unscored-offsets" in self.unsupported:
+            return
+        if self.strict_order:
+            self._check_page(where, page, everything[offset : offset + limit])
+        else:
+            self._check_page_as_set(where, page, everything, everything[offset : offset + limit])
 
     def _check_ranking(
         self, where: str, ranked: list[SearchItem], want: dict[Any, SearchItem]
@@ -472,7 +571,7 @@ class _Differential(RuleBasedStateMachine):
         for a, b in itertools.pairwise(ranked[:first_none]):
             sa, sb = cast(float, a.score), cast(float, b.score)
             assert sa >= sb - SCORE_TOL, clause("LG-RANK-3", f"{where}: score descending", (sa, sb))
-            if sa == sb:
+            if sa == sb and self.strict_order:
                 assert _tie_order(a) < _tie_order(b), clause(
                     "LG-RANK-4", f"{where}: equal scores by (namespace, key)", (a, b)
                 )
@@ -494,6 +593,35 @@ class _Differential(RuleBasedStateMachine):
                 "LG-PAGE-1", f"{where}: pages agree with the full result", (page, want)
             )
 
+    @staticmethod
+    def _check_page_as_set(
+        where: str, page: list[SearchItem], everything: list[SearchItem], want: list[SearchItem]
+    ) -> None:
+        """`strict_order=False`: the page holds as many items as the slice, each
+        one of the full result, none twice, with the slice's scores."""
+        assert len(page) == len(want), clause(
+            "LG-PAGE-1",
+            f"{where}: a page holds as many items as [offset:offset+limit]",
+            (page, want),
+        )
+        full = {_shape(h) for h in everything}
+        shapes = [_shape(h) for h in page]
+        assert len(set(shapes)) == len(shapes), clause(
+            "LG-PAGE-1", f"{where}: a page holds no item twice", page
+        )
+        assert set(shapes) <= full, clause(
+            "LG-PAGE-1", f"{where}: a page holds items of the full result", (page, everything)
+        )
+
+        def scores(hits: list[SearchItem]) -> list[float]:
+            return sorted(-math.inf if h.score is None else h.score for h in hits)
+
+        same = all(
+            a == b or math.isclose(a, b, abs_tol=SCORE_TOL)
+            for a, b in zip(scores(page), scores(want), strict=True)
+        )
+        assert same, clause("LG-PAGE-1", f"{where}: a page has the slice's scores", (page, want))
+
     @rule(
         prefix=st.none() | _path,
         suffix=st.none() | _path,
@@ -509,6 +637,8 @@ class _Differential(RuleBasedStateMachine):
         limit: int,
         offset: int,
     ) -> None:
+        prefix = None if prefix is None else self._ns(prefix)
+        suffix = None if suffix is None else self._ns(suffix)
         conditions = []
         if prefix:
             conditions.append(MatchCondition("prefix", prefix))
@@ -530,6 +660,7 @@ class _Differential(RuleBasedStateMachine):
         self, namespace: tuple[str, ...], key: str, value: dict[str, Any] | None, sync: bool
     ) -> None:
         """Reads in a batch see the state before the batch's puts."""
+        namespace, value = self._ns(namespace), self._unzeroed(value)
         self.written.add((namespace, key))
         ops: list[Op] = [
             GetOp(namespace, key),
@@ -560,6 +691,8 @@ async def run_differential(
     max_examples: int,
     step_count: int = STEP_COUNT,
     plain_order: Callable[[SearchItem], Any] | None = None,
+    strict_order: bool = True,
+    unsupported: Iterable[str] = (),
     shrink: bool = True,
     derandomize: bool = False,
 ) -> DifferentialRun:
@@ -571,8 +704,17 @@ async def run_differential(
     calls the store's `abatch` on this loop (and its sync `batch` from the
     thread). `max_examples` is yours to bound (e.g. from a hypothesis profile);
     `shrink=False` reports the first failing sequence unshrunk (faster);
-    `derandomize=True` draws the same sequences on every run. Returns what ran
+    `derandomize=True` draws the same sequences on every run;
+    `strict_order=False` leaves the order of equal scores open and compares
+    pages as sets; `unsupported` (names in `UNSUPPORTED`) leaves out inputs
+    the store refuses (see the module docstring; an unknown name raises
+    `ValueError`). Returns what ran
     (`DifferentialRun`: examples, batches, seconds)."""
+    refused = frozenset(unsupported)
+    if refused - UNSUPPORTED:
+        raise ValueError(
+            f"unsupported: unknown {sorted(refused - UNSUPPORTED)}; known {sorted(UNSUPPORTED)}"
+        )
     loop = asyncio.get_running_loop()
     base = settings.default
     inherited = list(base.suppress_health_check) if base is not None else []
@@ -589,7 +731,7 @@ async def run_differential(
     stats = DifferentialRun()
 
     def factory() -> _Differential:
-        return _Differential(store, loop, index, plain_order, stats)
+        return _Differential(store, loop, index, plain_order, stats, strict_order, refused)
 
     machine = cast(type[RuleBasedStateMachine], factory)
     started = time.perf_counter()

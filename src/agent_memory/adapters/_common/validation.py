@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar, overload
 
 import numpy as np
+import numpy.typing as npt
 
 from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.ranking import decode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
     Entity,
@@ -30,6 +33,7 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     MAX_QUERY_BYTES,
     MAX_QUERY_WORD_BYTES,
+    as_vector,
     require_id,
     require_limit,
     require_no_nul,
@@ -46,12 +50,16 @@ __all__ = [
     "check_filters",
     "check_lease_args",
     "check_lease_payload",
+    "check_list_args",
     "check_min_score",
     "check_prefix",
     "check_query",
+    "check_query_vector",
     "check_record",
     "check_records",
     "check_retention",
+    "check_search_args",
+    "check_search_text_args",
     "check_space",
     "check_window_args",
 ]
@@ -117,6 +125,105 @@ def check_min_score(min_score: object) -> None:
         or not math.isfinite(min_score)
     ):
         raise InvalidInput("min_score", f"a finite number is required, got {min_score!r}")
+
+
+V = TypeVar("V")
+
+
+def check_query_vector(space: EmbeddingSpace, vector: object) -> npt.NDArray[np.float32]:
+    """A search's query vector: finite float32 (`as_vector`, field "query vector")
+    of the space's dimension."""
+    query = as_vector(vector, "query vector")
+    require_dimension(space, query)
+    return query
+
+
+@overload
+def check_search_args(
+    owner: str,
+    vector: object,
+    limit: int,
+    namespace: str | None,
+    kinds: Sequence[str] | None,
+    min_score: object,
+    space: EmbeddingSpace,
+    *,
+    min_score_first: bool = False,
+) -> tuple[npt.NDArray[np.float32], list[str] | None]: ...
+
+
+@overload
+def check_search_args(
+    owner: str,
+    vector: object,
+    limit: int,
+    namespace: str | None,
+    kinds: Sequence[str] | None,
+    min_score: object,
+    space: Callable[[object], V],
+    *,
+    min_score_first: bool = False,
+) -> tuple[V, list[str] | None]: ...
+
+
+def check_search_args(
+    owner: str,
+    vector: object,
+    limit: int,
+    namespace: str | None,
+    kinds: Sequence[str] | None,
+    min_score: object,
+    space: EmbeddingSpace | Callable[[object], object],
+    *,
+    min_score_first: bool = False,
+) -> tuple[object, list[str] | None]:
+    """The arguments of `search`, checked in this order: owner, limit, the query
+    vector (`check_query_vector` in `space`, or `space` itself when it is a
+    check of the store's own, returning what it returns), then the namespace/kinds
+    filters and `min_score` (`min_score` before the filters when
+    `min_score_first`, as the memory and SQLite stores have always done).
+    Returns the checked vector and the kinds wanted (`check_filters`)."""
+    require_scope(owner, "owner")
+    require_limit(limit)
+    if isinstance(space, EmbeddingSpace):
+        query: object = check_query_vector(space, vector)
+    else:
+        query = space(vector)
+    if min_score_first:
+        check_min_score(min_score)
+        wanted = check_filters(namespace, kinds)
+    else:
+        wanted = check_filters(namespace, kinds)
+        check_min_score(min_score)
+    return query, wanted
+
+
+def check_search_text_args(
+    owner: str, query: object, limit: int, namespace: str | None, kinds: Sequence[str] | None
+) -> tuple[str, list[str] | None]:
+    """The arguments of `search_text`, checked in this order: owner, limit, query
+    (`check_query`), filters. Returns the query to search and the kinds wanted."""
+    require_scope(owner, "owner")
+    require_limit(limit)
+    text = check_query(query)
+    return text, check_filters(namespace, kinds)
+
+
+def check_list_args(
+    owner: str,
+    limit: int,
+    namespace: str | None,
+    kinds: Sequence[str] | None,
+    cursor: object,
+) -> tuple[list[str] | None, tuple[datetime, str] | None]:
+    """The arguments of `list`, checked in this order: owner, limit, filters,
+    cursor. Returns the kinds wanted and the decoded cursor (None for the first
+    page)."""
+    require_scope(owner, "owner")
+    require_limit(limit)
+    wanted = check_filters(namespace, kinds)
+    after = decode_cursor(cursor) if cursor is not None else None
+    return wanted, after
 
 
 def check_cache_value(value: object) -> bytes:

@@ -16,25 +16,23 @@ import numpy.typing as npt
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
-    check_min_score,
-    check_query,
+    check_list_args,
     check_record,
     check_records,
+    check_search_args,
+    check_search_text_args,
 )
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
-from agent_memory.domain.ranking import decode_cursor, encode_cursor
+from agent_memory.domain.ranking import encode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
     Page,
     ScoredRecord,
-    require_dimension,
 )
 from agent_memory.domain.validation import (
-    as_vector,
     require_id,
-    require_limit,
     require_scope,
 )
 from agent_memory.domain.vector_index import ExactIndex
@@ -180,12 +178,9 @@ class InMemoryMemoryStore:
         min_score: float | None = None,
     ) -> list[ScoredRecord]:
         self._life.check()
-        require_scope(owner, "owner")
-        require_limit(limit)
-        query = as_vector(vector, "query vector")
-        require_dimension(self._space, query)
-        check_min_score(min_score)
-        wanted = check_filters(namespace, kinds)
+        query, wanted = check_search_args(
+            owner, vector, limit, namespace, kinds, min_score, self._space, min_score_first=True
+        )
         index = self._owners().get(owner)
         if index is None:
             return []
@@ -215,10 +210,7 @@ class InMemoryMemoryStore:
     ) -> list[ScoredRecord]:
         """BM25 over content + indexing context of the owner's matching records."""
         self._life.check()
-        require_scope(owner, "owner")
-        require_limit(limit)
-        query = check_query(query)
-        wanted = check_filters(namespace, kinds)
+        query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
         index = self._owners().get(owner)
         terms = query_terms(query)
         if index is None or not terms:
@@ -250,10 +242,7 @@ class InMemoryMemoryStore:
         cursor: str | None = None,
     ) -> Page:
         self._life.check()
-        require_scope(owner, "owner")
-        require_limit(limit)
-        wanted = check_filters(namespace, kinds)
-        after = decode_cursor(cursor) if cursor is not None else None
+        wanted, after = check_list_args(owner, limit, namespace, kinds, cursor)
         index = self._owners().get(owner)
         rows = [] if index is None else list(index.records.values())
         rows = [r for r in rows if _matches(r, namespace, wanted)]

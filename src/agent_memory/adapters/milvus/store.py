@@ -38,10 +38,11 @@ from pymilvus.exceptions import MilvusException
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
-    check_min_score,
-    check_query,
+    check_list_args,
     check_record,
     check_records,
+    check_search_args,
+    check_search_text_args,
     check_space,
 )
 from agent_memory.adapters.milvus._codec import (
@@ -79,7 +80,6 @@ from agent_memory.domain.errors import (
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.ranking import (
     cosine_scores,
-    decode_cursor,
     encode_cursor,
     normalise_rows,
     top_k,
@@ -89,10 +89,9 @@ from agent_memory.domain.records import (
     MemoryRecord,
     Page,
     ScoredRecord,
-    require_dimension,
 )
 from agent_memory.domain.time import from_micros, to_micros
-from agent_memory.domain.validation import as_vector, require_id, require_limit, require_scope
+from agent_memory.domain.validation import require_id, require_scope
 
 __all__ = ["DEFAULT_COLLECTION_PREFIX", "MilvusMemoryStore"]
 
@@ -426,12 +425,9 @@ class MilvusMemoryStore:
         min_score: float | None = None,
     ) -> _Hits:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = as_vector(vector, "query vector")
-            require_dimension(self._space, query)
-            wanted = check_filters(namespace, kinds)
-            check_min_score(min_score)
+            query, wanted = check_search_args(
+                owner, vector, limit, namespace, kinds, min_score, self._space
+            )
             if wanted == []:
                 return []
             name = await self._collection()
@@ -499,10 +495,7 @@ class MilvusMemoryStore:
         cursor are read (light fields) and ordered here: Milvus queries have no
         ORDER BY; then the page's rows are read whole."""
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            wanted = check_filters(namespace, kinds)
-            after = decode_cursor(cursor) if cursor is not None else None
+            wanted, after = check_list_args(owner, limit, namespace, kinds, cursor)
             if wanted == []:
                 return Page(records=(), next_cursor=None)
             name = await self._collection()
@@ -581,10 +574,7 @@ class MilvusMemoryStore:
         owner and filters inside the search); its own scores use collection-wide
         statistics, so they only select and never rank."""
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = check_query(query)
-            wanted = check_filters(namespace, kinds)
+            query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             terms = query_terms(query)
             if not terms or wanted == []:
                 return []

@@ -36,10 +36,11 @@ from psycopg.types.json import Json
 from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
     check_filters,
-    check_min_score,
-    check_query,
+    check_list_args,
     check_record,
     check_records,
+    check_search_args,
+    check_search_text_args,
     check_space,
 )
 from agent_memory.adapters.postgres._codec import row_decoder, utc
@@ -57,7 +58,6 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.ranking import (
     cosine_scores,
-    decode_cursor,
     encode_cursor,
     normalise_rows,
     top_k,
@@ -67,12 +67,9 @@ from agent_memory.domain.records import (
     MemoryRecord,
     Page,
     ScoredRecord,
-    require_dimension,
 )
 from agent_memory.domain.validation import (
-    as_vector,
     require_id,
-    require_limit,
     require_scope,
 )
 
@@ -550,12 +547,9 @@ class PostgresMemoryStore(PostgresHandle):
         min_score: float | None = None,
     ) -> list[ScoredRecord]:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = as_vector(vector, "query vector")
-            require_dimension(self._space, query)
-            wanted = check_filters(namespace, kinds)
-            check_min_score(min_score)
+            query, wanted = check_search_args(
+                owner, vector, limit, namespace, kinds, min_score, self._space
+            )
             table = await self._tbl()
             rows = await self._db.fetch_all(
                 self.search_statement(table, namespace, wanted),
@@ -582,10 +576,7 @@ class PostgresMemoryStore(PostgresHandle):
         cursor: str | None = None,
     ) -> Page:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            wanted = check_filters(namespace, kinds)
-            after = decode_cursor(cursor) if cursor is not None else None
+            wanted, after = check_list_args(owner, limit, namespace, kinds, cursor)
             table = await self._tbl()
             where = _filters(namespace, wanted)
             if after is not None:
@@ -633,10 +624,7 @@ class PostgresMemoryStore(PostgresHandle):
     ) -> builtins.list[ScoredRecord]:
         """BM25 over content (and, down-weighted, the indexing context)."""
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = check_query(query)
-            wanted = check_filters(namespace, kinds)
+            query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             if not query.strip():
                 return []
             table = await self._tbl()

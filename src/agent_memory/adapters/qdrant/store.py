@@ -37,10 +37,11 @@ from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
-    check_min_score,
-    check_query,
+    check_list_args,
     check_record,
     check_records,
+    check_search_args,
+    check_search_text_args,
     check_space,
 )
 from agent_memory.adapters.qdrant._codec import (
@@ -70,7 +71,6 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.ranking import (
     cosine_scores,
-    decode_cursor,
     encode_cursor,
     normalise_rows,
     top_k,
@@ -80,9 +80,8 @@ from agent_memory.domain.records import (
     MemoryRecord,
     Page,
     ScoredRecord,
-    require_dimension,
 )
-from agent_memory.domain.validation import as_vector, require_id, require_limit, require_scope
+from agent_memory.domain.validation import require_id, require_scope
 
 __all__ = [
     "DEFAULT_COLLECTION_PREFIX",
@@ -452,12 +451,9 @@ class QdrantMemoryStore:
         min_score: float | None = None,
     ) -> _Hits:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = as_vector(vector, "query vector")
-            require_dimension(self._space, query)
-            wanted = check_filters(namespace, kinds)
-            check_min_score(min_score)
+            query, wanted = check_search_args(
+                owner, vector, limit, namespace, kinds, min_score, self._space
+            )
             if wanted == []:
                 return []
             name = await self._collection()
@@ -513,10 +509,7 @@ class QdrantMemoryStore:
         cursor: str | None = None,
     ) -> Page:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            wanted = check_filters(namespace, kinds)
-            after = decode_cursor(cursor) if cursor is not None else None
+            wanted, after = check_list_args(owner, limit, namespace, kinds, cursor)
             if wanted == []:
                 return Page(records=(), next_cursor=None)
             name = await self._collection()
@@ -641,10 +634,7 @@ class QdrantMemoryStore:
         candidates holding any query term (filters inside the query); the
         scores use statistics over the owner's filtered records only."""
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = check_query(query)
-            wanted = check_filters(namespace, kinds)
+            query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             terms = query_terms(query)
             if not terms or wanted == []:
                 return []

@@ -24,10 +24,11 @@ from redis.exceptions import NoScriptError
 from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
     check_filters,
-    check_min_score,
-    check_query,
+    check_list_args,
     check_record,
     check_records,
+    check_search_args,
+    check_search_text_args,
 )
 from agent_memory.adapters.redis._client import Client, connect, is_cluster
 from agent_memory.adapters.redis._cluster import IndexNames, primaries, primary_for
@@ -55,7 +56,7 @@ from agent_memory.domain.errors import (
     SearchModuleMissing,
 )
 from agent_memory.domain.lexical import bm25_scores, query_terms
-from agent_memory.domain.ranking import decode_cursor, encode_cursor
+from agent_memory.domain.ranking import encode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
@@ -66,7 +67,6 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     as_vector,
     require_id,
-    require_limit,
     require_scope,
 )
 
@@ -951,11 +951,9 @@ class RedisMemoryStore(RedisHandle):
         min_score: float | None = None,
     ) -> list[ScoredRecord]:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            blob, nonzero = self._query_blob(vector)
-            wanted = check_filters(namespace, kinds)
-            check_min_score(min_score)
+            (blob, nonzero), wanted = check_search_args(
+                owner, vector, limit, namespace, kinds, min_score, self._query_blob
+            )
             if wanted is not None and not wanted:
                 return []
             filt = self._filter(owner, namespace, wanted)
@@ -1049,10 +1047,7 @@ class RedisMemoryStore(RedisHandle):
         cursor: str | None = None,
     ) -> Page:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            wanted = check_filters(namespace, kinds)
-            after = decode_cursor(cursor) if cursor is not None else None
+            wanted, after = check_list_args(owner, limit, namespace, kinds, cursor)
             if wanted is not None and not wanted:
                 return Page(records=(), next_cursor=None)
             query = self._filter(owner, namespace, wanted)
@@ -1109,10 +1104,7 @@ class RedisMemoryStore(RedisHandle):
         the owner's version: a write in between makes the search run again (on its
         last try, the candidates come with their records in one transaction)."""
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = check_query(query)
-            wanted = check_filters(namespace, kinds)
+            query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             terms = query_terms(query)
             if not terms or (wanted is not None and not wanted):
                 return []

@@ -23,10 +23,11 @@ import numpy.typing as npt
 
 from agent_memory.adapters._common.validation import (
     check_filters,
-    check_min_score,
-    check_query,
+    check_list_args,
     check_record,
     check_records,
+    check_search_args,
+    check_search_text_args,
     check_space,
 )
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, SqliteHandle, Synchronous
@@ -41,18 +42,15 @@ from agent_memory.adapters.sqlite.codec import (
 from agent_memory.adapters.sqlite.schema import SpaceTables, bump_versions, ensure_space
 from agent_memory.domain.errors import BackendUnavailable, DuplicateRecord, NotFound
 from agent_memory.domain.lexical import bm25_scores, query_terms
-from agent_memory.domain.ranking import decode_cursor, encode_cursor, top_k
+from agent_memory.domain.ranking import encode_cursor, top_k
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
     Page,
     ScoredRecord,
-    require_dimension,
 )
 from agent_memory.domain.validation import (
-    as_vector,
     require_id,
-    require_limit,
     require_positive,
     require_scope,
 )
@@ -387,12 +385,9 @@ class SqliteMemoryStore(SqliteHandle):
         min_score: float | None = None,
     ) -> list[ScoredRecord]:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = as_vector(vector, "query vector")
-            require_dimension(self._space, query)
-            check_min_score(min_score)
-            wanted = check_filters(namespace, kinds)
+            query, wanted = check_search_args(
+                owner, vector, limit, namespace, kinds, min_score, self._space, min_score_first=True
+            )
             return await self._db.run(
                 lambda conn: self._search(conn, owner, query, limit, namespace, wanted, min_score)
             )
@@ -448,10 +443,7 @@ class SqliteMemoryStore(SqliteHandle):
         in-memory adapter's and another owner's data never changes them.
         """
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            query = check_query(query)
-            wanted = check_filters(namespace, kinds)
+            query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             terms = query_terms(query)
             if not terms:
                 return []
@@ -531,10 +523,7 @@ class SqliteMemoryStore(SqliteHandle):
         cursor: str | None = None,
     ) -> Page:
         async with self._life.op():
-            require_scope(owner, "owner")
-            require_limit(limit)
-            wanted = check_filters(namespace, kinds)
-            after = decode_cursor(cursor) if cursor is not None else None
+            wanted, after = check_list_args(owner, limit, namespace, kinds, cursor)
             return await self._db.run(
                 lambda conn: self._list(conn, owner, namespace, wanted, limit, after)
             )

@@ -21,7 +21,7 @@ from typing import TypeVar, overload
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.errors import DuplicateRecord, InvalidInput
 from agent_memory.domain.ranking import decode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -52,6 +52,7 @@ __all__ = [
     "check_lease_payload",
     "check_list_args",
     "check_min_score",
+    "check_no_duplicates",
     "check_prefix",
     "check_query",
     "check_query_vector",
@@ -102,6 +103,28 @@ def check_records(records: Sequence[MemoryRecord], space: EmbeddingSpace) -> lis
     for r in batch:
         check_record(r, "records", space)
     return batch
+
+
+def check_no_duplicates(
+    batch: Sequence[MemoryRecord], keys: Sequence[str], stored: set[str]
+) -> None:
+    """For stores that check a batch's ids against what they hold (Qdrant,
+    Milvus): `keys` are the records' storage keys in batch order, `stored` those
+    already stored. Raise `DuplicateRecord` for the first owner with ids repeated
+    in the batch or already stored (repeats first, then stored ones, each in
+    batch order)."""
+    seen: set[str] = set()
+    dupes: dict[str, list[str]] = {}
+    for r, key in zip(batch, keys, strict=True):
+        if key in seen:
+            dupes.setdefault(r.owner, []).append(r.id)
+        seen.add(key)
+    for r, key in zip(batch, keys, strict=True):
+        if key in stored and r.id not in dupes.get(r.owner, ()):
+            dupes.setdefault(r.owner, []).append(r.id)
+    if dupes:
+        owner, dupe_ids = next(iter(dupes.items()))
+        raise DuplicateRecord(owner, tuple(dupe_ids))
 
 
 def check_filters(namespace: str | None, kinds: Sequence[str] | None) -> list[str] | None:

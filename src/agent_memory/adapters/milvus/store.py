@@ -39,6 +39,7 @@ from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_list_args,
+    check_no_duplicates,
     check_record,
     check_records,
     check_search_args,
@@ -74,7 +75,6 @@ from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
     DimensionMismatch,
-    DuplicateRecord,
     NotFound,
 )
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
@@ -136,23 +136,6 @@ def scope_expression(owner: str, namespace: str | None, kinds: Sequence[str] | N
 
 def _pk_list(pks: Sequence[str]) -> str:
     return f"{FIELD_PK} in [{', '.join(quote(p) for p in pks)}]"
-
-
-def _reject_duplicates(batch: list[MemoryRecord], pks: list[str], stored: set[str]) -> None:
-    """Raise `DuplicateRecord` for the first owner with ids repeated in the batch
-    or already stored (repeats first, then stored ones, each in batch order)."""
-    seen: set[str] = set()
-    dupes: dict[str, list[str]] = {}
-    for r, pk in zip(batch, pks, strict=True):
-        if pk in seen:
-            dupes.setdefault(r.owner, []).append(r.id)
-        seen.add(pk)
-    for r, pk in zip(batch, pks, strict=True):
-        if pk in stored and r.id not in dupes.get(r.owner, ()):
-            dupes.setdefault(r.owner, []).append(r.id)
-    if dupes:
-        owner, dupe_ids = next(iter(dupes.items()))
-        raise DuplicateRecord(owner, tuple(dupe_ids))
 
 
 class MilvusMemoryStore:
@@ -377,7 +360,7 @@ class MilvusMemoryStore:
             async with _write_lock(self._client, name):
                 stored = set(await self._fetch(name, pks, []))
                 if stored or len(set(pks)) != len(pks):
-                    _reject_duplicates(batch, pks, stored)
+                    check_no_duplicates(batch, pks, stored)
                 await self._write(name, batch)
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:

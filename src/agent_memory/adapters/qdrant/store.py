@@ -38,6 +38,7 @@ from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_list_args,
+    check_no_duplicates,
     check_record,
     check_records,
     check_search_args,
@@ -66,7 +67,6 @@ from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
     DimensionMismatch,
-    DuplicateRecord,
     NotFound,
 )
 from agent_memory.domain.ranking import (
@@ -156,23 +156,6 @@ def _scope_conditions(
 
 def _created(condition: qm.Range) -> qm.FieldCondition:
     return qm.FieldCondition(key=FIELD_CREATED, range=condition)
-
-
-def _reject_duplicates(batch: list[MemoryRecord], ids: list[str], stored: set[str]) -> None:
-    """Raise `DuplicateRecord` for the first owner with ids repeated in the batch
-    or already stored (repeats first, then stored ones, each in batch order)."""
-    seen: set[str] = set()
-    dupes: dict[str, list[str]] = {}
-    for r, pid in zip(batch, ids, strict=True):
-        if pid in seen:
-            dupes.setdefault(r.owner, []).append(r.id)
-        seen.add(pid)
-    for r, pid in zip(batch, ids, strict=True):
-        if pid in stored and r.id not in dupes.get(r.owner, ()):
-            dupes.setdefault(r.owner, []).append(r.id)
-    if dupes:
-        owner, dupe_ids = next(iter(dupes.items()))
-        raise DuplicateRecord(owner, tuple(dupe_ids))
 
 
 def _payload(point: qm.Record | qm.ScoredPoint) -> dict[str, Any]:
@@ -400,7 +383,7 @@ class QdrantMemoryStore:
             async with _write_lock(self._client, name):
                 stored = await self._existing(name, ids)
                 if stored or len(set(ids)) != len(ids):
-                    _reject_duplicates(batch, ids, stored)
+                    check_no_duplicates(batch, ids, stored)
                 await self._upsert(name, batch, ids)
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:

@@ -231,6 +231,13 @@ def _store_cases() -> list[Case]:
         Case(s, "search vector=dim 5", lambda p: p.search("o", np.ones(5)), "", DimensionMismatch),
         Case(s, "search min_score=str", lambda p: p.search("o", VEC, min_score="x"), "min_score"),
         Case(s, "search min_score=True", lambda p: p.search("o", VEC, min_score=True), "min_score"),
+        # Two bad arguments: every backend names the same one (filters before min_score).
+        Case(
+            s,
+            "search kinds=str and min_score=str",
+            lambda p: p.search("o", VEC, kinds="k", min_score="x"),
+            "kinds",
+        ),
         Case(
             s, "search min_score=nan", lambda p: p.search("o", VEC, min_score=math.nan), "min_score"
         ),

@@ -170,8 +170,6 @@ def check_search_args(
     kinds: Sequence[str] | None,
     min_score: object,
     space: EmbeddingSpace,
-    *,
-    min_score_first: bool = False,
 ) -> tuple[npt.NDArray[np.float32], list[str] | None]: ...
 
 
@@ -184,8 +182,6 @@ def check_search_args(
     kinds: Sequence[str] | None,
     min_score: object,
     space: Callable[[object], V],
-    *,
-    min_score_first: bool = False,
 ) -> tuple[V, list[str] | None]: ...
 
 
@@ -197,14 +193,12 @@ def check_search_args(
     kinds: Sequence[str] | None,
     min_score: object,
     space: EmbeddingSpace | Callable[[object], object],
-    *,
-    min_score_first: bool = False,
 ) -> tuple[object, list[str] | None]:
     """The arguments of `search`, checked in this order: owner, limit, the query
     vector (`check_query_vector` in `space`, or `space` itself when it is a
     check of the store's own, returning what it returns), then the namespace/kinds
-    filters and `min_score` (`min_score` before the filters when
-    `min_score_first`, as the memory and SQLite stores have always done).
+    filters and `min_score` — the same order on every backend, so two bad
+    arguments name the same one everywhere.
     Returns the checked vector and the kinds wanted (`check_filters`)."""
     require_scope(owner, "owner")
     require_limit(limit)
@@ -212,12 +206,8 @@ def check_search_args(
         query: object = check_query_vector(space, vector)
     else:
         query = space(vector)
-    if min_score_first:
-        check_min_score(min_score)
-        wanted = check_filters(namespace, kinds)
-    else:
-        wanted = check_filters(namespace, kinds)
-        check_min_score(min_score)
+    wanted = check_filters(namespace, kinds)
+    check_min_score(min_score)
     return query, wanted
 
 

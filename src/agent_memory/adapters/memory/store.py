@@ -179,7 +179,7 @@ class InMemoryMemoryStore:
     ) -> list[ScoredRecord]:
         self._life.check()
         query, wanted = check_search_args(
-            owner, vector, limit, namespace, kinds, min_score, self._space, min_score_first=True
+            owner, vector, limit, namespace, kinds, min_score, self._space
         )
         index = self._owners().get(owner)
         if index is None:

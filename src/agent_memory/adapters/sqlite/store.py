@@ -386,7 +386,7 @@ class SqliteMemoryStore(SqliteHandle):
     ) -> list[ScoredRecord]:
         async with self._life.op():
             query, wanted = check_search_args(
-                owner, vector, limit, namespace, kinds, min_score, self._space, min_score_first=True
+                owner, vector, limit, namespace, kinds, min_score, self._space
             )
             return await self._db.run(
                 lambda conn: self._search(conn, owner, query, limit, namespace, wanted, min_score)

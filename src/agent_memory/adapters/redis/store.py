@@ -222,16 +222,23 @@ return out
 # KEYS: the owner's statistics. ARGV: exact threshold, index, exact query, HNSW
 # query, then the other FT.SEARCH arguments. The exact query when the owner holds
 # at most the threshold of records (the sum of its statistics' `n` cells).
-_KNN = """
-local n = 0
-local f = redis.call('HGETALL', KEYS[1])
-for i = 1, #f - 1, 2 do
-  if string.sub(f[i], 1, 1) == 'n' then n = n + tonumber(f[i + 1]) end
+_CHOOSE_QUERY_LUA = """
+local function choose_query()
+  local count = 0
+  local f = redis.call('HGETALL', KEYS[1])
+  for i = 1, #f - 1, 2 do
+    if string.sub(f[i], 1, 1) == 'n' then count = count + tonumber(f[i + 1]) end
+  end
+  if count <= tonumber(ARGV[1]) then return ARGV[3] end
+  return ARGV[4]
 end
-local q = ARGV[4]
-if n <= tonumber(ARGV[1]) then q = ARGV[3] end
-return redis.call('FT.SEARCH', ARGV[2], q, unpack(ARGV, 5, #ARGV))
 """
+_KNN = (
+    _CHOOSE_QUERY_LUA
+    + """
+return redis.call('FT.SEARCH', ARGV[2], choose_query(), unpack(ARGV, 5, #ARGV))
+"""
+)
 
 # -- Cluster variants. On a cluster node this Search build returns the ids of
 # matching documents (and sortable or computed fields such as `sk` and `__d`) but
@@ -282,17 +289,11 @@ return filled(res, fields, ARGV[n + 2] == '1')
 # n, n fields to load, then the other FT.SEARCH arguments.
 _KNN_C = (
     _LOAD_LUA
+    + _CHOOSE_QUERY_LUA
     + """
-local count = 0
-local f = redis.call('HGETALL', KEYS[1])
-for i = 1, #f - 1, 2 do
-  if string.sub(f[i], 1, 1) == 'n' then count = count + tonumber(f[i + 1]) end
-end
-local q = ARGV[4]
-if count <= tonumber(ARGV[1]) then q = ARGV[3] end
 local n = tonumber(ARGV[5])
 local fields = {unpack(ARGV, 6, n + 5)}
-local res = redis.call('FT.SEARCH', ARGV[2], q, unpack(ARGV, n + 6, #ARGV))
+local res = redis.call('FT.SEARCH', ARGV[2], choose_query(), unpack(ARGV, n + 6, #ARGV))
 return filled(res, fields, true)
 """
 )

@@ -5,26 +5,13 @@ script; no command spans slots, so the batch as a whole is not atomic)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
-from agent_memory.adapters.redis import (
-    RedisCache,
-    RedisEventLog,
-    RedisLeaseStore,
-    RedisMemoryStore,
-)
-from agent_memory.contract_tests import (
-    CacheContract,
-    Capabilities,
-    EventLogContract,
-    LeaseStoreContract,
-    MemoryStoreContract,
-)
-from agent_memory.domain.records import EmbeddingSpace
-
-SPACE = EmbeddingSpace(model="test-model", dimension=8)
+from agent_memory.adapters.redis import RedisLeaseStore
+from agent_memory.contract_tests import Capabilities
+from redis_contract import CacheSuite, EventLogSuite, LeaseStoreSuite, MemoryStoreSuite
 
 CLUSTER_CAPS = Capabilities(
     atomic_batches=False,
@@ -35,89 +22,33 @@ CLUSTER_CAPS = Capabilities(
 )
 
 
-class TestClusterMemoryStore(MemoryStoreContract):
+@pytest.fixture
+def redis_contract_url(redis_cluster_url: str) -> str:
+    return redis_cluster_url
+
+
+class TestClusterMemoryStore(MemoryStoreSuite):
     capabilities = CLUSTER_CAPS
 
-    @pytest.fixture
-    async def store(
-        self, redis_cluster_url: str, deployment: str
-    ) -> AsyncIterator[RedisMemoryStore]:
-        s = RedisMemoryStore.from_url(redis_cluster_url, SPACE, deployment=deployment)
-        yield s
-        await s.close()
-        cleanup = RedisMemoryStore.from_url(redis_cluster_url, SPACE, deployment=deployment)
-        await cleanup.drop_index()
-        await cleanup.close()
 
-    @pytest.fixture
-    async def reopen(
-        self, redis_cluster_url: str, deployment: str
-    ) -> Callable[[], Awaitable[RedisMemoryStore]]:
-        async def open_again() -> RedisMemoryStore:
-            return RedisMemoryStore.from_url(redis_cluster_url, SPACE, deployment=deployment)
-
-        return open_again
-
-
-class TestClusterEventLog(EventLogContract):
+class TestClusterEventLog(EventLogSuite):
     capabilities = CLUSTER_CAPS
 
-    @pytest.fixture
-    async def event_log(
-        self, redis_cluster_url: str, deployment: str
-    ) -> AsyncIterator[RedisEventLog]:
-        log = RedisEventLog.from_url(redis_cluster_url, deployment=deployment)
-        yield log
-        await log.close()
 
-    @pytest.fixture
-    async def reopen(
-        self, redis_cluster_url: str, deployment: str
-    ) -> Callable[[], Awaitable[RedisEventLog]]:
-        async def open_again() -> RedisEventLog:
-            return RedisEventLog.from_url(redis_cluster_url, deployment=deployment)
-
-        return open_again
-
-
-class TestClusterLeaseStore(LeaseStoreContract):
+class TestClusterLeaseStore(LeaseStoreSuite):
     """With the cluster default: every acquire and renew waits for one replica."""
 
     capabilities = CLUSTER_CAPS
 
     @pytest.fixture
     async def leases(
-        self, redis_cluster_url: str, deployment: str
+        self, redis_contract_url: str, deployment: str
     ) -> AsyncIterator[RedisLeaseStore]:
-        s = RedisLeaseStore.from_url(redis_cluster_url, deployment=deployment)
+        s = RedisLeaseStore.from_url(redis_contract_url, deployment=deployment)
         assert s.wait_replicas == 1
         yield s
         await s.close()
 
-    @pytest.fixture
-    async def reopen(
-        self, redis_cluster_url: str, deployment: str
-    ) -> Callable[[], Awaitable[RedisLeaseStore]]:
-        async def open_again() -> RedisLeaseStore:
-            return RedisLeaseStore.from_url(redis_cluster_url, deployment=deployment)
 
-        return open_again
-
-
-class TestClusterCache(CacheContract):
+class TestClusterCache(CacheSuite):
     capabilities = CLUSTER_CAPS
-
-    @pytest.fixture
-    async def cache(self, redis_cluster_url: str, deployment: str) -> AsyncIterator[RedisCache]:
-        c = RedisCache.from_url(redis_cluster_url, deployment=deployment)
-        yield c
-        await c.close()
-
-    @pytest.fixture
-    async def reopen(
-        self, redis_cluster_url: str, deployment: str
-    ) -> Callable[[], Awaitable[RedisCache]]:
-        async def open_again() -> RedisCache:
-            return RedisCache.from_url(redis_cluster_url, deployment=deployment)
-
-        return open_again

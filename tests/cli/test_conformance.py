@@ -73,10 +73,11 @@ def conformance(
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - started)
 
 
-def conformance_job(name: str, *args: str, files: dict[str, str] | None = None) -> None:
+def conformance_job(name: str, *args: str, files: dict[str, str | Path] | None = None) -> None:
     """Register `agent-memory conformance ARGS` as the background job `name`
     (tests/background.py): it runs in `<workdir>/work` with TMPDIR
-    `<workdir>/tmp`, after `files` (name -> source, dedented) are written into
+    `<workdir>/tmp`, after `files` (name -> source, dedented, or a file whose
+    text is read when the job starts, not at collection) are written into
     `<workdir>/work`; `{work}` in an argument is replaced by that directory."""
 
     @background.job(name)
@@ -85,7 +86,8 @@ def conformance_job(name: str, *args: str, files: dict[str, str] | None = None) 
         work.mkdir()
         tmp.mkdir()
         for filename, source in (files or {}).items():
-            write(work / filename, source)
+            text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+            write(work / filename, text)
         cmd, env = _command(tuple(a.replace("{work}", str(work)) for a in args), tmp, "")
         return background.Command(cmd, cwd=work, env=env)
 
@@ -320,7 +322,7 @@ _BROKEN_STORES = Path(__file__).resolve().parents[1] / "broken" / "broken_stores
 conformance_job(
     "conformance-primary-clause",
     "--factory", "acme_list:make", "-q", "-k", "list or large_batch or no_match",
-    files={"acme_list.py": _BROKEN_LIST, "broken_stores.py": _BROKEN_STORES.read_text()},
+    files={"acme_list.py": _BROKEN_LIST, "broken_stores.py": _BROKEN_STORES},
 )  # fmt: skip
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from agent_memory.contract_tests import Capabilities
-from redis_contract import CacheSuite, EventLogSuite, LeaseStoreSuite, MemoryStoreSuite
+from redis_contract import (
+    CacheSuite,
+    EventLogSuite,
+    LeaseStoreSuite,
+    LexicalVersionSuite,
+    MemoryStoreSuite,
+)
 
 CAPS = Capabilities(
     atomic_batches=True,
@@ -35,3 +41,7 @@ class TestRedisLeaseStore(LeaseStoreSuite):
 
 class TestRedisCache(CacheSuite):
     capabilities = CAPS
+
+
+class TestRedisLexicalVersion(LexicalVersionSuite):
+    pass

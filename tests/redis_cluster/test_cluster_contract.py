@@ -11,7 +11,13 @@ import pytest
 
 from agent_memory.adapters.redis import RedisLeaseStore
 from agent_memory.contract_tests import Capabilities
-from redis_contract import CacheSuite, EventLogSuite, LeaseStoreSuite, MemoryStoreSuite
+from redis_contract import (
+    CacheSuite,
+    EventLogSuite,
+    LeaseStoreSuite,
+    LexicalVersionSuite,
+    MemoryStoreSuite,
+)
 
 CLUSTER_CAPS = Capabilities(
     atomic_batches=False,
@@ -52,3 +58,7 @@ class TestClusterLeaseStore(LeaseStoreSuite):
 
 class TestClusterCache(CacheSuite):
     capabilities = CLUSTER_CAPS
+
+
+class TestClusterLexicalVersion(LexicalVersionSuite):
+    pass

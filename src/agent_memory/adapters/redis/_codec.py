@@ -40,6 +40,7 @@ __all__ = [
     "encode_event",
     "encode_record",
     "from_micros",
+    "record_terms",
     "scored",
     "sort_key",
     "to_micros",
@@ -139,6 +140,13 @@ def sort_key(created_at: datetime, record_id: str) -> str:
     return f"{micros:020d}" + record_id.encode("utf-8", "surrogatepass").hex()
 
 
+def record_terms(content: str, context: str) -> str:
+    """A record's `terms` field: the domain's tokens (stopwords dropped, stemmed) of
+    its content and context, joined by single spaces (no token holds a space), so
+    BM25 here ranks like every other backend."""
+    return " ".join(tokenize(f"{content}\n{context}"))
+
+
 def encode_record(r: MemoryRecord, tags: dict[str, str]) -> dict[str, bytes | str | int]:
     vec = np.ascontiguousarray(r.vector, dtype=np.float32)
     zero = not bool(np.any(vec))
@@ -149,9 +157,7 @@ def encode_record(r: MemoryRecord, tags: dict[str, str]) -> dict[str, bytes | st
         "kind": r.kind,
         "content": r.content,
         "context": r.context,
-        # The lexical index sees the domain's tokens (stopwords dropped, stemmed), so
-        # BM25 here ranks like every other backend.
-        "terms": " ".join(tokenize(f"{r.content}\n{r.context}")),
+        "terms": record_terms(r.content, r.context),
         "ca": to_micros(r.created_at),
         "ua": to_micros(r.updated_at),
         "imp": repr(r.importance),

@@ -64,6 +64,11 @@ class KeySchema:
     def ms_stats_prefix(self, space_identity: str) -> str:
         return f"{self.base}:ms:{space_identity}:s:"
 
+    def ms_lexical(self, space_identity: str) -> str:
+        """The `domain.lexical.LEXICAL_VERSION` the space's stored terms follow, or
+        `rebuilding:<version>` while they are being re-derived for that version."""
+        return f"{self.base}:ms:{space_identity}:lex"
+
     # -- EventLog: per-domain sets and payloads tagged by domain ------------
     def ev_payloads(self, domain: str) -> str:
         return f"{self.base}:ev:{{{digest(domain)}}}:p"

@@ -37,6 +37,7 @@ from agent_memory.adapters.redis._codec import (
     decode_record,
     decode_record_values,
     encode_record,
+    record_terms,
     scored,
     sort_key,
     to_micros,
@@ -50,7 +51,9 @@ from agent_memory.adapters.redis._errors import (
 )
 from agent_memory.adapters.redis._handle import RedisHandle, SharedClient
 from agent_memory.adapters.redis._keys import digest
+from agent_memory.domain import lexical
 from agent_memory.domain.errors import (
+    ConfigurationError,
     DuplicateRecord,
     NotFound,
     SearchModuleMissing,
@@ -323,6 +326,43 @@ return {stats, table.concat(ids, '\\0'), table.concat(terms, '\\0')}
 """
 )
 
+# Re-deriving stored terms after `domain.lexical.LEXICAL_VERSION` changed. KEYS: the
+# owner's statistics, then records of that owner. ARGV: per record, the content and
+# context its new terms were derived from, then those terms. A record gets them only
+# if its content and context are still those (a write in between already stored
+# terms of the current rules, or deleted it); the length of its cell moves by the
+# difference, so running it twice (a rebuild resumed) changes nothing more.
+_RETERM = (
+    _STATS_LUA
+    + """
+local changed = 0
+for i = 2, #KEYS do
+  local at = (i - 2) * 3
+  local f = redis.call('HMGET', KEYS[i], 'content', 'context', 'terms')
+  if f[1] == ARGV[at + 1] and (f[2] or '') == ARGV[at + 2] and f[3] ~= ARGV[at + 3] then
+    local cell, old = stored(KEYS[i])
+    local _, new = string.gsub(ARGV[at + 3], '%S+', '')
+    redis.call('HSET', KEYS[i], 'terms', ARGV[at + 3])
+    if redis.call('HEXISTS', KEYS[1], 'n' .. cell) == 1 then
+      redis.call('HINCRBY', KEYS[1], 'l' .. cell, new - old)
+    end
+    changed = changed + 1
+  end
+end
+if changed > 0 and redis.call('EXISTS', KEYS[1]) == 1 then bump(KEYS[1]) end
+return changed
+"""
+)
+
+# KEYS: the space's lexical version key. ARGV: the rebuild marker, the version.
+# Sets the version only if the marker is still there (no other rebuild started).
+_LEXICAL_DONE = """
+local now = redis.call('GET', KEYS[1])
+if now == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]); return 1 end
+if now == ARGV[2] then return 1 end
+return 0
+"""
+
 _Hits = list[ScoredRecord]
 _Rows = list[list[bytes]]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
@@ -476,6 +516,10 @@ class RedisMemoryStore(RedisHandle):
         self._candidates = self._r.register_script(_CANDIDATES)
         self._fetch = self._r.register_script(_FETCH)
         self._knn_script = self._r.register_script(_KNN)
+        self._reterm = self._r.register_script(_RETERM)
+        self._lexical_done = self._r.register_script(_LEXICAL_DONE)
+        self._lexical_ready = False  # the stored terms follow LEXICAL_VERSION
+        self._lexical_lock = asyncio.Lock()
         self._cluster = is_cluster(self._r)
         if self._cluster:  # one index per primary (`_cluster`), scripts that load fields
             self._names = IndexNames(self._index)
@@ -519,9 +563,14 @@ class RedisMemoryStore(RedisHandle):
     # -- index ----------------------------------------------------------------
     async def ensure_index(self) -> None:
         """Create the Search index for this space (idempotent); on a cluster, one
-        on every primary."""
-        if self._index_ready:
-            return
+        on every primary. Then, once per handle, make sure the stored terms follow
+        this release's lexical rules (`_ensure_lexical`)."""
+        if not self._index_ready:
+            await self._create_index()
+        if not self._lexical_ready:
+            await self._ensure_lexical()
+
+    async def _create_index(self) -> None:
         if self._cluster:
             with translate("create index"):
                 nodes = await primaries(self._cluster_client)
@@ -547,6 +596,129 @@ class RedisMemoryStore(RedisHandle):
     @property
     def _cluster_client(self) -> Any:
         return self._r
+
+    # -- lexical version ----------------------------------------------------------
+    #: Record keys per batch of a terms rebuild (one HMGET pipeline, one script
+    #: pipeline).
+    _rebuild_page = _PAGE
+
+    async def _ensure_lexical(self) -> None:
+        """Make sure the stored terms (and the owners' statistics built from them)
+        follow `domain.lexical.LEXICAL_VERSION`: one GET when they do. Otherwise
+        (another version, an interrupted rebuild, or a space written before the
+        version was recorded) re-derive them (`_rebuild_terms`). A space without
+        records just records the version."""
+        async with self._lexical_lock:
+            if self._lexical_ready:
+                return
+            want = lexical.LEXICAL_VERSION
+            key = self._keys.ms_lexical(self._sid)
+            with translate("lexical version"):
+                stored = await self._r.get(key)
+                if stored != want.encode():
+                    if not self._index_ready:
+                        await self._create_index()
+                    fresh = stored is None and not await self._has_records()
+                    if not (fresh and await self._r.set(key, want, nx=True)):
+                        await self._rebuild_terms(key, want)
+            self._lexical_ready = True
+
+    async def _has_records(self) -> bool:
+        """Whether the space holds any record (its index counts them)."""
+        head = ("*", "NOCONTENT", "LIMIT", "0", "0", "DIALECT", "2")
+        if not self._cluster:
+            return int((await self._cmd("FT.SEARCH", self._index, *head))[0]) > 0
+        for node in await primaries(self._cluster_client):
+            name = self._names(self._cluster_client, node)
+            if int((await self._cmd("FT.SEARCH", name, *head, target_nodes=node))[0]):
+                return True
+        return False
+
+    async def _rebuild_terms(self, key: str, want: str) -> int:
+        """Re-derive every record's terms and its owner's lengths for lexical version
+        `want`; returns how many records changed. The key says `rebuilding:<want>`
+        until every record was visited, so an interrupted rebuild is run again by
+        the next handle (of any version: the key matches none); records already
+        done are skipped (`_RETERM` compares), so it resumes where it stopped."""
+        marker = f"rebuilding:{want}"
+        await self._r.set(key, marker)
+        prefix = self._keys.ms_record_prefix(self._sid)
+        batch: list[Any] = []
+        changed = 0
+        async for found in self._r.scan_iter(match=prefix + "*", count=1000):
+            batch.append(found)
+            if len(batch) >= self._rebuild_page:
+                changed += await self._reterm_batch(batch)
+                batch = []
+        if batch:
+            changed += await self._reterm_batch(batch)
+        if not await self._lexical_done(keys=[key], args=[marker, want]):
+            now = await self._r.get(key)
+            raise ConfigurationError(
+                f"redis keyword terms of {self._sid!r} ({self._keys.base}): another process "
+                f"changed {key!r} to {now!r} while this one (lexical version {want!r}) "
+                "re-derived them; run one agent-memory release against a deployment, "
+                "then open the store again (it finishes the rebuild)"
+            )
+        return changed
+
+    async def _reterm_batch(self, keys: list[Any]) -> int:
+        """Re-derive the terms of the records `keys` (one HMGET pipeline), then
+        store those that changed, one `_RETERM` per owner (one script pipeline)."""
+        pipe = self._r.pipeline(transaction=False)
+        for key in keys:
+            pipe.hmget(key, "content", "context", "terms")
+        rows = await pipe.execute()
+        prefix = self._keys.ms_record_prefix(self._sid)
+        stats = self._keys.ms_stats_prefix(self._sid)
+        calls: dict[str, tuple[list[Any], list[Any]]] = {}
+        for key, (content, context, terms) in zip(keys, rows, strict=True):
+            if content is None:  # deleted since the scan saw it
+                continue
+            context = context or b""
+            new = record_terms(
+                content.decode("utf-8", "surrogatepass"), context.decode("utf-8", "surrogatepass")
+            ).encode("utf-8", "surrogatepass")
+            if new == terms:
+                continue
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            tag = name[len(prefix) :].split("}", 1)[0]  # "{<owner digest>"
+            call = calls.setdefault(tag, ([stats + tag + "}"], []))
+            call[0].append(key)
+            call[1].extend((content, context, new))
+        if not calls:
+            return 0
+        replies = await self._eval_many(self._reterm, _RETERM, list(calls.values()))
+        return sum(int(n) for n in replies)
+
+    async def _eval_many(
+        self, script: Any, source: str, calls: Sequence[tuple[list[Any], list[Any]]]
+    ) -> list[Any]:
+        """`script` once per (keys, args), all in one pipeline (on a cluster, one
+        round trip per primary); replies in call order. A call that a node answered
+        NOSCRIPT (it did not run) is sent again after loading the script; nothing
+        else is resent; the first other error is raised."""
+        results: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for attempt in (1, 2):
+            pipe = self._r.pipeline(transaction=False)
+            for i in todo:
+                keys, args = calls[i]
+                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            replies = await pipe.execute(raise_on_error=False)
+            missing = []
+            for i, reply in zip(todo, replies, strict=True):
+                if isinstance(reply, NoScriptError) and attempt == 1:
+                    missing.append(i)
+                elif isinstance(reply, Exception):
+                    raise reply
+                else:
+                    results[i] = reply
+            if not missing:
+                break
+            await self._r.script_load(source)
+            todo = missing
+        return results
 
     async def _ensure_on(self, node: Any, name: str) -> None:
         """Create the index `name` on one cluster primary (idempotent)."""
@@ -627,9 +799,12 @@ class RedisMemoryStore(RedisHandle):
 
     async def _drop_stats(self) -> None:
         """Delete every owner's keyword statistics of this space (one key per owner,
-        each in its owner's slot: single-key UNLINKs, pipelined)."""
+        each in its owner's slot: single-key UNLINKs, pipelined) and the lexical
+        version of its terms (none are left; the next write records it again)."""
         match = self._keys.ms_stats_prefix(self._sid) + "*"  # no glob characters in it
         pipe = self._r.pipeline(transaction=False)
+        pipe.execute_command("UNLINK", self._keys.ms_lexical(self._sid))  # no terms left
+        self._lexical_ready = False
         async for key in self._r.scan_iter(match=match, count=1000):
             pipe.execute_command("UNLINK", key)  # (a cluster pipeline's unlink is async)
             if len(pipe) >= _PAGE:
@@ -822,31 +997,12 @@ class RedisMemoryStore(RedisHandle):
         declared on a cluster). A script a node did not know (NOSCRIPT: it did not
         run) is loaded and sent again; nothing else is resent."""
         calls = [self._add_call(part) for part in parts]
-        results: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
         with translate("add"):
             await self.ensure_index()
             if not self._add_loaded:  # on every primary, before the first pipeline
                 await self._r.script_load(_ADD)
                 self._add_loaded = True
-            for attempt in (1, 2):
-                pipe = self._r.pipeline(transaction=False)
-                for i in todo:
-                    keys, args = calls[i]
-                    pipe.execute_command("EVALSHA", self._add.sha, len(keys), *keys, *args)
-                replies = await pipe.execute(raise_on_error=False)
-                missing = []
-                for i, reply in zip(todo, replies, strict=True):
-                    if isinstance(reply, NoScriptError) and attempt == 1:
-                        missing.append(i)
-                    elif isinstance(reply, Exception):
-                        raise reply
-                    else:
-                        results[i] = reply
-                if not missing:
-                    break
-                await self._r.script_load(_ADD)
-                todo = missing
+            results = await self._eval_many(self._add, _ADD, calls)
         for part, found in zip(parts, results, strict=True):
             for i in found or ():
                 r = part[int(i) - 1]
@@ -1114,6 +1270,8 @@ class RedisMemoryStore(RedisHandle):
             cells = _Cells(namespace, wanted)
             stats = self._stats_key(owner)
             with translate("search_text"):
+                if not self._lexical_ready:
+                    await self._ensure_lexical()
                 for attempt in range(self._text_attempts):
                     full = attempt == self._text_attempts - 1
                     version, n, length, rows = await self._text_candidates(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from snowballstemmer.english_stemmer import EnglishStemmer
 
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.lexical import query_terms, stem, tokenize
+from agent_memory.domain.lexical import STOPWORDS, query_terms, stem, tokenize
 from agent_memory.domain.retrieval import (
     FusionMethod,
     Ranking,
@@ -25,6 +29,7 @@ from agent_memory.domain.retrieval import (
     score_fusion,
 )
 
+SUFFIXES = ("ing", "ed", "s", "er", "ings", "ously", "ational", "ness")
 IDS = st.sampled_from([f"r{i}" for i in range(12)])
 SCORES = st.integers(-20, 200).map(lambda n: n / 4)
 
@@ -242,18 +247,56 @@ def test_neighbour_context_rejects_bad_arguments() -> None:
 def test_tokens_are_stemmed_and_stopwords_dropped() -> None:
     assert tokenize("She decided: hiking, hikes; painted the paintings and paints") == [
         "decid",
-        "hik",
-        "hik",
+        "hike",
+        "hike",
         "paint",
-        "painting",
+        "paint",
         "paint",
     ]
     assert query_terms("What did Ingrid paint? Ingrid!") == ["ingrid", "paint"]
     assert stem("running") == "run"
     assert stem("classes") == "class"
+    assert stem("activities") == "activ"
     assert stem("status") == "status"
     assert stem("bus") == "bus"
     assert stem("a1s") == "a1s"
+    assert tokenize("In 2023 the Über ÜBER 10am") == ["2023", "über", "über", "10am"]
+
+
+@given(st.text(max_size=80))
+def test_tokens_are_the_snowball_stems_of_the_non_stopwords(text: str) -> None:
+    """The cached tokeniser gives what a fresh Snowball English stemmer gives for
+    every word (all-letter words stemmed, the rest kept), never a stopword or an
+    empty term."""
+    fresh = EnglishStemmer()
+    want = []
+    for raw in re.findall(r"[^\W_]+", text):
+        word = raw.lower()
+        if word not in STOPWORDS:
+            want.append((fresh.stemWord(word) or word) if word.isalpha() else word)
+    got = tokenize(text)
+    assert got == want
+    assert all(term and term not in STOPWORDS for term in got)
+    assert tokenize(text) == got
+
+
+def test_stems_are_right_from_many_threads() -> None:
+    """The Snowball stemmer keeps its state per call: concurrent cache misses must
+    not mix two words up (a tiny switch interval makes threads interleave inside
+    a call)."""
+    words = [f"{w}{end}" for w in ("paint", "hike", "walk", "climb", "gener") for end in SUFFIXES]
+    want = {w: EnglishStemmer().stemWord(w) for w in words}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(20):
+            stem.cache_clear()
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                got = list(pool.map(stem, words * 2))
+            assert got == [want[w] for w in words * 2]
+    finally:
+        sys.setswitchinterval(interval)
+        stem.cache_clear()
 
 
 def test_speaker_named_in_query_is_favoured_only_when_unambiguous() -> None:

@@ -2,19 +2,24 @@
 
 Tokens are lowercased runs of letters and digits, so punctuation and query
 syntax in user text never mean anything. Common English function words
-(`STOPWORDS`) are dropped and every other token is reduced by a light suffix
-stemmer (`stem`: plurals, -ing, -ed, -ly...), so "painted" finds "paints"; the
-same rule applies to documents and queries. BM25 statistics (document count,
+(`STOPWORDS`) are dropped and every other all-letter token is reduced by the
+Snowball English stemmer (`stem`; the algorithm of PostgreSQL's `english` text
+search configuration), so "painted" finds "paints"; the same rule applies to
+documents and queries. BM25 statistics (document count,
 average length, document frequencies) are computed over the caller's corpus —
 one owner's filtered records — so another owner's data never changes a score.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
+
+from snowballstemmer.english_stemmer import EnglishStemmer
 
 __all__ = [
     "BM25_B",
@@ -31,7 +36,7 @@ __all__ = [
 # Bump whenever `tokenize` can return other terms for the same text (stopwords,
 # stemming, splitting, case folding): stores that keep derived terms (the SQLite
 # keyword index) re-derive them when the version they were built with differs.
-LEXICAL_VERSION = "1"
+LEXICAL_VERSION = "2"  # 2: the Snowball English stemmer (1: a light suffix stemmer)
 
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -47,48 +52,51 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     will with would you your yours yourself yourselves s t d ll m re ve"""
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
-# (suffix, replacement), first match wins; the stem keeps at least 3 characters.
-_SUFFIXES = (
-    ("ies", "y"),
-    ("sses", "ss"),
-    ("ness", ""),
-    ("ment", ""),
-    ("ing", ""),
-    ("ed", ""),
-    ("s", ""),
-)
+# Stems and terms are cached per word: a stem costs ~60 us in pure Python, and a
+# conversation repeats a small vocabulary. Bounded, so arbitrary input cannot grow
+# them without limit.
+_CACHE_SIZE = 1 << 16
 
 
+class _Stemmer:
+    """One Snowball English stemmer, made on first use; its state is per call, so
+    calls are serialised (cache misses only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stemmer: EnglishStemmer | None = None
+
+    def __call__(self, word: str) -> str:
+        with self._lock:
+            if self._stemmer is None:
+                self._stemmer = EnglishStemmer()
+            stemmed: str = self._stemmer.stemWord(word)
+            return stemmed
+
+
+_STEMMER = _Stemmer()
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
 def stem(word: str) -> str:
-    """A light English suffix stemmer (lowercase input), one suffix removed, then a
-    final "e": "painted"/"paints"/"painting" -> "paint", "hiking"/"hikes" -> "hik",
-    "activities" -> "activity"."""
-    if len(word) <= 3 or not word.isalpha():
+    """The Snowball English stem of a lowercase word: "painted"/"paints"/"painting"
+    -> "paint", "hiking"/"hikes" -> "hike", "activities" -> "activ". A token with a
+    digit or other non-letter ("2023", "a1s") is kept as it is."""
+    if not word.isalpha():
         return word
-    for suffix, replacement in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            if suffix == "s" and word.endswith(("ss", "us", "is")):
-                return word
-            base = word[: -len(suffix)] + replacement
-            if suffix in ("ing", "ed") and base[-1] == base[-2] and base[-1] not in "lsz":
-                base = base[:-1]
-            return _drop_final_e(base)
-    return _drop_final_e(word)
+    return _STEMMER(word) or word
 
 
-def _drop_final_e(word: str) -> str:
-    """ "decide"/"decided" -> "decid", "hike"/"hiking" -> "hik" (words of 4+ letters)."""
-    return word[:-1] if len(word) >= 4 and word.endswith("e") else word
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _term(raw: str) -> str:
+    """The term of one raw word ("" for a stopword)."""
+    token = raw.lower()
+    return "" if token in STOPWORDS else stem(token)
 
 
 def tokenize(text: str) -> list[str]:
     """Lowercased runs of letters and digits, stopwords dropped, stemmed."""
-    out: list[str] = []
-    for raw in _WORD.findall(text):
-        token = raw.lower()
-        if token not in STOPWORDS:
-            out.append(stem(token))
-    return out
+    return [term for term in map(_term, _WORD.findall(text)) if term]
 
 
 def query_terms(query: str) -> list[str]:

@@ -21,7 +21,8 @@ from agent_memory.adapters.qdrant._codec import (
     record_from_payload,
     record_to_payload,
 )
-from agent_memory.adapters.qdrant._lexical import count_tokens, tokenize
+from agent_memory.adapters.qdrant._lexical import record_terms
+from agent_memory.domain.lexical import LEXICAL_VERSION, term_counts, tokenize
 from agent_memory.domain.records import MemoryRecord
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -58,7 +59,19 @@ def _reference_payload(r: MemoryRecord) -> dict[str, Any]:
         "importance": r.importance,
         "attributes_json": json.dumps(r.attributes) if r.attributes else "{}",
         "v": base64.b64encode(r.vector.astype("<f4").tobytes()).decode("ascii"),
-        "token_count": len(tokenize(r.content)) + len(tokenize(r.context)),
+        **_reference_terms(r.content, r.context),
+    }
+
+
+def _reference_terms(content: str, context: str) -> dict[str, Any]:
+    """The keyword fields: `domain.lexical` terms of content + context."""
+    tokens = tokenize(content) + tokenize(context)
+    distinct = list(dict.fromkeys(tokens))
+    return {
+        "terms": distinct,
+        "term_counts": [tokens.count(t) for t in distinct],
+        "token_count": len(tokens),
+        "lexical": LEXICAL_VERSION,
     }
 
 
@@ -111,6 +124,14 @@ def test_point_ids_are_uuid5_of_length_prefixed_pairs(pairs: list[tuple[str, str
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.text(st.characters(exclude_categories=("Cs",))) | st.text("aZ09_ -.,;é\t"))
-def test_count_tokens_counts_the_tokenizer_s_tokens(text: str) -> None:
-    assert count_tokens(text) == len(tokenize(text))
+@given(
+    content=st.text(st.characters(exclude_categories=("Cs",))) | st.text("aZ09_ -.,;é\t"),
+    context=st.text("ab painted paints the\n ,"),
+)
+def test_record_terms_are_the_domain_s_term_counts(content: str, context: str) -> None:
+    """What a point stores is what `memory://` ranks with: the same counts and length."""
+    terms, counts, length = record_terms(content, context)
+    want, want_length = term_counts(f"{content}\n{context}")
+    assert dict(zip(terms, counts, strict=True)) == dict(want)
+    assert len(set(terms)) == len(terms)
+    assert length == want_length

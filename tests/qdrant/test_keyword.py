@@ -1,5 +1,6 @@
-"""Keyword search: Qdrant's text index selects candidates inside the query
-(owner and filters included); BM25 with owner-scoped statistics ranks them."""
+"""Keyword search: the points' `domain.lexical` terms (keyword index, `MatchAny`)
+select candidates inside the query (owner and filters included); BM25 with
+owner-scoped statistics ranks them."""
 
 from __future__ import annotations
 
@@ -8,37 +9,35 @@ import math
 import pytest
 
 from agent_memory.adapters.qdrant import QdrantMemoryStore
-from agent_memory.adapters.qdrant._lexical import (
-    bm25_scores,
-    count_tokens,
-    query_terms,
-    tokenize,
-)
+from agent_memory.adapters.qdrant._lexical import bm25_scores, query_terms, record_terms
 from agent_memory.domain.errors import InvalidInput, ScopeRequired
 from agent_memory.ports.storage import KeywordSearch
 from qdrant.support import rec
 
 
-def test_tokenizer_mirrors_word_tokenizer() -> None:
-    assert tokenize("Hello, WORLD! it's x_y 42ab") == [
-        "hello",
-        "world",
-        "it",
-        "s",
-        "x",
-        "y",
-        "42ab",
-    ]
-    assert query_terms("a b a B") == ["a", "b"]
-    for text in ("", "Hello, WORLD! it's x_y 42ab", "ünïcode 所有者 tokens"):
-        assert count_tokens(text) == len(tokenize(text))
+def test_terms_follow_the_domain_rules() -> None:
+    """Stopwords dropped and stemmed, as every other backend: "painted" finds "paints"."""
+    assert record_terms("She painted THE sunsets", "paints, x_y") == (
+        ["paint", "sunset", "x", "y"],
+        [2, 1, 1, 1],
+        5,
+    )
+    assert query_terms("painting the paints") == ["paint"]
 
 
 def test_bm25_formula() -> None:
     """One term in one of two docs: idf = ln(1 + 1.5/1.5), tf saturation by length."""
-    scores = bm25_scores(["cat"], [["cat", "sat"]], total_docs=2, total_length=4)
+    scores = bm25_scores(["cat"], [({"cat": 1, "sat": 1}, 2)], total_docs=2, total_length=4)
     idf = math.log(1 + (2 - 1 + 0.5) / (1 + 0.5))
     assert scores == [pytest.approx(idf * 2.2 / (1 + 1.2))]
+
+
+async def test_stemmed_and_stopword_queries(store: QdrantMemoryStore) -> None:
+    """The candidates come from the stored terms: an inflected form matches and a
+    stopword-only query finds nothing (Qdrant's word tokens found neither way)."""
+    await store.add([rec("a", content="Caroline painted a sunrise"), rec("b", content="the end")])
+    assert [h.record.id for h in await store.search_text("alice", "paintings")] == ["a"]
+    assert await store.search_text("alice", "the") == []
 
 
 async def test_ranks_by_bm25_and_isolates_owners(store: QdrantMemoryStore) -> None:
@@ -76,17 +75,17 @@ async def test_other_owners_do_not_change_scores(store: QdrantMemoryStore) -> No
 
 async def test_ties_by_id_limit_and_filters(store: QdrantMemoryStore) -> None:
     await store.add(
-        [rec(f"r{i}", content="same words", namespace="n1", kind="k1") for i in (3, 1, 2)]
-        + [rec("q", content="same words", namespace="n2", kind="k2")]
+        [rec(f"r{i}", content="cloudy words", namespace="n1", kind="k1") for i in (3, 1, 2)]
+        + [rec("q", content="cloudy words", namespace="n2", kind="k2")]
     )
     assert [h.record.id for h in await store.search_text("alice", "words", limit=2)] == [
         "q",
         "r1",
     ]
-    hits = await store.search_text("alice", "same", namespace="n1")
+    hits = await store.search_text("alice", "cloudy", namespace="n1")
     assert [h.record.id for h in hits] == ["r1", "r2", "r3"]
-    assert [h.record.id for h in await store.search_text("alice", "same", kinds=["k2"])] == ["q"]
-    assert await store.search_text("alice", "same", kinds=[]) == []
+    assert [h.record.id for h in await store.search_text("alice", "cloudy", kinds=["k2"])] == ["q"]
+    assert await store.search_text("alice", "cloudy", kinds=[]) == []
     assert await store.search_text("alice", "  ,, ") == []
 
 

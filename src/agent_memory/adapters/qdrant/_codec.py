@@ -14,6 +14,12 @@ in-process oracle computes them.
 one stacked matrix, one JSON encoder for the attributes, one hash prefix per
 owner. The stored format is the same as one record at a time
 (`point_id`, `record_to_payload`), which tests check.
+
+Keyword fields (see `_lexical`): `terms` (distinct `domain.lexical` terms of
+content + context), `term_counts` (their counts, same order), `token_count`
+(the length in terms) and `lexical` (the `LEXICAL_VERSION` they follow). A
+point without the current `lexical` value is re-derived when a store opens the
+collection (`store._migrate_terms`); `lexical_fields` computes those fields.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters.qdrant._lexical import count_tokens
+from agent_memory.adapters.qdrant._lexical import current_version, record_terms
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.time import from_micros, to_micros
 
@@ -39,11 +45,15 @@ __all__ = [
     "FIELD_CREATED",
     "FIELD_ID",
     "FIELD_KIND",
+    "FIELD_LEXICAL",
     "FIELD_NAMESPACE",
     "FIELD_OWNER",
+    "FIELD_TERMS",
+    "FIELD_TERM_COUNTS",
     "FIELD_TOKENS",
     "batch_payloads",
     "from_micros",
+    "lexical_fields",
     "point_id",
     "point_ids",
     "record_from_payload",
@@ -68,6 +78,9 @@ FIELD_IMPORTANCE = "importance"
 FIELD_ATTRIBUTES = "attributes_json"
 FIELD_VECTOR = "v"
 FIELD_TOKENS = "token_count"
+FIELD_TERMS = "terms"
+FIELD_TERM_COUNTS = "term_counts"
+FIELD_LEXICAL = "lexical"
 
 
 # The hex digit holding the RFC 4122 variant bits (10xx), from the digest's digit.
@@ -153,8 +166,19 @@ def vector_from_payload(payload: dict[str, Any]) -> npt.NDArray[np.float32]:
     return np.frombuffer(raw, dtype="<f4").astype(np.float32)
 
 
+def lexical_fields(content: str, context: str, version: str) -> dict[str, Any]:
+    """The keyword fields of a point (terms, counts, length, version marker)."""
+    terms, counts, length = record_terms(content, context)
+    return {
+        FIELD_TERMS: terms,
+        FIELD_TERM_COUNTS: counts,
+        FIELD_TOKENS: length,
+        FIELD_LEXICAL: version,
+    }
+
+
 def record_to_payload(record: MemoryRecord) -> dict[str, Any]:
-    """The payload of one point: filter fields, exact values, and the token count."""
+    """The payload of one point: filter fields, exact values, keyword terms."""
     return batch_payloads([record], np.stack([record.vector]))[0]
 
 
@@ -168,6 +192,7 @@ def batch_payloads(
     # and can never collide with the indexed fields. The records validated them
     # as finite JSON, so the default encoder is enough.
     dumps = _attributes_encoder()
+    version = current_version()
     out: list[dict[str, Any]] = []
     append = out.append
     for record, vector in zip(records, encoded, strict=True):
@@ -177,22 +202,21 @@ def batch_payloads(
         attributes = record.attributes
         content = record.content
         context = record.context
-        append(
-            {
-                FIELD_OWNER: record.owner,
-                FIELD_ID: record.id,
-                FIELD_NAMESPACE: record.namespace,
-                FIELD_KIND: record.kind,
-                FIELD_CONTENT: content,
-                FIELD_CONTEXT: context,
-                FIELD_CREATED: created_us,
-                FIELD_UPDATED: created_us if updated == created else to_micros(updated),
-                FIELD_IMPORTANCE: record.importance,
-                FIELD_ATTRIBUTES: dumps(attributes) if attributes else "{}",
-                FIELD_VECTOR: vector,
-                FIELD_TOKENS: count_tokens(content) + count_tokens(context),
-            }
-        )
+        payload = {
+            FIELD_OWNER: record.owner,
+            FIELD_ID: record.id,
+            FIELD_NAMESPACE: record.namespace,
+            FIELD_KIND: record.kind,
+            FIELD_CONTENT: content,
+            FIELD_CONTEXT: context,
+            FIELD_CREATED: created_us,
+            FIELD_UPDATED: created_us if updated == created else to_micros(updated),
+            FIELD_IMPORTANCE: record.importance,
+            FIELD_ATTRIBUTES: dumps(attributes) if attributes else "{}",
+            FIELD_VECTOR: vector,
+        }
+        payload.update(lexical_fields(content, context, version))
+        append(payload)
     return out
 
 

@@ -13,6 +13,11 @@ rejects duplicates before writing anything. The check and the write are
 serialised per (client, collection) inside this process; two processes adding
 the same id at the same moment can both succeed (the later write wins), which
 is why the adapter declares `concurrent_duplicate_rejection=False`.
+
+Keyword search uses the `domain.lexical` terms each point stores (`_lexical`).
+Points whose terms were derived with other lexical rules, or not stored at all
+(collections written before terms were stored), are re-derived when a store
+first opens the collection (`_migrate_terms`).
 """
 
 from __future__ import annotations
@@ -51,18 +56,22 @@ from agent_memory.adapters.qdrant._codec import (
     FIELD_CREATED,
     FIELD_ID,
     FIELD_KIND,
+    FIELD_LEXICAL,
     FIELD_NAMESPACE,
     FIELD_OWNER,
+    FIELD_TERM_COUNTS,
+    FIELD_TERMS,
     FIELD_TOKENS,
     batch_payloads,
     from_micros,
+    lexical_fields,
     point_id,
     point_ids,
     record_from_payload,
     to_micros,
     vector_from_payload,
 )
-from agent_memory.adapters.qdrant._lexical import bm25_scores, query_terms, tokenize
+from agent_memory.adapters.qdrant._lexical import bm25_scores, current_version, query_terms
 from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -160,6 +169,11 @@ def _created(condition: qm.Range) -> qm.FieldCondition:
 
 def _payload(point: qm.Record | qm.ScoredPoint) -> dict[str, Any]:
     return point.payload or {}
+
+
+def _text_of(payload: dict[str, Any]) -> tuple[str, str]:
+    """(content, context) of a payload, empty where absent."""
+    return str(payload.get(FIELD_CONTENT, "")), str(payload.get(FIELD_CONTEXT, ""))
 
 
 class QdrantMemoryStore:
@@ -277,6 +291,7 @@ class QdrantMemoryStore:
                 "this store needs Cosine"
             )
         await self._ensure_indexes(name, info.payload_schema or {})
+        await self._migrate_terms(name)
 
     def _hnsw_config(self) -> qm.HnswConfigDiff:
         """M, ef_construct, and the exact threshold as Qdrant's `full_scan_threshold`
@@ -299,16 +314,13 @@ class QdrantMemoryStore:
             )
 
     async def _ensure_indexes(self, name: str, existing: dict[str, Any]) -> None:
-        text = qm.TextIndexParams(
-            type=qm.TextIndexType.TEXT, tokenizer=qm.TokenizerType.WORD, lowercase=True
-        )
         wanted: list[tuple[str, qm.PayloadSchemaType | qm.PayloadSchemaParams]] = [
             (FIELD_OWNER, qm.KeywordIndexParams(type=qm.KeywordIndexType.KEYWORD, is_tenant=True)),
             (FIELD_NAMESPACE, qm.PayloadSchemaType.KEYWORD),
             (FIELD_KIND, qm.PayloadSchemaType.KEYWORD),
             (FIELD_CREATED, qm.PayloadSchemaType.INTEGER),
-            (FIELD_CONTENT, text),
-            (FIELD_CONTEXT, text),
+            (FIELD_TERMS, qm.PayloadSchemaType.KEYWORD),
+            (FIELD_LEXICAL, qm.PayloadSchemaType.KEYWORD),
         ]
         for field_name, schema in wanted:
             if field_name in existing:
@@ -320,6 +332,71 @@ class QdrantMemoryStore:
                     f"create_payload_index {field_name}",
                     self._client.create_payload_index(name, field_name, field_schema=schema),
                 )
+
+    async def _migrate_terms(self, name: str) -> int:
+        """Re-derive the keyword fields of every point whose `lexical` marker is not
+        the current `domain.lexical.LEXICAL_VERSION` (points written before terms
+        were stored have none); returns how many points were rewritten.
+
+        Batches of `_SCROLL_BATCH` points: read content and context, set the new
+        fields on each point (`set_payload`, the rest of the payload untouched),
+        then read the batch again and redo any point whose text changed meanwhile
+        (a writer in another process), so no point keeps terms of a text it no
+        longer holds. Rewritten points leave the stale filter, so an interrupted
+        migration resumes where it stopped the next time a store opens.
+        """
+        version = current_version()
+        current: _Conditions = [
+            qm.FieldCondition(key=FIELD_LEXICAL, match=qm.MatchValue(value=version))
+        ]
+        stale = qm.Filter(must_not=current)
+        found = await self._call("count", self._client.count(name, count_filter=stale, exact=True))
+        if found.count == 0:
+            return 0
+        text = [FIELD_CONTENT, FIELD_CONTEXT]
+        done = 0
+        async with _write_lock(self._client, name):
+            offset: qm.ExtendedPointId | None = None
+            while True:
+                points, offset = await self._call(
+                    "scroll",
+                    self._client.scroll(
+                        name,
+                        scroll_filter=stale,
+                        limit=_SCROLL_BATCH,
+                        offset=offset,
+                        with_payload=text,
+                        with_vectors=False,
+                    ),
+                )
+                pending = {str(p.id): _text_of(_payload(p)) for p in points}
+                done += len(pending)
+                while pending:
+                    ops: builtins.list[qm.UpdateOperation] = [
+                        qm.SetPayloadOperation(
+                            set_payload=qm.SetPayload(
+                                payload=lexical_fields(content, context, version), points=[pid]
+                            )
+                        )
+                        for pid, (content, context) in pending.items()
+                    ]
+                    await self._call(
+                        "batch_update_points",
+                        self._client.batch_update_points(name, update_operations=ops, wait=True),
+                    )
+                    again = await self._call(
+                        "retrieve",
+                        self._client.retrieve(
+                            name, ids=list(pending), with_payload=text, with_vectors=False
+                        ),
+                    )
+                    pending = {
+                        str(p.id): _text_of(_payload(p))
+                        for p in again
+                        if _text_of(_payload(p)) != pending[str(p.id)]
+                    }
+                if offset is None:
+                    return done
 
     async def _scan(self, name: str, flt: qm.Filter, fields: list[str]) -> list[dict[str, Any]]:
         """Every point matching `flt` (payload `fields` only), in bounded batches."""
@@ -613,9 +690,11 @@ class QdrantMemoryStore:
         namespace: str | None = None,
         kinds: Sequence[str] | None = None,
     ) -> _Hits:
-        """BM25 over content + context. Qdrant's text index selects the owner's
-        candidates holding any query term (filters inside the query); the
-        scores use statistics over the owner's filtered records only."""
+        """BM25 over content + context by `domain.lexical`. The `terms` keyword
+        index selects the owner's candidates holding any query term (`MatchAny`,
+        owner and filters inside the query); the scores use statistics over the
+        owner's filtered records only, exactly as the in-process store computes
+        them."""
         async with self._life.op():
             query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             terms = query_terms(query)
@@ -623,26 +702,30 @@ class QdrantMemoryStore:
                 return []
             name = await self._collection()
             scope = _scope_conditions(owner, namespace, wanted)
-            should: _Conditions = [
-                qm.FieldCondition(key=field_name, match=qm.MatchText(text=term))
-                for field_name in (FIELD_CONTENT, FIELD_CONTEXT)
-                for term in terms
-            ]
+            holds = qm.FieldCondition(key=FIELD_TERMS, match=qm.MatchAny(any=terms))
             candidates = await self._scan(
                 name,
-                qm.Filter(must=scope, should=should),
-                [FIELD_ID, FIELD_CONTENT, FIELD_CONTEXT],
+                qm.Filter(must=[*scope, holds]),
+                [FIELD_ID, FIELD_TERMS, FIELD_TERM_COUNTS, FIELD_TOKENS],
             )
             if not candidates:
                 return []
             corpus = await self._scan(name, qm.Filter(must=scope), [FIELD_TOKENS])
-            tokens = [
-                tokenize(str(p.get(FIELD_CONTENT, ""))) + tokenize(str(p.get(FIELD_CONTEXT, "")))
+            wanted_terms = set(terms)
+            docs = [
+                (
+                    {
+                        t: int(c)
+                        for t, c in zip(p[FIELD_TERMS], p[FIELD_TERM_COUNTS], strict=True)
+                        if t in wanted_terms
+                    },
+                    int(p[FIELD_TOKENS]),
+                )
                 for p in candidates
             ]
             scores = bm25_scores(
                 terms,
-                tokens,
+                docs,
                 total_docs=len(corpus),
                 total_length=sum(int(p.get(FIELD_TOKENS, 0)) for p in corpus),
             )

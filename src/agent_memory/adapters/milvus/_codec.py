@@ -17,6 +17,8 @@ token, distinct, space-separated; Milvus's analyzer splits exactly these tokens
 on every deployment (Milvus Lite's regex analyzer and a server's), and its BM25
 index answers "which rows hold one of these terms". The ranking itself is
 computed per owner from the candidates' text (see `store.search_text`).
+`domain.lexical` is read at call time, so a changed `LEXICAL_VERSION` and its
+tokenizer go together (the store re-derives older rows: `_migrate_terms`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.domain import lexical
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.time import from_micros, to_micros
 
@@ -155,7 +157,7 @@ def rows(records: Sequence[MemoryRecord], matrix: npt.NDArray[np.float32]) -> li
     out: list[dict[str, Any]] = []
     for record, vector in zip(records, vectors, strict=True):
         created_us = to_micros(record.created_at)
-        tokens = tokenize(f"{record.content}\n{record.context}")
+        tokens = lexical.tokenize(f"{record.content}\n{record.context}")
         terms, complete = _terms_field(tokens)
         attributes = json.dumps(record.attributes) if record.attributes else "{}"
         out.append(

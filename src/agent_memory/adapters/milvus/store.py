@@ -18,6 +18,11 @@ Milvus inserts duplicate primary keys silently, so `add` reads the batch's
 keys first and rejects duplicates before writing anything; the check and the
 write are serialised per (client, collection) in this process, which is why
 `concurrent_duplicate_rejection` is not declared (two processes may race).
+
+Keyword terms are derived from the text by `domain.lexical`; the collection
+records the `LEXICAL_VERSION` they follow (collection property
+`agent_memory.lexical`), and a store opening a collection whose terms follow
+another version (or none recorded) re-derives them (`_migrate_terms`).
 """
 
 from __future__ import annotations
@@ -71,6 +76,7 @@ from agent_memory.adapters.milvus._codec import (
     record_from_row,
     rows,
 )
+from agent_memory.domain import lexical
 from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -93,7 +99,12 @@ from agent_memory.domain.records import (
 from agent_memory.domain.time import from_micros, to_micros
 from agent_memory.domain.validation import require_id, require_scope
 
-__all__ = ["DEFAULT_COLLECTION_PREFIX", "MilvusMemoryStore"]
+__all__ = [
+    "DEFAULT_COLLECTION_PREFIX",
+    "LEXICAL_PROGRESS_PROPERTY",
+    "LEXICAL_PROPERTY",
+    "MilvusMemoryStore",
+]
 
 DEFAULT_COLLECTION_PREFIX = "agent_memory_"
 _T = TypeVar("_T")
@@ -110,6 +121,10 @@ _HEX = "0123456789abcdef"
 _SCALAR_INDEXED = (FIELD_OWNER, FIELD_NAMESPACE, FIELD_KIND)
 _Hits = list[ScoredRecord]
 _Row = dict[str, Any]
+#: Collection properties: the `domain.lexical.LEXICAL_VERSION` the stored terms
+#: follow, and the progress of a re-derivation ("<version>:<last pk digit done>").
+LEXICAL_PROPERTY = "agent_memory.lexical"
+LEXICAL_PROGRESS_PROPERTY = "agent_memory.lexical_progress"
 
 _WRITE_LOCKS: weakref.WeakKeyDictionary[MilvusClient, dict[str, asyncio.Lock]] = (
     weakref.WeakKeyDictionary()
@@ -132,6 +147,12 @@ def scope_expression(owner: str, namespace: str | None, kinds: Sequence[str] | N
     if kinds is not None:
         parts.append(f"{FIELD_KIND} in [{', '.join(quote(k) for k in kinds)}]")
     return " and ".join(parts)
+
+
+def _properties(info: dict[str, Any]) -> dict[str, str]:
+    """A collection's properties (`describe_collection`) as strings."""
+    found = info.get("properties") or {}
+    return {str(k): str(v) for k, v in dict(found).items()}
 
 
 def _pk_list(pks: Sequence[str]) -> str:
@@ -257,6 +278,7 @@ class MilvusMemoryStore:
                     name,
                     schema=self._schema(),
                     consistency_level="Strong",
+                    properties={LEXICAL_PROPERTY: lexical.LEXICAL_VERSION},
                 )
             except BackendUnavailable:
                 # Another handle may have created it first; anything else is an error.
@@ -282,6 +304,55 @@ class MilvusMemoryStore:
         if dim != self._space.dimension:
             raise DimensionMismatch(self._space.dimension, dim, where=f"milvus collection {name!r}")
         await self._call("load_collection", client.load_collection, name)
+        await self._migrate_terms(name, _properties(info))
+
+    async def _migrate_terms(self, name: str, properties: dict[str, str]) -> int:
+        """Re-derive every row's keyword fields (`terms`, `terms_complete`,
+        `token_count`) when the collection's terms follow another
+        `domain.lexical.LEXICAL_VERSION` than this release's (or none is
+        recorded: collections from before the marker); returns the rows rewritten.
+
+        Rows are rewritten whole (Milvus has no partial update) through `upsert`,
+        one primary-key digit range at a time (keys are uniform hex digests), each
+        range read just before it is written, in batches of `_INSERT_BATCH`. The
+        finished range is recorded (`LEXICAL_PROGRESS_PROPERTY`), so a migration
+        cut short resumes at the next range; the version property is set last.
+        """
+        version = lexical.LEXICAL_VERSION
+        if properties.get(LEXICAL_PROPERTY) == version:
+            return 0
+        client = self._client
+        done = 0
+        async with _write_lock(client, name):
+            info = await self._call("describe_collection", client.describe_collection, name)
+            properties = _properties(info)
+            if properties.get(LEXICAL_PROPERTY) == version:
+                return 0  # another handle of this process finished it meanwhile
+            progress = properties.get(LEXICAL_PROGRESS_PROPERTY, "")
+            after = progress.partition(":")[2] if progress.startswith(f"{version}:") else ""
+            every = f"{FIELD_PK} != {quote('')}"
+            for digit in _HEX:
+                if after and digit <= after:
+                    continue
+                keys = await self._scan(name, every, [FIELD_PK], digit)
+                pks = [str(row[FIELD_PK]) for row in keys]
+                for start in range(0, len(pks), _INSERT_BATCH):
+                    found = await self._fetch(name, pks[start : start + _INSERT_BATCH], ALL_FIELDS)
+                    records = [record_from_row(row) for row in found.values()]
+                    if records:
+                        await self._write(name, records, replace=True)
+                    done += len(records)
+                await self._set_properties(name, {LEXICAL_PROGRESS_PROPERTY: f"{version}:{digit}"})
+            await self._set_properties(name, {LEXICAL_PROPERTY: version})
+        return done
+
+    async def _set_properties(self, name: str, properties: dict[str, str]) -> None:
+        await self._call(
+            "alter_collection_properties",
+            self._client.alter_collection_properties,
+            name,
+            properties=properties,
+        )
 
     async def _query(self, name: str, expr: str, fields: list[str], limit: int) -> list[_Row]:
         out: list[_Row] = await self._call(

@@ -12,7 +12,8 @@ values, so both sides store and read the same data
   JSON). The owner holds 1,000 records, under the store's exact threshold, so
   both sides search exactly (`HYBRID_POLICY ADHOC_BF`). `redis_search_k_plus_1`
   (no target): the direct query also reads the row past the cut, which exact
-  ties by id need (ours always does).
+  ties by id need (ours asks for it too; its script returns the rows' values
+  without names or keys, and that row's distance only unless it ties).
 - `redis_window`: `log.window(domain, since, limit=50)` vs the same window
   script (retention checked server-side) called directly on the domain's and
   the global sets in one pipeline, the references merged and cut at 50, and the
@@ -34,10 +35,11 @@ values, so both sides store and read the same data
 Cluster column (`--cluster`): the same comparisons on a 3 + 3 Redis Cluster
 (`tests/servers/redis_cluster_server.py`, or `REDIS_CLUSTER_URL`), both sides on
 one redis-py `RedisCluster`: `redis_cluster_*` lines. On a cluster node the
-Search module returns no document fields, so the direct search is the same
-call the adapter makes: one EVALSHA (routed by the owner's slot) of a script
-running FT.SEARCH on the owner's primary's index and reading the hits' fields
-with HMGET, decoded the same way. Window and append are the same pipelines
+Search module returns no document fields, so the direct search is a script too:
+one EVALSHA (routed by the owner's slot) of a script running FT.SEARCH on the
+owner's primary's index and returning each hit's distance and its fields' values
+(HMGET; no names, no keys, as the adapter's script returns them), decoded the
+same way. Window and append are the same pipelines
 (routed per slot); the add is a pipeline of HSET to the owner's slot.
 `tests/test_benchmarks.py` runs the same equality checks on a cluster.
 
@@ -65,7 +67,6 @@ from agent_memory.adapters.redis import RedisEventLog, RedisMemoryStore, connect
 from agent_memory.adapters.redis._codec import RECORD_FIELDS, encode_event, encode_record, to_micros
 from agent_memory.adapters.redis._keys import KeySchema, digest
 from agent_memory.adapters.redis.events import _APPEND, _WINDOW
-from agent_memory.adapters.redis.store import _SEARCH_C
 from agent_memory.domain.records import EmbeddingSpace, Entity, Event, MemoryRecord
 
 DIM = 64
@@ -73,6 +74,21 @@ TARGET = 1.15
 WINDOW_LIMIT = 50
 SPACE = EmbeddingSpace(model="bench-model", dimension=DIM)
 Side = Callable[[], Awaitable[Any]]
+
+# The direct search on a cluster node (whose Search module returns no document
+# fields). KEYS: any key in the owner's slot (routing). ARGV: n, n fields, then
+# FT.SEARCH's arguments (`RETURN 1 d`). Per hit: its distance, then its fields'
+# values.
+_DIRECT_SEARCH_C = """
+local n = tonumber(ARGV[1])
+local res = redis.call('FT.SEARCH', unpack(ARGV, n + 2, #ARGV))
+local out = {}
+for i = 2, #res, 2 do
+  out[#out + 1] = res[i + 1][2]
+  out[#out + 1] = redis.call('HMGET', res[i], unpack(ARGV, 2, n + 1))
+end
+return out
+"""
 
 
 def make_records(n: int, owners: int, rng: np.random.Generator) -> list[MemoryRecord]:
@@ -152,7 +168,7 @@ class Bench:
         self.keys = KeySchema(deployment=deployment)
         self.append_script = self.r.register_script(_APPEND)
         self.window_script = self.r.register_script(_WINDOW)
-        self.search_script = self.r.register_script(_SEARCH_C)
+        self.search_script = self.r.register_script(_DIRECT_SEARCH_C)
         self.cluster = url.lower().startswith(("redis+cluster:", "rediss+cluster:"))
 
     def direct_keys(self, suffix: str) -> KeySchema:
@@ -180,7 +196,8 @@ class Bench:
             return await store.search(owner, next(ours_q), limit=10)
 
         stats = store._stats_key(owner)
-        load: list[Any] = [len(RECORD_FIELDS), *RECORD_FIELDS, "1"]
+        load: list[Any] = [len(RECORD_FIELDS), *RECORD_FIELDS]
+        names = [name.encode() for name in RECORD_FIELDS]
         script = self.search_script
         cluster = self.cluster
 
@@ -194,11 +211,18 @@ class Bench:
                     keys=[stats],
                     args=[*load, name, query, "PARAMS", "2", "v", blob, "RETURN", "1", "d", *tail],
                 )
-            else:
-                res = await r.execute_command(
-                    "FT.SEARCH", index, query, "PARAMS", "2", "v", blob,
-                    "RETURN", str(len(fields)), *fields, *tail,
-                )  # fmt: skip
+                out = []
+                for d, values in list(zip(res[::2], res[1::2], strict=True))[:10]:
+                    f = dict(zip(names, values, strict=True))
+                    f[b"d"] = d
+                    f[b"vec"] = np.frombuffer(f[b"vec"], dtype=np.float32)
+                    f[b"attrs"] = json.loads(f[b"attrs"])
+                    out.append(f)
+                return out
+            res = await r.execute_command(
+                "FT.SEARCH", index, query, "PARAMS", "2", "v", blob,
+                "RETURN", str(len(fields)), *fields, *tail,
+            )  # fmt: skip
             out = []
             for row in res[2::2][:10]:
                 f = dict(zip(row[::2], row[1::2], strict=True))

@@ -169,6 +169,7 @@ async def test_the_search_script_switches_on_the_owners_record_count(
     the owner's records and the second matches nothing, so the reply's count shows
     which one ran. When this fails, the count or the comparison is wrong."""
     from agent_memory.adapters.redis._keys import digest
+    from agent_memory.adapters.redis.store import _knn_rows
 
     rng = np.random.default_rng(3)
     store = RedisMemoryStore.from_url(redis_url, SPACE, deployment=deployment, exact_threshold=5)
@@ -181,15 +182,42 @@ async def test_the_search_script_switches_on_the_owners_record_count(
                 args=[
                     5,
                     store.index_name,
-                    f"@oh:{{{digest(owner)}}}",
-                    "@oh:{none}",
-                    "NOCONTENT",
-                    "DIALECT",
-                    "2",
+                    f"(@oh:{{{digest(owner)}}})=>[KNN 10 @vec $v AS __d]",
+                    "(@oh:{none})=>[KNN 10 @vec $v AS __d]",
+                    10,
+                    10,
+                    rng.standard_normal(DIM).astype(np.float32).tobytes(),
                 ],
             )
             matched = {"five": 5, "six": 6, "nobody": 0}[owner] if exact else 0
-            assert reply[0] == matched, (owner, reply)
+            assert _knn_rows(reply)[0] == matched, (owner, reply)
     finally:
         await store.drop_index()
         await store.close()
+
+
+def test_the_knn_reply_is_read_by_its_marks() -> None:
+    """The KNN scripts' flat reply: per row the distance, then "1" (a zero vector,
+    skipped), "s" (score only) or "0" and the record's fields. A row the script
+    sent in full whose vector is zero (a record written without its `z` tag) is
+    skipped and reported, so `_knn` asks again with every row in full. When this
+    fails, the reply's layout and `_knn_rows` disagree."""
+    from agent_memory.adapters.redis._codec import RECORD_FIELDS
+    from agent_memory.adapters.redis.store import _knn_rows
+
+    def full(id: str, vec: bytes) -> list[bytes]:
+        values = [b"x"] * len(RECORD_FIELDS)
+        values[0], values[-1] = id.encode(), vec
+        return values
+
+    nonzero, zero = np.ones(4, dtype=np.float32).tobytes(), bytes(16)
+    reply = [b"0.25", b"0", *full("a", nonzero), b"0.5", b"1", b"0.75", b"s", b"1.5", b"s"]
+    seen, rows, below, odd = _knn_rows(reply)
+    assert (seen, [(s, i) for s, i, _ in rows], below, odd) == (
+        4,
+        [(-0.75, "a")],
+        [-0.25, 0.5],
+        False,
+    )
+    seen, rows, below, odd = _knn_rows([b"-0.5", b"0", *full("z", zero), b"0.1", b"s"])
+    assert (seen, rows, below, odd) == (2, [], [-0.9], True)

@@ -236,10 +236,69 @@ local function choose_query()
   return ARGV[4]
 end
 """
+
+# The reply of both KNN scripts, built from the engine's rows (distance ascending):
+# one flat list, per row its distance, then "1" (a zero vector: scored elsewhere),
+# "s" (score only: it ranks below `keep` records already in the reply, so it is
+# never returned; its distance is what the tie check at the cut needs) or "0"
+# followed by the `RECORD_FIELDS` values. No field names and no keys: about half
+# the reply elements of FT.SEARCH's own reply, which is what the client spends its
+# time parsing. Scores are clipped as the client clips them (`_knn`), so a row
+# tied with the `keep`-th after clipping is sent in full.
+_KNN_ROWS_LUA = (
+    "local FIELDS = {"
+    + ", ".join(f"'{name}'" for name in RECORD_FIELDS)
+    + """}
+local function knn_row(out, state, d, z, values)
+  out[#out + 1] = d
+  if z == '1' then
+    out[#out + 1] = '1'
+    return
+  end
+  local s = 1 - tonumber(d)
+  if s > 1 then s = 1 elseif s < -1 then s = -1 end
+  if state.full < state.keep or s == state.cut then
+    out[#out + 1] = '0'
+    local v = values()
+    for i = 1, #FIELDS do out[#out + 1] = v[i] end
+    state.full = state.full + 1
+    if state.full == state.keep then state.cut = s end
+  else
+    out[#out + 1] = 's'
+  end
+end
+local function knn_search(res_fields)
+  local args = {ARGV[2], choose_query(), 'PARAMS', '2', 'v', ARGV[7]}
+  for _, a in ipairs(res_fields) do args[#args + 1] = a end
+  for _, a in ipairs({'SORTBY', '__d', 'ASC', 'LIMIT', '0', ARGV[6], 'DIALECT', '2',
+      'TIMEOUT', '0'}) do
+    args[#args + 1] = a
+  end
+  return redis.call('FT.SEARCH', unpack(args))
+end
+"""
+)
+
+# KEYS: the owner's statistics. ARGV: exact threshold, index, exact query, HNSW
+# query (each `... AS __d`), keep, k, the query vector. The `_KNN_ROWS_LUA` reply.
 _KNN = (
     _CHOOSE_QUERY_LUA
+    + _KNN_ROWS_LUA
     + """
-return redis.call('FT.SEARCH', ARGV[2], choose_query(), unpack(ARGV, 5, #ARGV))
+local returned = {'RETURN', tostring(#FIELDS + 2), '__d', 'z'}
+for _, f in ipairs(FIELDS) do returned[#returned + 1] = f end
+local res = knn_search(returned)
+local out, state = {}, {full = 0, keep = tonumber(ARGV[5])}
+for i = 3, #res, 2 do
+  local row, m = res[i], {}
+  for j = 1, #row - 1, 2 do m[row[j]] = row[j + 1] end
+  knn_row(out, state, m['__d'], m['z'], function()
+    local v = {}
+    for n, f in ipairs(FIELDS) do v[n] = m[f] or false end
+    return v
+  end)
+end
+return out
 """
 )
 
@@ -288,16 +347,23 @@ return filled(res, fields, ARGV[n + 2] == '1')
 """
 )
 
-# `_KNN` on a cluster node. ARGV: exact threshold, index, exact query, HNSW query,
-# n, n fields to load, then the other FT.SEARCH arguments.
+# `_KNN` on a cluster node (the same ARGV and reply; ARGV[2] is the index on this
+# primary): the engine returns each hit's key and distance, the script reads `z`
+# and, for the rows sent in full, the fields.
 _KNN_C = (
-    _LOAD_LUA
-    + _CHOOSE_QUERY_LUA
+    _CHOOSE_QUERY_LUA
+    + _KNN_ROWS_LUA
     + """
-local n = tonumber(ARGV[5])
-local fields = {unpack(ARGV, 6, n + 5)}
-local res = redis.call('FT.SEARCH', ARGV[2], choose_query(), unpack(ARGV, n + 6, #ARGV))
-return filled(res, fields, true)
+local res = knn_search({'RETURN', '1', '__d'})
+local out, state = {}, {full = 0, keep = tonumber(ARGV[5])}
+for i = 2, #res, 2 do
+  local key, row, d = res[i], res[i + 1], nil
+  for j = 1, #row - 1, 2 do if row[j] == '__d' then d = row[j + 1] end end
+  knn_row(out, state, d, redis.call('HGET', key, 'z'), function()
+    return redis.call('HMGET', key, unpack(FIELDS))
+  end)
+end
+return out
 """
 )
 
@@ -369,10 +435,8 @@ _Rows = list[list[bytes]]
 # sort field where there is one: the module returns the sort field first, then the
 # RETURN fields in order, so a row's names usually equal these lists exactly.
 _RECORD = [name.encode() for name in RECORD_FIELDS]
-_SCORED = [b"__d", *_RECORD]
 _LISTED = [b"sk", *_RECORD]
 _RETURN = ("RETURN", str(len(_RECORD)), *RECORD_FIELDS)
-_RETURN_SCORED = ("RETURN", str(len(_SCORED)), "__d", *RECORD_FIELDS)
 _RETURN_LIST = ("RETURN", str(len(_LISTED)), "sk", *RECORD_FIELDS)
 _F32 = np.dtype(np.float32)
 _ZERO_FLOAT_BYTES = 3  # of the 4 bytes of a float32 zero (+0.0 or -0.0), at least 3 are 0
@@ -406,6 +470,43 @@ def _values(row: list[bytes], names: list[bytes]) -> list[bytes]:
         return row[1::2]
     fields = {row[i]: row[i + 1] for i in range(0, len(row), 2)}
     return [fields[name] for name in names]
+
+
+_FULL_ROW = 2 + len(RECORD_FIELDS)  # distance, "0", the fields
+
+
+def _knn_rows(
+    res: list[bytes],
+) -> tuple[int, list[tuple[float, str, list[bytes]]], list[float], bool]:
+    """A KNN script's reply (`_KNN_ROWS_LUA`): the rows the engine returned, the
+    rows sent in full as (-score, id, values), the negated scores of the rows sent
+    without fields (ascending), and whether a row the script took for a nonzero
+    vector holds a zero one (a record written without its `z` tag)."""
+    seen, i, odd = 0, 0, False
+    full: list[tuple[float, str, list[bytes]]] = []
+    below: list[float] = []
+    while i < len(res):
+        seen += 1
+        mark = res[i + 1]
+        if mark == b"1":  # zero vectors are scored by _zero_scored
+            i += 2
+            continue
+        score = 1.0 - float(res[i])
+        if score > 1.0:
+            score = 1.0
+        elif score < -1.0:
+            score = -1.0
+        if mark == b"s":
+            below.append(-score)
+            i += 2
+            continue
+        v = res[i + 2 : i + _FULL_ROW]
+        i += _FULL_ROW
+        if _is_zero(v[10]):
+            odd = True
+            continue
+        full.append((-score, v[0].decode("utf-8", "surrogatepass"), v))
+    return seen, full, below, odd
 
 
 def _is_zero(blob: bytes) -> bool:
@@ -1131,47 +1232,38 @@ class RedisMemoryStore(RedisHandle):
         """The `limit` best records by cosine. One script reads the owner's record
         count (its keyword statistics) and runs the query: by brute force over the
         owner's records (`HYBRID_POLICY ADHOC_BF`, exact) when there are at most
-        `exact_threshold` of them, else through the HNSW graph with EF_RUNTIME."""
-        k = limit + 1
+        `exact_threshold` of them, else through the HNSW graph with EF_RUNTIME. It
+        asks for one row past the cut (exact ties by id need its score) and sends
+        that row's fields only when it ties (`_KNN_ROWS_LUA`)."""
+        k, keep = limit + 1, limit
         while True:
             ef = max(self._ef, k)
             exact = f"({filt})=>[KNN {k} @vec $v HYBRID_POLICY ADHOC_BF AS __d]"
             hnsw = f"({filt})=>[KNN {k} @vec $v EF_RUNTIME {ef} AS __d]"
-            tail = ("SORTBY", "__d", "ASC", "LIMIT", "0", str(k), "DIALECT", "2", "TIMEOUT", "0")
             if self._cluster:
                 res = await self._cluster_ft(
                     owner,
                     self._knn_c,
-                    lambda name, e=exact, h=hnsw, t=tail: [
-                        self._exact_threshold, name, e, h,
-                        len(RECORD_FIELDS), *RECORD_FIELDS,
-                        "PARAMS", "2", "v", blob, "RETURN", "1", "__d", *t,
+                    lambda name, e=exact, h=hnsw, n=k, f=keep: [
+                        self._exact_threshold, name, e, h, f, n, blob,
                     ],
                 )  # fmt: skip
             else:
-                args = [
-                    self._exact_threshold, self._index, exact, hnsw,
-                    "PARAMS", "2", "v", blob, *_RETURN_SCORED, *tail,
-                ]  # fmt: skip
+                args = [self._exact_threshold, self._index, exact, hnsw, keep, k, blob]
                 res = await self._script_ft(self._knn_script, [self._stats_key(owner)], args)
-            rows: list[tuple[float, str, list[bytes]]] = []
-            for row in res[2::2]:
-                v = _values(row, _SCORED)
-                if _is_zero(v[11]):
-                    continue  # zero vectors are scored by _zero_scored
-                score = 1.0 - float(v[0])
-                if score > 1.0:
-                    score = 1.0
-                elif score < -1.0:
-                    score = -1.0
-                rows.append((-score, v[1].decode("utf-8", "surrogatepass"), v))
+            seen, full, below, odd = _knn_rows(res)
+            if odd and below and keep < k:
+                keep = k  # rows the script ranked may be needed after all: all in full
+                continue
             # (score, id) is unique within an owner: the lists are never compared.
-            rows.sort()
+            full.sort()
+            # Every row sent without fields scores below every row sent in full.
+            ranked = [neg for neg, _, _ in full] + below
             # All candidates seen, or no tie across the cut hiding equal-scored
             # records with smaller ids: done.
-            if len(res) < 2 * k + 1 or (len(rows) > limit and rows[limit - 1][0] != rows[limit][0]):
+            if seen < k or (len(ranked) > limit and ranked[limit - 1] != ranked[limit]):
                 # Only the returned rows become records.
-                return [scored(decode_record_values(v[1:]), -neg) for neg, _, v in rows[:limit]]
+                return [scored(decode_record_values(v), -neg) for neg, _, v in full[:limit]]
             k *= 2
 
     async def _zero_scored(self, owner: str, filt: str, limit: int) -> list[ScoredRecord]:

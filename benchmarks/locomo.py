@@ -227,6 +227,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         diversity_reach=args.diversity_reach,
         list_session_penalty=args.list_session_penalty,
         list_candidates=args.list_candidates,
+        session_weight=args.session_weight,
         length_weight=args.length_weight,
         length_saturation=args.length_saturation,
         feedback_docs=args.feedback_docs,
@@ -243,6 +244,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         length_weight=0.0,
         list_session_penalty=0.0,
         list_candidates=100,
+        session_weight=0.0,
     )
     url = args.url
     tmp = None
@@ -313,7 +315,8 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"lexical weight {args.lexical_weight}, vector weight {args.vector_weight}, "
         f"speaker weight {args.speaker_weight}, candidates {args.candidates}, "
         f"length weight {args.length_weight} (saturation {args.length_saturation}), "
-        f"list session penalty {args.list_session_penalty}, list candidates {args.list_candidates}"
+        f"list session penalty {args.list_session_penalty}, "
+        f"list candidates {args.list_candidates}, session weight {args.session_weight}"
     )
     metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
     print("| category | n | metric | " + " | ".join(modes) + " |")
@@ -362,6 +365,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--diversity-reach", type=int, default=d.diversity_reach)
     p.add_argument("--list-session-penalty", type=float, default=d.list_session_penalty)
     p.add_argument("--list-candidates", type=int, default=d.list_candidates)
+    p.add_argument("--session-weight", type=float, default=d.session_weight)
     p.add_argument("--length-weight", type=float, default=d.length_weight)
     p.add_argument("--length-saturation", type=int, default=d.length_saturation)
     p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)

@@ -27,6 +27,7 @@ from agent_memory.domain.retrieval import (
     recency_factor,
     reciprocal_rank_fusion,
     score_fusion,
+    session_prior,
 )
 
 SUFFIXES = ("ing", "ed", "s", "er", "ings", "ously", "ational", "ness")
@@ -156,6 +157,7 @@ def test_ranking_rejects_duplicates_and_negative_weight() -> None:
         ("length_saturation", 0),
         ("list_session_penalty", float("nan")),
         ("list_candidates", 0),
+        ("session_weight", -0.5),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -> None:
@@ -402,3 +404,38 @@ def test_list_questions_are_recognised(question: str) -> None:
 )
 def test_single_fact_questions_are_not_list_questions(question: str) -> None:
     assert not is_list_question(question)
+
+
+SESSIONS = st.dictionaries(IDS, st.sampled_from(["s1", "s2", "s3"]))
+
+
+@given(rankings(), SESSIONS, st.floats(0.0, 3.0))
+def test_the_session_prior_lifts_whole_sessions_and_keeps_their_inner_order(
+    scored: tuple[tuple[str, float], ...], groups: dict[str, str], weight: float
+) -> None:
+    scored = tuple(sorted(((rid, abs(s)) for rid, s in scored), key=lambda p: (-p[1], p[0])))
+    got = session_prior(scored, groups, weight=weight)
+    before = dict(scored)
+    after = dict(got)
+    assert sorted(after) == sorted(before)
+    assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+    for rid, score in scored:
+        assert score - 1e-9 <= after[rid] <= score + weight + 1e-9
+    for a, sa in scored:
+        for b, sb in scored:
+            same = groups.get(a) is not None and groups.get(a) == groups.get(b)
+            if same and sa > sb:
+                assert after[a] > after[b]  # one session: its own order stands
+    # without groups every score is scaled alike: the order does not change
+    assert [r for r, _ in session_prior(scored, {}, weight=weight)] == [r for r, _ in scored]
+
+
+def test_the_session_prior_puts_the_best_sessions_turns_first() -> None:
+    scored = [("best", 1.0), ("elsewhere", 0.5), ("answer", 0.3), ("far", 0.1)]
+    groups = {"best": "1", "answer": "1", "elsewhere": "2", "far": "3"}
+    got = session_prior(scored, groups, weight=0.5)
+    assert [rid for rid, _ in got] == ["best", "answer", "elsewhere", "far"]
+    assert dict(got)["answer"] == pytest.approx(0.3 + 0.5)
+    assert dict(got)["elsewhere"] == pytest.approx(0.5 + 0.5 * 0.5)
+    assert session_prior(scored, groups, weight=0) == scored
+    assert session_prior([("a", 0.0)], {"a": "1"}, weight=1.0) == [("a", 0.0)]

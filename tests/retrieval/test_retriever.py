@@ -338,3 +338,38 @@ async def test_bad_arguments_raise_typed_errors(store: MemoryStore) -> None:
         await retriever.retrieve(OWNER, "x", mode="fuzzy")
     with pytest.raises(InvalidInput, match="embedder"):
         HybridRetriever(store, HashingEmbedder(32))
+
+
+async def test_the_session_prior_brings_the_best_matchs_session_forward(
+    store: MemoryStore,
+) -> None:
+    # "kestrel ridge" is said in session 1; the turn there that answers shares
+    # no word with the question, while session 2 has a weak match ("ridge")
+    turns = [
+        ConversationTurn(id="a1", speaker="Sam", text="the kestrel ridge walk was long", at=T0),
+        ConversationTurn(id="a2", speaker="Sam", text="we camped by the quarry lake", at=T0),
+        ConversationTurn(
+            id="b1", speaker="Ria", text="a ridge of clouds rolled in", at=T0, session="2"
+        ),
+        ConversationTurn(  # the weakest match: min-max scaling puts it at 0
+            id="c1",
+            speaker="Ria",
+            text="ridge " + " ".join(f"word{i}" for i in range(60)),
+            at=T0,
+            session="3",
+        ),
+    ]
+    config = RetrievalConfig(
+        context_window=0, context_self_weight=1, length_weight=0, speaker_weight=0
+    )
+    await HybridRetriever(store, EMBEDDER, config).add_conversation(OWNER, turns)
+
+    async def order(query: str, weight: float) -> list[str]:
+        retriever = HybridRetriever(store, EMBEDDER, attrs.evolve(config, session_weight=weight))
+        got = await retriever.retrieve(OWNER, query, limit=2)
+        return [h.record.id for h in got.hits]
+
+    assert await order("What happened at Kestrel Ridge?", 0.5) == ["a1", "a2"]
+    assert await order("What happened at Kestrel Ridge?", 0.0) == ["a1", "b1"]
+    # a list question spreads over sessions instead: no prior for it
+    assert await order("What activities did they do at Kestrel Ridge?", 0.5) == ["a1", "b1"]

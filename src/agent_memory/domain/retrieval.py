@@ -24,6 +24,9 @@ The length term is an informativeness prior: a record of few terms ("Thanks!",
 "See you tomorrow!") rarely holds the fact a question asks for, and the share of
 answering turns rises steadily with a turn's length up to a few dozen terms
 (docs/retrieval.md), while BM25's length normalisation favours short records.
+A session prior then lifts the turns of the sessions that hold the best
+matches (`session_prior`), except for list questions, whose answers are spread
+over sessions.
 Ties are broken by id ascending, so the order is deterministic.
 """
 
@@ -64,6 +67,7 @@ __all__ = [
     "recency_factor",
     "reciprocal_rank_fusion",
     "score_fusion",
+    "session_prior",
 ]
 
 
@@ -120,6 +124,10 @@ class RetrievalConfig:
       `list_candidates`: how many candidates each ranker contributes for a list
       question (a deeper pool for the penalty to draw other sessions from; equal
       to `candidates` turns it off);
+    - `session_weight`: session prior (`session_prior`) for questions that are not
+      list questions: each candidate gains `w * (best score in its session / best
+      score overall)`, so the turns around the best match outrank weaker matches
+      scattered elsewhere (0 turns it off);
     - `feedback_docs`, `feedback_terms`, `feedback_weight`: a second keyword
       round without a language model (pseudo-relevance feedback): the query plus
       the most salient terms (`feedback_terms` of them; names count more) of the
@@ -157,6 +165,7 @@ class RetrievalConfig:
     list_session_penalty: float = field(
         default=0.1, validator=_non_negative("list_session_penalty")
     )
+    session_weight: float = field(default=0.5, validator=_non_negative("session_weight"))
     feedback_docs: int = field(default=3, validator=_count("feedback_docs", 1))
     feedback_terms: int = field(default=5, validator=_count("feedback_terms", 1))
     feedback_weight: float = field(default=0.0, validator=_non_negative("feedback_weight"))
@@ -408,6 +417,35 @@ def diversify(
     floor = picked[-1][1] if picked else 0.0
     # what was not picked ranks after the picks, in its own order
     return picked + [(rid, min(score, floor)) for rid, score in rest]
+
+
+def session_prior(
+    scored: Sequence[tuple[str, float]],
+    groups: Mapping[str, Hashable],
+    *,
+    weight: float,
+) -> list[tuple[str, float]]:
+    """Add `weight * best / top` to each score, where `best` is the best score in
+    the candidate's group (its session) and `top` the best score overall, and
+    re-rank (ties by id). A fact is usually told in one stretch of conversation:
+    the best-matching turn marks it, and the turns around it that share few words
+    with the question (the answer after "Where was that?") are likelier than weak
+    matches elsewhere. An id without a group is a group of its own, so with no
+    groups at all the order does not change."""
+    top = max((score for _, score in scored), default=0.0)
+    if weight <= 0 or top <= 0:
+        return list(scored)
+    best: dict[Hashable, float] = {}
+    for rid, score in scored:
+        group = groups.get(rid)
+        if group is not None:
+            best[group] = max(best.get(group, score), score)
+    out: dict[str, float] = {}
+    for rid, score in scored:
+        group = groups.get(rid)
+        lead = score if group is None else best[group]
+        out[rid] = score + weight * lead / top
+    return _ordered(out)
 
 
 _WORD = re.compile(r"[^\W_]+")

@@ -33,6 +33,7 @@ from agent_memory.domain.retrieval import (
     fuse,
     is_list_question,
     neighbour_contexts,
+    session_prior,
 )
 from agent_memory.domain.time import SystemClock
 from agent_memory.domain.validation import (
@@ -269,17 +270,20 @@ class HybridRetriever:
                 {rid: _length(r) for rid, r in by_id.items()} if config.length_weight else None
             ),
         )
+        sessions = {
+            rid: r.attributes["session"]
+            for rid, r in by_id.items()
+            if isinstance(r.attributes.get("session"), str | int)
+        }
+        if config.session_weight and not listing:
+            scored = session_prior(scored, sessions, weight=config.session_weight)
         penalty = config.session_penalty
         if not penalty and config.list_session_penalty and listing:
             penalty = config.list_session_penalty
         if penalty:
             scored = diversify(
                 scored,
-                {
-                    rid: r.attributes["session"]
-                    for rid, r in by_id.items()
-                    if "session" in r.attributes
-                },
+                sessions,
                 penalty=penalty,
                 depth=limit,
                 positions={

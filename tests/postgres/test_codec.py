@@ -1,7 +1,8 @@
 """The PostgreSQL adapter's fast decoding path equals the validating constructors.
 
 Rows of our own tables are decoded without re-running the domain validators
-(`_codec.row_decoder`), and `json` columns are parsed by `_codec.loads_json`.
+(`_codec.row_decoder`, and `_codec.rows_decoder` for many rows in one loop),
+and `json` columns are parsed by `_codec.loads_json`.
 These properties pin both to the domain: for generated records, the decoded
 value compares equal to the one the public constructor builds, field by field
 and type by type, both from rows shaped like psycopg's and after a real round
@@ -29,7 +30,12 @@ from agent_memory.adapters.postgres._codec import (
     loads_json,
     row_decoder,
 )
-from agent_memory.adapters.postgres.events import _COLUMNS, encode_entity, event_decoder
+from agent_memory.adapters.postgres.events import (
+    _COLUMNS,
+    encode_entity,
+    event_decoder,
+    events_decoder,
+)
 from agent_memory.adapters.postgres.store import _RECORD_FIELDS, _hits, _record
 from agent_memory.domain.records import (
     Entity,
@@ -148,6 +154,18 @@ def _event_row(e: Event, zone: timezone) -> tuple[Any, ...]:
 @given(event=_events(_any_time), zone=_zones)
 def test_decoded_event_rows_equal_the_validated_event(event: Event, zone: timezone) -> None:
     _same(event_decoder()(_event_row(event, zone)), event)
+
+
+@settings(max_examples=50)
+@given(events=st.lists(_events(_any_time), max_size=4), zone=_zones)
+def test_events_decoded_in_one_loop_equal_the_validated_events(
+    events: list[Event], zone: timezone
+) -> None:
+    """The window's decoder (`rows_decoder`: every row in one generated loop)."""
+    decoded = events_decoder()([_event_row(e, zone) for e in events])
+    assert len(decoded) == len(events)
+    for got, want in zip(decoded, events, strict=True):
+        _same(got, want)
 
 
 @settings(max_examples=100)

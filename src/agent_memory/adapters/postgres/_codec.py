@@ -8,9 +8,11 @@ class and column order (the way attrs generates `__init__`): one function per
 row that creates the instance and stores each column, converted where the
 column's Python type is not the field's (an enum from its value, say), straight
 into its slot; a conversion that is a table lookup (`Lookup`: enum values,
-cached entities) is inlined as a subscript, with no call. The column order must
-name every field of the class exactly
-once, so a field added to a record class fails loudly instead of going missing;
+cached entities) is inlined as a subscript, with no call. `rows_decoder` is the
+same code in a loop over many rows: psycopg builds plain tuples in C, and one
+loop decodes them all, where a row factory costs a call per row. The column
+order must name every field of the class exactly once, so a field added to a
+record class fails loudly instead of going missing;
 `tests/postgres/test_codec.py` checks, for generated records, that the decoded
 value equals the one the validating constructor builds.
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from json.scanner import make_scanner
 from typing import Any
@@ -37,7 +39,14 @@ from psycopg.pq import Format
 
 from agent_memory.adapters._common.slots import twin_class
 
-__all__ = ["Lookup", "fast_decoding", "register_json_loaders", "row_decoder", "utc"]
+__all__ = [
+    "Lookup",
+    "fast_decoding",
+    "register_json_loaders",
+    "row_decoder",
+    "rows_decoder",
+    "utc",
+]
 
 
 @attrs.frozen(eq=False)  # hashed by identity: the decoder cache keys on it
@@ -65,7 +74,23 @@ def row_decoder(
 
     No validator or converter of `cls` runs: rows must come from our own tables.
     """
-    return _compile(cls, columns, tuple(sorted((convert or {}).items())))  # type: ignore[arg-type]
+    key = tuple(sorted((convert or {}).items()))
+    return _compile(cls, columns, key, False)  # type: ignore[arg-type]
+
+
+def rows_decoder(
+    cls: type[Any],
+    columns: tuple[str, ...],
+    convert: Mapping[str, Converter] | None = None,
+) -> Callable[[Iterable[Sequence[Any]]], list[Any]]:
+    """`row_decoder` for many rows at once: a function from rows to the list
+    of their instances, the decoding inlined in one loop (no call per row).
+
+    Fetching plain tuples (psycopg builds those in C) and decoding them with
+    this costs less than a row factory, which psycopg calls once per row.
+    """
+    key = tuple(sorted((convert or {}).items()))
+    return _compile(cls, columns, key, True)  # type: ignore[arg-type]
 
 
 def fast_decoding(cls: type[Any]) -> bool:
@@ -79,7 +104,8 @@ def _compile(
     cls: type[Any],
     columns: tuple[str, ...],
     convert: tuple[tuple[str, Converter], ...],
-) -> Callable[[Sequence[Any]], Any]:
+    many: bool,
+) -> Callable[[Any], Any]:
     fields = attrs.fields(cls)
     expected = {f.name for f in fields}
     if len(columns) != len(expected) or set(columns) != expected:
@@ -103,8 +129,10 @@ def _compile(
     }
     args = [f"v{i}" for i in range(len(columns))]
     body: list[str] = [
-        f"    ({', '.join(args)},) = row",
-        "    o = _new(_cls)" if twin is None else "    o = _new(_twin)",
+        f"({', '.join(args)},) = row",
+        # The twin has no `__init__` or `__new__`: calling it is object's own
+        # allocation, and cheaper than calling `object.__new__`.
+        "o = _new(_cls)" if twin is None else "o = _twin()",
     ]
     for i, name in enumerate(columns):
         value = f"v{i}"
@@ -126,19 +154,26 @@ def _compile(
             value = f"_c{i}(v{i})"
         slot = cls.__dict__.get(name)
         if twin is not None:  # a plain slot store on the twin (`name` is a field name)
-            body.append(f"    o.{name} = {value}")
+            body.append(f"o.{name} = {value}")
         elif slot is not None and hasattr(slot, "__set__"):  # slotted: the member descriptor
             scope[f"_s{i}"] = slot.__set__
-            body.append(f"    _s{i}(o, {value})")
+            body.append(f"_s{i}(o, {value})")
         else:  # pragma: no cover - our records are slotted
-            body.append(f"    _setattr(o, {name!r}, {value})")
+            body.append(f"_setattr(o, {name!r}, {value})")
     if twin is not None:
-        body.append("    o.__class__ = _cls")
-    source = "def decode(row):\n" + "\n".join(body) + "\n    return o\n"
+        body.append("o.__class__ = _cls")
+    if many:
+        source = (
+            "def decode(rows):\n    out = []\n    add = out.append\n    for row in rows:\n"
+            + "".join(f"        {line}\n" for line in body)
+            + "        add(o)\n    return out\n"
+        )
+    else:
+        source = "def decode(row):\n" + "".join(f"    {line}\n" for line in body) + "    return o\n"
     # The source is built from attrs field names (identifiers) and our own
     # placeholders only; nothing from a row reaches it.
     exec(compile(source, f"<{cls.__name__} row decoder>", "exec"), scope)
-    decode: Callable[[Sequence[Any]], Any] = scope["decode"]
+    decode: Callable[[Any], Any] = scope["decode"]
     return decode
 
 

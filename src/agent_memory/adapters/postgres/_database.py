@@ -16,6 +16,15 @@ in use makes the pool replace every connection opened before it
 run once more on a new connection.
 Writes are never run twice: one that might have committed fails once with
 `BackendUnavailable`.
+
+A connection given back in a clean state while no caller waits for one is kept
+aside ("parked") instead of going through the pool, and the next borrow takes
+it with no pool call: psycopg_pool's `getconn` and `putconn` (a lock, logging,
+stats and maintenance checks each) cost more than a short query's own Python
+work. One connection at most is parked, for at most `_PARK_SECONDS` since it
+left the pool (then it goes back, and the pool applies its lifetime and drain
+rules), never while a caller waits in the pool, and it is checked like any
+borrowed connection (`_is_dead`) before use.
 """
 
 from __future__ import annotations
@@ -61,6 +70,10 @@ HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _T = TypeVar("_T")
+# How long a connection may go from one borrower to the next without passing
+# through the pool (see the module docstring): the pool's own rules (lifetime,
+# drain) apply to it again at least this often.
+_PARK_SECONDS = 1.0
 
 
 class ConnectionLost(BackendUnavailable):
@@ -109,6 +122,15 @@ def _readable(fd: int) -> bool:
         poller.register(fd, select.POLLIN)
         return bool(poller.poll(0))
     return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - Windows
+
+
+async def _discard(
+    pool: AsyncConnectionPool[AsyncConnection[Any]], conn: AsyncConnection[Any]
+) -> None:
+    """Close a dead connection and give it back: the pool opens another."""
+    with suppress(psycopg.Error, OSError):
+        await conn.close()
+    await pool.putconn(conn)
 
 
 def _is_dead(conn: AsyncConnection[Any]) -> bool:
@@ -174,6 +196,11 @@ class PostgresDatabase:
         self._born: weakref.WeakKeyDictionary[AsyncConnection[Any], int] = (
             weakref.WeakKeyDictionary()
         )
+        # The parked connection (see the module docstring), when it left the
+        # pool, and how many borrowers are waiting in the pool's `getconn`.
+        self._parked: AsyncConnection[Any] | None = None
+        self._parked_since = 0.0
+        self._waiting = 0
 
     @property
     def url(self) -> str:
@@ -286,7 +313,10 @@ class PostgresDatabase:
         """Close the pool; later operations raise `BackendUnavailable`."""
         self._closed = True
         pool, self._pool = self._pool, None
+        parked, self._parked = self._parked, None
         if pool is not None:
+            if parked is not None:
+                await pool.putconn(parked)  # back in the pool, closed with it
             await pool.close()
 
     # -- connections and errors -------------------------------------------
@@ -316,15 +346,16 @@ class PostgresDatabase:
         the pool, which discards them and opens replacements."""
         deadline = time.monotonic() + self._connect_timeout
         while True:
+            self._waiting += 1  # no connection is parked while a borrower waits
             try:
                 conn = await pool.getconn(timeout=deadline - time.monotonic())
             except (PoolTimeout, psycopg.Error) as exc:
                 raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
+            finally:
+                self._waiting -= 1
             if not _is_dead(conn):
                 return conn
-            with suppress(psycopg.Error, OSError):
-                await conn.close()  # closed, the pool discards it and opens another
-            await pool.putconn(conn)
+            await _discard(pool, conn)
 
     async def _replace_connections(self, broken: AsyncConnection[Any]) -> None:
         """A connection broke in use: the server most likely restarted, and every
@@ -335,9 +366,12 @@ class PostgresDatabase:
         if self._born.get(broken, -1) != self._generation:
             return
         self._generation += 1
+        parked, self._parked = self._parked, None
         pool = self._pool
         if pool is not None:
             await pool.drain()
+            if parked is not None:  # opened before the drain: the pool replaces it
+                await pool.putconn(parked)
 
     async def read(self, op: Callable[[AsyncConnection[Any]], Awaitable[_T]]) -> _T:
         """Run an idempotent read; if its connection broke, once more on a new one
@@ -516,13 +550,16 @@ def _space_ddl(
 class _Borrowed:
     """The context manager `PostgresDatabase.connection()` returns: a plain
     class, because it wraps every statement and a generator-based one costs
-    several µs a call. Entering borrows a live connection from the pool; leaving
-    does what `async with conn` does (commit, or roll back after an error) when
-    a transaction is open (an autocommit session outside `conn.transaction()`
-    has none), turns a client failure into a typed error and gives the
-    connection back."""
+    several µs a call. Entering borrows a live connection: the parked one when
+    there is one (no pool call), else one from the pool. Leaving does what
+    `async with conn` does (commit, or roll back after an error) when a
+    transaction is open (an autocommit session outside `conn.transaction()` has
+    none), turns a client failure into a typed error and gives the connection
+    back: parked when it is clean (idle, no transaction), no connection is
+    parked yet, nobody waits in the pool, no drain happened meanwhile and it
+    left the pool less than `_PARK_SECONDS` ago; to the pool otherwise."""
 
-    __slots__ = ("_conn", "_db", "_pool")
+    __slots__ = ("_conn", "_db", "_generation", "_pool", "_since")
 
     def __init__(self, db: PostgresDatabase) -> None:
         self._db = db
@@ -536,7 +573,17 @@ class _Borrowed:
             if pool is None:
                 raise BackendUnavailable(BACKEND, "the database handle is closed")
         self._pool = pool
+        self._generation = db._generation
+        conn = db._parked
+        if conn is not None:
+            db._parked = None
+            if not _is_dead(conn):
+                self._since = db._parked_since
+                self._conn = conn
+                return conn
+            await _discard(pool, conn)
         self._conn = conn = await db._borrow(pool)
+        self._since = time.monotonic()
         return conn
 
     async def __aexit__(
@@ -554,7 +601,19 @@ class _Borrowed:
         except psycopg.Error as failed:  # the commit on leaving
             raise await self._db._failure(conn, failed) from failed
         finally:
-            await self._pool.putconn(conn)
+            db = self._db
+            if (
+                db._parked is None
+                and not db._waiting
+                and db._pool is self._pool
+                and db._generation == self._generation
+                and conn.pgconn.transaction_status == TransactionStatus.IDLE
+                and time.monotonic() - self._since < _PARK_SECONDS
+            ):
+                db._parked = conn
+                db._parked_since = self._since
+            else:
+                await self._pool.putconn(conn)
 
 
 class PostgresHandle:

@@ -22,7 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory.adapters.postgres import PostgresDatabase, PostgresEventLog, PostgresMemoryStore
+from agent_memory.adapters.postgres import (
+    PostgresDatabase,
+    PostgresEventLog,
+    PostgresMemoryStore,
+    _codec,
+)
 from agent_memory.adapters.postgres._codec import (
     _JsonBinaryLoader,
     _JsonTextLoader,
@@ -318,3 +323,26 @@ async def test_a_session_in_another_time_zone_still_reads_utc(
         await log.close()
     assert len(window.events) == 1
     _same(window.events[0], event)
+
+
+def test_the_single_entity_cache_stays_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Events with one entity take their 1-tuple from a bounded cache; once it
+    is emptied (full), it refills with the same values."""
+    monkeypatch.setattr(_codec, "_SINGLES_SIZE", 2)
+    base = Event(
+        id="e",
+        domain="d",
+        agent="a",
+        action="act",
+        outcome="ok",
+        summary="s",
+        occurred_at=_NOW,
+        recorded_at=_NOW,
+    )
+    events = [
+        attrs.evolve(base, id=f"e{i}", entities=(Entity("svc", f"s{i % 5}"),)) for i in range(12)
+    ]
+    decode = events_decoder()
+    for _ in range(2):
+        for got, want in zip(decode([_event_row(e, UTC) for e in events]), events, strict=True):
+            _same(got, want)

@@ -62,6 +62,24 @@ class Lookup:
 
 Converter = Callable[[Any], Any] | Lookup
 
+_SINGLES_SIZE = 4096
+
+
+class _Singles(dict[Any, tuple[Any, ...]]):
+    """`value -> (table[value],)`, filled on first use and emptied when it
+    reaches `_SINGLES_SIZE` entries (bounded, like the tables it reads)."""
+
+    def __init__(self, table: Mapping[Any, Any]) -> None:
+        super().__init__()
+        self._table = table
+
+    def __missing__(self, value: Any) -> tuple[Any, ...]:
+        item = (self._table[value],)  # a KeyError as the table's own
+        if len(self) >= _SINGLES_SIZE:
+            self.clear()
+        self[value] = item
+        return item
+
 
 def row_decoder(
     cls: type[Any],
@@ -139,11 +157,14 @@ def _compile(
         conv = converters.get(name)
         if conv is utc:  # inlined: no call for values already in UTC
             value = f"(v{i} if v{i}.tzinfo is _UTC else v{i}.astimezone(_UTC))"
-        elif isinstance(conv, Lookup) and conv.each:  # one item (the common case): no map
-            scope[f"_t{i}"] = conv.table
+        elif isinstance(conv, Lookup) and conv.each:
+            # One item (the common case): its 1-tuple comes from a cache of its
+            # own (tuples are immutable: sharing one is sharing its item), with
+            # no map and no tuple built per row.
+            scope[f"_o{i}"] = _Singles(conv.table)
             scope[f"_g{i}"] = conv.table.__getitem__
             value = (
-                f"((_t{i}[v{i}[0]],) if _len(v{i}) == 1"
+                f"(_o{i}[v{i}[0]] if _len(v{i}) == 1"
                 f" else _tuple(_map(_g{i}, v{i})) if v{i} else ())"
             )
         elif isinstance(conv, Lookup):

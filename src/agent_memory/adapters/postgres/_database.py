@@ -115,11 +115,23 @@ def _is_nul_error(exc: BaseException) -> bool:
     return "NUL" in str(exc) and "0x00" in str(exc)
 
 
-def _readable(fd: int) -> bool:
-    """Whether the socket has input (or end-of-file) waiting, without blocking."""
-    if hasattr(select, "poll"):
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
+_POLL = hasattr(select, "poll")
+_MAX_POLLERS = 256
+
+
+def _readable(fd: int, pollers: dict[int, Any]) -> bool:
+    """Whether the socket has input (or end-of-file) waiting, without blocking.
+
+    `pollers` keeps one `poll` object per descriptor (a database's own, bounded),
+    set up once: a poll of a descriptor number checks whatever socket holds
+    that number now, which is the connection being checked."""
+    if _POLL:
+        poller = pollers.get(fd)
+        if poller is None:
+            if len(pollers) >= _MAX_POLLERS:
+                pollers.clear()
+            poller = pollers[fd] = select.poll()
+            poller.register(fd, select.POLLIN)
         return bool(poller.poll(0))
     return bool(select.select([fd], [], [], 0)[0])  # pragma: no cover - Windows
 
@@ -133,7 +145,7 @@ async def _discard(
     await pool.putconn(conn)
 
 
-def _is_dead(conn: AsyncConnection[Any]) -> bool:
+def _is_dead(conn: AsyncConnection[Any], pollers: dict[int, Any]) -> bool:
     """An idle pooled connection whose server end is gone, found with no round
     trip. An idle autocommit session is sent nothing unasked, so any input
     waiting on its socket is the end-of-file of a server that went away, or its
@@ -145,7 +157,7 @@ def _is_dead(conn: AsyncConnection[Any]) -> bool:
     if pgconn.status != ConnStatus.OK:
         return True
     try:
-        return _readable(pgconn.socket)
+        return _readable(pgconn.socket, pollers)
     except (psycopg.Error, OSError, ValueError):
         return True
 
@@ -201,6 +213,7 @@ class PostgresDatabase:
         self._parked: AsyncConnection[Any] | None = None
         self._parked_since = 0.0
         self._waiting = 0
+        self._pollers: dict[int, Any] = {}  # see `_readable`
 
     @property
     def url(self) -> str:
@@ -353,7 +366,7 @@ class PostgresDatabase:
                 raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
             finally:
                 self._waiting -= 1
-            if not _is_dead(conn):
+            if not _is_dead(conn, self._pollers):
                 return conn
             await _discard(pool, conn)
 
@@ -577,7 +590,7 @@ class _Borrowed:
         conn = db._parked
         if conn is not None:
             db._parked = None
-            if not _is_dead(conn):
+            if not _is_dead(conn, db._pollers):
                 self._since = db._parked_since
                 self._conn = conn
                 return conn

@@ -197,9 +197,8 @@ async def test_the_search_script_switches_on_the_owners_record_count(
 
 
 def test_the_knn_reply_is_read_by_its_marks() -> None:
-    """The KNN scripts' flat reply: per row the distance, then "1" (a zero vector,
-    skipped), "s" (score only) or "0" and the record's fields. A row the script
-    sent in full whose vector is zero (a record written without its `z` tag) is
+    """The KNN scripts' flat reply: per row the distance, then "s" (score only) or
+    "0" and the record's fields. A row sent in full whose vector is zero is
     skipped and reported, so `_knn` asks again with every row in full. When this
     fails, the reply's layout and `_knn_rows` disagree."""
     from agent_memory.adapters.redis._codec import RECORD_FIELDS
@@ -211,10 +210,10 @@ def test_the_knn_reply_is_read_by_its_marks() -> None:
         return values
 
     nonzero, zero = np.ones(4, dtype=np.float32).tobytes(), bytes(16)
-    reply = [b"0.25", b"0", *full("a", nonzero), b"0.5", b"1", b"0.75", b"s", b"1.5", b"s"]
+    reply = [b"0.25", b"0", *full("a", nonzero), b"0.75", b"s", b"1.5", b"s"]
     seen, rows, below, odd = _knn_rows(reply)
     assert (seen, [(s, i) for s, i, _ in rows], below, odd) == (
-        4,
+        3,
         [(-0.75, "a")],
         [-0.25, 0.5],
         False,

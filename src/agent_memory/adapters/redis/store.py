@@ -238,38 +238,25 @@ end
 """
 
 # The reply of both KNN scripts, built from the engine's rows (distance ascending):
-# one flat list, per row its distance, then "1" (a zero vector: scored elsewhere),
-# "s" (score only: it ranks below `keep` records already in the reply, so it is
-# never returned; its distance is what the tie check at the cut needs) or "0"
-# followed by the `RECORD_FIELDS` values. No field names and no keys: about half
-# the reply elements of FT.SEARCH's own reply, which is what the client spends its
-# time parsing. Scores are clipped as the client clips them (`_knn`), so a row
-# tied with the `keep`-th after clipping is sent in full.
+# one flat list, per row its distance, then "s" (score only: it ranks below `keep`
+# records already in the reply, so it is never returned; its distance is what the
+# tie check at the cut needs) or "0" followed by the `RECORD_FIELDS` values. No
+# field names and no keys: about half the reply elements of FT.SEARCH's own reply,
+# which is what the client spends its time parsing. Scores are clipped as the
+# client clips them (`_knn_rows`), so a row tied with the `keep`-th after clipping
+# is sent in full. (The engine returns no zero vectors: they have no cosine.)
 _KNN_ROWS_LUA = (
     "local FIELDS = {"
     + ", ".join(f"'{name}'" for name in RECORD_FIELDS)
     + """}
-local function knn_row(out, state, d, z, values)
-  out[#out + 1] = d
-  if z == '1' then
-    out[#out + 1] = '1'
-    return
-  end
+local function clipped(d)
   local s = 1 - tonumber(d)
-  if s > 1 then s = 1 elseif s < -1 then s = -1 end
-  if state.full < state.keep or s == state.cut then
-    out[#out + 1] = '0'
-    local v = values()
-    for i = 1, #FIELDS do out[#out + 1] = v[i] end
-    state.full = state.full + 1
-    if state.full == state.keep then state.cut = s end
-  else
-    out[#out + 1] = 's'
-  end
+  if s > 1 then return 1 elseif s < -1 then return -1 end
+  return s
 end
-local function knn_search(res_fields)
+local function knn_search(returned)
   local args = {ARGV[2], choose_query(), 'PARAMS', '2', 'v', ARGV[7]}
-  for _, a in ipairs(res_fields) do args[#args + 1] = a end
+  for _, a in ipairs(returned) do args[#args + 1] = a end
   for _, a in ipairs({'SORTBY', '__d', 'ASC', 'LIMIT', '0', ARGV[6], 'DIALECT', '2',
       'TIMEOUT', '0'}) do
     args[#args + 1] = a
@@ -281,27 +268,48 @@ end
 
 # KEYS: the owner's statistics. ARGV: exact threshold, index, exact query, HNSW
 # query (each `... AS __d`), keep, k, the query vector. The `_KNN_ROWS_LUA` reply.
+# Rows are read by position (`__d`, then the RETURN fields in order, as the module
+# returns them); a row of another shape is read by name.
 _KNN = (
     _CHOOSE_QUERY_LUA
     + _KNN_ROWS_LUA
     + """
-local returned = {'RETURN', tostring(#FIELDS + 2), '__d', 'z'}
+local returned = {'RETURN', tostring(#FIELDS + 1), '__d'}
 for _, f in ipairs(FIELDS) do returned[#returned + 1] = f end
 local res = knn_search(returned)
-local out, state = {}, {full = 0, keep = tonumber(ARGV[5])}
+local out, n, full, keep, cut = {}, 0, 0, tonumber(ARGV[5]), nil
+local last = 2 * #FIELDS + 2
 for i = 3, #res, 2 do
-  local row, m = res[i], {}
-  for j = 1, #row - 1, 2 do m[row[j]] = row[j + 1] end
-  knn_row(out, state, m['__d'], m['z'], function()
-    local v = {}
-    for n, f in ipairs(FIELDS) do v[n] = m[f] or false end
-    return v
-  end)
+  local row = res[i]
+  if #row ~= last or row[1] ~= '__d' or row[3] ~= FIELDS[1] then
+    local m = {}
+    for j = 1, #row - 1, 2 do m[row[j]] = row[j + 1] end
+    row = {'__d', m['__d']}
+    for _, f in ipairs(FIELDS) do
+      row[#row + 1] = f
+      row[#row + 1] = m[f] or false
+    end
+  end
+  local d = row[2]
+  local s = clipped(d)
+  n = n + 1
+  out[n] = d
+  n = n + 1
+  if full < keep or s == cut then
+    out[n] = '0'
+    for j = 4, last, 2 do
+      n = n + 1
+      out[n] = row[j]
+    end
+    full = full + 1
+    if full == keep then cut = s end
+  else
+    out[n] = 's'
+  end
 end
 return out
 """
 )
-
 # -- Cluster variants. On a cluster node this Search build returns the ids of
 # matching documents (and sortable or computed fields such as `sk` and `__d`) but
 # not the documents' other fields, so these scripts read those fields with HMGET
@@ -348,20 +356,33 @@ return filled(res, fields, ARGV[n + 2] == '1')
 )
 
 # `_KNN` on a cluster node (the same ARGV and reply; ARGV[2] is the index on this
-# primary): the engine returns each hit's key and distance, the script reads `z`
-# and, for the rows sent in full, the fields.
+# primary): the engine returns each hit's key and distance, the script reads the
+# fields of the rows sent in full.
 _KNN_C = (
     _CHOOSE_QUERY_LUA
     + _KNN_ROWS_LUA
     + """
 local res = knn_search({'RETURN', '1', '__d'})
-local out, state = {}, {full = 0, keep = tonumber(ARGV[5])}
+local out, n, full, keep, cut = {}, 0, 0, tonumber(ARGV[5]), nil
 for i = 2, #res, 2 do
   local key, row, d = res[i], res[i + 1], nil
   for j = 1, #row - 1, 2 do if row[j] == '__d' then d = row[j + 1] end end
-  knn_row(out, state, d, redis.call('HGET', key, 'z'), function()
-    return redis.call('HMGET', key, unpack(FIELDS))
-  end)
+  local s = clipped(d)
+  n = n + 1
+  out[n] = d
+  n = n + 1
+  if full < keep or s == cut then
+    out[n] = '0'
+    local v = redis.call('HMGET', key, unpack(FIELDS))
+    for j = 1, #FIELDS do
+      n = n + 1
+      out[n] = v[j]
+    end
+    full = full + 1
+    if full == keep then cut = s end
+  else
+    out[n] = 's'
+  end
 end
 return out
 """
@@ -480,23 +501,20 @@ def _knn_rows(
 ) -> tuple[int, list[tuple[float, str, list[bytes]]], list[float], bool]:
     """A KNN script's reply (`_KNN_ROWS_LUA`): the rows the engine returned, the
     rows sent in full as (-score, id, values), the negated scores of the rows sent
-    without fields (ascending), and whether a row the script took for a nonzero
-    vector holds a zero one (a record written without its `z` tag)."""
+    without fields (ascending), and whether a row sent in full held a zero vector
+    (skipped: zero vectors are scored by `_zero_scored`; the engine returns none,
+    but if it did, a row sent without fields might be needed in its place)."""
     seen, i, odd = 0, 0, False
     full: list[tuple[float, str, list[bytes]]] = []
     below: list[float] = []
     while i < len(res):
         seen += 1
-        mark = res[i + 1]
-        if mark == b"1":  # zero vectors are scored by _zero_scored
-            i += 2
-            continue
         score = 1.0 - float(res[i])
         if score > 1.0:
             score = 1.0
         elif score < -1.0:
             score = -1.0
-        if mark == b"s":
+        if res[i + 1] == b"s":
             below.append(-score)
             i += 2
             continue

@@ -403,13 +403,12 @@ class PostgresDatabase:
         *,
         binary: bool = False,
     ) -> Any:
-        """The first row of an idempotent query (or None), see `read`."""
-
-        async def op(conn: AsyncConnection[Any]) -> Any:
-            cur = await conn.execute(statement, params, binary=binary)
-            return await cur.fetchone()
-
-        return await self.read(op)
+        """The first row of an idempotent query (or None), retried as `read` does
+        (spelled out, with no closure: every `get` goes through here)."""
+        try:
+            return await self._fetch(statement, params, binary, False)
+        except ConnectionLost:
+            return await self._fetch(statement, params, binary, False)
 
     async def fetch_all(
         self,
@@ -418,13 +417,24 @@ class PostgresDatabase:
         *,
         binary: bool = False,
     ) -> list[Any]:
-        """Every row of an idempotent query, see `read`."""
+        """Every row of an idempotent query, retried as `read` does (spelled
+        out, with no closure: every search goes through here)."""
+        try:
+            rows: list[Any] = await self._fetch(statement, params, binary, True)
+        except ConnectionLost:
+            rows = await self._fetch(statement, params, binary, True)
+        return rows
 
-        async def op(conn: AsyncConnection[Any]) -> list[Any]:
+    async def _fetch(
+        self,
+        statement: sql.SQL | sql.Composed,
+        params: Sequence[Any] | Mapping[str, Any],
+        binary: bool,
+        every: bool,
+    ) -> Any:
+        async with self.connection() as conn:
             cur = await conn.execute(statement, params, binary=binary)
-            return await cur.fetchall()
-
-        return await self.read(op)
+            return await (cur.fetchall() if every else cur.fetchone())
 
     async def ping(self) -> None:
         await self.fetch_one(sql.SQL("SELECT 1"), ())

@@ -550,7 +550,7 @@ class PostgresMemoryStore(PostgresHandle):
             query, wanted = check_search_args(
                 owner, vector, limit, namespace, kinds, min_score, self._space
             )
-            table = await self._tbl()
+            table = self._table if self._table is not None else await self._tbl()
             rows = await self._db.fetch_all(
                 self.search_statement(table, namespace, wanted),
                 self.search_params(owner, query, limit, namespace, wanted),

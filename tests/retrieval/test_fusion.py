@@ -301,6 +301,22 @@ def test_stems_are_right_from_many_threads() -> None:
         stem.cache_clear()
 
 
+def test_long_words_are_stemmed_but_never_cached() -> None:
+    """The per-word caches are bounded in entries; a word longer than any real
+    English word is stemmed without being cached, so adversarial text cannot make
+    the caches hold megabytes."""
+    import agent_memory.domain.lexical as lexical
+
+    long_word = "painting" * 1000
+    before = (lexical.stem.cache_info().currsize, lexical._cached.cache_info().currsize)
+    assert tokenize(f"{long_word} {long_word}s") == [
+        EnglishStemmer().stemWord(long_word),
+        EnglishStemmer().stemWord(long_word + "s"),
+    ]
+    after = (lexical.stem.cache_info().currsize, lexical._cached.cache_info().currsize)
+    assert after == before
+
+
 def test_speaker_named_in_query_is_favoured_only_when_unambiguous() -> None:
     fused = [("by-ria", 0.6), ("by-sam", 0.5)]
     speakers = {"by-ria": "Ria", "by-sam": "Sam"}

@@ -11,6 +11,7 @@ are ignored.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -35,7 +36,14 @@ __all__ = [
 
 #: Words of task descriptions that say nothing about the task's subject.
 TASK_STOPWORDS = frozenset({"task", "please", "make", "sure", "need", "needs", "using", "use"})
-_TASK_STEMS = frozenset(stem(w) for w in TASK_STOPWORDS)
+
+
+@functools.cache
+def _task_stems() -> frozenset[str]:
+    """The stems of `TASK_STOPWORDS` (computed on first use, not at import)."""
+    return frozenset(stem(w) for w in TASK_STOPWORDS)
+
+
 _MIN_TERM_CHARS = 3
 
 _DECISION_WORDS = ("decid", "decision", "chose", "choose", "agreed", "resolved", "selected")
@@ -83,9 +91,8 @@ def section_of(t: Triple) -> str:
 
 def task_terms(text: str) -> set[str]:
     """The terms of `text` that count when matching a task against triples."""
-    return {
-        term for term in tokenize(text) if len(term) >= _MIN_TERM_CHARS and term not in _TASK_STEMS
-    }
+    skip = _task_stems()
+    return {term for term in tokenize(text) if len(term) >= _MIN_TERM_CHARS and term not in skip}
 
 
 def triple_line(t: Triple) -> str:

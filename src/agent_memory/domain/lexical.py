@@ -56,6 +56,8 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 # conversation repeats a small vocabulary. Bounded, so arbitrary input cannot grow
 # them without limit.
 _CACHE_SIZE = 1 << 16
+# Longer words (rare in text, unbounded in adversarial input) are stemmed uncached.
+_CACHED_WORD = 48
 
 
 class _Stemmer:
@@ -77,21 +79,36 @@ class _Stemmer:
 _STEMMER = _Stemmer()
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def stem(word: str) -> str:
-    """The Snowball English stem of a lowercase word: "painted"/"paints"/"painting"
-    -> "paint", "hiking"/"hikes" -> "hike", "activities" -> "activ". A token with a
-    digit or other non-letter ("2023", "a1s") is kept as it is."""
+def _stem(word: str) -> str:
     if not word.isalpha():
         return word
     return _STEMMER(word) or word
 
 
-@functools.lru_cache(maxsize=_CACHE_SIZE)
-def _term(raw: str) -> str:
-    """The term of one raw word ("" for a stopword)."""
+stem = functools.lru_cache(maxsize=_CACHE_SIZE)(_stem)
+stem.__doc__ = """The Snowball English stem of a lowercase word: "painted"/"paints"/
+"painting" -> "paint", "hiking"/"hikes" -> "hike", "activities" -> "activ". A token
+with a digit or other non-letter ("2023", "a1s") is kept as it is."""
+
+
+def _uncached_term(raw: str) -> str:
+    """The term of one raw word ("" for a stopword), nothing cached."""
+    token = raw.lower()
+    return "" if token in STOPWORDS else _stem(token)
+
+
+def _cached_term(raw: str) -> str:
     token = raw.lower()
     return "" if token in STOPWORDS else stem(token)
+
+
+_cached = functools.lru_cache(maxsize=_CACHE_SIZE)(_cached_term)
+
+
+def _term(raw: str) -> str:
+    """The term of one raw word; only words of up to `_CACHED_WORD` characters are
+    cached, so the caches hold at most `_CACHE_SIZE` short strings whatever the input."""
+    return _cached(raw) if len(raw) <= _CACHED_WORD else _uncached_term(raw)
 
 
 def tokenize(text: str) -> list[str]:

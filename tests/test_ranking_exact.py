@@ -40,9 +40,13 @@ def _cosine_reference(
 
 
 def _top_k_reference(
-    scores: npt.NDArray[np.float32], ids: list[str], limit: int
+    scores: npt.NDArray[np.float32], ids: list[str], limit: int, min_score: float | None
 ) -> list[tuple[int, float]]:
-    ordered = sorted(range(scores.shape[0]), key=lambda i: (-float(scores[i]), ids[i]))
+    kept = [
+        i for i in range(scores.shape[0]) if min_score is None or scores[i] >= np.float32(min_score)
+    ]
+    # A stable sort: rows equal in score and id stay in index order.
+    ordered = sorted(kept, key=lambda i: (-float(scores[i]), ids[i]))
     return [(i, float(scores[i])) for i in ordered[:limit]]
 
 
@@ -64,11 +68,20 @@ def _matrices(draw: st.DrawFn) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.
 
 
 @settings(max_examples=150)
-@given(data=_matrices(), limit=st.integers(1, 10))
+@given(
+    data=_matrices(),
+    limit=st.integers(1, 10),
+    min_score=st.none() | st.floats(-1.0, 1.0),
+    repeated_ids=st.booleans(),
+)
 def test_ranking_equals_its_reference_spelling_bit_for_bit(
-    data: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]], limit: int
+    data: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]],
+    limit: int,
+    min_score: float | None,
+    repeated_ids: bool,
 ) -> None:
     matrix, query = data
+    given_matrix, given_query = matrix.tobytes(), query.tobytes()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # overflow: both sides alike
         normalised = normalise_rows(matrix)
@@ -79,6 +92,10 @@ def test_ranking_equals_its_reference_spelling_bit_for_bit(
         reference = _cosine_reference(expected, query)
     assert scores.dtype == reference.dtype
     assert scores.tobytes() == reference.tobytes()
-    ids = [f"r{i % 3}-{i}" for i in range(matrix.shape[0])]
+    # The inputs are left as they were (the ranking works in buffers of its own).
+    assert (matrix.tobytes(), query.tobytes()) == (given_matrix, given_query)
+    # Repeated ids (not in a store, but allowed here) tie on score and id alike.
+    ids = [f"r{i % 3}" if repeated_ids else f"r{i % 3}-{i}" for i in range(matrix.shape[0])]
     if not np.isnan(scores).any():  # NaN scores (overflowing rows) have no order
-        assert top_k(scores, ids, limit) == _top_k_reference(scores, ids, limit)
+        got = top_k(scores, ids, limit, min_score)
+        assert got == _top_k_reference(scores, ids, limit, min_score)

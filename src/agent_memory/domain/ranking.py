@@ -34,11 +34,18 @@ def normalise_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """L2-normalise each row; an all-zero row stays zero (its similarity is 0)."""
     # `np.linalg.norm(matrix, axis=1, keepdims=True)`, spelled as the very ufuncs
     # it runs for a real matrix (the same values, bit for bit), without its
-    # Python-level argument handling: this runs on every search.
-    norms = np.sqrt(np.add.reduce(matrix * matrix, axis=1, keepdims=True))
-    norms[norms == 0.0] = 1.0
-    out: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32, copy=False)
-    return out
+    # Python-level argument handling: this runs on every search. The squares'
+    # buffer then receives the quotient (the same ufunc, no second allocation),
+    # and the zero norms are looked for only when there is one.
+    squares = matrix * matrix
+    norms = np.add.reduce(squares, axis=1, keepdims=True)
+    np.sqrt(norms, out=norms)
+    if not norms.all():
+        norms[norms == 0.0] = 1.0
+    if squares.dtype == np.float32:
+        out: npt.NDArray[np.float32] = np.divide(matrix, norms, out=squares)
+        return out
+    return (matrix / norms).astype(np.float32, copy=False)
 
 
 def cosine_scores(
@@ -48,12 +55,19 @@ def cosine_scores(
     qn = float(np.sqrt(query.dot(query)))  # `np.linalg.norm(query)`, its own steps
     if qn == 0.0 or normalised_matrix.shape[0] == 0:
         return np.zeros(normalised_matrix.shape[0], dtype=np.float32)
+    unit = query / qn
+    if unit.dtype != np.float32:
+        unit = unit.astype(np.float32)
     # einsum, not `@`: a BLAS matrix-vector product may round identical rows
     # differently depending on their position, which would break exact ties.
-    scores = np.einsum("ij,j->i", normalised_matrix, (query / qn).astype(np.float32))
-    # Clipped to [-1, 1] (what `np.clip` computes, without its Python wrapper).
-    clipped = np.minimum(np.maximum(scores, -1.0), 1.0)
-    out: npt.NDArray[np.float32] = clipped.astype(np.float32, copy=False)
+    scores = np.einsum("ij,j->i", normalised_matrix, unit)
+    # Clipped to [-1, 1] (what `np.clip` computes, without its Python wrapper),
+    # in place: the scores are a new array of our own.
+    np.maximum(scores, -1.0, out=scores)
+    np.minimum(scores, 1.0, out=scores)
+    if scores.dtype != np.float32:
+        scores = scores.astype(np.float32)
+    out: npt.NDArray[np.float32] = scores
     return out
 
 
@@ -76,8 +90,17 @@ def top_k(
         cutoff = scores[part].min()
         candidates = candidates[scores[candidates] >= cutoff]
     values = scores.tolist()  # the float32 scores as Python floats, exactly
-    ordered = sorted(candidates.tolist(), key=lambda i: (-values[i], ids[i]))
-    return [(i, values[i]) for i in ordered[:limit]]
+    # Sorted as (-score, id, index) tuples, compared in C: the order of the key
+    # (-score, id) with ties kept in index order, as a stable sort by that key
+    # gives, without a key function called per row. `-scores` is the exact
+    # negation of each float32 score.
+    negated = (-scores).tolist()
+    chosen = candidates.tolist()
+    if len(chosen) == n:
+        ordered = sorted(zip(negated, ids, chosen, strict=True))
+    else:
+        ordered = sorted([(negated[i], ids[i], i) for i in chosen])
+    return [(i, values[i]) for _, _, i in ordered[:limit]]
 
 
 def list_sort_key(created_at: datetime, record_id: str) -> tuple[datetime, str]:

@@ -43,7 +43,7 @@ from agent_memory.adapters._common.validation import (
     check_search_text_args,
     check_space,
 )
-from agent_memory.adapters.postgres._codec import row_decoder, utc
+from agent_memory.adapters.postgres._codec import row_decoder, rows_decoder, utc
 from agent_memory.adapters.postgres._database import (
     HNSW_MAX_DIMENSION,
     PostgresDatabase,
@@ -143,14 +143,22 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
 
 
 @functools.cache
-def _hit_decoder() -> Callable[[Sequence[Any]], ScoredRecord]:
-    """`(record, score)` -> `ScoredRecord` (a class without validators or converters)."""
-    return row_decoder(ScoredRecord, ("record", "score"))
+def _records_decoder() -> Callable[[Iterable[Sequence[Any]]], list[MemoryRecord]]:
+    return rows_decoder(MemoryRecord, _RECORD_FIELDS, {"created_at": utc, "updated_at": utc})
+
+
+@functools.cache
+def _hits_decoder() -> Callable[[Iterable[tuple[MemoryRecord, float]]], list[ScoredRecord]]:
+    """`(record, score)` pairs -> `ScoredRecord`s (a class without validators or
+    converters), in one loop."""
+    return rows_decoder(ScoredRecord, ("record", "score"))
 
 
 def _hits(rows: Sequence[Sequence[Any]], hits: Sequence[tuple[int, float]]) -> list[ScoredRecord]:
-    record, hit = _record_decoder(), _hit_decoder()
-    return [hit((record(rows[i]), score)) for i, score in hits]
+    """The hits' rows (only those: not every candidate fetched) decoded in one
+    loop, then paired with their scores in another (no call per hit)."""
+    records = _records_decoder()([rows[i] for i, _ in hits])
+    return _hits_decoder()(zip(records, [score for _, score in hits], strict=True))
 
 
 def _dump_attributes(attributes: dict[str, Any]) -> Json:
@@ -558,10 +566,11 @@ class PostgresMemoryStore(PostgresHandle):
             )
             if not rows:
                 return []
-            ids = [str(r[1]) for r in rows]
-            # np.array, not np.stack: the same float32 matrix, built without
-            # np.stack's per-array Python checks.
-            matrix = normalise_rows(np.array([r[6] for r in rows]))
+            ids = [r[1] for r in rows]  # `id` is text: already a str
+            # The rows' float32 vectors (each of the column's dimension) joined
+            # into one buffer and viewed as a matrix: the same float32 matrix as
+            # np.array or np.stack build, without their per-array Python checks.
+            matrix = normalise_rows(np.concatenate([r[6] for r in rows]).reshape(len(rows), -1))
             scores = cosine_scores(matrix, query)
             hits = top_k(scores, ids, limit, min_score)
             return _hits(rows, hits)

@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_id, require_utc
+
+# The C function `np.einsum` ends in when not asked to optimise (numpy 2's
+# `numpy._core.multiarray.c_einsum`), called directly: `np.einsum`'s dispatch
+# and argument handling cost more than the product of a few dozen rows.
+# `tests/test_ranking_exact.py` compares the scores with `np.einsum`'s, bit for bit.
+_einsum: Callable[..., Any]
+try:
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # pragma: no cover - another numpy layout: the public spelling
+    _einsum = np.einsum
 
 __all__ = [
     "cosine_scores",
@@ -40,7 +51,7 @@ def normalise_rows(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     squares = matrix * matrix
     norms = np.add.reduce(squares, axis=1, keepdims=True)
     np.sqrt(norms, out=norms)
-    if not norms.all():
+    if np.count_nonzero(norms) < norms.shape[0]:  # `not norms.all()`, without its wrapper
         norms[norms == 0.0] = 1.0
     if squares.dtype == np.float32:
         out: npt.NDArray[np.float32] = np.divide(matrix, norms, out=squares)
@@ -59,8 +70,9 @@ def cosine_scores(
     if unit.dtype != np.float32:
         unit = unit.astype(np.float32)
     # einsum, not `@`: a BLAS matrix-vector product may round identical rows
-    # differently depending on their position, which would break exact ties.
-    scores = np.einsum("ij,j->i", normalised_matrix, unit)
+    # differently depending on their position, which would break exact ties
+    # (`_einsum`: the function `np.einsum` calls, without its Python layers).
+    scores = _einsum("ij,j->i", normalised_matrix, unit)
     # Clipped to [-1, 1] (what `np.clip` computes, without its Python wrapper),
     # in place: the scores are a new array of our own.
     np.maximum(scores, -1.0, out=scores)
@@ -81,6 +93,15 @@ def top_k(
     n = scores.shape[0]
     if n == 0:
         return []
+    values = scores.tolist()  # the float32 scores as Python floats, exactly
+    # Sorted as (-score, id, index) tuples, compared in C: the order of the key
+    # (-score, id) with ties kept in index order, as a stable sort by that key
+    # gives, without a key function called per row. `-scores` is the exact
+    # negation of each float32 score.
+    negated = (-scores).tolist()
+    if min_score is None and n <= 4 * limit:  # the usual case: every row competes
+        ordered = sorted(zip(negated, ids, range(n), strict=True))
+        return [(i, values[i]) for _, _, i in ordered[:limit]]
     candidates = np.arange(n)
     if min_score is not None:
         candidates = candidates[scores >= np.float32(min_score)]
@@ -89,17 +110,7 @@ def top_k(
         part = candidates[np.argpartition(-scores[candidates], limit - 1)[:limit]]
         cutoff = scores[part].min()
         candidates = candidates[scores[candidates] >= cutoff]
-    values = scores.tolist()  # the float32 scores as Python floats, exactly
-    # Sorted as (-score, id, index) tuples, compared in C: the order of the key
-    # (-score, id) with ties kept in index order, as a stable sort by that key
-    # gives, without a key function called per row. `-scores` is the exact
-    # negation of each float32 score.
-    negated = (-scores).tolist()
-    chosen = candidates.tolist()
-    if len(chosen) == n:
-        ordered = sorted(zip(negated, ids, chosen, strict=True))
-    else:
-        ordered = sorted([(negated[i], ids[i], i) for i in chosen])
+    ordered = sorted([(negated[i], ids[i], i) for i in candidates.tolist()])
     return [(i, values[i]) for _, _, i in ordered[:limit]]
 
 

@@ -171,7 +171,7 @@ def check_query_vector(space: EmbeddingSpace, vector: object) -> npt.NDArray[np.
         and vector.shape[0] == space.dimension
     ):
         query: npt.NDArray[np.float32] = vector.copy()
-        if np.logical_and.reduce(np.isfinite(query)):
+        if np.count_nonzero(np.isfinite(query)) == query.shape[0]:
             query.flags.writeable = False
             return query
     query = as_vector(vector, "query vector")

@@ -567,10 +567,9 @@ class PostgresMemoryStore(PostgresHandle):
             if not rows:
                 return []
             ids = [r[1] for r in rows]  # `id` is text: already a str
-            # The rows' float32 vectors (each of the column's dimension) joined
-            # into one buffer and viewed as a matrix: the same float32 matrix as
-            # np.array or np.stack build, without their per-array Python checks.
-            matrix = normalise_rows(np.concatenate([r[6] for r in rows]).reshape(len(rows), -1))
+            # np.array, not np.stack: the same float32 matrix, built without
+            # np.stack's per-array Python checks.
+            matrix = normalise_rows(np.array([r[6] for r in rows]))
             scores = cosine_scores(matrix, query)
             hits = top_k(scores, ids, limit, min_score)
             return _hits(rows, hits)

@@ -233,6 +233,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         feedback_docs=args.feedback_docs,
         feedback_terms=args.feedback_terms,
         feedback_weight=args.feedback_weight,
+        query_variants=args.query_variants,
     )
     plain = RetrievalConfig(
         context_window=0,
@@ -245,6 +246,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         list_session_penalty=0.0,
         list_candidates=100,
         session_weight=0.0,
+        query_variants=False,
     )
     url = args.url
     tmp = None
@@ -379,6 +381,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action=argparse.BooleanOptionalAction,
         default=d.context_dates,
         help="index each turn's month and year in its context",
+    )
+    p.add_argument(
+        "--query-variants",
+        action=argparse.BooleanOptionalAction,
+        default=d.query_variants,
+        help="add irregular verb forms and chat-register words to the keyword query",
     )
     p.add_argument(
         "--reference",

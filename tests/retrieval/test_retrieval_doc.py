@@ -34,6 +34,8 @@ def test_doc_states_the_default_configuration() -> None:
         f"| `list_session_penalty` / `list_candidates` | {d.list_session_penalty:g} / "
         f"{d.list_candidates} |",
         f"| `length_weight` / `length_saturation` | {d.length_weight:g} / {d.length_saturation} |",
+        "| `query_variants` (irregular verb forms, chat-register words; not for list questions) "
+        f"| {'on' if d.query_variants else 'off'} |",
         f"| `feedback_weight` / `feedback_docs` / `feedback_terms` | {_num(d.feedback_weight)} "
         f"(off) / {d.feedback_docs} / {d.feedback_terms} |",
     ]

@@ -33,6 +33,7 @@ Ties are broken by id ascending, so the order is deterministic.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -64,6 +65,7 @@ __all__ = [
     "is_list_question",
     "mentions",
     "neighbour_contexts",
+    "query_variants",
     "recency_factor",
     "reciprocal_rank_fusion",
     "score_fusion",
@@ -133,6 +135,10 @@ class RetrievalConfig:
       the most salient terms (`feedback_terms` of them; names count more) of the
       first round's best `feedback_docs` hits, fused as a third ranking of weight
       `feedback_weight` (0 turns the round off);
+    - `query_variants`: for a question that is not a list question, add to the
+      keyword query the other forms of its irregular verbs and the chat-register
+      words for its formal ones (`query_variants`: "drawing" -> drew, drawn;
+      "favorite" -> fave; "children" -> kids);
     - `length_weight`, `length_saturation`: informativeness prior, bonus
       `w * min(terms, saturation) / saturation` by the number of terms
       (`domain.lexical` tokens) of the record's content;
@@ -169,6 +175,7 @@ class RetrievalConfig:
     feedback_docs: int = field(default=3, validator=_count("feedback_docs", 1))
     feedback_terms: int = field(default=5, validator=_count("feedback_terms", 1))
     feedback_weight: float = field(default=0.0, validator=_non_negative("feedback_weight"))
+    query_variants: bool = field(default=True, converter=bool)
     length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
     length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
     candidates: int = field(default=100, validator=_count("candidates", 1))
@@ -479,6 +486,84 @@ def feedback_terms(
             weight[term] = weight.get(term, 0.0) + rarity * (2.0 if term in names else 1.0)
     ranked = sorted(weight.items(), key=lambda item: (-item[1], item[0]))
     return [term for term, w in ranked[:count] if w > 0]
+
+
+# Common English irregular verbs, "base past participle" ("-": the participle is
+# the past). Stemming cannot join these forms (drew/draw, bought/buy), and a
+# question asks with the base form ("What did Caroline draw?") while the turn
+# tells it in the past ("I drew it"). Left out: the light verbs go, get, make,
+# take, come, give, whose forms (went, got, made) are said in most turns that
+# narrate anything, and verbs whose forms are also common nouns or adjectives
+# (bear, lie/lay, light, ring, rise/rose, spring, ...).
+_IRREGULAR_VERBS = """
+arise arose arisen; awake awoke awoken; beat beat beaten; become became become;
+begin began begun; bend bent -; bind bound -; bite bit bitten; bleed bled -;
+blow blew blown; break broke broken; breed bred -; bring brought -; build built -;
+burn burnt -; buy bought -; catch caught -; choose chose chosen; cling clung -;
+creep crept -; deal dealt -; dig dug -; draw drew drawn; dream dreamt -;
+drink drank drunk; drive drove driven; eat ate eaten; fall fell fallen; feed fed -;
+feel felt -; fight fought -; find found -; flee fled -; fly flew flown;
+forbid forbade forbidden; forget forgot forgotten; forgive forgave forgiven;
+freeze froze frozen; grow grew grown; hang hung -; hear heard -; hide hid hidden;
+hold held -; keep kept -; kneel knelt -; know knew known; lead led -; leap leapt -;
+learn learnt -; leave left -; lend lent -; lose lost -; mean meant -; meet met -;
+pay paid -; ride rode ridden; run ran run; say said -; see saw seen; seek sought -;
+sell sold -; send sent -; sew sewed sewn; shake shook shaken; shine shone -;
+shoot shot -; show showed shown; shrink shrank shrunk; sing sang sung; sit sat -;
+sleep slept -; slide slid -; speak spoke spoken; speed sped -; spend spent -;
+spin spun -; stand stood -; steal stole stolen; stick stuck -; sting stung -;
+stink stank stunk; strike struck -; strive strove striven; swear swore sworn;
+sweep swept -; swim swam swum; swing swung -; teach taught -; tear tore torn;
+tell told -; think thought -; throw threw thrown; understand understood -;
+wake woke woken; wear wore worn; weave wove woven; weep wept -; win won -;
+withdraw withdrew withdrawn; write wrote written; overcome overcame overcome;
+undergo underwent undergone; undertake undertook undertaken
+"""
+# Formal words a question uses and the chat words a conversation says instead.
+_REGISTER_WORDS = """
+children child kids kid; father dad daddy; mother mom mum mommy;
+photo photograph picture pic pics snapshot; favorite favourite fave fav;
+vacation vacay holiday; birthday bday; husband hubby; television tv;
+movie film flick; friends buddies pals; grandmother grandma granny;
+grandfather grandpa; relax chill unwind destress; exercise workout;
+automobile car; puppy pup; telephone phone; information info;
+refrigerator fridge; university college uni; conversation convo;
+congratulations congrats
+"""
+
+
+@functools.cache
+def _variant_table() -> dict[str, tuple[str, ...]]:
+    """term (`domain.lexical`) -> the words of its group, built on first use."""
+    groups: list[list[str]] = []
+    for part in _IRREGULAR_VERBS.split(";"):
+        base, past, participle = part.split()
+        groups.append([base, past, past if participle == "-" else participle])
+    groups.extend(part.split() for part in _REGISTER_WORDS.split(";"))
+    table: dict[str, list[str]] = {}
+    for group in groups:
+        for word in group:
+            for term in tokenize(word):
+                known = table.setdefault(term, [])
+                known.extend(w for w in group if w not in known)
+    return {term: tuple(words) for term, words in table.items()}
+
+
+def query_variants(query: str) -> list[str]:
+    """Words to add to a question's keyword query: the other forms of its
+    irregular verbs ("drawing" -> drew, drawn) and the chat-register words for
+    its formal ones ("favorite" -> fave, fav), none whose term the query already
+    has; in the query's order, each once."""
+    terms = tokenize(query)
+    asked = set(terms)
+    table = _variant_table()
+    out: list[str] = []
+    for term in dict.fromkeys(terms):
+        for word in table.get(term, ()):
+            stems = tokenize(word)
+            if stems and stems[0] not in asked and word not in out:
+                out.append(word)
+    return out
 
 
 def neighbour_contexts(

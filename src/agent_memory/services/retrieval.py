@@ -33,6 +33,7 @@ from agent_memory.domain.retrieval import (
     fuse,
     is_list_question,
     neighbour_contexts,
+    query_variants,
     session_prior,
 )
 from agent_memory.domain.time import SystemClock
@@ -213,6 +214,10 @@ class HybridRetriever:
                 dated = " ".join([query, *(range_words(r) for r in ranges)])
                 if len(dated.encode()) <= MAX_QUERY_BYTES:
                     keywords = dated
+            if config.query_variants and not listing:
+                varied = " ".join([keywords, *query_variants(query)])
+                if len(varied.encode()) <= MAX_QUERY_BYTES:
+                    keywords = varied
             lexical = await self._keyword.search_text(
                 owner, keywords, limit=depth, namespace=namespace, kinds=kinds
             )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -142,7 +143,8 @@ def main() -> None:
     for n, events in windows.items():
         room = event_room(events)
         shown = shown_events(events)
-        print(f"{n} events: {len(shown)} shown in {BUDGET} bytes")
+        # context, not a result: stdout carries only the harness lines
+        print(f"{n} events: {len(shown)} shown in {BUDGET} bytes", file=sys.stderr)
         ours: Callable[[], object] = lambda ev=events: view(ev)  # noqa: E731
         print(
             compare(

@@ -28,7 +28,7 @@ import contextlib
 import importlib
 import warnings
 import weakref
-from collections.abc import Awaitable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -356,19 +356,7 @@ class QdrantMemoryStore:
         text = [FIELD_CONTENT, FIELD_CONTEXT]
         done = 0
         async with _write_lock(self._client, name):
-            offset: qm.ExtendedPointId | None = None
-            while True:
-                points, offset = await self._call(
-                    "scroll",
-                    self._client.scroll(
-                        name,
-                        scroll_filter=stale,
-                        limit=_SCROLL_BATCH,
-                        offset=offset,
-                        with_payload=text,
-                        with_vectors=False,
-                    ),
-                )
+            async for points in self._batches(name, stale, text):
                 pending = {str(p.id): _text_of(_payload(p)) for p in points}
                 done += len(pending)
                 while pending:
@@ -395,12 +383,13 @@ class QdrantMemoryStore:
                         for p in again
                         if _text_of(_payload(p)) != pending[str(p.id)]
                     }
-                if offset is None:
-                    return done
+        return done
 
-    async def _scan(self, name: str, flt: qm.Filter, fields: list[str]) -> list[dict[str, Any]]:
-        """Every point matching `flt` (payload `fields` only), in bounded batches."""
-        out: list[dict[str, Any]] = []
+    async def _batches(
+        self, name: str, flt: qm.Filter, fields: list[str]
+    ) -> AsyncIterator[builtins.list[qm.Record]]:
+        """The points matching `flt` (payload `fields` only, no vectors), one
+        scroll page of `_SCROLL_BATCH` at a time."""
         offset: qm.ExtendedPointId | None = None
         while True:
             points, offset = await self._call(
@@ -414,9 +403,13 @@ class QdrantMemoryStore:
                     with_vectors=False,
                 ),
             )
-            out.extend(_payload(p) for p in points)
+            yield points
             if offset is None:
-                return out
+                return
+
+    async def _scan(self, name: str, flt: qm.Filter, fields: list[str]) -> list[dict[str, Any]]:
+        """Every point matching `flt` (payload `fields` only), in bounded batches."""
+        return [_payload(p) async for points in self._batches(name, flt, fields) for p in points]
 
     async def _retrieve(self, name: str, ids: list[str]) -> dict[str, dict[str, Any]]:
         """Full payloads by point id (missing points are absent)."""

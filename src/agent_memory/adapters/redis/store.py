@@ -263,6 +263,31 @@ local function knn_search(returned)
   end
   return redis.call('FT.SEARCH', unpack(args))
 end
+-- The reply from FT.SEARCH's rows; `row_of(key, row)` gives a row's distance and
+-- a function returning its `FIELDS` values (called only for rows sent in full).
+local function knn_reply(res, row_of)
+  local out, n, full, keep, cut = {}, 0, 0, tonumber(ARGV[5]), nil
+  for i = 2, #res, 2 do
+    local d, values = row_of(res[i], res[i + 1])
+    local s = clipped(d)
+    n = n + 1
+    out[n] = d
+    n = n + 1
+    if full < keep or s == cut then
+      out[n] = '0'
+      local v = values()
+      for j = 1, #FIELDS do
+        n = n + 1
+        out[n] = v[j]
+      end
+      full = full + 1
+      if full == keep then cut = s end
+    else
+      out[n] = 's'
+    end
+  end
+  return out
+end
 """
 )
 
@@ -276,11 +301,8 @@ _KNN = (
     + """
 local returned = {'RETURN', tostring(#FIELDS + 1), '__d'}
 for _, f in ipairs(FIELDS) do returned[#returned + 1] = f end
-local res = knn_search(returned)
-local out, n, full, keep, cut = {}, 0, 0, tonumber(ARGV[5]), nil
 local last = 2 * #FIELDS + 2
-for i = 3, #res, 2 do
-  local row = res[i]
+return knn_reply(knn_search(returned), function(_, row)
   if #row ~= last or row[1] ~= '__d' or row[3] ~= FIELDS[1] then
     local m = {}
     for j = 1, #row - 1, 2 do m[row[j]] = row[j + 1] end
@@ -290,24 +312,12 @@ for i = 3, #res, 2 do
       row[#row + 1] = m[f] or false
     end
   end
-  local d = row[2]
-  local s = clipped(d)
-  n = n + 1
-  out[n] = d
-  n = n + 1
-  if full < keep or s == cut then
-    out[n] = '0'
-    for j = 4, last, 2 do
-      n = n + 1
-      out[n] = row[j]
-    end
-    full = full + 1
-    if full == keep then cut = s end
-  else
-    out[n] = 's'
+  return row[2], function()
+    local v = {}
+    for j = 4, last, 2 do v[#v + 1] = row[j] end
+    return v
   end
-end
-return out
+end)
 """
 )
 # -- Cluster variants. On a cluster node this Search build returns the ids of
@@ -362,29 +372,11 @@ _KNN_C = (
     _CHOOSE_QUERY_LUA
     + _KNN_ROWS_LUA
     + """
-local res = knn_search({'RETURN', '1', '__d'})
-local out, n, full, keep, cut = {}, 0, 0, tonumber(ARGV[5]), nil
-for i = 2, #res, 2 do
-  local key, row, d = res[i], res[i + 1], nil
+return knn_reply(knn_search({'RETURN', '1', '__d'}), function(key, row)
+  local d = nil
   for j = 1, #row - 1, 2 do if row[j] == '__d' then d = row[j + 1] end end
-  local s = clipped(d)
-  n = n + 1
-  out[n] = d
-  n = n + 1
-  if full < keep or s == cut then
-    out[n] = '0'
-    local v = redis.call('HMGET', key, unpack(FIELDS))
-    for j = 1, #FIELDS do
-      n = n + 1
-      out[n] = v[j]
-    end
-    full = full + 1
-    if full == keep then cut = s end
-  else
-    out[n] = 's'
-  end
-end
-return out
+  return d, function() return redis.call('HMGET', key, unpack(FIELDS)) end
+end)
 """
 )
 

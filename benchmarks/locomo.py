@@ -234,6 +234,8 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         feedback_terms=args.feedback_terms,
         feedback_weight=args.feedback_weight,
         query_variants=args.query_variants,
+        reply_weight=args.reply_weight,
+        category_members=args.category_members,
     )
     plain = RetrievalConfig(
         context_window=0,
@@ -247,6 +249,8 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         list_candidates=100,
         session_weight=0.0,
         query_variants=False,
+        reply_weight=0.0,
+        category_members=False,
     )
     url = args.url
     tmp = None
@@ -318,7 +322,10 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"speaker weight {args.speaker_weight}, candidates {args.candidates}, "
         f"length weight {args.length_weight} (saturation {args.length_saturation}), "
         f"list session penalty {args.list_session_penalty}, "
-        f"list candidates {args.list_candidates}, session weight {args.session_weight}"
+        f"list candidates {args.list_candidates}, session weight {args.session_weight}, "
+        f"reply weight {args.reply_weight}, query variants "
+        f"{'on' if args.query_variants else 'off'}, category members "
+        f"{'on' if args.category_members else 'off'}, date weight {args.date_weight}"
     )
     metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
     print("| category | n | metric | " + " | ".join(modes) + " |")
@@ -368,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--list-session-penalty", type=float, default=d.list_session_penalty)
     p.add_argument("--list-candidates", type=int, default=d.list_candidates)
     p.add_argument("--session-weight", type=float, default=d.session_weight)
+    p.add_argument("--reply-weight", type=float, default=d.reply_weight)
     p.add_argument("--length-weight", type=float, default=d.length_weight)
     p.add_argument("--length-saturation", type=int, default=d.length_saturation)
     p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)
@@ -387,6 +395,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action=argparse.BooleanOptionalAction,
         default=d.query_variants,
         help="add irregular verb forms and chat-register words to the keyword query",
+    )
+    p.add_argument(
+        "--category-members",
+        action=argparse.BooleanOptionalAction,
+        default=d.category_members,
+        help="add the members of the categories a list question names to its keyword query",
     )
     p.add_argument(
         "--reference",
@@ -411,7 +425,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             from servers.redis_server import launch_redis
 
             valkey = launch_redis()
-            args.url, stop = valkey.url, valkey.stop
+            args.url, stop = valkey.url, valkey.close
     try:
         report(asyncio.run(run(args, data)), args)
     finally:

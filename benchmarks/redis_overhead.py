@@ -459,7 +459,7 @@ def main() -> None:
         asyncio.run(run(url, args.rounds))
     finally:
         if server is not None:
-            server.stop()
+            server.close()
 
 
 if __name__ == "__main__":

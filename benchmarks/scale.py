@@ -155,7 +155,7 @@ def backend_url(backend: str, stack: ExitStack, tmp: Path) -> str:
         from servers.redis_server import launch_redis
 
         server = launch_redis()
-        stack.callback(server.stop)
+        stack.callback(server.close)
         return server.url
     if backend == "postgres":
         if os.environ.get("DATABASE_URL"):

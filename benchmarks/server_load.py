@@ -172,9 +172,9 @@ def main() -> int:
                 run_load(live.base, tokens, clients=args.clients, duration=args.duration)
             )
         finally:
-            live.stop()
+            live.close()
             if redis is not None:
-                redis.stop()
+                redis.close()
     print(
         f"{args.clients} clients, {args.duration:.0f} s, mix recall 40% / record 30% / search 30%"
     )

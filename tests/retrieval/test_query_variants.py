@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.memory.embedder import HashingEmbedder
-from agent_memory.adapters.sqlite import SqliteMemoryStore
 from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.retrieval import RetrievalConfig, RetrievalMode, query_variants
 from agent_memory.ports.storage import MemoryStore
 from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-EMBEDDER = HashingEmbedder(64)
+EMBEDDER = HashingEmbedder(64)  # the space of the `store` fixture (conftest)
 
 
 def test_irregular_verbs_bring_their_other_forms() -> None:
@@ -55,17 +50,6 @@ def test_variants_are_new_distinct_terms(query: str) -> None:
         terms = tokenize(word)
         assert len(terms) == 1
         assert terms[0] not in asked
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    handle: MemoryStore
-    if request.param == "memory":
-        handle = InMemoryMemoryStore(EMBEDDER.space)
-    else:
-        handle = SqliteMemoryStore(tmp_path / "variants.db", EMBEDDER.space)
-    yield handle
-    await handle.close()
 
 
 TURNS = [

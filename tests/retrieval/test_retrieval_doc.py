@@ -36,6 +36,10 @@ def test_doc_states_the_default_configuration() -> None:
         f"| `length_weight` / `length_saturation` | {d.length_weight:g} / {d.length_saturation} |",
         "| `query_variants` (irregular verb forms, chat-register words; not for list questions) "
         f"| {'on' if d.query_variants else 'off'} |",
+        f"| `session_weight` (session prior, not for list questions) | {d.session_weight:g} |",
+        f"| `reply_weight` (reply prior, not for list questions) | {d.reply_weight:g} |",
+        "| `category_members` (category members in the keyword query of list questions) "
+        f"| {'on' if d.category_members else 'off'} |",
         f"| `feedback_weight` / `feedback_docs` / `feedback_terms` | {_num(d.feedback_weight)} "
         f"(off) / {d.feedback_docs} / {d.feedback_terms} |",
     ]

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import attrs
 import numpy as np
@@ -13,7 +12,6 @@ import pytest
 
 from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.memory.embedder import HashingEmbedder
-from agent_memory.adapters.sqlite import SqliteMemoryStore
 from agent_memory.domain.errors import InvalidInput, ScopeRequired, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
 from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
@@ -53,7 +51,7 @@ def conversation() -> list[ConversationTurn]:
     ]
 
 
-EMBEDDER = HashingEmbedder(64)
+EMBEDDER = HashingEmbedder(64)  # the space of the `store` fixture (conftest)
 
 
 class VectorOnlyStore:
@@ -117,17 +115,6 @@ class VectorOnlyStore:
         await self._inner.close()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
-    handle: MemoryStore
-    if request.param == "memory":
-        handle = InMemoryMemoryStore(EMBEDDER.space)
-    else:
-        handle = SqliteMemoryStore(tmp_path / "retrieval.db", EMBEDDER.space)
-    yield handle
-    await handle.close()
-
-
 async def _indexed(store: MemoryStore, config: RetrievalConfig | None = None) -> HybridRetriever:
     retriever = HybridRetriever(store, EMBEDDER, config)
     await retriever.add_conversation(OWNER, conversation())
@@ -149,6 +136,7 @@ async def test_turns_are_stored_with_neighbour_context_not_in_content(store: Mem
         "speaker": "Sam",
         "session": "1",
         "turn": 4,
+        "conversation": "turn-00",  # the first turn of the call: turns of one call
         "terms": 5,  # kestrel ridge near old quarry: the length prior's count
     }
     first_of_session_2 = await store.get(OWNER, "turn-06")
@@ -359,8 +347,12 @@ async def test_the_session_prior_brings_the_best_matchs_session_forward(
             session="3",
         ),
     ]
-    config = RetrievalConfig(
-        context_window=0, context_self_weight=1, length_weight=0, speaker_weight=0
+    config = RetrievalConfig(  # without category members: "activities" -> camping
+        context_window=0,
+        context_self_weight=1,
+        length_weight=0,
+        speaker_weight=0,
+        category_members=False,
     )
     await HybridRetriever(store, EMBEDDER, config).add_conversation(OWNER, turns)
 

@@ -33,4 +33,4 @@ def live(tmp_path_factory: pytest.TempPathFactory, tenants: dict[str, str]) -> I
     try:
         yield server
     finally:
-        server.stop()
+        server.close()

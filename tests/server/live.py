@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -101,6 +102,11 @@ class LiveServer:
         """Send SIGTERM (graceful shutdown) without waiting."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+
+    def close(self) -> None:
+        """Stop the server and remove its directory (keys and log)."""
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
     def stop(self, timeout: float = 30.0) -> int | None:
         proc = self.proc

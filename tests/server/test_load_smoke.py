@@ -33,7 +33,7 @@ def redis_live(redis_url: str) -> Iterator[LiveServer]:
     try:
         yield live
     finally:
-        live.stop()
+        live.close()
 
 
 def _tokens(live: LiveServer, names: tuple[str, str]) -> dict[str, str]:

@@ -58,7 +58,7 @@ def test_sigterm_drains_in_flight_and_releases_claims(tmp_path: Path) -> None:
         assert "1 open agent requests finished" in log, log
         assert "Traceback" not in log
     finally:
-        live.stop()
+        live.close()
 
     asyncio.run(_check_stored(url, Tenant(tenant)))
 

@@ -9,6 +9,7 @@ skip. `launch_redis()` is a plain function, importable by benchmarks.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -109,6 +110,11 @@ class RedisServer:
         self.stop()
         self.start()
 
+    def close(self) -> None:
+        """Stop the server and remove its directory (for good: no restart)."""
+        self.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
 
 def launch_redis(*, with_search: bool = True) -> RedisServer:
     """Start a fresh server on a free port (raises with the server's output on failure)."""
@@ -126,7 +132,7 @@ def redis_url() -> Iterator[str]:
     try:
         yield server.url
     finally:
-        server.stop()
+        server.close()
 
 
 @pytest.fixture
@@ -136,7 +142,7 @@ def restartable_redis() -> Iterator[RedisServer]:
     try:
         yield server
     finally:
-        server.stop()
+        server.close()
 
 
 @pytest.fixture
@@ -146,4 +152,4 @@ def plain_redis() -> Iterator[RedisServer]:
     try:
         yield server
     finally:
-        server.stop()
+        server.close()

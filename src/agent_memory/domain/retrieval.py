@@ -24,9 +24,10 @@ The length term is an informativeness prior: a record of few terms ("Thanks!",
 "See you tomorrow!") rarely holds the fact a question asks for, and the share of
 answering turns rises steadily with a turn's length up to a few dozen terms
 (docs/retrieval.md), while BM25's length normalisation favours short records.
-A session prior then lifts the turns of the sessions that hold the best
-matches (`session_prior`), except for list questions, whose answers are spread
-over sessions.
+A reply prior then lifts the reply to a matching question from the other
+speaker (`reply_prior`), and a session prior the turns of the sessions that hold
+the best matches (`session_prior`); neither applies to list questions, whose
+answers are spread over sessions.
 Ties are broken by id ascending, so the order is deterministic.
 """
 
@@ -57,17 +58,20 @@ __all__ = [
     "Ranking",
     "RetrievalConfig",
     "RetrievalMode",
+    "category_members",
     "content_length",
     "diversify",
     "feedback_terms",
     "final_scores",
     "fuse",
     "is_list_question",
+    "is_question_turn",
     "mentions",
     "neighbour_contexts",
     "query_variants",
     "recency_factor",
     "reciprocal_rank_fusion",
+    "reply_prior",
     "score_fusion",
     "session_prior",
 ]
@@ -130,6 +134,10 @@ class RetrievalConfig:
       list questions: each candidate gains `w * (best score in its session / best
       score overall)`, so the turns around the best match outrank weaker matches
       scattered elsewhere (0 turns it off);
+    - `reply_weight`: reply prior (`reply_prior`) for questions that are not list
+      questions: a turn that answers a question the other speaker asked in the
+      turn just before gains `w * (that question turn's score / best score
+      overall)` (0 turns it off);
     - `feedback_docs`, `feedback_terms`, `feedback_weight`: a second keyword
       round without a language model (pseudo-relevance feedback): the query plus
       the most salient terms (`feedback_terms` of them; names count more) of the
@@ -139,6 +147,10 @@ class RetrievalConfig:
       keyword query the other forms of its irregular verbs and the chat-register
       words for its formal ones (`query_variants`: "drawing" -> drew, drawn;
       "favorite" -> fave; "children" -> kids);
+    - `category_members`: for a list question, add to the keyword query typical
+      members of the categories it asks about (`category_members`: "What pets…"
+      -> dog, cat, …; "Which countries…" -> spain, italy, …), which the turns
+      that answer it name instead of the category;
     - `length_weight`, `length_saturation`: informativeness prior, bonus
       `w * min(terms, saturation) / saturation` by the number of terms
       (`domain.lexical` tokens) of the record's content;
@@ -172,10 +184,12 @@ class RetrievalConfig:
         default=0.1, validator=_non_negative("list_session_penalty")
     )
     session_weight: float = field(default=0.5, validator=_non_negative("session_weight"))
+    reply_weight: float = field(default=0.05, validator=_non_negative("reply_weight"))
     feedback_docs: int = field(default=3, validator=_count("feedback_docs", 1))
     feedback_terms: int = field(default=5, validator=_count("feedback_terms", 1))
     feedback_weight: float = field(default=0.0, validator=_non_negative("feedback_weight"))
     query_variants: bool = field(default=True, converter=bool)
+    category_members: bool = field(default=True, converter=bool)
     length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
     length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
     candidates: int = field(default=100, validator=_count("candidates", 1))
@@ -455,6 +469,36 @@ def session_prior(
     return _ordered(out)
 
 
+def reply_prior(
+    scored: Sequence[tuple[str, float]],
+    replies_to: Mapping[str, str],
+    *,
+    weight: float,
+) -> list[tuple[str, float]]:
+    """Add `weight * score(q) / top` to each candidate that `replies_to` maps to a
+    candidate `q` (the question the other speaker asked in the turn before), where
+    `top` is the best score overall, and re-rank (ties by id). A question the
+    query matches ("So what's your favourite game?") is often answered by the next
+    turn, which need not repeat its words ("I'm playing Xenoblade, it's a blast").
+    The bonus reads the scores before any is added, so it never chains; ids not in
+    `scored` are ignored, and with no replies the order does not change."""
+    top = max((score for _, score in scored), default=0.0)
+    if weight <= 0 or top <= 0 or not replies_to:
+        return list(scored)
+    before = dict(scored)
+    out: dict[str, float] = {}
+    for rid, score in scored:
+        asked = replies_to.get(rid)
+        lift = before.get(asked, 0.0) if asked is not None and asked != rid else 0.0
+        out[rid] = score + weight * max(lift, 0.0) / top
+    return _ordered(out)
+
+
+def is_question_turn(text: str) -> bool:
+    """Whether a turn asks something: it holds a question mark."""
+    return "?" in text
+
+
 _WORD = re.compile(r"[^\W_]+")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+\b")
 
@@ -563,6 +607,123 @@ def query_variants(query: str) -> list[str]:
             stems = tokenize(word)
             if stems and stems[0] not in asked and word not in out:
                 out.append(word)
+    return out
+
+
+# Category nouns a question asks with and typical members a conversation names
+# instead ("What pets does Nate have?" — "my dog"): general knowledge of the
+# topics people tell each other about, written by hand; a member is one word
+# (multi-word members are listed by their words). "key[, key ...]: members",
+# a key of one or two words.
+_CATEGORY_MEMBERS = """
+pet: dog puppy cat kitten turtle fish hamster rabbit bunny parrot bird snake lizard guinea
+  pig horse;
+animal: dog cat horse bird turtle fish rabbit cow sheep goat pig chicken duck deer bear wolf
+  fox lion tiger elephant monkey;
+instrument: guitar piano violin drums ukulele flute saxophone cello trumpet keyboard
+  clarinet harp banjo bass;
+sport: basketball football soccer baseball tennis golf hockey volleyball swimming running
+  cycling boxing skiing surfing skateboarding climbing rugby;
+martial art: karate taekwondo kickboxing judo jiu jitsu kung fu boxing wrestling mma aikido;
+activity: hiking camping swimming running painting drawing pottery reading cooking baking
+  gardening yoga dancing photography fishing surfing skiing cycling biking knitting singing
+  volunteering traveling;
+hobby: hiking camping swimming running painting drawing pottery reading writing cooking
+  baking gardening yoga dancing photography fishing surfing skiing cycling knitting singing
+  gaming;
+pastime: hiking camping swimming running painting drawing pottery reading writing cooking
+  baking gardening yoga dancing photography fishing gaming;
+interest: hiking camping painting drawing reading writing cooking music art photography
+  gaming movies travel;
+art: painting drawing sculpture pottery photography poetry sketch mural canvas;
+craft: pottery knitting sewing woodworking jewelry candles quilting crochet;
+country: spain england france italy germany japan china canada mexico brazil india australia
+  greece ireland scotland portugal netherlands sweden norway thailand korea vietnam peru
+  argentina egypt turkey;
+city: paris rome london tokyo york boston chicago seattle miami barcelona madrid berlin
+  amsterdam vienna prague sydney toronto vancouver dublin venice florence angeles francisco
+  vegas;
+state: california texas florida york washington oregon colorado arizona nevada hawaii alaska
+  michigan ohio georgia carolina virginia massachusetts;
+food: pizza pasta sushi tacos burger salad soup cake cookies pie bread curry noodles steak
+  chicken sandwich;
+dish: pizza pasta sushi tacos burger salad soup curry noodles steak lasagna stew;
+dessert: cake cookies pie ice cream brownies cupcakes pudding chocolate cobbler tart;
+drink, beverage: coffee tea juice smoothie wine beer soda lemonade cocktail;
+cuisine: italian mexican chinese thai indian japanese french greek korean vietnamese;
+game: chess monopoly poker scrabble fortnite minecraft zelda mario rpg;
+genre: rock jazz pop classical hip hop country blues folk metal fantasy mystery romance
+  thriller horror comedy drama;
+relative: mom dad mother father sister brother son daughter kids husband wife grandma
+  grandpa aunt uncle cousin;
+vehicle: car truck bike motorcycle van suv boat;
+flower: rose sunflower tulip lily daisy orchid;
+plant: tree flower herb succulent cactus fern vegetable tomato;
+job, career, profession: teacher nurse doctor engineer lawyer chef counselor manager banker
+  artist writer developer designer;
+event: party concert festival parade fair conference workshop wedding fundraiser tournament
+  marathon race show exhibition meetup;
+destination: beach mountains lake park museum island forest;
+exercise, workout: running yoga gym weights pilates cardio swimming cycling lifting;
+language: english spanish french german italian chinese japanese korean;
+holiday: christmas thanksgiving easter halloween birthday;
+clothing, clothes: shirt dress hoodie jacket shoes jeans sweater hat;
+subject: math science history english art biology chemistry physics
+"""
+
+
+# A hyphenated compound is one word here: its parts are not the category
+# ("career-high", "state-of-the-art").
+_COMPOUND_WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+
+
+def _plurals(word: str) -> tuple[str, ...]:
+    if word.endswith("y") and word[-2:-1] not in ("a", "e", "o", "u"):
+        return (word, word[:-1] + "ies")
+    if word.endswith(("s", "sh", "ch", "x")):
+        return (word, word + "es")
+    return (word, word + "s")
+
+
+@functools.cache
+def _category_table() -> dict[tuple[str, ...], tuple[str, ...]]:
+    """(key words, lowercase) -> members; each key in its singular and plural
+    form ("martial art", "martial arts"), built on first use."""
+    table: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for entry in _CATEGORY_MEMBERS.split(";"):
+        keys, members = entry.split(":")
+        words = tuple(dict.fromkeys(members.split()))
+        for key in keys.split(","):
+            *head, last = key.split()
+            for form in _plurals(last):
+                table[(*head, form)] = words
+    return table
+
+
+def category_members(query: str) -> list[str]:
+    """Members of the categories a question asks about (`_CATEGORY_MEMBERS`:
+    "What pets…" -> dog, cat, …; "Which European countries…" -> spain, …), none
+    whose term the query already has; in the query's order, each once. A
+    two-word category ("martial arts") is matched before its last word alone, and
+    a word inside a hyphenated compound ("career-high") is not a category."""
+    words = [w.lower() for w in _COMPOUND_WORD.findall(query)]
+    asked = set(tokenize(query))
+    table = _category_table()
+    out: list[str] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(words):
+        members = table.get((words[i], words[i + 1])) if i + 1 < len(words) else None
+        step = 2
+        if members is None:
+            members = table.get((words[i],))
+            step = 1
+        for word in members or ():
+            stems = tokenize(word)
+            if stems and stems[0] not in asked and word not in seen:
+                seen.add(word)
+                out.append(word)
+        i += step if members is not None else 1
     return out
 
 

@@ -26,14 +26,17 @@ from agent_memory.domain.retrieval import (
     Ranking,
     RetrievalConfig,
     RetrievalMode,
+    category_members,
     content_length,
     diversify,
     feedback_terms,
     final_scores,
     fuse,
     is_list_question,
+    is_question_turn,
     neighbour_contexts,
     query_variants,
+    reply_prior,
     session_prior,
 )
 from agent_memory.domain.time import SystemClock
@@ -120,8 +123,10 @@ class HybridRetriever:
         batch_size: int = 256,
     ) -> list[MemoryRecord]:
         """Store each turn as one record (content `"{speaker}: {text}"`, the turn's
-        attributes plus `speaker`, `session`, `turn` (its index in `turns`) and `terms`
-        (its length in terms, for the length prior), created at
+        attributes plus `speaker`, `session`, `turn` (its index in `turns`), `conversation`
+        (the id of the first of `turns`: turns added by one call are adjacent, those
+        of two calls are not) and `terms` (its length in terms, for the length prior),
+        created at
         the turn's time) with its neighbouring turns as indexing context, ended by the
         turn's month and year when `context_dates` is on; the records, in turn order."""
         require_scope(owner, "owner")
@@ -138,6 +143,9 @@ class HybridRetriever:
                 f"{c}\n{event_time_words(t.at)}" for c, t in zip(contexts, turns, strict=True)
             ]
         records: list[MemoryRecord] = []
+        # turn indexes count from 0 in every call: the first turn's id tells
+        # this call's turns from those of another call on the same session
+        conversation = turns[0].id if turns else ""
         for start in range(0, len(turns), batch_size):
             chunk = turns[start : start + batch_size]
             vectors = await self._embedder.embed(contents[start : start + batch_size])
@@ -156,6 +164,7 @@ class HybridRetriever:
                         "speaker": turn.speaker,
                         "session": turn.session,
                         "turn": start + offset,
+                        "conversation": conversation,
                         "terms": content_length(contents[start + offset], turn.speaker),
                     },
                     context=contexts[start + offset],
@@ -218,6 +227,10 @@ class HybridRetriever:
                 varied = " ".join([keywords, *query_variants(query)])
                 if len(varied.encode()) <= MAX_QUERY_BYTES:
                     keywords = varied
+            if config.category_members and listing:
+                members = " ".join([keywords, *category_members(query)])
+                if len(members.encode()) <= MAX_QUERY_BYTES:
+                    keywords = members
             lexical = await self._keyword.search_text(
                 owner, keywords, limit=depth, namespace=namespace, kinds=kinds
             )
@@ -280,6 +293,8 @@ class HybridRetriever:
             for rid, r in by_id.items()
             if isinstance(r.attributes.get("session"), str | int)
         }
+        if config.reply_weight and not listing:
+            scored = reply_prior(scored, _replies(by_id), weight=config.reply_weight)
         if config.session_weight and not listing:
             scored = session_prior(scored, sessions, weight=config.session_weight)
         penalty = config.session_penalty
@@ -310,6 +325,45 @@ def _length(record: MemoryRecord) -> int:
         return stored
     speaker = record.attributes.get("speaker")
     return content_length(record.content, speaker if isinstance(speaker, str) else None)
+
+
+def _replies(records: Mapping[str, MemoryRecord]) -> dict[str, str]:
+    """Candidate id -> the candidate it replies to: the turn just before it in the
+    same session and `add_conversation` call (`session`, `conversation` and
+    `turn` attributes), said by another speaker, that asks a question."""
+    at: dict[tuple[str | int, str | None, int], str] = {}
+    for rid, record in records.items():
+        key = _position(record)
+        if key is not None:
+            at[key] = rid
+    out: dict[str, str] = {}
+    for (session, conversation, turn), rid in at.items():
+        asked = at.get((session, conversation, turn - 1))
+        if asked is None:
+            continue
+        speaker = records[rid].attributes.get("speaker")
+        other = records[asked].attributes.get("speaker")
+        if (
+            isinstance(speaker, str)
+            and isinstance(other, str)
+            and speaker != other
+            and is_question_turn(records[asked].content)
+        ):
+            out[rid] = asked
+    return out
+
+
+def _position(record: MemoryRecord) -> tuple[str | int, str | None, int] | None:
+    """(session, conversation, turn) of a turn `add_conversation` stored; None for
+    any other record. Turns stored before `conversation` existed share None."""
+    session = record.attributes.get("session")
+    turn = record.attributes.get("turn")
+    conversation = record.attributes.get("conversation")
+    if isinstance(session, bool) or not isinstance(session, str | int):
+        return None
+    if isinstance(turn, bool) or not isinstance(turn, int):
+        return None
+    return (session, conversation if isinstance(conversation, str) else None, turn)
 
 
 def _ranking(hits: Sequence[ScoredRecord], weight: float) -> Ranking:

@@ -23,7 +23,7 @@ The dataset (CC BY-NC 4.0) is read from its path and never copied:
     python benchmarks/locomo.py [--data ../shared/data/locomo-dev.json]
         [--url memory://|sqlite://|milvus+lite://|postgresql+embedded://|redis+embedded://|<URL>]
         [--modes bm25,lexical,vector,hybrid]
-        [--embedder hashing|semantic] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
+        [--embedder hashing|semantic|minilm] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
 """
 
 from __future__ import annotations
@@ -199,6 +199,10 @@ class Scores:
 
 
 def make_embedder(name: str) -> Embedder:
+    if name == "minilm":
+        from agent_memory.adapters.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
     if name == "semantic":
         from agent_memory.adapters.sentence_transformers import SentenceTransformerEmbedder
 
@@ -360,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "redis+embedded:// = a temporary server)",
     )
     p.add_argument("--modes", default="bm25-ref,bm25,lexical,vector,hybrid")
-    p.add_argument("--embedder", choices=("hashing", "semantic"), default="hashing")
+    p.add_argument("--embedder", choices=("hashing", "semantic", "minilm"), default="hashing")
     d = RetrievalConfig()
     p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=d.fusion.value)
     p.add_argument("--rrf-k", type=float, default=d.rrf_k)

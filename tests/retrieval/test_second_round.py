@@ -93,3 +93,17 @@ async def test_the_second_round_and_diversity_run_through_the_retriever() -> Non
     scores = [h.score for h in got.hits]
     assert scores == sorted(scores, reverse=True)
     await store.close()
+
+
+@given(case=scored_groups(), penalty=st.floats(0.0, 5.0), depth=st.integers(0, 20))
+def test_the_whole_session_rule_equals_the_general_greedy(
+    case: tuple[list[tuple[str, float]], dict[str, int]], penalty: float, depth: int
+) -> None:
+    """Without `reach` each pick compares only the groups' best candidates; with a
+    reach that covers every turn the general greedy must agree pick for pick."""
+    scored, groups = case
+    everywhere = {rid: 0 for rid, _ in scored}
+    general = diversify(
+        scored, groups, penalty=penalty, depth=depth, positions=everywhere, reach=10**9
+    )
+    assert diversify(scored, groups, penalty=penalty, depth=depth) == general

@@ -17,7 +17,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 from snowballstemmer.english_stemmer import EnglishStemmer
 
@@ -26,6 +26,7 @@ __all__ = [
     "BM25_K1",
     "LEXICAL_VERSION",
     "STOPWORDS",
+    "bm25_by_postings",
     "bm25_scores",
     "query_terms",
     "stem",
@@ -147,6 +148,42 @@ def bm25_scores(
                 score += idf[term] * tf * (BM25_K1 + 1.0) / (tf + norm)
         out.append(score)
     return out
+
+
+def bm25_by_postings(
+    terms: Sequence[str],
+    postings: Mapping[str, Mapping[str, int]],
+    lengths: Mapping[str, int],
+    *,
+    total_docs: int,
+    avg_length: float,
+    doc_freq: Mapping[str, int],
+    within: Container[str] | None = None,
+) -> dict[str, float]:
+    """`bm25_scores` of the documents that hold a query term, found through
+    `postings` (term -> {document id: the term's count there}) instead of scanning
+    every document: id -> score, for ids in `within` when given; `lengths` maps an
+    id to its length in terms. The same arithmetic in the same order, so each
+    score equals `bm25_scores`'."""
+    if total_docs <= 0:
+        return {}
+    avg = max(avg_length, 1e-9)
+    scores: dict[str, float] = {}
+    norms: dict[str, float] = {}
+    for term in terms:
+        counts = postings.get(term)
+        if not counts:
+            continue
+        df = doc_freq.get(term, 0)
+        idf = math.log(1.0 + (total_docs - df + 0.5) / (df + 0.5))
+        for rid, tf in counts.items():
+            if not tf or (within is not None and rid not in within):
+                continue
+            norm = norms.get(rid)
+            if norm is None:
+                norm = norms[rid] = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rid] / avg)
+            scores[rid] = scores.get(rid, 0.0) + idf * tf * (BM25_K1 + 1.0) / (tf + norm)
+    return scores
 
 
 def term_counts(text: str) -> tuple[Counter[str], int]:

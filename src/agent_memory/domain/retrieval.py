@@ -407,6 +407,8 @@ def diversify(
     context, rather than the whole session."""
     if penalty <= 0 or not groups or depth <= 0:
         return list(scored)
+    if reach is None or positions is None:
+        return _diversify_sessions(scored, groups, penalty=penalty, depth=depth)
     left = dict(scored)
     picked: list[tuple[str, float]] = []
     seen: dict[Hashable, list[int]] = {}
@@ -438,6 +440,53 @@ def diversify(
     floor = picked[-1][1] if picked else 0.0
     # what was not picked ranks after the picks, in its own order
     return picked + [(rid, min(score, floor)) for rid, score in rest]
+
+
+def _diversify_sessions(
+    scored: Sequence[tuple[str, float]],
+    groups: Mapping[str, Hashable],
+    *,
+    penalty: float,
+    depth: int,
+) -> list[tuple[str, float]]:
+    """`diversify` without `reach`: every member of a group has the same penalty,
+    so each pick is the best of the groups' best remaining candidates (and of the
+    ungrouped ones), one comparison per group instead of one per candidate."""
+    queues: dict[Hashable, list[tuple[str, float]]] = {}
+    free: list[tuple[str, float]] = []
+    for rid, score in _ordered(dict(scored)):
+        group = groups.get(rid)
+        (free if group is None else queues.setdefault(group, [])).append((rid, score))
+    heads = dict.fromkeys(queues, 0)
+    taken = dict.fromkeys(queues, 0)
+    next_free = 0
+    picked: list[tuple[str, float]] = []
+    while len(picked) < depth:
+        best: tuple[float, str] | None = None
+        best_group: Hashable | None = None
+        if next_free < len(free):
+            rid, score = free[next_free]
+            best = (score, rid)
+        for group, queue in queues.items():
+            at = heads[group]
+            if at == len(queue):
+                continue
+            rid, score = queue[at]
+            adjusted = score - penalty * taken[group]
+            if best is None or (-adjusted, rid) < (-best[0], best[1]):
+                best, best_group = (adjusted, rid), group
+        if best is None:
+            break
+        if best_group is None:
+            next_free += 1
+        else:
+            heads[best_group] += 1
+            taken[best_group] += 1
+        picked.append((best[1], best[0]))
+    chosen = {rid for rid, _ in picked}
+    floor = picked[-1][1] if picked else 0.0
+    rest = [(rid, min(score, floor)) for rid, score in _ordered(dict(scored)) if rid not in chosen]
+    return picked + rest
 
 
 def session_prior(

@@ -332,38 +332,35 @@ def _replies(records: Mapping[str, MemoryRecord]) -> dict[str, str]:
     same session and `add_conversation` call (`session`, `conversation` and
     `turn` attributes), said by another speaker, that asks a question."""
     at: dict[tuple[str | int, str | None, int], str] = {}
+    asking: list[tuple[tuple[str | int, str | None, int], str]] = []
     for rid, record in records.items():
         key = _position(record)
         if key is not None:
             at[key] = rid
+            if is_question_turn(record.content):
+                asking.append((key, rid))
     out: dict[str, str] = {}
-    for (session, conversation, turn), rid in at.items():
-        asked = at.get((session, conversation, turn - 1))
-        if asked is None:
+    for (session, conversation, turn), asked in asking:
+        reply = at.get((session, conversation, turn + 1))
+        if reply is None:
             continue
-        speaker = records[rid].attributes.get("speaker")
+        speaker = records[reply].attributes.get("speaker")
         other = records[asked].attributes.get("speaker")
-        if (
-            isinstance(speaker, str)
-            and isinstance(other, str)
-            and speaker != other
-            and is_question_turn(records[asked].content)
-        ):
-            out[rid] = asked
+        if isinstance(speaker, str) and isinstance(other, str) and speaker != other:
+            out[reply] = asked
     return out
 
 
 def _position(record: MemoryRecord) -> tuple[str | int, str | None, int] | None:
     """(session, conversation, turn) of a turn `add_conversation` stored; None for
     any other record. Turns stored before `conversation` existed share None."""
-    session = record.attributes.get("session")
-    turn = record.attributes.get("turn")
-    conversation = record.attributes.get("conversation")
-    if isinstance(session, bool) or not isinstance(session, str | int):
-        return None
-    if isinstance(turn, bool) or not isinstance(turn, int):
-        return None
-    return (session, conversation if isinstance(conversation, str) else None, turn)
+    attributes = record.attributes
+    session = attributes.get("session")
+    turn = attributes.get("turn")
+    if type(turn) is not int or not (type(session) is str or type(session) is int):
+        return None  # `type` rather than isinstance: True is no turn or session
+    conversation = attributes.get("conversation")
+    return (session, conversation if type(conversation) is str else None, turn)
 
 
 def _ranking(hits: Sequence[ScoredRecord], weight: float) -> Ranking:

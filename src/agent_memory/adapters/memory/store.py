@@ -7,6 +7,7 @@ it (the way two clients share one server); closing one handle leaves the data.
 from __future__ import annotations
 
 import builtins
+import heapq
 from collections import Counter
 from collections.abc import Sequence
 
@@ -23,7 +24,7 @@ from agent_memory.adapters._common.validation import (
     check_search_text_args,
 )
 from agent_memory.domain.errors import DuplicateRecord, NotFound
-from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
+from agent_memory.domain.lexical import bm25_by_postings, query_terms, term_counts
 from agent_memory.domain.ranking import encode_cursor
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -42,28 +43,68 @@ __all__ = ["InMemoryMemoryStore", "MemoryBackend"]
 
 class _OwnerIndex:
     """One owner's records plus their vectors as an incrementally kept
-    `ExactIndex` (built on the first search, then updated by every write) and
-    lazily computed term counts (content + indexing context) for keyword search."""
+    `ExactIndex` (built on the first search, then updated by every write), and
+    for keyword search their term counts (content + indexing context) with a
+    postings map term -> ids and the summed length (built on the first keyword
+    search, then updated by every write)."""
 
     def __init__(self) -> None:
         self.records: dict[str, MemoryRecord] = {}
         self._vectors: ExactIndex | None = None
         self._terms: dict[str, tuple[Counter[str], int]] = {}
+        self._postings: dict[str, dict[str, int]] | None = None
+        self._lengths: dict[str, int] = {}
+        self._total_length = 0
 
     def put(self, records: Sequence[MemoryRecord]) -> None:
-        """Store (add or replace) `records`, keeping the vector index in step."""
+        """Store (add or replace) `records`, keeping the vector index and the
+        postings in step."""
         for r in records:
+            if self._postings is not None and r.id in self.records:
+                self._unindex(r.id)
             self.records[r.id] = r
             self._terms.pop(r.id, None)
+            if self._postings is not None:
+                self._index(r.id)
         if self._vectors is not None and records:
             self._vectors.add([r.id for r in records], np.stack([r.vector for r in records]))
 
     def remove(self, ids: Sequence[str]) -> None:
         for i in ids:
+            if self._postings is not None:
+                self._unindex(i)
             del self.records[i]
             self._terms.pop(i, None)
         if self._vectors is not None:
             self._vectors.remove(ids)
+
+    def _index(self, record_id: str) -> None:
+        assert self._postings is not None
+        counts, length = self.terms(record_id)
+        self._lengths[record_id] = length
+        self._total_length += length
+        for term, tf in counts.items():
+            self._postings.setdefault(term, {})[record_id] = tf
+
+    def _unindex(self, record_id: str) -> None:
+        assert self._postings is not None
+        counts, length = self.terms(record_id)
+        del self._lengths[record_id]
+        self._total_length -= length
+        for term in counts:
+            ids = self._postings[term]
+            del ids[record_id]
+            if not ids:
+                del self._postings[term]
+
+    def postings(self) -> tuple[dict[str, dict[str, int]], dict[str, int], int]:
+        """term -> {id: the term's count in that record}, id -> length in terms, and
+        the summed length of the owner's records."""
+        if self._postings is None:
+            self._postings, self._lengths, self._total_length = {}, {}, 0
+            for record_id in self.records:
+                self._index(record_id)
+        return self._postings, self._lengths, self._total_length
 
     def vectors(self, dimension: int) -> ExactIndex:
         if self._vectors is None:
@@ -215,21 +256,31 @@ class InMemoryMemoryStore:
         terms = query_terms(query)
         if index is None or not terms:
             return []
-        ids = [i for i, r in index.records.items() if _matches(r, namespace, wanted)]
-        docs = [index.terms(i) for i in ids]
-        total_length = sum(length for _, length in docs)
-        doc_freq = {t: sum(1 for counts, _ in docs if t in counts) for t in terms}
-        scores = bm25_scores(
+        postings, lengths, total_length = index.postings()
+        within: set[str] | None = None
+        if namespace is None and wanted is None:
+            total_docs = len(index.records)
+            doc_freq = {t: len(postings.get(t, ())) for t in terms}
+        else:  # statistics over the filtered records only
+            records = index.records
+            within = {i for i, r in records.items() if _matches(r, namespace, wanted)}
+            total_docs = len(within)
+            total_length = sum(lengths[i] for i in within)
+            doc_freq = {t: len(postings.get(t, {}).keys() & within) for t in terms}
+        scores = bm25_by_postings(
             terms,
-            docs,
-            total_docs=len(docs),
-            avg_length=total_length / len(docs) if docs else 0.0,
+            postings,
+            lengths,
+            total_docs=total_docs,
+            avg_length=total_length / total_docs if total_docs else 0.0,
             doc_freq=doc_freq,
+            within=within,
         )
-        hits = sorted(
-            ((s, i) for s, i in zip(scores, ids, strict=True) if s > 0.0),
+        hits = heapq.nsmallest(
+            limit,
+            ((s, i) for i, s in scores.items() if s > 0.0),
             key=lambda pair: (-pair[0], pair[1]),
-        )[:limit]
+        )
         return [ScoredRecord(record=index.records[i], score=s) for s, i in hits]
 
     async def list(

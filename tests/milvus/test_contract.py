@@ -23,6 +23,9 @@ from milvus.support import OpenStore
 
 
 class TestMilvusMemoryStore(MemoryStoreContract):
+    # an engine in process: each operation costs several times a server backend's,
+    # so the README command's profile (100 examples) runs 50 here (dev: its 30)
+    state_machine_examples = 50
     capabilities = Capabilities(
         atomic_batches=True,
         concurrent_duplicate_rejection=False,

@@ -38,7 +38,7 @@ from agent_memory.contract_tests._support import (
     shrink_budget,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
-from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord
+from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord, InvalidInput
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
 from agent_memory.ports.storage import MemoryStore
 
@@ -344,17 +344,30 @@ def _check_search(
 
 
 async def run_against_oracle(
-    store: MemoryStore, capabilities: Capabilities, *, step_count: int = STEP_COUNT
+    store: MemoryStore,
+    capabilities: Capabilities,
+    *,
+    step_count: int = STEP_COUNT,
+    max_examples: int | None = None,
 ) -> None:
-    """Run the state machine against `store` (which must be open, on this loop)."""
+    """Run the state machine against `store` (which must be open, on this loop):
+    as many examples as the active hypothesis profile, or at most `max_examples`."""
+    if max_examples is not None and (
+        isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1
+    ):
+        raise InvalidInput("max_examples", f"an integer >= 1 is required, got {max_examples!r}")
     loop = asyncio.get_running_loop()
     base = settings.default
     inherited = list(base.suppress_health_check) if base is not None else []
     suppressed = [*inherited, HealthCheck.too_slow]
+    examples = base.max_examples if base is not None else 100
+    if max_examples is not None:
+        examples = min(examples, max_examples)
     config = settings(
         deadline=PORT_TIMING["store"][0],
         stateful_step_count=step_count,
         suppress_health_check=suppressed,
+        max_examples=examples,
     )
 
     def factory() -> _StoreVsOracle:

@@ -42,6 +42,8 @@ def test_bad_arguments_raise_typed_errors() -> None:
         SentenceTransformerEmbedder("/some/model")
     with pytest.raises(InvalidInput, match="batch_size"):
         SentenceTransformerEmbedder(batch_size=0)
+    with pytest.raises(InvalidInput, match="space"):
+        SentenceTransformerEmbedder("/some/model", space="all-MiniLM")  # type: ignore[arg-type]
 
 
 async def test_embeds_with_the_bundled_model_or_names_the_missing_extra() -> None:

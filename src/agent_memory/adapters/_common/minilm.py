@@ -10,11 +10,12 @@ imports nothing beyond the domain.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.errors import ConfigurationError, InvalidInput
 from agent_memory.domain.records import EmbeddingSpace
 
-__all__ = ["MINILM_SPACE", "bundled_model_dir"]
+__all__ = ["MINILM_SPACE", "bundled_model_dir", "check_model_args"]
 
 MINILM_SPACE = EmbeddingSpace(
     model="sentence-transformers/all-MiniLM-L6-v2", dimension=384, revision="gt-0.1"
@@ -32,3 +33,20 @@ def bundled_model_dir(missing: str) -> Path:
     if not path.is_dir():
         raise ConfigurationError(f"the bundled model directory {path} is missing: {missing}")
     return path
+
+
+def check_model_args(
+    model_dir: Any, space: Any, batch_size: Any
+) -> tuple[Path | None, EmbeddingSpace]:
+    """The model directory (None: the bundled one) and the space of an embedder's
+    arguments; `InvalidInput` naming a bad one (a `model_dir` needs its declared
+    `space`; `batch_size` is an integer >= 1)."""
+    if space is not None and not isinstance(space, EmbeddingSpace):
+        raise InvalidInput("space", f"an EmbeddingSpace is required, got {type(space).__name__}")
+    if model_dir is not None and space is None:
+        raise InvalidInput("space", "a model_dir needs its declared EmbeddingSpace")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput("batch_size", f"an integer >= 1 is required, got {batch_size!r}")
+    return (Path(model_dir) if model_dir is not None else None), (
+        space if space is not None else MINILM_SPACE
+    )

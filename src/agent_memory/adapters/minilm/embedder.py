@@ -28,7 +28,11 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.minilm import MINILM_SPACE, bundled_model_dir
+from agent_memory.adapters._common.minilm import (
+    MINILM_SPACE,
+    bundled_model_dir,
+    check_model_args,
+)
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, ModelError
 from agent_memory.domain.records import EmbeddingSpace
 
@@ -452,16 +456,7 @@ class MiniLMEmbedder:
             )
         if model_dir is not None and not str(model_dir).strip():
             raise InvalidInput("model_dir", "an empty path was given")
-        if space is not None and not isinstance(space, EmbeddingSpace):
-            raise InvalidInput(
-                "space", f"an EmbeddingSpace is required, got {type(space).__name__}"
-            )
-        if model_dir is not None and space is None:
-            raise InvalidInput("space", "a model_dir needs its declared EmbeddingSpace")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size", f"an integer >= 1 is required, got {batch_size!r}")
-        self._model_dir = Path(model_dir) if model_dir is not None else None
-        self._space = space if space is not None else MINILM_SPACE
+        self._model_dir, self._space = check_model_args(model_dir, space, batch_size)
         self._batch_size = batch_size
         self._model: _Model | None = None
         self._lock = threading.Lock()

@@ -19,7 +19,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.minilm import MINILM_SPACE, bundled_model_dir
+from agent_memory.adapters._common.minilm import (
+    MINILM_SPACE,
+    bundled_model_dir,
+    check_model_args,
+)
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, ModelError
 from agent_memory.domain.records import EmbeddingSpace
 
@@ -45,12 +49,7 @@ class SentenceTransformerEmbedder:
         batch_size: int = 64,
         device: str = "cpu",
     ) -> None:
-        if model_dir is not None and space is None:
-            raise InvalidInput("space", "a model_dir needs its declared EmbeddingSpace")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidInput("batch_size", f"an integer >= 1 is required, got {batch_size!r}")
-        self._model_dir = Path(model_dir) if model_dir is not None else None
-        self._space = space if space is not None else MINILM_SPACE
+        self._model_dir, self._space = check_model_args(model_dir, space, batch_size)
         self._batch_size = batch_size
         self._device = device
         self._model: Any = None

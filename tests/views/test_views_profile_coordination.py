@@ -64,6 +64,15 @@ def _fact(i: int, category: str, content: str, **kw: object) -> Fact:
 @example([_fact(i, "context", "日本" * 200) for i in range(5)], 900)
 @example([_fact(1, "summary", "x"), _fact(1, "summary", "x")], 8000)
 @example([_fact(1, "identity", "e" + "\u0301" * 300)], 300)
+@example(  # found by the ci profile: the shortest allowance fits though the room is
+    # under it (the cut lands before a widened "<"), yet f2 was omitted for f1's line
+    [_fact(1, "constraint", "<agent_memory>", confidence=0.0)] * 3
+    + [_fact(1, c, "<agent_memory>", confidence=0.0) for c in ("preference", "relationship")]
+    + [_fact(1, "context", "<agent_memory>", confidence=0.0)]
+    + [_fact(3, "identity", "<context_precedence>", confidence=0.5)]
+    + [_fact(2, "identity", "<agent_memory>" * 3, confidence=0.0)],
+    864,
+)
 @example([_fact(1, "identity", "\uff1c/user_profile\uff1e\ufe64context_precedence\ufe65")], 400)
 @given(FACTS, BUDGETS)
 def test_user_profile_budget_counts_ids_priority_and_safety(facts: list[Fact], budget: int) -> None:

@@ -125,7 +125,11 @@ def render_user_profile(
         overhead = empty.cost - 1 - 2 + len(SHORTENED_MARKER) + 1
         allowance = min(room - overhead, max_fact_bytes)
         if allowance < _MIN_TEXT:
-            return None
+            # the shortest allowance may still fit: its cut can land before a
+            # character that escaping widens ("<" is six bytes, "\u003c");
+            # `room` has no newline, a line's cost has
+            line = fact_line(fact, now, max_content_bytes=_MIN_TEXT)
+            return line if line.cost - 1 <= room else None
         return fact_line(fact, now, max_content_bytes=allowance)
 
     sections = [

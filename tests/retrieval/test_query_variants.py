@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.domain.lexical import tokenize
-from agent_memory.domain.retrieval import RetrievalConfig, RetrievalMode, query_variants
+from agent_memory.domain.retrieval import (
+    RetrievalConfig,
+    RetrievalMode,
+    category_members,
+    query_variants,
+)
 from agent_memory.ports.storage import MemoryStore
 from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
 
@@ -41,9 +48,20 @@ def test_a_form_the_query_already_has_is_not_repeated() -> None:
     assert query_variants("") == []
 
 
-@given(st.text(max_size=80))
-def test_variants_are_new_distinct_terms(query: str) -> None:
-    words = query_variants(query)
+# words the two tables know, among others, so generated queries hit them
+KNOWN = ["What", "pets", "martial", "arts", "art", "draw", "drew", "favorite", "fave"]
+KNOWN += ["children", "kids", "career-high", "cities", "Paris", "dog", "has", "Sam", "?"]
+QUERIES = st.one_of(st.text(max_size=80), st.lists(st.sampled_from(KNOWN)).map(" ".join))
+
+
+@pytest.mark.parametrize("expand", [query_variants, category_members])
+@given(query=QUERIES)
+def test_added_words_are_new_distinct_single_terms(
+    expand: Callable[[str], list[str]], query: str
+) -> None:
+    """Both query expansions (`query_variants`, `category_members`) add words
+    whose term the query lacks, each once."""
+    words = expand(query)
     asked = set(tokenize(query))
     assert len(words) == len(set(words))
     for word in words:

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.retrieval import (
     RetrievalConfig,
     RetrievalMode,
@@ -123,17 +122,6 @@ def test_members_are_new_terms_each_once_and_unknown_words_bring_none() -> None:
     assert len(got) == len(set(got))
     assert category_members("What is the answer?") == []
     assert category_members("") == []
-
-
-@given(st.text(max_size=80))
-def test_category_members_are_new_distinct_single_terms(query: str) -> None:
-    words = category_members(query)
-    asked = set(tokenize(query))
-    assert len(words) == len(set(words))
-    for word in words:
-        terms = tokenize(word)
-        assert len(terms) == 1
-        assert terms[0] not in asked
 
 
 # ------------------------------------------------------- on every backend

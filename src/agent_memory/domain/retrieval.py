@@ -454,7 +454,8 @@ def _diversify_sessions(
     ungrouped ones), one comparison per group instead of one per candidate."""
     queues: dict[Hashable, list[tuple[str, float]]] = {}
     free: list[tuple[str, float]] = []
-    for rid, score in _ordered(dict(scored)):
+    ordered = _ordered(dict(scored))
+    for rid, score in ordered:
         group = groups.get(rid)
         (free if group is None else queues.setdefault(group, [])).append((rid, score))
     heads = dict.fromkeys(queues, 0)
@@ -485,7 +486,7 @@ def _diversify_sessions(
         picked.append((best[1], best[0]))
     chosen = {rid for rid, _ in picked}
     floor = picked[-1][1] if picked else 0.0
-    rest = [(rid, min(score, floor)) for rid, score in _ordered(dict(scored)) if rid not in chosen]
+    rest = [(rid, min(score, floor)) for rid, score in ordered if rid not in chosen]
     return picked + rest
 
 
@@ -648,15 +649,20 @@ def query_variants(query: str) -> list[str]:
     its formal ones ("favorite" -> fave, fav), none whose term the query already
     has; in the query's order, each once."""
     terms = tokenize(query)
-    asked = set(terms)
     table = _variant_table()
-    out: list[str] = []
-    for term in dict.fromkeys(terms):
-        for word in table.get(term, ()):
+    return _new_words((table.get(term, ()) for term in dict.fromkeys(terms)), set(terms))
+
+
+def _new_words(groups: Iterable[Iterable[str]], asked: set[str]) -> list[str]:
+    """The words of `groups`, in order and each once, whose term (`domain.lexical`)
+    is not in `asked`: what a keyword query gains from them."""
+    out: dict[str, None] = {}
+    for group in groups:
+        for word in group:
             stems = tokenize(word)
-            if stems and stems[0] not in asked and word not in out:
-                out.append(word)
-    return out
+            if stems and stems[0] not in asked:
+                out.setdefault(word)
+    return list(out)
 
 
 # Category nouns a question asks with and typical members a conversation names
@@ -756,24 +762,18 @@ def category_members(query: str) -> list[str]:
     two-word category ("martial arts") is matched before its last word alone, and
     a word inside a hyphenated compound ("career-high") is not a category."""
     words = [w.lower() for w in _COMPOUND_WORD.findall(query)]
-    asked = set(tokenize(query))
     table = _category_table()
-    out: list[str] = []
-    seen: set[str] = set()
+    found: list[tuple[str, ...]] = []
     i = 0
     while i < len(words):
-        members = table.get((words[i], words[i + 1])) if i + 1 < len(words) else None
-        step = 2
-        if members is None:
-            members = table.get((words[i],))
-            step = 1
-        for word in members or ():
-            stems = tokenize(word)
-            if stems and stems[0] not in asked and word not in seen:
-                seen.add(word)
-                out.append(word)
-        i += step if members is not None else 1
-    return out
+        pair = table.get((words[i], words[i + 1])) if i + 1 < len(words) else None
+        if pair is not None:
+            found.append(pair)
+            i += 2
+            continue
+        found.append(table.get((words[i],), ()))
+        i += 1
+    return _new_words(found, set(tokenize(query)))
 
 
 def neighbour_contexts(

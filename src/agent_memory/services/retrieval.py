@@ -220,17 +220,11 @@ class HybridRetriever:
         keywords = query
         if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
             if ranges and config.context_dates:
-                dated = " ".join([query, *(range_words(r) for r in ranges)])
-                if len(dated.encode()) <= MAX_QUERY_BYTES:
-                    keywords = dated
+                keywords = _extended(keywords, [range_words(r) for r in ranges])
             if config.query_variants and not listing:
-                varied = " ".join([keywords, *query_variants(query)])
-                if len(varied.encode()) <= MAX_QUERY_BYTES:
-                    keywords = varied
+                keywords = _extended(keywords, query_variants(query))
             if config.category_members and listing:
-                members = " ".join([keywords, *category_members(query)])
-                if len(members.encode()) <= MAX_QUERY_BYTES:
-                    keywords = members
+                keywords = _extended(keywords, category_members(query))
             lexical = await self._keyword.search_text(
                 owner, keywords, limit=depth, namespace=namespace, kinds=kinds
             )
@@ -315,6 +309,12 @@ class HybridRetriever:
             )
         hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
         return Retrieval(hits=hits, mode=wanted, fallback=fallback)
+
+
+def _extended(keywords: str, words: Sequence[str]) -> str:
+    """`keywords` with `words` added, unless that would pass the query size limit."""
+    longer = " ".join([keywords, *words])
+    return longer if words and len(longer.encode()) <= MAX_QUERY_BYTES else keywords
 
 
 def _length(record: MemoryRecord) -> int:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.connection import Connection
 from redis_helpers import SPACE, make_record
 
 from agent_memory.adapters.redis import (
@@ -14,6 +17,7 @@ from agent_memory.adapters.redis import (
     RedisLeaseStore,
     RedisMemoryStore,
 )
+from agent_memory.adapters.redis._errors import translate
 from agent_memory.domain.errors import BackendUnavailable, SearchModuleMissing
 from agent_memory.domain.records import Event
 from servers.redis_server import RedisServer
@@ -117,3 +121,46 @@ async def test_unreachable_server_is_backend_unavailable() -> None:
         assert err.value.backend == "redis"
     finally:
         await cache.close()
+
+
+class _TornConnection(Connection):
+    """A real connection on which another task's `disconnect()` lands in the task
+    switch between the connected check and the write (`asyncio.wait_for` runs the
+    write as its own task): the interleaving the cluster failover run hit, where
+    redis-py raises a bare `AttributeError` ('NoneType' object has no attribute
+    'writelines') instead of a `ConnectionError`."""
+
+    async def _send_packed_command(self, command: Iterable[bytes]) -> None:
+        await self.disconnect(nowait=True)
+        await super()._send_packed_command(command)
+
+
+async def test_a_connection_torn_down_under_a_write_is_backend_unavailable(
+    redis_url: str,
+) -> None:
+    client = Redis(
+        connection_pool=ConnectionPool.from_url(
+            redis_url, connection_class=_TornConnection, socket_timeout=2.0
+        )
+    )
+    leases = RedisLeaseStore(client, owns_client=True)
+    cache = RedisCache(client)
+    try:
+        for op in (
+            lambda: leases.acquire("s", "k", "me", timedelta(seconds=5)),
+            lambda: cache.get("s", "k"),
+        ):
+            with pytest.raises(BackendUnavailable) as err:
+                await op()
+            assert "closed under" in str(err.value)
+    finally:
+        await leases.close()
+
+
+def test_an_attribute_error_of_our_own_is_not_translated() -> None:
+    """Only the client's transport teardown becomes `BackendUnavailable`; a bug in
+    the adapter's own code still surfaces as itself."""
+    with pytest.raises(AttributeError), translate("op"):
+        None.writelines  # type: ignore[attr-defined]  # noqa: B018
+    with pytest.raises(TypeError), translate("op"):
+        int.from_bytes(None)  # type: ignore[call-overload]

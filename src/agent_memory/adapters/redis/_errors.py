@@ -58,7 +58,29 @@ class _Translate:
             raise BackendUnavailable(BACKEND, f"{what}: {exc}") from exc
         if isinstance(exc, rexc.RedisError | OSError):
             raise BackendUnavailable(BACKEND, f"{what}: {type(exc).__name__}: {exc}") from exc
+        if isinstance(exc, AttributeError | TypeError) and _torn_transport(tb):
+            raise BackendUnavailable(
+                BACKEND, f"{what}: the connection was closed under a write ({exc})"
+            ) from exc
         return False
+
+
+# Where a write lands on a transport that a concurrent disconnect (or the peer's
+# reset) already tore down: redis-py lets a bare AttributeError / TypeError out of
+# these modules instead of a ConnectionError (redis/redis-py#4287).
+_TRANSPORT_MODULES = frozenset(
+    {"redis.asyncio.connection", "asyncio.streams", "asyncio.selector_events", "asyncio.sslproto"}
+)
+
+
+def _torn_transport(tb: TracebackType | None) -> bool:
+    """Whether the innermost frame that raised is the client's socket write path
+    (not the adapter's own code, whose bugs must surface as themselves)."""
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_globals.get("__name__") in _TRANSPORT_MODULES
 
 
 def translate(what: str) -> _Translate:

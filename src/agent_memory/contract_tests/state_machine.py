@@ -38,8 +38,9 @@ from agent_memory.contract_tests._support import (
     shrink_budget,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
-from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord, InvalidInput
+from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
+from agent_memory.domain.validation import require_int_at_least
 from agent_memory.ports.storage import MemoryStore
 
 __all__ = ["STEP_COUNT", "run_against_oracle"]
@@ -352,10 +353,8 @@ async def run_against_oracle(
 ) -> None:
     """Run the state machine against `store` (which must be open, on this loop):
     as many examples as the active hypothesis profile, or at most `max_examples`."""
-    if max_examples is not None and (
-        isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1
-    ):
-        raise InvalidInput("max_examples", f"an integer >= 1 is required, got {max_examples!r}")
+    if max_examples is not None:
+        require_int_at_least(max_examples, "max_examples", 1)
     loop = asyncio.get_running_loop()
     base = settings.default
     inherited = list(base.suppress_health_check) if base is not None else []

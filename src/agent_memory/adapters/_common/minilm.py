@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_memory.domain.errors import ConfigurationError, InvalidInput
 from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.domain.validation import require_int_at_least
 
 __all__ = ["MINILM_SPACE", "bundled_model_dir", "check_model_args"]
 
@@ -45,8 +46,7 @@ def check_model_args(
         raise InvalidInput("space", f"an EmbeddingSpace is required, got {type(space).__name__}")
     if model_dir is not None and space is None:
         raise InvalidInput("space", "a model_dir needs its declared EmbeddingSpace")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidInput("batch_size", f"an integer >= 1 is required, got {batch_size!r}")
+    require_int_at_least(batch_size, "batch_size", 1)
     return (Path(model_dir) if model_dir is not None else None), (
         space if space is not None else MINILM_SPACE
     )

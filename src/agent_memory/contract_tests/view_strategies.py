@@ -92,6 +92,8 @@ _FRAGMENTS = (
     "\u2039\u203a\u3008\u3009\u27e8\u27e9\u2329",
     "<\u0338",
     "\n\u0303",
+    "\r\u030a\u0301",  # a run of marks after an escape (\u030a ends in a letter)
+    "\n\U0001d242",  # a mark beyond the BMP after an escape
     "\u1112\u1161\u11ab",  # a Hangul syllable spelt in jamo (NFD)
 )
 _CHARS = st.characters(codec="utf-8", exclude_characters="\x00")

@@ -15,7 +15,8 @@ compatibility decomposition contains `<`, `>`, `&`, `"` or `\\` (fullwidth and
 small forms, `≮`, `≯`; `NFKD_STRUCTURAL`), angle brackets and arrowheads that
 look like `<` or `>` (`LOOKALIKES`), and a combining mark that directly
 follows an escape (it would otherwise compose with the escape's last letter,
-`\\n` + U+0303 becoming `\\ñ`).
+`\\n` + U+0303 becoming `\\ñ`), and so the whole run of marks after it (an
+escaped mark ends in a hex digit itself); beyond the BMP as a surrogate pair.
 
 Shortening cuts the *original* string between grapheme clusters (`graphemes`:
 a base with its combining marks, joiners, variation selectors, flags, Hangul
@@ -98,6 +99,15 @@ LOOKALIKES = frozenset(
     }
 )
 
+
+def _u_escape(cp: int) -> str:
+    """JSON's escape of one code point: `\\uXXXX`, a surrogate pair beyond the BMP."""
+    if cp < 0x10000:
+        return f"\\u{cp:04x}"
+    high, low = divmod(cp - 0x10000, 0x400)
+    return f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}"
+
+
 _EXTRA_ESCAPES: dict[int, str] = {
     ord("<"): "\\u003c",
     ord(">"): "\\u003e",
@@ -108,14 +118,7 @@ _EXTRA_ESCAPES: dict[int, str] = {
 }
 _EXTRA_ESCAPES.update({cp: f"\\u{cp:04x}" for cp in range(0xD800, 0xE000)})
 for _cp in NFKD_STRUCTURAL | LOOKALIKES:
-    _EXTRA_ESCAPES[_cp] = "".join(
-        f"\\u{unit:04x}"
-        for unit in (
-            [_cp]
-            if _cp < 0x10000
-            else [0xD800 + ((_cp - 0x10000) >> 10), 0xDC00 + ((_cp - 0x10000) & 0x3FF)]
-        )
-    )
+    _EXTRA_ESCAPES[_cp] = _u_escape(_cp)
 del _cp
 
 _NEEDS_EXTRA = re.compile(
@@ -123,8 +126,9 @@ _NEEDS_EXTRA = re.compile(
     + "".join(chr(cp) for cp in sorted(NFKD_STRUCTURAL | LOOKALIKES))
     + "]"
 )
-#: Every escape of a JSON literal, in order, and the character right after it.
-_ESCAPE_AND_NEXT = re.compile(r"\\(?:u[0-9a-f]{4}|[^u])([^\x00-\x7f]?)")
+#: Every escape of a JSON literal, in order, and the run of non-ASCII characters
+#: right after it.
+_ESCAPE_AND_NEXT = re.compile(r"\\(?:u[0-9a-f]{4}|[^u])([^\x00-\x7f]*)")
 
 
 @lru_cache(maxsize=1024)
@@ -134,10 +138,17 @@ def _composes_after_escape(char: str) -> bool:
 
 
 def _protect_escape_ends(match: re.Match[str]) -> str:
-    escape, after = match.group(0)[: match.start(1) - match.start(0)], match.group(1)
-    if after and _composes_after_escape(after):
-        return escape + f"\\u{ord(after):04x}"
-    return match.group(0)
+    """Escape the marks that would fuse with the escape's last letter or digit. An
+    escaped mark ends in a hex digit itself, so the marks after it are escaped too,
+    up to the first character that cannot compose."""
+    run = match.group(1)
+    marks = 0
+    while marks < len(run) and _composes_after_escape(run[marks]):
+        marks += 1
+    if not marks:
+        return match.group(0)
+    escape = match.group(0)[: match.start(1) - match.start(0)]
+    return escape + "".join(_u_escape(ord(c)) for c in run[:marks]) + run[marks:]
 
 
 def _escape_ascii(literal: str) -> str:

@@ -11,6 +11,7 @@ nothing returns an empty list.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -141,8 +142,9 @@ class KeyValueChange:
 class KeyValueBucket:
     """A JetStream key-value bucket."""
 
-    def __init__(self, kv: KeyValue, name: str) -> None:
+    def __init__(self, kv: KeyValue, name: str, client: Client) -> None:
         self._kv = kv
+        self._nc = client
         self.name = name
 
     async def get(self, key: str) -> bytes | None:
@@ -167,14 +169,44 @@ class KeyValueBucket:
         except _TRANSPORT_ERRORS as exc:
             raise _unavailable(exc) from exc
 
-    async def keys(self) -> list[str]:
-        """Every live key (an empty list for an empty bucket)."""
+    async def keys(self, prefix: str = "") -> list[str]:
+        """Every key starting with `prefix` that the bucket's stream holds a message
+        for: a value, or a delete's marker (`get` reads that as None).
+
+        Read from the stream's per-subject state, paged: not from a watch, as
+        nats-py's `KeyValue.keys()` does, which decides it has seen every key from
+        a consumer count that races with delivery (so it can answer without a key
+        just written) and creates a consumer on the server per call."""
+        base = f"$KV.{self.name}."
+        head = prefix[: prefix.rfind(".") + 1]  # whole tokens only in a filter
+        found: list[str] = []
+        offset = 0
+        while True:
+            page = await self._stream_info({"subjects_filter": f"{base}{head}>", "offset": offset})
+            subjects = (page.get("state") or {}).get("subjects") or {}
+            found.extend(k for k in (s[len(base) :] for s in subjects) if k.startswith(prefix))
+            offset += len(subjects)
+            if not subjects or offset >= int(page.get("total") or 0):
+                return found
+
+    async def ping(self) -> None:
+        """Raises `BackendUnavailable` unless the bucket's stream answers."""
+        await self._stream_info({})
+
+    async def _stream_info(self, request: dict[str, Any]) -> dict[str, Any]:
         try:
-            return list(await self._kv.keys())
-        except nats.js.errors.NoKeysError:
-            return []
+            msg = await self._nc.request(
+                f"$JS.API.STREAM.INFO.KV_{self.name}", json.dumps(request).encode(), timeout=5.0
+            )
         except _TRANSPORT_ERRORS as exc:
             raise _unavailable(exc) from exc
+        reply: dict[str, Any] = json.loads(msg.data)
+        error = reply.get("error")
+        if error:
+            raise BackendUnavailable(
+                "nats", f"bucket {self.name}: {error.get('description', error)}"
+            )
+        return reply
 
     async def watch(self) -> AsyncIterator[KeyValueChange]:
         """The latest value of every key, then every change as it happens
@@ -281,8 +313,9 @@ class JetStreamBus:
     ) -> KeyValueBucket | None:
         """The bucket; created when missing and `create` (else None)."""
         js = self._jetstream
+        assert self._nc is not None  # connected with the context
         try:
-            return KeyValueBucket(await js.key_value(bucket), bucket)
+            return KeyValueBucket(await js.key_value(bucket), bucket, self._nc)
         except nats.js.errors.BucketNotFoundError:
             if not create:
                 return None
@@ -299,7 +332,7 @@ class JetStreamBus:
             kv = await js.key_value(bucket)
         except _TRANSPORT_ERRORS as exc:
             raise _unavailable(exc) from exc
-        return KeyValueBucket(kv, bucket)
+        return KeyValueBucket(kv, bucket, self._nc)
 
     async def publish(self, subject: str, data: bytes, *, msg_id: str | None = None) -> None:
         """Publish to the stream that stores `subject` (deduplicated by `msg_id`

@@ -3,8 +3,10 @@ when `checkpoint.storage_bucket` names a bucket).
 
 Key layout: `c.<scope>.k<key>`, where scope and key keep letters, digits, `_`,
 `-` and `/`, and every other character becomes `=` plus its UTF-8 bytes in hex.
-The encoding works character by character, so a key prefix stays a prefix of
-the encoded key (`delete_prefix` lists the bucket's keys and filters them).
+The encoding works character by character and is prefix-free, so a key prefix
+stays a prefix of the encoded key and nothing else: `delete_prefix` and
+`entries` read the keys under the encoded prefix from the bucket stream's
+subject state (`KeyValueBucket.keys`) and get each.
 A value is stored as `AMC1` + its expiry (milliseconds since the epoch, 0 for
 none; 8 bytes big-endian) + the bytes; an expired entry reads as missing. Give
 the bucket a max age (`JetStreamBus.key_value(ttl_seconds=...)`) so expired
@@ -27,12 +29,14 @@ from agent_memory.adapters._common.validation import (
 from agent_memory.adapters.nats.jetstream import KeyValueBucket
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.ports.models import Clock
+from agent_memory.ports.storage import CacheEntry
 
-__all__ = ["KeyValueCache", "encode_key_part"]
+__all__ = ["KeyValueCache", "decode_key_part", "encode_key_part"]
 
 _MAGIC = b"AMC1"
 _HEADER = struct.Struct(">Q")
 _KEEP = re.compile(r"[A-Za-z0-9_\-/]")
+_ENCODED = re.compile(r"(?:=[0-9a-f]{2})+")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -45,6 +49,11 @@ def encode_key_part(text: str) -> str:
         else:
             out.append("".join(f"={b:02x}" for b in char.encode("utf-8")))
     return "".join(out)
+
+
+def decode_key_part(text: str) -> str:
+    """The text `encode_key_part` encoded."""
+    return _ENCODED.sub(lambda m: bytes.fromhex(m.group(0).replace("=", "")).decode("utf-8"), text)
 
 
 def _key(scope: str, key: str) -> str:
@@ -106,16 +115,43 @@ class KeyValueCache:
             prefix = check_prefix(prefix)
             start = _key(scope, prefix)
             removed = 0
-            for name in await self._bucket.keys():
-                if name.startswith(start):
-                    if self._live(await self._bucket.get(name)) is not None:
-                        removed += 1
-                    await self._bucket.delete(name)
+            for name in await self._bucket.keys(start):
+                raw = await self._bucket.get(name)
+                if raw is None:  # deleted already: only its marker is left
+                    continue
+                if self._live(raw) is not None:
+                    removed += 1
+                await self._bucket.delete(name)  # an expired one too
             return removed
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        """Live entries of the scope whose key starts with `prefix`, by key
+        (`CacheListing`): the bucket's keys under the encoded prefix (the encoding
+        is prefix-free, character by character), then a get per key."""
+        async with self._life.op():
+            require_scope(scope, "scope")
+            prefix = check_prefix(prefix)
+            head = len(_key(scope, ""))
+            out: list[CacheEntry] = []
+            for name in await self._bucket.keys(_key(scope, prefix)):
+                raw = await self._bucket.get(name)
+                value = self._live(raw)
+                if raw is None or value is None:
+                    continue
+                (expires,) = _HEADER.unpack_from(raw, len(_MAGIC))
+                out.append(
+                    CacheEntry(
+                        key=decode_key_part(name[head:]),
+                        value=value,
+                        expires_at=_EPOCH + timedelta(milliseconds=expires) if expires else None,
+                    )
+                )
+            out.sort(key=lambda e: e.key)
+            return out
 
     async def ping(self) -> None:
         async with self._life.op():
-            await self._bucket.keys()
+            await self._bucket.ping()
 
     async def close(self) -> None:
         """Closes this handle; the connection belongs to whoever opened the bucket."""

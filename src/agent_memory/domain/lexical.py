@@ -122,6 +122,16 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(tokenize(query)))
 
 
+def _idf(total_docs: int, df: int) -> float:
+    """BM25's inverse document frequency of a term in `df` of `total_docs` documents."""
+    return math.log(1.0 + (total_docs - df + 0.5) / (df + 0.5))
+
+
+def _norm(length: int, avg: float) -> float:
+    """BM25's length normalisation of a document of `length` terms (`avg`: the mean)."""
+    return BM25_K1 * (1.0 - BM25_B + BM25_B * length / avg)
+
+
 def bm25_scores(
     terms: Sequence[str],
     docs: Sequence[tuple[Mapping[str, int], int]],
@@ -134,13 +144,10 @@ def bm25_scores(
     if total_docs <= 0:
         return [0.0] * len(docs)
     avg = max(avg_length, 1e-9)
-    idf = {
-        t: math.log(1.0 + (total_docs - doc_freq.get(t, 0) + 0.5) / (doc_freq.get(t, 0) + 0.5))
-        for t in terms
-    }
+    idf = {t: _idf(total_docs, doc_freq.get(t, 0)) for t in terms}
     out: list[float] = []
     for counts, length in docs:
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * length / avg)
+        norm = _norm(length, avg)
         score = 0.0
         for term in terms:
             tf = counts.get(term, 0)
@@ -174,14 +181,13 @@ def bm25_by_postings(
         counts = postings.get(term)
         if not counts:
             continue
-        df = doc_freq.get(term, 0)
-        idf = math.log(1.0 + (total_docs - df + 0.5) / (df + 0.5))
+        idf = _idf(total_docs, doc_freq.get(term, 0))
         for rid, tf in counts.items():
             if not tf or (within is not None and rid not in within):
                 continue
             norm = norms.get(rid)
             if norm is None:
-                norm = norms[rid] = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[rid] / avg)
+                norm = norms[rid] = _norm(lengths[rid], avg)
             scores[rid] = scores.get(rid, 0.0) + idf * tf * (BM25_K1 + 1.0) / (tf + norm)
     return scores
 

@@ -423,10 +423,6 @@ def _batches(lengths: npt.NDArray[np.int64], batch_size: int) -> list[list[int]]
     return batches
 
 
-def _bundled_model_dir() -> Path:
-    return bundled_model_dir(_MISSING_EXTRA)
-
-
 class MiniLMEmbedder:
     """`Embedder` for all-MiniLM-L6-v2 (384 dimensions) in numpy, or another local
     BERT sentence-transformers directory given with its declared `space`.
@@ -468,7 +464,11 @@ class MiniLMEmbedder:
     def _loaded(self) -> _Model:
         with self._lock:
             if self._model is None:
-                path = self._model_dir if self._model_dir is not None else _bundled_model_dir()
+                path = (
+                    self._model_dir
+                    if self._model_dir is not None
+                    else bundled_model_dir(_MISSING_EXTRA)
+                )
                 model = _load(path)
                 if model.hidden != self._space.dimension:
                     raise ConfigurationError(

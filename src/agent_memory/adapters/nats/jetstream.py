@@ -253,9 +253,13 @@ class JetStreamBus:
 
     @property
     def _jetstream(self) -> JetStreamContext:
-        if self._js is None:
+        return self._connected[1]
+
+    @property
+    def _connected(self) -> tuple[Client, JetStreamContext]:
+        if self._nc is None or self._js is None:
             raise BackendUnavailable("nats", "not connected")
-        return self._js
+        return self._nc, self._js
 
     async def close(self) -> None:
         """Flush what was published and acknowledged, then close (a client passed
@@ -312,10 +316,9 @@ class JetStreamBus:
         description: str = "",
     ) -> KeyValueBucket | None:
         """The bucket; created when missing and `create` (else None)."""
-        js = self._jetstream
-        assert self._nc is not None  # connected with the context
+        nc, js = self._connected
         try:
-            return KeyValueBucket(await js.key_value(bucket), bucket, self._nc)
+            return KeyValueBucket(await js.key_value(bucket), bucket, nc)
         except nats.js.errors.BucketNotFoundError:
             if not create:
                 return None
@@ -332,7 +335,7 @@ class JetStreamBus:
             kv = await js.key_value(bucket)
         except _TRANSPORT_ERRORS as exc:
             raise _unavailable(exc) from exc
-        return KeyValueBucket(kv, bucket, self._nc)
+        return KeyValueBucket(kv, bucket, nc)
 
     async def publish(self, subject: str, data: bytes, *, msg_id: str | None = None) -> None:
         """Publish to the stream that stores `subject` (deduplicated by `msg_id`

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 from agent_memory.adapters._common.clock import SystemClock
@@ -76,12 +77,26 @@ class KeyValueCache:
         return (self._clock.now() - _EPOCH) // timedelta(milliseconds=1)
 
     def _live(self, raw: bytes | None) -> bytes | None:
+        found = self._unpack(raw)
+        return None if found is None else found[0]
+
+    def _unpack(self, raw: bytes | None) -> tuple[bytes, int] | None:
+        """(value, expiry in ms since the epoch, 0 for none) of a stored entry; None
+        when it is missing, not ours, or expired."""
         if raw is None or not raw.startswith(_MAGIC):
             return None
         (expires,) = _HEADER.unpack_from(raw, len(_MAGIC))
         if expires and expires <= self._now_ms():
             return None
-        return raw[len(_MAGIC) + _HEADER.size :]
+        return raw[len(_MAGIC) + _HEADER.size :], expires
+
+    async def _stored(self, start: str) -> AsyncIterator[tuple[str, bytes]]:
+        """(name, stored bytes) of every key under the encoded prefix `start` that
+        holds a value, expired or not (a deleted key keeps only its marker)."""
+        for name in await self._bucket.keys(start):
+            raw = await self._bucket.get(name)
+            if raw is not None:
+                yield name, raw
 
     async def get(self, scope: str, key: str) -> bytes | None:
         async with self._life.op():
@@ -113,12 +128,8 @@ class KeyValueCache:
         async with self._life.op():
             require_scope(scope, "scope")
             prefix = check_prefix(prefix)
-            start = _key(scope, prefix)
             removed = 0
-            for name in await self._bucket.keys(start):
-                raw = await self._bucket.get(name)
-                if raw is None:  # deleted already: only its marker is left
-                    continue
+            async for name, raw in self._stored(_key(scope, prefix)):
                 if self._live(raw) is not None:
                     removed += 1
                 await self._bucket.delete(name)  # an expired one too
@@ -133,19 +144,12 @@ class KeyValueCache:
             prefix = check_prefix(prefix)
             head = len(_key(scope, ""))
             out: list[CacheEntry] = []
-            for name in await self._bucket.keys(_key(scope, prefix)):
-                raw = await self._bucket.get(name)
-                value = self._live(raw)
-                if raw is None or value is None:
-                    continue
-                (expires,) = _HEADER.unpack_from(raw, len(_MAGIC))
-                out.append(
-                    CacheEntry(
-                        key=decode_key_part(name[head:]),
-                        value=value,
-                        expires_at=_EPOCH + timedelta(milliseconds=expires) if expires else None,
-                    )
-                )
+            async for name, raw in self._stored(_key(scope, prefix)):
+                found = self._unpack(raw)
+                if found is not None:
+                    value, expires = found
+                    at = _EPOCH + timedelta(milliseconds=expires) if expires else None
+                    out.append(CacheEntry(decode_key_part(name[head:]), value, at))
             out.sort(key=lambda e: e.key)
             return out
 

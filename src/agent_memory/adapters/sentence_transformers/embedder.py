@@ -33,10 +33,6 @@ _EXTRA = "pip install 'agent-memory[semantic]'"
 _MISSING = f"the semantic embedder needs the 'semantic' extra: {_EXTRA}"
 
 
-def _bundled_model_dir() -> Path:
-    return bundled_model_dir(_MISSING)
-
-
 class SentenceTransformerEmbedder:
     """`Embedder` for all-MiniLM-L6-v2 (384 dimensions), or another local model
     directory given with its declared `space`."""
@@ -62,7 +58,9 @@ class SentenceTransformerEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                path = self._model_dir if self._model_dir is not None else _bundled_model_dir()
+                path = (
+                    self._model_dir if self._model_dir is not None else bundled_model_dir(_MISSING)
+                )
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 try:

@@ -116,7 +116,7 @@ _EXTRA_ESCAPES: dict[int, str] = {
     0x2028: "\\u2028",
     0x2029: "\\u2029",
 }
-_EXTRA_ESCAPES.update({cp: f"\\u{cp:04x}" for cp in range(0xD800, 0xE000)})
+_EXTRA_ESCAPES.update({cp: _u_escape(cp) for cp in range(0xD800, 0xE000)})
 for _cp in NFKD_STRUCTURAL | LOOKALIKES:
     _EXTRA_ESCAPES[_cp] = _u_escape(_cp)
 del _cp

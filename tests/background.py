@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Command", "Result", "job", "result", "shutdown", "start"]
+__all__ = ["Command", "Result", "job", "report", "result", "shutdown", "start"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,8 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     outcome: Result | None = None
     proc: subprocess.Popen[str] | None = None
+    began: float | None = None  # monotonic, when its subprocess was started
+    waited: float = 0.0  # how long tests sat waiting for it
 
 
 _JOBS: dict[str, _Job] = {}
@@ -103,7 +105,7 @@ def _run(name: str) -> None:
     workdir = Path(tempfile.mkdtemp(prefix=f"agent-memory-bg-{name}-"))
     with _LOCK:
         _WORKDIRS.append(workdir)
-    started = time.monotonic()
+    started = entry.began = time.monotonic()
     try:
         command = entry.prepare(workdir)
         env = dict(command.env) if command.env is not None else dict(os.environ)
@@ -160,9 +162,29 @@ def result(name: str) -> Result:
     entry = _JOBS[name]
     if _claim(name):
         _run(name)
+    waiting = time.monotonic()
     entry.done.wait()
+    entry.waited += time.monotonic() - waiting
     assert entry.outcome is not None
     return entry.outcome
+
+
+def report() -> list[str]:
+    """One line per job that ran: when it started (seconds after the first
+    job), how long it took, and how long tests waited for it: the suite's
+    wall time pays only the waits."""
+    ran = sorted(
+        (e.began, n, e.outcome.seconds, e.waited)
+        for n, e in _JOBS.items()
+        if e.began is not None and e.outcome is not None
+    )
+    if not ran:
+        return []
+    origin = ran[0][0]
+    return [
+        f"{name}: started +{began - origin:.0f}s, ran {seconds:.1f}s, waited for {waited:.1f}s"
+        for began, name, seconds, waited in ran
+    ]
 
 
 def shutdown() -> None:

@@ -55,5 +55,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     background.start(names)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = background.report()
+    if lines:
+        terminalreporter.write_sep("-", "background jobs")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     background.shutdown()

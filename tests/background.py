@@ -25,8 +25,9 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["Command", "Result", "job", "report", "result", "shutdown", "start"]
+__all__ = ["Command", "Result", "asked_for", "job", "report", "result", "shutdown", "start"]
 
 
 @dataclass(frozen=True)
@@ -197,3 +198,16 @@ def shutdown() -> None:
             entry.proc.kill()
     for workdir in _WORKDIRS:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def asked_for(config: Any, directory: Path) -> bool:
+    """True when the pytest session `config` was asked for `directory`, or a
+    file or test inside it, by path. A directory whose tests also run as a job
+    is collected inline only then: tests/views is pure CPU (1,000 hypothesis
+    examples per view property under ci, no server), so the whole suite runs it
+    as a job of its own (tests/test_views_job.py) on the idle core."""
+    for arg in config.args:
+        path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
+        if path == directory or directory in path.parents:
+            return True
+    return False

@@ -8,6 +8,7 @@ A backend that cannot start is an error, never a skip — locally and in CI.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,6 +40,17 @@ settings.register_profile(
 # tests/integrations/test_langgraph_differential.py; see docs/integrations.md.
 settings.register_profile("langgraph-deep", settings.get_profile("ci"), max_examples=500)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+VIEWS = Path(__file__).resolve().parent / "views"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/views runs as a background job (tests/test_views_job.py) unless
+    this session was asked for it by path."""
+    if collection_path == VIEWS and not background.asked_for(config, VIEWS):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

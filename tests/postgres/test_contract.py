@@ -31,6 +31,9 @@ CAPABILITIES = Capabilities(
 
 
 class TestPostgresMemoryStore(MemoryStoreContract):
+    # the README command's profile runs 100 examples; every backend but the
+    # in-process oracle's twin runs 50 (dev: its 30) to keep the suite in budget
+    state_machine_examples = 50
     capabilities = CAPABILITIES
 
     @pytest.fixture

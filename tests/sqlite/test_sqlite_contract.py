@@ -64,6 +64,9 @@ def db_path(tmp_path: Path, template_db: Path) -> Path:
 
 
 class TestSqliteMemoryStore(MemoryStoreContract):
+    # the README command's profile runs 100 examples; every backend but the
+    # in-process oracle's twin runs 50 (dev: its 30) to keep the suite in budget
+    state_machine_examples = 50
     capabilities = SQLITE
 
     @pytest.fixture

@@ -202,6 +202,7 @@ def test_sqlite_file_stays_sound_and_agrees_with_the_oracle() -> None:
     run_state_machine_as_test(
         SqliteAgainstOracle,
         settings=settings(
+            max_examples=min(settings().max_examples, 50),  # the profile's, at most 50
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -51,6 +51,7 @@ class MemoryStoreSuite(MemoryStoreContract):
     # the README command's profile runs 100 examples; every backend but the
     # in-process oracle's twin runs 50 (dev: its 30) to keep the suite in budget
     state_machine_examples = 50
+
     @pytest.fixture
     async def store(
         self, redis_contract_url: str, deployment: str

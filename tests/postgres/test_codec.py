@@ -52,6 +52,7 @@ from agent_memory.domain.records import (
     SummarySource,
     TimeBasis,
 )
+from agent_memory.domain.validation import MAX_LIMIT
 from postgres.conftest import SPACE, OpenDatabase
 
 _chars = st.characters(exclude_categories=["Cs"], exclude_characters="\x00")
@@ -74,10 +75,17 @@ _any_time = st.datetimes(
     min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1), timezones=_zones
 )
 _NOW = datetime.now(UTC)
-_recent = st.datetimes(
-    min_value=(_NOW - timedelta(days=30)).replace(tzinfo=None),
-    max_value=_NOW.replace(tzinfo=None),
-    timezones=_zones,
+# Instants inside the 30-day retention for a day after import, each shown in one of
+# `_zones`. (Bounds on the zone's wall clock, as `st.datetimes(timezones=...)` reads
+# them, let a +05:30 draw sit 5.5 h before the edge: expired on arrival.)
+_recent = st.builds(
+    datetime.astimezone,
+    st.datetimes(
+        min_value=(_NOW - timedelta(days=29)).replace(tzinfo=None),
+        max_value=_NOW.replace(tzinfo=None),
+        timezones=st.just(UTC),
+    ),
+    _zones,
 )
 
 
@@ -237,6 +245,12 @@ def test_loads_json_rejects_what_json_loads_rejects(text: str) -> None:
         loads_json(text)
 
 
+@given(moment=_recent)
+def test_recent_moments_are_instants_inside_the_retention(moment: datetime) -> None:
+    """The round trips below need events that stay unexpired while the suite runs."""
+    assert _NOW - timedelta(days=29) <= moment <= _NOW
+
+
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -262,7 +276,10 @@ async def _round_trip(log: PostgresEventLog, events: list[Event]) -> None:
     await log.append(batch)
     since = _NOW - timedelta(days=31)
     for domain in {e.domain for e in batch}:
-        window = await log.window(domain, since=since, limit=100)
+        # Examples share the table, and a global event shows in every domain: a
+        # window of 100 could be filled by earlier examples' globals alone.
+        window = await log.window(domain, since=since, limit=MAX_LIMIT)
+        assert not window.limited
         got = {e.id: e for e in window.events if e.id.startswith(run)}
         expected = [e for e in batch if e.domain == domain or e.is_global]
         assert len(got) == len(expected)
@@ -277,14 +294,18 @@ async def _round_trip(log: PostgresEventLog, events: list[Event]) -> None:
 async def test_records_read_back_from_postgres_equal_the_added_ones(
     open_database: OpenDatabase, records: list[MemoryRecord]
 ) -> None:
-    store = PostgresMemoryStore(await open_database(), SPACE)
-    run = uuid.uuid4().hex
-    batch = [attrs.evolve(r, id=f"{run}-{i}") for i, r in enumerate(records)]
-    await store.add(batch)
-    for r in batch:
-        got = await store.get(r.owner, r.id)
-        assert got is not None
-        _same(got, r)
+    db = await open_database()
+    try:
+        store = PostgresMemoryStore(db, SPACE)
+        run = uuid.uuid4().hex
+        batch = [attrs.evolve(r, id=f"{run}-{i}") for i, r in enumerate(records)]
+        await store.add(batch)
+        for r in batch:
+            got = await store.get(r.owner, r.id)
+            assert got is not None
+            _same(got, r)
+    finally:
+        await db.close()  # one pool per example would exhaust the server's connections
 
 
 @given(

@@ -27,7 +27,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Command", "Result", "asked_for", "job", "report", "result", "shutdown", "start"]
+__all__ = [
+    "DELEGATED",
+    "Command",
+    "Result",
+    "asked_for",
+    "job",
+    "report",
+    "result",
+    "shutdown",
+    "start",
+]
+
+#: Test directories the whole suite runs as background jobs, each in a pytest of
+#: its own (tests/test_delegated_dirs.py): they need no server and are mostly CPU
+#: (views: 1,000 hypothesis examples per property under ci; sqlite: files; qdrant:
+#: its local mode, in process), so they run on the core the rest leaves idle.
+#: A session asked for such a directory by path collects it inline instead.
+DELEGATED = ("views", "sqlite", "qdrant")
 
 
 @dataclass(frozen=True)
@@ -161,9 +178,9 @@ def result(name: str) -> Result:
     if name not in _JOBS:
         raise RuntimeError(f"unknown background job {name!r}")
     entry = _JOBS[name]
+    waiting = time.monotonic()
     if _claim(name):
         _run(name)
-    waiting = time.monotonic()
     entry.done.wait()
     entry.waited += time.monotonic() - waiting
     assert entry.outcome is not None
@@ -202,10 +219,7 @@ def shutdown() -> None:
 
 def asked_for(config: Any, directory: Path) -> bool:
     """True when the pytest session `config` was asked for `directory`, or a
-    file or test inside it, by path. A directory whose tests also run as a job
-    is collected inline only then: tests/views is pure CPU (1,000 hypothesis
-    examples per view property under ci, no server), so the whole suite runs it
-    as a job of its own (tests/test_views_job.py) on the idle core."""
+    file or test inside it, by path."""
     for arg in config.args:
         path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
         if path == directory or directory in path.parents:

@@ -42,14 +42,14 @@ settings.register_profile("langgraph-deep", settings.get_profile("ci"), max_exam
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
-VIEWS = Path(__file__).resolve().parent / "views"
+TESTS = Path(__file__).resolve().parent
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
-    """tests/views runs as a background job (tests/test_views_job.py) unless
-    this session was asked for it by path."""
-    if collection_path == VIEWS and not background.asked_for(config, VIEWS):
-        return True
+    """A directory in `background.DELEGATED` runs as a background job
+    (tests/test_delegated_dirs.py) unless this session was asked for it by path."""
+    if collection_path.parent == TESTS and collection_path.name in background.DELEGATED:
+        return None if background.asked_for(config, collection_path) else True
     return None
 
 

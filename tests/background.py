@@ -16,6 +16,7 @@ Each job gets its own empty work directory, removed when the session ends.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,7 +26,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 __all__ = [
     "DELEGATED",
@@ -89,6 +91,7 @@ class _Job:
 
 
 _JOBS: dict[str, _Job] = {}
+_PYTEST_SUMMARY = re.compile(r"\d+ (passed|failed)")
 _LOCK = threading.Lock()
 _QUEUE: deque[str] = deque()
 _CLAIMED: set[str] = set()
@@ -190,19 +193,27 @@ def result(name: str) -> Result:
 def report() -> list[str]:
     """One line per job that ran: when it started (seconds after the first
     job), how long it took, and how long tests waited for it: the suite's
-    wall time pays only the waits."""
+    wall time pays only the waits. A job that is a pytest run adds its skip
+    reasons and its summary line, so a skip inside a job is as visible as one
+    in the suite itself."""
     ran = sorted(
-        (e.began, n, e.outcome.seconds, e.waited)
+        (e.began, n, e.outcome, e.waited)
         for n, e in _JOBS.items()
         if e.began is not None and e.outcome is not None
     )
-    if not ran:
-        return []
-    origin = ran[0][0]
-    return [
-        f"{name}: started +{began - origin:.0f}s, ran {seconds:.1f}s, waited for {waited:.1f}s"
-        for began, name, seconds, waited in ran
-    ]
+    lines: list[str] = []
+    origin = ran[0][0] if ran else 0.0
+    for began, name, outcome, waited in ran:
+        lines.append(
+            f"{name}: started +{began - origin:.0f}s, ran {outcome.seconds:.1f}s,"
+            f" waited for {waited:.1f}s"
+        )
+        out = outcome.stdout.splitlines()
+        inner = [line for line in out if line.startswith("SKIPPED")]
+        if out and _PYTEST_SUMMARY.search(out[-1]):
+            inner.append(out[-1])
+        lines += [f"    {line}" for line in inner]
+    return lines
 
 
 def shutdown() -> None:
@@ -217,11 +228,11 @@ def shutdown() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def asked_for(config: Any, directory: Path) -> bool:
+def asked_for(config: pytest.Config, directory: Path) -> bool:
     """True when the pytest session `config` was asked for `directory`, or a
     file or test inside it, by path."""
     for arg in config.args:
-        path = (config.invocation_params.dir / str(arg).split("::")[0]).resolve()
+        path = (config.invocation_params.dir / arg.split("::")[0]).resolve()
         if path == directory or directory in path.parents:
             return True
     return False

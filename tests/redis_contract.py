@@ -35,6 +35,7 @@ from agent_memory.contract_tests import (
 from agent_memory.domain import lexical
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from budget import STATE_MACHINE_EXAMPLES
 
 __all__ = [
     "CacheSuite",
@@ -48,9 +49,7 @@ SPACE = EmbeddingSpace(model="test-model", dimension=8)
 
 
 class MemoryStoreSuite(MemoryStoreContract):
-    # the README command's profile runs 100 examples; every backend but the
-    # in-process oracle's twin runs 50 (dev: its 30) to keep the suite in budget
-    state_machine_examples = 50
+    state_machine_examples = STATE_MACHINE_EXAMPLES
 
     @pytest.fixture
     async def store(

@@ -19,6 +19,7 @@ from agent_memory.contract_tests import (
     LeaseStoreContract,
     MemoryStoreContract,
 )
+from budget import STATE_MACHINE_EXAMPLES
 from postgres.conftest import SPACE, OpenDatabase
 
 CAPABILITIES = Capabilities(
@@ -31,9 +32,7 @@ CAPABILITIES = Capabilities(
 
 
 class TestPostgresMemoryStore(MemoryStoreContract):
-    # the README command's profile runs 100 examples; every backend but the
-    # in-process oracle's twin runs 50 (dev: its 30) to keep the suite in budget
-    state_machine_examples = 50
+    state_machine_examples = STATE_MACHINE_EXAMPLES
     capabilities = CAPABILITIES
 
     @pytest.fixture

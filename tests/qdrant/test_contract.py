@@ -18,13 +18,12 @@ from agent_memory.adapters.qdrant import QdrantMemoryStore
 from agent_memory.contract_tests import Capabilities, MemoryStoreContract
 from agent_memory.contract_tests.memory_store import Reopen
 from agent_memory.ports.storage import MemoryStore
+from budget import STATE_MACHINE_EXAMPLES
 from qdrant.support import OpenStore
 
 
 class TestQdrantMemoryStore(MemoryStoreContract):
-    # an engine in process: each operation costs several times a server backend's,
-    # so the README command's profile (100 examples) runs 50 here (dev: its 30)
-    state_machine_examples = 50
+    state_machine_examples = STATE_MACHINE_EXAMPLES
     capabilities = Capabilities(
         atomic_batches=True,
         concurrent_duplicate_rejection=False,

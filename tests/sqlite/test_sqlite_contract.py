@@ -30,6 +30,7 @@ from agent_memory.contract_tests import (
 )
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+from budget import STATE_MACHINE_EXAMPLES
 
 SQLITE = Capabilities(
     atomic_batches=True,
@@ -64,9 +65,7 @@ def db_path(tmp_path: Path, template_db: Path) -> Path:
 
 
 class TestSqliteMemoryStore(MemoryStoreContract):
-    # the README command's profile runs 100 examples; every backend but the
-    # in-process oracle's twin runs 50 (dev: its 30) to keep the suite in budget
-    state_machine_examples = 50
+    state_machine_examples = STATE_MACHINE_EXAMPLES
     capabilities = SQLITE
 
     @pytest.fixture

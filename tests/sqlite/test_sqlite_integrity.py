@@ -41,6 +41,7 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from budget import STATE_MACHINE_EXAMPLES
 
 SPACE = EmbeddingSpace(model="integrity", dimension=3)
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -202,7 +203,7 @@ def test_sqlite_file_stays_sound_and_agrees_with_the_oracle() -> None:
     run_state_machine_as_test(
         SqliteAgainstOracle,
         settings=settings(
-            max_examples=min(settings().max_examples, 50),  # the profile's, at most 50
+            max_examples=min(settings().max_examples, STATE_MACHINE_EXAMPLES),
             stateful_step_count=25,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _register(name: str) -> None:
-    @background.job(f"tests-{name}")
+    @background.job(background.delegated_job(name))
     def _prepare(workdir: Path) -> background.Command:
         argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"tests/{name}"]
         return background.Command(argv, cwd=ROOT, timeout=1800)
@@ -35,13 +35,16 @@ for _name in background.DELEGATED:
 
 @pytest.mark.parametrize(
     "name",
-    [pytest.param(n, marks=pytest.mark.background(f"tests-{n}")) for n in background.DELEGATED],
+    [
+        pytest.param(n, marks=pytest.mark.background(background.delegated_job(n)))
+        for n in background.DELEGATED
+    ],
 )
 def test_the_directory_passes(name: str, request: pytest.FixtureRequest) -> None:
     """Every test in tests/<name> passes, run in its own pytest."""
     if background.asked_for(request.config, ROOT / "tests" / name):
         pytest.skip(f"tests/{name} runs inline in this session")
-    result = background.result(f"tests-{name}")
+    result = background.result(background.delegated_job(name))
     assert result.returncode == 0, result.tail()
     summary = result.stdout.strip().splitlines()[-1]
     passed = re.search(r"(\d+) passed", summary)

@@ -152,7 +152,8 @@ async def check_erase_races(url: str, deployment: str) -> None:
                     f"late {shape} batch after erase round trip {step} of {trips}: "
                     f"after a quiet second forget user_events={left}, windows show {shown}"
                 )
-                assert [e.id for e in await log.user_events("B")][:1] == ["b1"], shape
+                others = [e.id for e in await log.user_events("B")]
+                assert "b1" in others, f"another user's event was erased: {others}"
             finally:
                 await log.close()
                 await other.close()

@@ -412,7 +412,7 @@ class RedisEventLog(RedisHandle):
             with translate("erase_user"):
                 known: Any = await self._r.smembers(k.ev_domains())
                 domains = [d.decode("utf-8") for d in known]
-                calls = [
+                calls: list[tuple[list[str], list[Any]]] = [
                     (
                         [
                             k.ev_payloads(d),

@@ -21,7 +21,8 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+import warnings
+from collections.abc import AsyncIterator, Callable, Collection
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -31,9 +32,12 @@ from attrs import define, field
 from agent_memory.bootstrap.connect import (
     Memory,
     Stores,
-    _redact,
+    adapter,
+    configured_embedder,
     coordination_url,
     open_stores,
+    reading_space,
+    redact,
     scheme_of,
 )
 from agent_memory.bootstrap.settings import Settings
@@ -50,6 +54,7 @@ from agent_memory.services.portability.errors import (
     UnknownRecordType,
     UnsupportedFormatVersion,
     VerificationFailed,
+    WouldReplace,
     WrongDimension,
 )
 from agent_memory.services.portability.format import (
@@ -64,16 +69,18 @@ from agent_memory.services.portability.reembed import (
     EmbeddingSwitch,
     ReembedSummary,
     drop_space,
-    read_switch,
+    read_switch,  # noqa: F401 - part of this module's surface
     write_switch,
 )
 from agent_memory.services.portability.reembed import reembed as reembed_store
 from agent_memory.services.portability.transfer import (
+    PORTS,
     BulkLoad,
     ExportSummary,
     ImportFailed,
     ImportSummary,
     Ports,
+    check_skip,
     export_data,
     import_data,
     reservoir,
@@ -83,6 +90,7 @@ from agent_memory.services.portability.transfer import (
 __all__ = [
     "FORMAT_NAME",
     "FORMAT_VERSION",
+    "PORTS",
     "BulkLoad",
     "ChecksumMismatch",
     "EmbeddingSwitch",
@@ -102,6 +110,7 @@ __all__ = [
     "UnknownRecordType",
     "UnsupportedFormatVersion",
     "VerificationFailed",
+    "WouldReplace",
     "WrongDimension",
     "export",
     "import_file",
@@ -126,6 +135,8 @@ class MigrateSummary:
     imported: ImportSummary
     sampled: int
     problems: list[str] = field(factory=list)
+    skipped: tuple[str, ...] = ()
+    """Ports left out on purpose (`skip=`): neither copied nor verified."""
     seconds: dict[str, float] = field(factory=dict)
     """Wall time per phase: `export` (read the source, write the file), `check`
     (verify the file), `write` (import batches), `index` (the target's deferred
@@ -204,28 +215,53 @@ def ports_of(memory: Memory, triples: TripleStore | None = None) -> Ports:
     )
 
 
-async def _configured_space(settings: Settings) -> EmbeddingSpace:
-    from agent_memory.bootstrap.connect import _embedder
-
-    embedder = _embedder(settings)
-    space = embedder.space
-    closer = getattr(embedder, "aclose", None)
-    if closer is not None:
-        await closer()
-    return space
+@define
+class _Source:
+    ports: Ports
+    deployment: str | None = None
+    url: str | None = None
+    unexported: dict[str, str] = field(factory=dict)
 
 
 @contextlib.asynccontextmanager
-async def _source(source: str | Memory | Ports, settings: Settings | None) -> AsyncIterator[Ports]:
+async def _memory_ports(memory: Memory) -> AsyncIterator[_Source]:
+    """The ports of an open Memory with the triple store of its URL (a Memory
+    holds none itself); a triple store that cannot be opened is named."""
+    unexported: dict[str, str] = {}
+    triples: TripleStore | None = None
+    url = memory.storage_url()
+    if scheme_of(url) != "memory":  # memory:// triples live with whoever created them
+        try:
+            triples = await _triples_for(url, memory.settings)
+        except Exception as exc:
+            unexported["triples"] = f"the triple store cannot be opened: {exc}"
+    try:
+        yield _Source(
+            ports_of(memory, triples),
+            deployment=memory.settings.deployment,
+            url=memory.url,
+            unexported=unexported,
+        )
+    finally:
+        if triples is not None:
+            await triples.close()
+
+
+@contextlib.asynccontextmanager
+async def _source(
+    source: str | Memory | Ports, settings: Settings | None
+) -> AsyncIterator[_Source]:
+    """The ports to read, in the space `connect()` reads for a URL."""
     if isinstance(source, Ports):
-        yield source
+        yield _Source(source)
     elif isinstance(source, Memory):
-        yield ports_of(source)
+        async with _memory_ports(source) as found:
+            yield found
     else:
         settings = Settings.from_env() if settings is None else settings
-        space = await _configured_space(settings)
+        space = await reading_space(source, settings)
         async with open_ports(source, space=space, settings=settings) as ports:
-            yield ports
+            yield _Source(ports, deployment=settings.deployment, url=redact(source))
 
 
 # -- export / import --------------------------------------------------------------------
@@ -243,23 +279,32 @@ async def export(
     clock: Clock | None = None,
     progress: Progress | None = None,
     on_record: Callable[[MemoryRecord], None] | None = None,
+    skip: Collection[str] = (),
 ) -> ExportSummary:
     """Export `source` (a URL, an open Memory or Ports) to a file path or a binary
-    stream. With `user`, a data-subject export of that user's data. `on_record`
-    sees every exported memory record."""
-    async with _source(source, settings) as ports:
+    stream, in the embedding space `connect()` reads (and with the re-embed
+    switch). With `user`, a data-subject export of that user's data. `on_record`
+    sees every exported memory record. `skip` leaves ports out (`PORTS`); a port
+    the source has that cannot be exported is named in `unexported` and warned of."""
+    skipped = check_skip(skip)
+    async with _source(source, settings) as found:
+        for port, why in found.unexported.items():
+            warnings.warn(f"export: {port} not exported: {why}", UserWarning, stacklevel=2)
+
+        async def write(stream: IO[bytes]) -> ExportSummary:
+            summary = await export_data(
+                found.ports, stream, clock=clock or _Utc(), user=user, namespace=namespace,
+                include_cache=include_cache, include_leases=include_leases,
+                progress=progress, on_record=on_record, skip=skipped,
+                deployment=found.deployment, url=found.url,
+            )  # fmt: skip
+            summary.unexported = dict(found.unexported)
+            return summary
+
         if isinstance(output, str):
             with open_export(output, "w") as stream:
-                return await export_data(
-                    ports, stream, clock=clock or _Utc(), user=user, namespace=namespace,
-                    include_cache=include_cache, include_leases=include_leases,
-                    progress=progress, on_record=on_record,
-                )  # fmt: skip
-        return await export_data(
-            ports, output, clock=clock or _Utc(), user=user, namespace=namespace,
-            include_cache=include_cache, include_leases=include_leases, progress=progress,
-            on_record=on_record,
-        )  # fmt: skip
+                return await write(stream)
+        return await write(output)
 
 
 def read_header(path: str) -> Header:
@@ -307,10 +352,16 @@ async def import_file(
     clock: Clock | None = None,
     progress: Progress | None = None,
     on_batch: Callable[[int, ImportSummary], None] | None = None,
+    skip: Collection[str] = (),
+    replace: bool = False,
 ) -> ImportSummary:
     """Import the export file at `path` into `target` (opened in the file's
     embedding space when a URL). Idempotent; with `resume`, continues after the
-    last batch an interrupted run stored (`<path>.progress`)."""
+    last batch an interrupted run stored (`<path>.progress`) into this very
+    target (URL, deployment, space). `skip` leaves the file's items of those
+    ports out; without `replace`, an import that would replace stored records
+    with other content raises `WouldReplace` before writing anything."""
+    skipped = check_skip(skip)
     header = read_header(path)
     if len(header.spaces) != 1:
         raise PortabilityError(
@@ -324,7 +375,16 @@ async def import_file(
         header, footer = reader.verify()
     verified = (header, footer, reader.fingerprints)
     checked = time.perf_counter() - checking
-    key = f"{footer.sha256}:{_redact(target) if isinstance(target, str) else id(target)}"
+    if isinstance(target, str):
+        settings = Settings.from_env() if settings is None else settings
+        where, deployment = redact(target), settings.deployment
+    elif isinstance(target, Memory):
+        where, deployment = f"{target.url}#{id(target)}", target.settings.deployment
+    else:
+        where, deployment = f"ports#{id(target)}", None
+    # Everything that identifies the target: progress saved for another one
+    # (another deployment of the same server, say) starts the import over.
+    key = json.dumps([footer.sha256, where, deployment, header.spaces[0].identity, list(skipped)])
     start = _load_progress(path, key) if resume else 0
 
     def batch_done(line: int, summary: ImportSummary) -> None:
@@ -337,7 +397,8 @@ async def import_file(
             summary = await import_data(
                 ports, lambda: open_export(path, "r"), clock=clock or _Utc(),
                 batch_size=batch_size, resume_after=start, on_batch=batch_done,
-                progress=progress, verified=verified,
+                progress=progress, verified=verified, skip=skipped, replace=replace,
+                target_deployment=deployment,
             )  # fmt: skip
         except ImportFailed as exc:
             exc.summary.check_seconds = checked
@@ -348,10 +409,12 @@ async def import_file(
         return summary
 
     if isinstance(target, str):
-        settings = Settings.from_env() if settings is None else settings
         async with open_ports(target, space=header.spaces[0], settings=settings) as ports:
             return await run(ports)
-    return await run(ports_of(target) if isinstance(target, Memory) else target)
+    if isinstance(target, Memory):
+        async with _memory_ports(target) as found:
+            return await run(found.ports)
+    return await run(target)
 
 
 async def migrate(
@@ -364,22 +427,31 @@ async def migrate(
     settings: Settings | None = None,
     progress: Progress | None = None,
     workdir: str | None = None,
+    skip: Collection[str] = (),
+    replace: bool = False,
 ) -> MigrateSummary:
-    """Export `from_url` to a temporary file, import it into `to_url` in batches,
-    then verify: counts per port and `sample` records compared field by field.
-    `VerificationFailed` lists what differs."""
+    """Export `from_url` (in the space `connect()` reads) to a temporary file,
+    import it into `to_url` in batches, then verify against what the source
+    holds: counts per port and `sample` records compared field by field.
+    `VerificationFailed` lists what differs. `skip` leaves ports out of all
+    three steps; `replace` lets the import overwrite differing records."""
+    skipped = check_skip(skip)
     with tempfile.TemporaryDirectory(dir=workdir, prefix="agent-memory-migrate-") as tmp:
         path = os.path.join(tmp, "export.jsonl")
-        async with _source(from_url, settings) as source:
+        async with _source(from_url, settings) as found:
+            source = found.ports
             kept, offer = reservoir(sample)
             started = time.perf_counter()
-            exported = await export(
-                source, path, include_leases=include_leases, progress=progress, on_record=offer
-            )
+            with open_export(path, "w") as stream:
+                exported = await export_data(
+                    source, stream, clock=_Utc(), include_leases=include_leases,
+                    progress=progress, on_record=offer, skip=skipped,
+                    deployment=found.deployment, url=found.url,
+                )  # fmt: skip
             exporting = time.perf_counter() - started
             imported = await import_file(
                 to_url, path, batch_size=batch_size, resume=False, settings=settings,
-                progress=progress,
+                progress=progress, skip=skipped, replace=replace,
             )  # fmt: skip
             started = time.perf_counter()
             if progress is not None:
@@ -387,8 +459,9 @@ async def migrate(
             async with _target_ports(to_url, source.store.space, settings) as target:
                 problems = await verify_copy(
                     source, target, counts=exported.counts, sample=kept,
-                    owner_counts=exported.owners,
+                    owner_counts=exported.owners, skip=skipped,
                 )  # fmt: skip
+                problems += [f"{port} not copied: {why}" for port, why in found.unexported.items()]
             verifying = time.perf_counter() - started
     summary = MigrateSummary(
         exported=exported.counts, imported=imported, sampled=len(kept), problems=problems,
@@ -397,6 +470,7 @@ async def migrate(
             "write": imported.write_seconds, "index": imported.index_seconds,
             "verify": verifying,
         },
+        skipped=skipped,
     )  # fmt: skip
     if problems:
         raise VerificationFailed(problems)
@@ -410,19 +484,30 @@ async def _target_ports(
     if isinstance(target, str):
         async with open_ports(target, space=space, settings=settings) as ports:
             yield ports
+    elif isinstance(target, Memory):
+        async with _memory_ports(target) as found:
+            yield found.ports
     else:
-        yield ports_of(target) if isinstance(target, Memory) else target
+        yield target
 
 
 # -- re-embedding -------------------------------------------------------------------------
+
+
+async def _configured_space(settings: Settings) -> EmbeddingSpace:
+    """The configured embedder's space (the origin a re-embed switch names)."""
+    embedder = configured_embedder(settings)
+    space = embedder.space
+    closer = getattr(embedder, "aclose", None)
+    if closer is not None:
+        await closer()
+    return space
 
 
 def embedder_for(settings: Settings, model: str, dimension: int | None) -> tuple[Embedder, str]:
     """The embedder a re-embed targets, and its provider name: `hashing` (the
     built-in hashing embedder; `dimension` required) or a model on the configured
     OpenAI-compatible endpoint (`AGENT_MEMORY_EMBEDDINGS_URL`)."""
-    from agent_memory.bootstrap.connect import _adapter
-
     if model == "hashing" or model.startswith("agent-memory/hashing"):
         from agent_memory.adapters.memory.embedder import HashingEmbedder
 
@@ -437,7 +522,7 @@ def embedder_for(settings: Settings, model: str, dimension: int | None) -> tuple
         embeddings_model=model,
         embedding_dimension=dimension or settings.embedding_dimension,
     )
-    embedder: Embedder = _adapter("openai").embedder_from_settings(evolved)
+    embedder: Embedder = adapter("openai").embedder_from_settings(evolved)
     return embedder, "openai"
 
 
@@ -462,31 +547,24 @@ async def reembed(
     if embedder is None:
         embedder, provider = embedder_for(settings, to_model, dimension)
     try:
-        old_space = from_space or await _configured_space(settings)
-        async with open_ports(url, space=old_space, settings=settings) as old:
-            if old.cache is None:
-                raise UnsupportedBackend(f"{_redact(url)} serves no cache to record the switch in")
-            switch = await read_switch(old.cache)
-            if (
-                from_space is None
-                and switch is not None
-                and switch.old == old_space.identity
-                and switch.new.identity != embedder.space.identity
-            ):
-                old_space = switch.new  # reads use the switched space: move on from it
+        configured = await _configured_space(settings)
+        old_space = from_space or await reading_space(url, settings)
+        if from_space is None and old_space.identity == embedder.space.identity:
+            old_space = configured  # reads use the target already: complete it from the origin
         async with (
             open_ports(url, space=old_space, settings=settings) as old,
             open_ports(url, space=embedder.space, settings=settings) as new,
         ):
+            if old.cache is None:
+                raise UnsupportedBackend(f"{redact(url)} serves no cache to record the switch in")
             summary = await reembed_store(
                 old.store, new.store, embedder, batch_size=batch_size, progress=progress
             )
             if summary.complete:
-                assert old.cache is not None
                 await write_switch(
                     old.cache,
                     EmbeddingSwitch(
-                        old=(await _configured_space(settings)).identity,
+                        old=configured.identity,
                         new=embedder.space,
                         provider=provider,
                         switched_at=datetime.now(UTC),

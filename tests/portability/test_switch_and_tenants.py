@@ -202,7 +202,7 @@ async def test_another_tenants_export_does_not_replace_records_silently(
 ) -> None:
     a, b = settings(tmp_path), settings(tmp_path)
     mine = records(20)
-    theirs = [attrs.evolve(r, content=r.content + " (b)") if i % 2 else r for i, r in enumerate(mine)]
+    theirs = [attrs.evolve(r, content=f"{r.content}!") if i % 2 else r for i, r in enumerate(mine)]
     async with connect(postgres_url, settings=a) as m:
         await m.store.add(mine)
         await m.events.append(events(3, datetime.now(UTC)))
@@ -211,8 +211,6 @@ async def test_another_tenants_export_does_not_replace_records_silently(
         before = await snapshot(ports_of(m), OWNERS, ["dev", "ops"])
     path = str(tmp_path / "a.jsonl")
     await export(postgres_url, path, settings=a)
-    header = read_header(path)
-    assert (header.deployment, header.url) == (a.deployment, redact(postgres_url))
 
     with pytest.raises(WouldReplace) as refused:
         await import_file(postgres_url, path, settings=b)
@@ -230,6 +228,39 @@ async def test_another_tenants_export_does_not_replace_records_silently(
     async with connect(postgres_url, settings=b) as m:
         got = await snapshot(ports_of(m), OWNERS, [])
     assert sorted(r.content for r in got["records"].values()) == sorted(r.content for r in mine)  # type: ignore[attr-defined]
+    header = read_header(path)  # the file names its source
+    assert (header.deployment, header.url) == (a.deployment, redact(postgres_url))
+
+
+class _CountingGets:
+    """A real store that counts `get` calls (the refusal check must not read per record)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.gets = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    async def get(self, owner: str, id: str) -> object:
+        self.gets += 1
+        return await self.inner.get(owner, id)  # type: ignore[attr-defined]
+
+
+async def test_the_replace_check_reads_by_listing_and_writes_nothing(tmp_path: Path) -> None:
+    s = settings(tmp_path)
+    async with connect("memory://", settings=s) as m:
+        await m.store.add(records(12))
+        path = str(tmp_path / "f.jsonl")
+        await export(m, path)
+    async with connect(f"sqlite:///{tmp_path}/t.db", settings=settings(tmp_path)) as m:
+        await m.store.add([attrs.evolve(r, importance=0.99) for r in records(12)[:5]])
+        store = _CountingGets(m.store)
+        with pytest.raises(WouldReplace) as refused:
+            await import_file(Ports(store=store, events=m.events, cache=m.cache), path)  # type: ignore[arg-type]
+        assert refused.value.count == 5
+        assert store.gets == 0
+        assert len((await snapshot(ports_of(m), OWNERS, []))["records"]) == 5  # type: ignore[arg-type]
 
 
 async def test_migrate_to_redis_with_triples_needs_an_explicit_skip(

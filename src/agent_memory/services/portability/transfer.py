@@ -605,6 +605,11 @@ async def count_replaced(
     """How many of the file's records (after line `resume_after`) the target
     holds with other content: what an import would replace. Reads the target one
     owner at a time, by listing pages (no read per record); writes nothing."""
+    held: set[str] | None = None
+    if isinstance(ports.store, OwnerListing):
+        held = set(await ports.store.owners())
+        if not held:
+            return 0  # an empty target (a fresh migrate): nothing to compare
     changed = 0
     owner: str | None = None
     stored: dict[str, MemoryRecord] = {}
@@ -613,6 +618,8 @@ async def count_replaced(
             if number <= resume_after or not isinstance(item, RecordItem):
                 continue
             record = item.record
+            if held is not None and record.owner not in held:
+                continue
             if record.owner != owner:
                 owner = record.owner
                 stored = {r.id: r async for r in _records(ports.store, owner, None, MAX_LIMIT)}

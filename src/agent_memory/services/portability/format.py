@@ -50,6 +50,7 @@ __all__ = [
     "Item",
     "RecordItem",
     "open_export",
+    "read_header",
 ]
 
 FORMAT_NAME = "agent-memory-export"
@@ -673,3 +674,14 @@ def _first_edited(recorded: bytes | None, computed: bytes) -> int | None:
     if len(recorded) != len(computed):
         return min(len(recorded), len(computed)) // 4 + 1
     return None
+
+
+def read_header(path: str) -> Header:
+    """The header of an export file (`ExportFormatError` when it has none)."""
+    with open_export(path, "r") as stream:
+        reader = ExportReader(stream)
+        for _ in reader.items():
+            break
+        if reader.header is None:
+            raise TruncatedExport(1, "the file is empty")
+        return reader.header

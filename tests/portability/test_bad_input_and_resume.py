@@ -94,7 +94,21 @@ async def test_corrupted_line_and_checksum(tmp_path: Path) -> None:
     lines = await _export(tmp_path)
     await _assert_rejected(tmp_path, [*lines[:3], b"{not json\n", *lines[4:]], ExportFormatError, 4)
     edited = [*lines[:3], lines[3].replace(b"fact number", b"fact NUMBER"), *lines[4:]]
-    await _assert_rejected(tmp_path, edited, ChecksumMismatch, len(lines))
+    # The mismatch names the edited line, not the footer (the footer's line digests).
+    await _assert_rejected(tmp_path, edited, ChecksumMismatch, 4)
+    # A file written before line digests existed: the footer, saying it cannot localise.
+    old_footer = json.loads(lines[-1])
+    del old_footer["line_crc32"]
+    old = [*edited[:-1], json.dumps(old_footer).encode() + b"\n"]
+    await _assert_rejected(tmp_path, old, ChecksumMismatch, len(lines))
+    bad = tmp_path / "bad.jsonl"
+    with pytest.raises(ChecksumMismatch, match="cannot localise"):
+        await import_file(f"sqlite:///{tmp_path}/t2.db", str(bad), settings=settings(tmp_path))
+    # Unedited, the older footer still imports.
+    fine = tmp_path / "old.jsonl"
+    fine.write_bytes(b"".join([*lines[:-1], json.dumps(old_footer).encode() + b"\n"]))
+    done = await import_file(f"sqlite:///{tmp_path}/t3.db", str(fine), settings=settings(tmp_path))
+    assert done.complete
 
 
 async def test_wrong_dimension_unknown_type_newer_version(tmp_path: Path) -> None:

@@ -46,7 +46,18 @@ if TYPE_CHECKING:
     from agent_memory.services.request import AgentMemory
     from agent_memory.services.user_memory import UserMemory
 
-__all__ = ["Connecting", "Memory", "Stores", "connect", "open_stores", "scheme_of"]
+__all__ = [
+    "Connecting",
+    "Memory",
+    "Stores",
+    "adapter",
+    "configured_embedder",
+    "connect",
+    "open_stores",
+    "reading_space",
+    "redact",
+    "scheme_of",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -85,11 +96,17 @@ class Memory:
     observability: Observability = field(factory=Observability)
     """Spans and metrics of every service bootstrap builds on this memory (inert by default)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
+    _storage_url: str | None = field(default=None, repr=False)
     _services: dict[str, Any] = field(factory=dict, repr=False)
 
     @property
     def store(self) -> MemoryStore:
         return self.stores.store
+
+    def storage_url(self) -> str:
+        """The URL the stores were opened from, credentials included (`url` is
+        redacted): what reopening another port of this deployment needs."""
+        return self._storage_url if self._storage_url is not None else self.url
 
     @property
     def agents(self) -> AgentMemory:
@@ -220,7 +237,7 @@ def scheme_of(url: str) -> str:
     scheme = urlsplit(url).scheme.lower()
     if scheme not in _SCHEMES:
         raise UnsupportedBackend(
-            f"unsupported storage URL scheme {scheme!r} in {_redact(url)!r}; "
+            f"unsupported storage URL scheme {scheme!r} in {redact(url)!r}; "
             f"supported: {', '.join(sorted(_SCHEMES))}"
         )
     return _SCHEMES[scheme]
@@ -243,7 +260,8 @@ def coordination_url(url: str, settings: Settings) -> str | None:
     return coord_url
 
 
-def _redact(url: str) -> str:
+def redact(url: str) -> str:
+    """`url` with its password replaced by `***` (for messages and files)."""
     parts = urlsplit(url)
     if parts.password:
         return url.replace(f":{parts.password}@", ":***@")
@@ -260,7 +278,7 @@ def _require_extra(family: str) -> None:
         ) from None
 
 
-def _adapter(family: str) -> Any:
+def adapter(family: str) -> Any:
     """Import `agent_memory.adapters.<family>` (the factory lives in its `__init__`)."""
     if family in _EXTRAS:
         _require_extra(family)
@@ -276,7 +294,7 @@ async def open_stores(
 ) -> Stores:
     """Open the storage ports a URL names (memory store only, for Qdrant)."""
     family = scheme_of(url)
-    module = _adapter(family)
+    module = adapter(family)
     opener = getattr(module, "open_stores", None)
     if opener is None:
         raise UnsupportedBackend(f"the {family} backend is not available in this version")
@@ -311,12 +329,13 @@ async def open_stores(
     )
 
 
-def _embedder(settings: Settings) -> Embedder:
+def configured_embedder(settings: Settings) -> Embedder:
+    """The embedder the settings configure (before any re-embed switch)."""
     if settings.embeddings_url is None:
         from agent_memory.adapters.memory.embedder import HashingEmbedder
 
         return HashingEmbedder(settings.embedding_dimension)
-    module = _adapter("openai")
+    module = adapter("openai")
     embedder: Embedder = module.embedder_from_settings(settings)
     return embedder
 
@@ -324,7 +343,7 @@ def _embedder(settings: Settings) -> Embedder:
 def _llm(settings: Settings) -> LanguageModel | None:
     if settings.llm_url is None:
         return None
-    module = _adapter("openai")
+    module = adapter("openai")
     llm: LanguageModel = module.chat_model_from_settings(settings)
     return llm
 
@@ -381,7 +400,7 @@ async def _switched_embedder(
         evolved = attrs.evolve(
             settings, embeddings_model=switch.new.model, embedding_dimension=switch.new.dimension
         )
-        new = _adapter("openai").embedder_from_settings(evolved)
+        new = adapter("openai").embedder_from_settings(evolved)
     else:
         new = embedder
     if new.space.identity != switch.new.identity:
@@ -396,6 +415,29 @@ async def _switched_embedder(
         return None
     _log.info("reads follow the switch to embedding space %r", switch.new.identity)
     return new
+
+
+async def reading_space(url: str, settings: Settings) -> EmbeddingSpace:
+    """The embedding space `connect(url, settings=settings)` reads: the configured
+    embedder's, or the one a re-embed switched reads to (the very rule connect
+    applies, `_switched_embedder`). Export, import, migrate and re-embed open
+    stores in it, so they see what the application sees."""
+    scheme_of(url)
+    embedder = configured_embedder(settings)
+    space = embedder.space
+    try:
+        coord_url = coordination_url(url, settings) or url
+        coord = await open_stores(coord_url, space=space, settings=settings)
+        try:
+            switched = await _switched_embedder(settings, embedder, coord)
+        finally:
+            await coord.close()
+        if switched is not None:
+            space = switched.space
+            await _aclose(switched)
+    finally:
+        await _aclose(embedder)
+    return space
 
 
 class Connecting:
@@ -464,7 +506,7 @@ async def _open(
     url = url or settings.url or default_sqlite_url()
     scheme_of(url)  # an unknown scheme fails before any model or store is built
     follow_switch = embedder is None
-    embedder = embedder if embedder is not None else _embedder(settings)
+    embedder = embedder if embedder is not None else configured_embedder(settings)
     llm = llm if llm is not None else _llm(settings)
     models = _purpose_models(settings)
     if not embedder.space.provable:
@@ -505,7 +547,7 @@ async def _open(
             observability=observability,
         )  # fmt: skip
     memory = Memory(
-        url=_redact(url),
+        url=redact(url),
         stores=stores,
         embedder=embedder,
         llm=llm,
@@ -513,9 +555,16 @@ async def _open(
         coordination=coordination,
         models=models,
         observability=observability if observability is not None else Observability(),
+        storage_url=url,
     )
     for part in (embedder, llm, *dict.fromkeys(models.values())):
         closer = getattr(part, "aclose", None)
         if closer is not None:
             memory._closers.append(closer)
     return memory
+
+
+# The former private names, for callers that imported them.
+_redact = redact
+_adapter = adapter
+_embedder = configured_embedder

@@ -14,6 +14,9 @@ __all__ = ["COMMANDS", "add_parsers", "run"]
 
 COMMANDS = ("export", "import", "migrate", "reembed")
 _URL_HELP = "storage URL (default: AGENT_MEMORY_URL or the SQLite file)"
+_PORTS = ("events", "triples", "cache", "leases")
+_SKIP_HELP = "leave this port out (repeatable: events, triples, cache, leases)"
+_REPLACE_HELP = "overwrite stored records whose content differs (else refused, nothing written)"
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,6 +35,7 @@ def add_parsers(sub: Any) -> None:
     exp.add_argument("--namespace", help="only memory records of this namespace")
     exp.add_argument("--leases", action="store_true", help="include live leases")
     exp.add_argument("--no-cache", action="store_true", help="leave cache entries out")
+    exp.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
 
     imp = sub.add_parser(
         "import",
@@ -44,6 +48,8 @@ def add_parsers(sub: Any) -> None:
     imp.add_argument("file", help="the export file")
     imp.add_argument("--batch-size", type=int, default=500, help="items per write (500)")
     imp.add_argument("--restart", action="store_true", help="ignore saved progress")
+    imp.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
+    imp.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
 
     mig = sub.add_parser(
         "migrate",
@@ -56,6 +62,8 @@ def add_parsers(sub: Any) -> None:
     mig.add_argument("--batch-size", type=int, default=500, help="items per write (500)")
     mig.add_argument("--sample", type=int, default=50, help="records compared field by field")
     mig.add_argument("--leases", action="store_true", help="copy live leases too")
+    mig.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
+    mig.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
 
     emb = sub.add_parser(
         "reembed",
@@ -96,6 +104,10 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in counts.items() if n) or "nothing"
 
 
+def _skipped(ports: tuple[str, ...]) -> str:
+    return f" (skipped: {', '.join(ports)})" if ports else ""
+
+
 def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args))
 
@@ -114,17 +126,22 @@ async def _run(args: argparse.Namespace) -> int:
         summary = await p.export(
             url, output, user=args.user, namespace=args.namespace,
             include_cache=not args.no_cache, include_leases=args.leases,
-            settings=settings, progress=progress,
+            settings=settings, progress=progress, skip=args.skip,
         )  # fmt: skip
         _clear(err)
         where = "stdout" if to_stdout else args.output
-        print(f"exported {_counts(summary.counts)} to {where}", file=err if to_stdout else None)
-        return 0
+        print(
+            f"exported {_counts(summary.counts)} to {where}{_skipped(summary.skipped)}",
+            file=err if to_stdout else None,
+        )
+        for port, why in summary.unexported.items():
+            print(f"agent-memory export: {port} NOT exported: {why}", file=err)
+        return 1 if summary.unexported else 0
     if args.command == "import":
         try:
             result = await p.import_file(
                 url, args.file, batch_size=args.batch_size, resume=not args.restart,
-                settings=settings, progress=progress,
+                settings=settings, progress=progress, skip=args.skip, replace=args.replace,
             )  # fmt: skip
         except p.ImportFailed as exc:
             _clear(err)
@@ -137,12 +154,14 @@ async def _run(args: argparse.Namespace) -> int:
         moved = await p.migrate(
             args.source, args.target, batch_size=args.batch_size, sample=args.sample,
             include_leases=args.leases, settings=settings, progress=progress,
+            skip=args.skip, replace=args.replace,
         )  # fmt: skip
         _clear(err)
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in moved.seconds.items() if v)
         print(
-            f"migrated {_counts(moved.exported)}; {moved.imported.describe()}; "
-            f"verified counts per port and {moved.sampled} sampled records ({phases})"
+            f"migrated {_counts(moved.exported)}{_skipped(moved.skipped)}; "
+            f"{moved.imported.describe()}; verified counts per port and {moved.sampled} "
+            f"sampled records ({phases})"
         )
         return 0
     done = await p.reembed(

@@ -14,6 +14,7 @@ __all__ = [
     "UnknownRecordType",
     "UnsupportedFormatVersion",
     "VerificationFailed",
+    "WouldReplace",
     "WrongDimension",
 ]
 
@@ -79,3 +80,27 @@ class VerificationFailed(PortabilityError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("verification failed: " + "; ".join(problems[:10]))
         self.problems = problems
+
+
+class WouldReplace(PortabilityError):
+    """An import would replace `count` stored records with different content (or
+    write another deployment's export over this one's): refused before anything is
+    written unless `replace=True` (`--replace`)."""
+
+    def __init__(
+        self, count: int, *, source_deployment: str | None, target_deployment: str | None
+    ) -> None:
+        crossing = ""
+        if source_deployment is not None and source_deployment != target_deployment:
+            crossing = (
+                f" (the file was exported from deployment {source_deployment!r}, "
+                f"the target is {target_deployment!r})"
+            )
+        super().__init__(
+            f"the import would replace {count} stored record{'s' if count != 1 else ''} "
+            f"with different content{crossing}; nothing was imported: pass --replace "
+            "(replace=True) to overwrite them"
+        )
+        self.count = count
+        self.source_deployment = source_deployment
+        self.target_deployment = target_deployment

@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import io
 import json
+import zlib
 from array import array
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -49,6 +50,7 @@ __all__ = [
     "Item",
     "RecordItem",
     "open_export",
+    "read_header",
 ]
 
 FORMAT_NAME = "agent-memory-export"
@@ -69,6 +71,13 @@ class Header:
     user: str | None = None
     namespace: str | None = None
     includes: tuple[str, ...] = TYPES
+    deployment: str | None = None
+    """The source's deployment (tenant): Redis prefix, PostgreSQL schema. None in
+    files written before it was recorded."""
+    url: str | None = None
+    """The source's storage URL, password redacted (None: unknown)."""
+    skipped: tuple[str, ...] = ()
+    """Ports left out on purpose (`skip=`): `events`, `triples`, `cache`, `leases`."""
 
 
 @frozen
@@ -76,6 +85,9 @@ class Footer:
     counts: dict[str, int]
     lines: int
     sha256: str
+    line_digests: bytes | None = None
+    """CRC-32 of each line before the footer (4 bytes each, big-endian): where a
+    checksum mismatch is. None in files written before it was recorded."""
 
 
 @frozen
@@ -128,6 +140,9 @@ def header_json(header: Header) -> dict[str, Any]:
         "spaces": [_space_json(s) for s in header.spaces],
         "filter": {"user": header.user, "namespace": header.namespace},
         "includes": list(header.includes),
+        "deployment": header.deployment,
+        "url": header.url,
+        "skipped": list(header.skipped),
     }
 
 
@@ -234,6 +249,7 @@ class ExportWriter:
     def __init__(self, stream: IO[bytes], header: Header) -> None:
         self._stream = stream
         self._sha = hashlib.sha256()
+        self._digests = bytearray()
         self._lines = 0
         self.counts: dict[str, int] = dict.fromkeys(TYPES, 0)
         self._write(header_json(header))
@@ -241,6 +257,7 @@ class ExportWriter:
     def _write(self, obj: dict[str, Any]) -> None:
         data = _dumps(obj)
         self._sha.update(data)
+        self._digests += zlib.crc32(data).to_bytes(4, "big")
         self._lines += 1
         self._stream.write(data)
 
@@ -250,7 +267,12 @@ class ExportWriter:
         self._write(obj)
 
     def finish(self) -> Footer:
-        footer = Footer(counts=dict(self.counts), lines=self._lines, sha256=self._sha.hexdigest())
+        footer = Footer(
+            counts=dict(self.counts),
+            lines=self._lines,
+            sha256=self._sha.hexdigest(),
+            line_digests=bytes(self._digests),
+        )
         self._stream.write(
             _dumps(
                 {
@@ -258,6 +280,7 @@ class ExportWriter:
                     "counts": footer.counts,
                     "lines": footer.lines,
                     "sha256": footer.sha256,
+                    "line_crc32": _b64(bytes(self._digests)),
                 }
             )
         )
@@ -355,7 +378,14 @@ def parse_header(obj: dict[str, Any], line: int) -> Header:
         user=flt.get("user"),
         namespace=flt.get("namespace"),
         includes=tuple(obj.get("includes", TYPES)),
+        deployment=_opt_str(obj, "deployment", line),
+        url=_opt_str(obj, "url", line),
+        skipped=tuple(obj.get("skipped") or ()),
     )
+
+
+def _opt_str(obj: dict[str, Any], name: str, line: int) -> str | None:
+    return None if obj.get(name) is None else _need(obj, name, line, str)
 
 
 def parse_item(obj: dict[str, Any], line: int, spaces: dict[str, EmbeddingSpace]) -> Item:
@@ -552,6 +582,7 @@ class ExportReader:
 
     def items(self) -> Iterator[tuple[int, Item]]:
         sha = hashlib.sha256()
+        digests = bytearray()
         counts: dict[str, int] = dict.fromkeys(TYPES, 0)
         last = 0
         for ln in self._lines():
@@ -569,13 +600,15 @@ class ExportReader:
                 self.header = parse_header(ln.obj, 1)
                 self._spaces = {s.identity: s for s in self.header.spaces}
                 sha.update(ln.raw)
+                digests += zlib.crc32(ln.raw).to_bytes(4, "big")
                 continue
             if ln.obj.get("type") == "footer":
-                self.footer = _check_footer(ln, counts, sha.hexdigest())
+                self.footer = _check_footer(ln, counts, sha.hexdigest(), bytes(digests))
                 continue
             item = self._parse(ln)
             counts[str(ln.obj["type"])] += 1
             sha.update(ln.raw)
+            digests += zlib.crc32(ln.raw).to_bytes(4, "big")
             yield ln.number, item
         if self.header is None:
             raise TruncatedExport(1, "the file is empty")
@@ -597,13 +630,19 @@ class ExportReader:
         return self.header, self.footer
 
 
-def _check_footer(ln: _Line, counts: dict[str, int], digest: str) -> Footer:
+def _check_footer(ln: _Line, counts: dict[str, int], digest: str, crcs: bytes) -> Footer:
     obj = ln.obj
     footer = Footer(
         counts=_need(obj, "counts", ln.number, dict),
         lines=_need(obj, "lines", ln.number, int),
         sha256=_need(obj, "sha256", ln.number, str),
+        line_digests=(
+            None if obj.get("line_crc32") is None else _unb64(obj, "line_crc32", ln.number)
+        ),
     )
+    first = _first_edited(footer.line_digests, crcs)
+    if first is not None:
+        raise ChecksumMismatch(first, "the line's content does not match what was exported")
     if footer.lines != ln.number - 1:
         raise ChecksumMismatch(
             ln.number, f"the footer counts {footer.lines} lines, the file has {ln.number - 1}"
@@ -613,5 +652,36 @@ def _check_footer(ln: _Line, counts: dict[str, int], digest: str) -> Footer:
     if want != have:
         raise ChecksumMismatch(ln.number, f"the footer counts {want}, the file holds {have}")
     if footer.sha256 != digest:
-        raise ChecksumMismatch(ln.number, "the SHA-256 of the lines does not match the footer's")
+        where = (
+            "the footer's own line digests were changed"
+            if footer.line_digests is not None
+            else "this file has no line digests, so the checksum cannot localise the change"
+        )
+        raise ChecksumMismatch(
+            ln.number, f"the SHA-256 of the lines does not match the footer's ({where})"
+        )
     return footer
+
+
+def _first_edited(recorded: bytes | None, computed: bytes) -> int | None:
+    """The first line (1-based) whose CRC-32 differs from the one the footer
+    recorded; None when they agree (or the footer recorded none)."""
+    if recorded is None:
+        return None
+    for i in range(0, min(len(recorded), len(computed)), 4):
+        if recorded[i : i + 4] != computed[i : i + 4]:
+            return i // 4 + 1
+    if len(recorded) != len(computed):
+        return min(len(recorded), len(computed)) // 4 + 1
+    return None
+
+
+def read_header(path: str) -> Header:
+    """The header of an export file (`ExportFormatError` when it has none)."""
+    with open_export(path, "r") as stream:
+        reader = ExportReader(stream)
+        for _ in reader.items():
+            break
+        if reader.header is None:
+            raise TruncatedExport(1, "the file is empty")
+        return reader.header

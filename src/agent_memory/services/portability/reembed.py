@@ -16,7 +16,12 @@ from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import Cache, MemoryStore
 from agent_memory.services.portability.errors import PortabilityError
-from agent_memory.services.portability.transfer import _owners, _records
+from agent_memory.services.portability.transfer import (
+    SWITCH_KEY,
+    SWITCH_SCOPE,
+    _owners,
+    _records,
+)
 
 __all__ = [
     "SWITCH_KEY",
@@ -29,10 +34,9 @@ __all__ = [
     "write_switch",
 ]
 
-#: Where the switch is recorded: one cache entry without ttl, in the deployment's
-#: coordination cache (the one `connect()` opens next to the memory store).
-SWITCH_SCOPE = "agent-memory/embedding"
-SWITCH_KEY = "active"
+# Where the switch is recorded (`SWITCH_SCOPE`, `SWITCH_KEY`): one cache entry
+# without ttl, in the deployment's coordination cache (the one `connect()` opens
+# next to the memory store); defined beside the export that carries it.
 
 
 @define

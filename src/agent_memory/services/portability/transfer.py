@@ -7,7 +7,7 @@ import contextlib
 import math
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any, Protocol, runtime_checkable
@@ -15,7 +15,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 import numpy as np
 from attrs import define, field
 
-from agent_memory.domain.errors import DuplicateRecord
+from agent_memory.domain.errors import DuplicateRecord, InvalidInput
 from agent_memory.domain.records import Event, Lease, MemoryRecord
 from agent_memory.domain.triples import MAX_LIMIT as TRIPLE_LIMIT
 from agent_memory.domain.triples import Triple
@@ -35,6 +35,7 @@ from agent_memory.services.portability.errors import (
     ExportFormatError,
     ListingUnsupported,
     PortabilityError,
+    WouldReplace,
 )
 from agent_memory.services.portability.format import (
     FORMAT_VERSION,
@@ -50,15 +51,42 @@ from agent_memory.services.portability.format import (
 from agent_memory.services.user_memory import _derived_from, user_cache_scope
 
 __all__ = [
+    "PORTS",
+    "SWITCH_KEY",
+    "SWITCH_SCOPE",
     "BulkLoad",
     "ExportSummary",
     "ImportFailed",
     "ImportSummary",
     "Ports",
+    "check_skip",
+    "count_replaced",
     "export_data",
     "import_data",
     "verify_copy",
 ]
+
+#: Where a re-embed records the switch `connect()` follows: one cache entry without
+#: ttl in the deployment's coordination cache (`reembed.EmbeddingSwitch`). Every
+#: export carries it, so an import reads the space the source read.
+SWITCH_SCOPE = "agent-memory/embedding"
+SWITCH_KEY = "active"
+
+#: The ports an export, import or migrate can leave out (`skip=`), and the item
+#: type each one holds.
+PORTS = {"events": "event", "triples": "triple", "cache": "cache", "leases": "lease"}
+
+
+def check_skip(skip: Collection[str]) -> tuple[str, ...]:
+    """The ports to skip, validated (`InvalidInput` naming an unknown one)."""
+    if isinstance(skip, str):
+        skip = (skip,)
+    unknown = sorted(set(skip) - set(PORTS))
+    if unknown:
+        names = ", ".join(map(repr, unknown))
+        raise InvalidInput("skip", f"unknown port {names}: the ports are {', '.join(PORTS)}")
+    return tuple(p for p in PORTS if p in skip)
+
 
 #: Progress callback: (stage, done, total or None).
 Progress = Callable[[str, int, int | None], None]
@@ -107,6 +135,10 @@ class ExportSummary:
     footer: Footer | None = None
     owners: dict[str, int] = field(factory=dict)
     """Records exported per owner."""
+    skipped: tuple[str, ...] = ()
+    """Ports left out on purpose (`skip=`)."""
+    unexported: dict[str, str] = field(factory=dict)
+    """Ports the source has that could not be exported, and why."""
 
 
 @define
@@ -131,6 +163,8 @@ class ImportSummary:
     """Time spent writing batches (after the file was checked)."""
     index_seconds: float = 0.0
     """Time the bulk-load session spent building the deferred index at its end."""
+    skipped_ports: dict[str, int] = field(factory=dict)
+    """Ports left out on purpose (`skip=`) and how many of the file's items that left out."""
 
     def applied(self, kind: str) -> int:
         return self.written[kind] + self.updated[kind] + self.unchanged[kind]
@@ -152,7 +186,12 @@ class ImportSummary:
         state = "complete" if self.complete else f"stopped after line {self.last_line}"
         resumed = f" (resumed after line {self.resumed_after})" if self.resumed_after else ""
         index = f"; bulk load, index built in {self.index_seconds:.1f} s" if self.bulk else ""
-        return f"import {state}{resumed}: " + ("; ".join(parts) or "nothing to import") + index
+        left = "".join(
+            f"; skipped {port} ({n} in the file)" for port, n in self.skipped_ports.items()
+        )
+        return (
+            f"import {state}{resumed}: " + ("; ".join(parts) or "nothing to import") + left + index
+        )
 
 
 class ImportFailed(PortabilityError):
@@ -252,12 +291,27 @@ async def export_data(
     include_leases: bool = False,
     progress: Progress | None = None,
     on_record: Callable[[MemoryRecord], None] | None = None,
+    skip: Collection[str] = (),
+    deployment: str | None = None,
+    url: str | None = None,
 ) -> ExportSummary:
     """Write the ports' durable data to `stream` (see `format`). With `user`, a
     data-subject export: what `UserMemory.forget` would delete (the user's
     records, events carrying the id, the user's cache scope, knowledge derived
     from the user's data, the user's triples and checkpoints). `on_record` sees
-    every record written (migrate samples them there, with no second read)."""
+    every record written (migrate samples them there, with no second read).
+    `skip` leaves whole ports out (`PORTS`); `deployment` and `url` (redacted)
+    are recorded in the header as the file's source. The re-embed switch entry
+    is carried whenever the cache is (even with `include_cache=False`)."""
+    skipped = check_skip(skip)
+    ports = Ports(
+        store=ports.store,
+        events=None if "events" in skipped else ports.events,
+        cache=None if "cache" in skipped else ports.cache,
+        leases=None if "leases" in skipped else ports.leases,
+        triples=None if "triples" in skipped else ports.triples,
+        backend=ports.backend,
+    )
     tick = progress or (lambda _stage, _done, _total: None)
     header = Header(
         version=FORMAT_VERSION,
@@ -267,8 +321,15 @@ async def export_data(
         user=user,
         namespace=namespace,
         includes=tuple(
-            t for t in TYPES if (t != "cache" or include_cache) and (t != "lease" or include_leases)
+            t
+            for t in TYPES
+            if (t != "cache" or include_cache)
+            and (t != "lease" or include_leases)
+            and t not in {PORTS[p] for p in skipped}
         ),
+        deployment=deployment,
+        url=url,
+        skipped=skipped,
     )
     writer = ExportWriter(stream, header)
     sid = ports.store.space.identity
@@ -313,6 +374,10 @@ async def export_data(
         for owner in triple_owners:
             for t in await _owner_triples(ports.triples, owner):
                 writer.write(t)
+    if ports.cache is not None:
+        switch = await ports.cache.get(SWITCH_SCOPE, SWITCH_KEY)
+        if switch is not None:  # the space reads use: an import follows it too
+            writer.write(CacheItem(SWITCH_SCOPE, SWITCH_KEY, switch, expires_at=None))
     if include_cache and ports.cache is not None:
         if user is not None:
             scopes: list[tuple[str, str]] = [
@@ -331,7 +396,7 @@ async def export_data(
             for lease in await ports.leases.scan(scope):
                 writer.write(lease)
     footer = writer.finish()
-    return ExportSummary(counts=footer.counts, footer=footer, owners=per_owner)
+    return ExportSummary(counts=footer.counts, footer=footer, owners=per_owner, skipped=skipped)
 
 
 # -- import ---------------------------------------------------------------------
@@ -409,6 +474,9 @@ async def import_data(
     on_batch: Callable[[int, ImportSummary], None] | None = None,
     progress: Progress | None = None,
     verified: tuple[Header, Footer, Sequence[int]] | None = None,
+    skip: Collection[str] = (),
+    replace: bool = False,
+    target_deployment: str | None = None,
 ) -> ImportSummary:
     """Import an export file into `ports`: idempotent (a re-run changes nothing and
     duplicates nothing) and resumable (`resume_after`: lines up to it are skipped).
@@ -420,7 +488,13 @@ async def import_data(
     `on_batch(line, summary)` runs after each batch is stored: persist `line` to
     resume after it. A target store with the `BulkLoad` capability is written in
     one bulk-load session (same batches, its index built once at the end).
-    A failure while writing raises `ImportFailed` carrying the exact summary."""
+    A failure while writing raises `ImportFailed` carrying the exact summary.
+
+    `skip` leaves the file's items of those ports (`PORTS`) out. Unless `replace`,
+    an import that would change stored records (same owner and id, other content)
+    raises `WouldReplace` with their count before writing anything."""
+    skipped = check_skip(skip)
+    left_out = {PORTS[p] for p in skipped}
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     checking = time.perf_counter()
@@ -442,14 +516,29 @@ async def import_data(
         "cache": ports.cache,
         "lease": ports.leases,
     }
-    missing = [k for k, port in needs.items() if footer.counts.get(k) and port is None]
+    missing = [
+        k
+        for k, port in needs.items()
+        if footer.counts.get(k) and port is None and k not in left_out
+    ]
     if missing:  # refused before anything is written
+        names = [p for p, k in PORTS.items() if k in missing]
         raise PortabilityError(
             f"the file holds {', '.join(f'{footer.counts[k]} {k}s' for k in missing)}, which the "
-            f"target ({ports.backend}) has no port for; nothing was imported"
+            f"target ({ports.backend}) has no port for; nothing was imported "
+            f"(leave them out with {' '.join(f'--skip {n}' for n in names)})"
         )
+    if not replace:
+        changing = await count_replaced(ports, open_stream, fingerprints, resume_after)
+        if changing:
+            raise WouldReplace(
+                changing,
+                source_deployment=header.deployment,
+                target_deployment=target_deployment,
+            )
     total = footer.lines
     out = ImportSummary(resumed_after=resume_after, last_line=resume_after, check_seconds=checked)
+    out.skipped_ports = {p: footer.counts.get(k, 0) for p, k in PORTS.items() if p in skipped}
     tick = progress or (lambda _stage, _done, _total: None)
     kind: str | None = None
     batch: list[Any] = []
@@ -483,6 +572,8 @@ async def import_data(
                     if number <= resume_after:
                         continue
                     item_kind = _kind(item)
+                    if item_kind in left_out:
+                        continue
                     if item_kind != kind or len(batch) >= batch_size:
                         await flush()
                         kind = item_kind
@@ -503,6 +594,39 @@ async def import_data(
     out.last_line = total
     out.complete = True
     return out
+
+
+async def count_replaced(
+    ports: Ports,
+    open_stream: Callable[[], IO[bytes]],
+    fingerprints: Sequence[int] | None = None,
+    resume_after: int = 0,
+) -> int:
+    """How many of the file's records (after line `resume_after`) the target
+    holds with other content: what an import would replace. Reads the target one
+    owner at a time, by listing pages (no read per record); writes nothing."""
+    held: set[str] | None = None
+    if isinstance(ports.store, OwnerListing):
+        held = set(await ports.store.owners())
+        if not held:
+            return 0  # an empty target (a fresh migrate): nothing to compare
+    changed = 0
+    owner: str | None = None
+    stored: dict[str, MemoryRecord] = {}
+    with open_stream() as stream:
+        for number, item in ExportReader(stream, checked=fingerprints).items():
+            if number <= resume_after or not isinstance(item, RecordItem):
+                continue
+            record = item.record
+            if held is not None and record.owner not in held:
+                continue
+            if record.owner != owner:
+                owner = record.owner
+                stored = {r.id: r async for r in _records(ports.store, owner, None, MAX_LIMIT)}
+            have = stored.get(record.id)
+            if have is not None and have != record:
+                changed += 1
+    return changed
 
 
 def _kind(item: Item) -> str:
@@ -550,36 +674,43 @@ async def verify_copy(
     counts: dict[str, int],
     sample: Iterable[MemoryRecord],
     owner_counts: dict[str, int] | None = None,
+    skip: Collection[str] = (),
 ) -> list[str]:
-    """Problems found comparing the target with what was exported: per-port
-    counts (records per owner, events per domain, triples, cache) and a sample
-    of records field by field. Empty when the copy is faithful. `owner_counts`
-    (records per owner, as exported) saves reading the source's records again."""
+    """Problems found comparing the target with what the source holds (its store
+    in the space it was opened in: the one `connect()` reads): per-port counts
+    (records per owner, events per domain, triples) and a sample of records
+    field by field. Empty when the copy is faithful. The source is counted
+    itself, never taken from the export, so an export that missed records
+    (`counts`, `owner_counts`: what it wrote) fails too. `skip`: ports left out."""
+    skipped = check_skip(skip)
     problems: list[str] = []
-    if owner_counts is None:
-        src_owners = await _owners(source.store, "source store")
-    else:
-        src_owners = sorted(owner_counts)
+    src_owners = await _owners(source.store, "source store")
     dst_owners = await _owners(target.store, "target store")
     if set(src_owners) - set(dst_owners):
         problems.append(
             f"owners missing on the target: {sorted(set(src_owners) - set(dst_owners))[:5]}"
         )
     records = 0
+    held = 0
     for owner in src_owners:
-        if owner_counts is None:
-            n_src = sum([1 async for _ in _records(source.store, owner, None, MAX_LIMIT)])
-        else:
-            n_src = owner_counts[owner]
+        n_src = sum([1 async for _ in _records(source.store, owner, None, MAX_LIMIT)])
+        held += n_src
         n_dst = sum([1 async for _ in _records(target.store, owner, None, MAX_LIMIT)])
         records += n_dst
         if n_dst < n_src:
             problems.append(
                 f"owner {owner!r}: {n_src} records on the source, {n_dst} on the target"
             )
+        if owner_counts is not None and owner_counts.get(owner, 0) < n_src:
+            problems.append(
+                f"owner {owner!r}: {n_src} records on the source, "
+                f"{owner_counts.get(owner, 0)} exported"
+            )
     if records < counts.get("record", 0):
         problems.append(f"{counts['record']} records exported, {records} on the target")
-    if source.events is not None and target.events is not None:
+    if counts.get("record", 0) < held:
+        problems.append(f"{held} records on the source, {counts.get('record', 0)} exported")
+    if source.events is not None and target.events is not None and "events" not in skipped:
         for domain in await source.events.domains():
             n_src = len(await domain_events(source.events, domain))
             n_dst = len(await domain_events(target.events, domain))
@@ -587,7 +718,7 @@ async def verify_copy(
                 problems.append(
                     f"domain {domain!r}: {n_src} events on the source, {n_dst} on the target"
                 )
-    if source.triples is not None and target.triples is not None:
+    if source.triples is not None and target.triples is not None and "triples" not in skipped:
         for owner in await _owners(source.triples, "source triples"):
             n_src = len(await _owner_triples(source.triples, owner))
             n_dst = len(await _owner_triples(target.triples, owner))

@@ -1,0 +1,514 @@
+"""Portability by URL (composition): open the ports a storage URL (or an open
+`Memory`) serves, in the embedding space `connect()` reads, and run the pure
+export, import, verify and re-embed work of `services.portability` on them, with
+the progress file of a resumable import. `agent_memory.portability` re-exports
+the public names (docs/portability.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+import warnings
+from collections.abc import AsyncIterator, Callable, Collection
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import attrs
+from attrs import define, field
+
+from agent_memory.bootstrap.connect import (
+    Memory,
+    Stores,
+    adapter,
+    configured_embedder,
+    coordination_url,
+    open_stores,
+    reading_space,
+    redact,
+    scheme_of,
+)
+from agent_memory.bootstrap.settings import Settings
+from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from agent_memory.ports.models import Clock, Embedder
+from agent_memory.ports.storage import TripleStore
+from agent_memory.services.portability.errors import PortabilityError, VerificationFailed
+from agent_memory.services.portability.format import ExportReader, open_export, read_header
+from agent_memory.services.portability.reembed import (
+    EmbeddingSwitch,
+    ReembedSummary,
+    drop_space,
+    write_switch,
+)
+from agent_memory.services.portability.reembed import reembed as reembed_store
+from agent_memory.services.portability.transfer import (
+    ExportSummary,
+    ImportFailed,
+    ImportSummary,
+    Ports,
+    check_skip,
+    export_data,
+    import_data,
+    reservoir,
+    verify_copy,
+)
+
+__all__ = [
+    "MigrateSummary",
+    "embedder_for",
+    "export",
+    "import_file",
+    "migrate",
+    "open_ports",
+    "ports_of",
+    "reembed",
+]
+
+Progress = Callable[[str, int, int | None], None]
+
+
+class _Utc:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@define
+class MigrateSummary:
+    exported: dict[str, int]
+    imported: ImportSummary
+    sampled: int
+    problems: list[str] = field(factory=list)
+    skipped: tuple[str, ...] = ()
+    """Ports left out on purpose (`skip=`): neither copied nor verified."""
+    seconds: dict[str, float] = field(factory=dict)
+    """Wall time per phase: `export` (read the source, write the file), `check`
+    (verify the file), `write` (import batches), `index` (the target's deferred
+    index build, bulk load only), `verify` (counts and sample)."""
+
+
+# -- opening ports ----------------------------------------------------------------------
+
+
+async def _triples_for(url: str, settings: Settings) -> TripleStore | None:
+    """The graph triple store a storage URL serves (None for redis)."""
+    url = coordination_url(url, settings) or url
+    family = scheme_of(url)
+    if family == "memory":
+        from agent_memory.adapters.memory import InMemoryTripleStore
+
+        return InMemoryTripleStore()
+    if family == "sqlite":
+        from agent_memory.adapters.sqlite import path_from_url
+        from agent_memory.adapters.sqlite.triples import SqliteTripleStore
+
+        path, _options = path_from_url(url)
+        return SqliteTripleStore(path)
+    if family == "postgres":
+        from agent_memory.adapters.postgres import PostgresDatabase, schema_for_deployment
+        from agent_memory.adapters.postgres.triples import PostgresTripleStore
+
+        url = url.replace("postgres://", "postgresql://", 1)
+        database = PostgresDatabase(url, schema=schema_for_deployment(settings.deployment))
+        return PostgresTripleStore(database, owns_database=True)
+    return None
+
+
+@contextlib.asynccontextmanager
+async def open_ports(
+    url: str, *, space: EmbeddingSpace, settings: Settings | None = None
+) -> AsyncIterator[Ports]:
+    """Every port a storage URL serves, with the memory store bound to `space`
+    (Qdrant, Milvus: events, leases and cache from the coordination URL), closed on exit.
+    A missing extra raises `UnsupportedBackend` naming it."""
+    settings = Settings.from_env() if settings is None else settings
+    coord_url = coordination_url(url, settings)
+    stores = await open_stores(url, space=space, settings=settings)
+    closing: list[Any] = [stores]
+    try:
+        coord: Stores = stores
+        if coord_url is not None:
+            coord = await open_stores(coord_url, space=space, settings=settings)
+            closing.append(coord)
+        triples = await _triples_for(url, settings)
+        if triples is not None:
+            closing.append(triples)
+        yield Ports(
+            store=stores.store,
+            events=coord.events,
+            cache=coord.cache,
+            leases=coord.leases,
+            triples=triples,
+            backend=scheme_of(url),
+        )
+    finally:
+        for part in reversed(closing):
+            await part.close()
+
+
+def ports_of(memory: Memory, triples: TripleStore | None = None) -> Ports:
+    """The ports of an open `Memory` (plus a triple store, when it has one)."""
+    coord = memory.coordination if memory.coordination is not None else memory.stores
+    return Ports(
+        store=memory.store,
+        events=coord.events,
+        cache=coord.cache,
+        leases=coord.leases,
+        triples=triples,
+        backend=memory.stores.backend,
+    )
+
+
+@define
+class _Source:
+    ports: Ports
+    deployment: str | None = None
+    url: str | None = None
+    unexported: dict[str, str] = field(factory=dict)
+
+
+@contextlib.asynccontextmanager
+async def _memory_ports(memory: Memory) -> AsyncIterator[_Source]:
+    """The ports of an open Memory with the triple store of its URL (a Memory
+    holds none itself); a triple store that cannot be opened is named."""
+    unexported: dict[str, str] = {}
+    triples: TripleStore | None = None
+    url = memory.storage_url()
+    if scheme_of(url) != "memory":  # memory:// triples live with whoever created them
+        try:
+            triples = await _triples_for(url, memory.settings)
+        except Exception as exc:
+            unexported["triples"] = f"the triple store cannot be opened: {exc}"
+    try:
+        yield _Source(
+            ports_of(memory, triples),
+            deployment=memory.settings.deployment,
+            url=memory.url,
+            unexported=unexported,
+        )
+    finally:
+        if triples is not None:
+            await triples.close()
+
+
+@contextlib.asynccontextmanager
+async def _source(
+    source: str | Memory | Ports, settings: Settings | None
+) -> AsyncIterator[_Source]:
+    """The ports to read, in the space `connect()` reads for a URL."""
+    if isinstance(source, Ports):
+        yield _Source(source)
+    elif isinstance(source, Memory):
+        async with _memory_ports(source) as found:
+            yield found
+    else:
+        settings = Settings.from_env() if settings is None else settings
+        space = await reading_space(source, settings)
+        async with open_ports(source, space=space, settings=settings) as ports:
+            yield _Source(ports, deployment=settings.deployment, url=redact(source))
+
+
+# -- export / import --------------------------------------------------------------------
+
+
+async def export(
+    source: str | Memory | Ports,
+    output: str | IO[bytes],
+    *,
+    user: str | None = None,
+    namespace: str | None = None,
+    include_cache: bool = True,
+    include_leases: bool = False,
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    progress: Progress | None = None,
+    on_record: Callable[[MemoryRecord], None] | None = None,
+    skip: Collection[str] = (),
+) -> ExportSummary:
+    """Export `source` (a URL, an open Memory or Ports) to a file path or a binary
+    stream, in the embedding space `connect()` reads (and with the re-embed
+    switch). With `user`, a data-subject export of that user's data. `on_record`
+    sees every exported memory record. `skip` leaves ports out (`PORTS`); a port
+    the source has that cannot be exported is named in `unexported` and warned of."""
+    skipped = check_skip(skip)
+    async with _source(source, settings) as found:
+        for port, why in found.unexported.items():
+            warnings.warn(f"export: {port} not exported: {why}", UserWarning, stacklevel=2)
+
+        async def write(stream: IO[bytes]) -> ExportSummary:
+            summary = await export_data(
+                found.ports, stream, clock=clock or _Utc(), user=user, namespace=namespace,
+                include_cache=include_cache, include_leases=include_leases,
+                progress=progress, on_record=on_record, skip=skipped,
+                deployment=found.deployment, url=found.url,
+            )  # fmt: skip
+            summary.unexported = dict(found.unexported)
+            return summary
+
+        if isinstance(output, str):
+            with open_export(output, "w") as stream:
+                return await write(stream)
+        return await write(output)
+
+
+def _progress_path(path: str) -> str:
+    return path + ".progress"
+
+
+def _load_progress(path: str, key: str) -> int:
+    try:
+        with open(_progress_path(path), encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError):
+        return 0
+    return int(saved.get("line", 0)) if saved.get("key") == key else 0
+
+
+def _save_progress(path: str, key: str, line: int) -> None:
+    tmp = _progress_path(path) + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump({"key": key, "line": line}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, _progress_path(path))
+
+
+async def import_file(
+    target: str | Memory | Ports,
+    path: str,
+    *,
+    batch_size: int = 500,
+    resume: bool = True,
+    settings: Settings | None = None,
+    clock: Clock | None = None,
+    progress: Progress | None = None,
+    on_batch: Callable[[int, ImportSummary], None] | None = None,
+    skip: Collection[str] = (),
+    replace: bool = False,
+) -> ImportSummary:
+    """Import the export file at `path` into `target` (opened in the file's
+    embedding space when a URL). Idempotent; with `resume`, continues after the
+    last batch an interrupted run stored (`<path>.progress`) into this very
+    target (URL, deployment, space). `skip` leaves the file's items of those
+    ports out; without `replace`, an import that would replace stored records
+    with other content raises `WouldReplace` before writing anything."""
+    skipped = check_skip(skip)
+    header = read_header(path)
+    if len(header.spaces) != 1:
+        raise PortabilityError(
+            f"{path}: one embedding space expected, the file names {len(header.spaces)}"
+        )
+    checking = time.perf_counter()
+    if progress is not None:
+        progress("check", 0, None)
+    with open_export(path, "r") as stream:
+        reader = ExportReader(stream)
+        header, footer = reader.verify()
+    verified = (header, footer, reader.fingerprints)
+    checked = time.perf_counter() - checking
+    if isinstance(target, str):
+        settings = Settings.from_env() if settings is None else settings
+        where, deployment = redact(target), settings.deployment
+    elif isinstance(target, Memory):
+        where, deployment = f"{target.url}#{id(target)}", target.settings.deployment
+    else:
+        where, deployment = f"ports#{id(target)}", None
+    # Everything that identifies the target: progress saved for another one
+    # (another deployment of the same server, say) starts the import over.
+    key = json.dumps([footer.sha256, where, deployment, header.spaces[0].identity, list(skipped)])
+    start = _load_progress(path, key) if resume else 0
+
+    def batch_done(line: int, summary: ImportSummary) -> None:
+        _save_progress(path, key, line)
+        if on_batch is not None:
+            on_batch(line, summary)
+
+    async def run(ports: Ports) -> ImportSummary:
+        try:
+            summary = await import_data(
+                ports, lambda: open_export(path, "r"), clock=clock or _Utc(),
+                batch_size=batch_size, resume_after=start, on_batch=batch_done,
+                progress=progress, verified=verified, skip=skipped, replace=replace,
+                target_deployment=deployment,
+            )  # fmt: skip
+        except ImportFailed as exc:
+            exc.summary.check_seconds = checked
+            raise
+        summary.check_seconds = checked
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(_progress_path(path))
+        return summary
+
+    if isinstance(target, str):
+        async with open_ports(target, space=header.spaces[0], settings=settings) as ports:
+            return await run(ports)
+    if isinstance(target, Memory):
+        async with _memory_ports(target) as found:
+            return await run(found.ports)
+    return await run(target)
+
+
+async def migrate(
+    from_url: str | Memory | Ports,
+    to_url: str | Memory | Ports,
+    *,
+    batch_size: int = 500,
+    sample: int = 50,
+    include_leases: bool = False,
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+    workdir: str | None = None,
+    skip: Collection[str] = (),
+    replace: bool = False,
+) -> MigrateSummary:
+    """Export `from_url` (in the space `connect()` reads) to a temporary file,
+    import it into `to_url` in batches, then verify against what the source
+    holds: counts per port and `sample` records compared field by field.
+    `VerificationFailed` lists what differs. `skip` leaves ports out of all
+    three steps; `replace` lets the import overwrite differing records."""
+    skipped = check_skip(skip)
+    with tempfile.TemporaryDirectory(dir=workdir, prefix="agent-memory-migrate-") as tmp:
+        path = os.path.join(tmp, "export.jsonl")
+        async with _source(from_url, settings) as found:
+            source = found.ports
+            kept, offer = reservoir(sample)
+            started = time.perf_counter()
+            with open_export(path, "w") as stream:
+                exported = await export_data(
+                    source, stream, clock=_Utc(), include_leases=include_leases,
+                    progress=progress, on_record=offer, skip=skipped,
+                    deployment=found.deployment, url=found.url,
+                )  # fmt: skip
+            exporting = time.perf_counter() - started
+            imported = await import_file(
+                to_url, path, batch_size=batch_size, resume=False, settings=settings,
+                progress=progress, skip=skipped, replace=replace,
+            )  # fmt: skip
+            started = time.perf_counter()
+            if progress is not None:
+                progress("verify", 0, None)
+            async with _target_ports(to_url, source.store.space, settings) as target:
+                problems = await verify_copy(
+                    source, target, counts=exported.counts, sample=kept,
+                    owner_counts=exported.owners, skip=skipped,
+                )  # fmt: skip
+                problems += [f"{port} not copied: {why}" for port, why in found.unexported.items()]
+            verifying = time.perf_counter() - started
+    summary = MigrateSummary(
+        exported=exported.counts, imported=imported, sampled=len(kept), problems=problems,
+        seconds={
+            "export": exporting, "check": imported.check_seconds,
+            "write": imported.write_seconds, "index": imported.index_seconds,
+            "verify": verifying,
+        },
+        skipped=skipped,
+    )  # fmt: skip
+    if problems:
+        raise VerificationFailed(problems)
+    return summary
+
+
+@contextlib.asynccontextmanager
+async def _target_ports(
+    target: str | Memory | Ports, space: EmbeddingSpace, settings: Settings | None
+) -> AsyncIterator[Ports]:
+    if isinstance(target, str):
+        async with open_ports(target, space=space, settings=settings) as ports:
+            yield ports
+    elif isinstance(target, Memory):
+        async with _memory_ports(target) as found:
+            yield found.ports
+    else:
+        yield target
+
+
+# -- re-embedding -------------------------------------------------------------------------
+
+
+async def _configured_space(settings: Settings) -> EmbeddingSpace:
+    """The configured embedder's space (the origin a re-embed switch names)."""
+    embedder = configured_embedder(settings)
+    space = embedder.space
+    closer = getattr(embedder, "aclose", None)
+    if closer is not None:
+        await closer()
+    return space
+
+
+def embedder_for(settings: Settings, model: str, dimension: int | None) -> tuple[Embedder, str]:
+    """The embedder a re-embed targets, and its provider name: `hashing` (the
+    built-in hashing embedder; `dimension` required) or a model on the configured
+    OpenAI-compatible endpoint (`AGENT_MEMORY_EMBEDDINGS_URL`)."""
+    if model == "hashing" or model.startswith("agent-memory/hashing"):
+        from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+        return HashingEmbedder(dimension or settings.embedding_dimension), "hashing"
+    if settings.embeddings_url is None:
+        raise ConfigurationError(
+            f"re-embedding with {model!r} needs AGENT_MEMORY_EMBEDDINGS_URL (an "
+            "OpenAI-compatible endpoint); the built-in embedder is --to-model hashing"
+        )
+    evolved = attrs.evolve(
+        settings,
+        embeddings_model=model,
+        embedding_dimension=dimension or settings.embedding_dimension,
+    )
+    embedder: Embedder = adapter("openai").embedder_from_settings(evolved)
+    return embedder, "openai"
+
+
+async def reembed(
+    url: str,
+    *,
+    to_model: str,
+    dimension: int | None = None,
+    batch_size: int = 64,
+    drop_old: bool = False,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    from_space: EmbeddingSpace | None = None,
+    progress: Progress | None = None,
+) -> ReembedSummary:
+    """Build the `to_model` space of `url` from the stored content of the space
+    reads use now (the configured one, or the last switch's), resumably; when
+    every record is in the new space, record the switch (reads follow it), and
+    with `drop_old` delete the old space's records."""
+    settings = Settings.from_env() if settings is None else settings
+    provider = "custom"
+    if embedder is None:
+        embedder, provider = embedder_for(settings, to_model, dimension)
+    try:
+        configured = await _configured_space(settings)
+        old_space = from_space or await reading_space(url, settings)
+        if from_space is None and old_space.identity == embedder.space.identity:
+            old_space = configured  # reads use the target already: complete it from the origin
+        async with (
+            open_ports(url, space=old_space, settings=settings) as old,
+            open_ports(url, space=embedder.space, settings=settings) as new,
+        ):
+            if old.cache is None:
+                raise UnsupportedBackend(f"{redact(url)} serves no cache to record the switch in")
+            summary = await reembed_store(
+                old.store, new.store, embedder, batch_size=batch_size, progress=progress
+            )
+            if summary.complete:
+                await write_switch(
+                    old.cache,
+                    EmbeddingSwitch(
+                        old=configured.identity,
+                        new=embedder.space,
+                        provider=provider,
+                        switched_at=datetime.now(UTC),
+                    ),
+                )
+                if drop_old:
+                    await drop_space(old.store)
+            return summary
+    finally:
+        closer = getattr(embedder, "aclose", None)
+        if closer is not None and provider != "custom":
+            await closer()

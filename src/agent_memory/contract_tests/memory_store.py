@@ -83,6 +83,12 @@ test's docstring says what to look at when it fails. Clauses:
   raises InvalidInput naming `limit`; MAX_LIMIT itself is accepted.
 - MS-BOUND-2 NUL (U+0000) in an owner, id, namespace, kind, content, context or
   attribute string raises InvalidInput naming the field, and nothing is written.
+- MS-BOUND-3 an owner, namespace, id and kind of exactly MAX_ID_BYTES bytes of
+  UTF-8 each (incompressible, multi-byte), all in one record, round-trip through
+  add, get, list, search, search_text, update and delete.
+- MS-BOUND-4 an owner, namespace, id or kind one byte over MAX_ID_BYTES raises
+  InvalidInput naming the field, its size and the maximum, in every operation
+  that takes it, and nothing is written.
 - MS-DIM-0 the suite needs a space of dimension >= 2 (a setup error, not a store bug).
 - MS-DIM-1 add with a vector of another dimension raises DimensionMismatch and
   writes nothing of the batch.
@@ -136,6 +142,8 @@ from agent_memory.contract_tests._support import (
     assert_same_record,
     clause,
     mark_async_tests,
+    expect_too_long,
+    max_id,
     ms,
     require_capability,
 )
@@ -1457,6 +1465,71 @@ class MemoryStoreContract:
         assert field in str(exc), clause("MS-BOUND-2", f"the message names {field}", exc)
         page = await store.list(OWNER)
         assert page.records == (), clause("MS-BOUND-2", "nothing is written", page)
+
+    async def test_ids_at_the_maximum_round_trip(self, store: MemoryStore) -> None:
+        """When this fails, the backend cannot hold MAX_ID_BYTES in every id field
+        of one record (e.g. a key or index entry over the engine's size limit, or
+        a column narrower than the maximum): widen it so every bound id fits."""
+        owner, namespace, rid, kind = (max_id(f"ms-{f}") for f in ("owner", "ns", "id", "kind"))
+        rec = _rec(store, rid, owner=owner, namespace=namespace, kind=kind, content="zebra")
+        await store.add([rec])
+        assert_same_record("MS-BOUND-3", await store.get(owner, rid), rec)
+        page = await store.list(owner, namespace=namespace, kinds=[kind])
+        assert _page_ids(page) == [rid], clause("MS-BOUND-3", "list finds it", page)
+        hits = await store.search(owner, _vec(_dim(store), 1.0), namespace=namespace, kinds=[kind])
+        assert _ids(hits) == [rid], clause("MS-BOUND-3", "search finds it", _ids(hits))
+        if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
+            found = await store.search_text(owner, "zebra", namespace=namespace, kinds=[kind])
+            assert _ids(found) == [rid], clause("MS-BOUND-3", "search_text finds it", _ids(found))
+        changed = attrs.evolve(rec, content="changed")
+        await store.update(changed)
+        assert_same_record("MS-BOUND-3", await store.get(owner, rid), changed)
+        assert await store.delete(owner, rid), clause("MS-BOUND-3", "delete finds it")
+        assert await store.get(owner, rid) is None, clause("MS-BOUND-3", "delete removes it")
+
+    async def test_ids_over_the_maximum_are_invalid(self, store: MemoryStore) -> None:
+        """When this fails, an id over MAX_ID_BYTES reaches the engine (PostgreSQL
+        then fails with a server error a caller would retry forever): check the
+        size in the argument checks (`require_id`/`require_scope`), before any I/O."""
+        seed = _rec(store, "seed")
+        await store.add([seed])
+        long = max_id("ms-over") + "x"
+        q = _vec(_dim(store), 1.0)
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            *(
+                (f, lambda f=f: store.add([_unchecked(_rec(store, "new"), **{f: long})]))  # type: ignore[misc]
+                for f in ("owner", "namespace", "id", "kind")
+            ),
+            *(
+                (f, lambda f=f: store.update(_unchecked(seed, **{f: long})))  # type: ignore[misc]
+                for f in ("namespace", "kind")
+            ),
+            ("owner", lambda: store.get(long, "seed")),
+            ("id", lambda: store.get(OWNER, long)),
+            ("owner", lambda: store.delete(long, "seed")),
+            ("id", lambda: store.delete(OWNER, long)),
+            ("owner", lambda: store.search(long, q)),
+            ("namespace", lambda: store.search(OWNER, q, namespace=long)),
+            ("kinds", lambda: store.search(OWNER, q, kinds=[long])),
+            ("owner", lambda: store.list(long)),
+            ("namespace", lambda: store.list(OWNER, namespace=long)),
+            ("kinds", lambda: store.list(OWNER, kinds=[long])),
+            ("owner", lambda: store.delete_scope(long)),
+            ("namespace", lambda: store.delete_scope(OWNER, namespace=long)),
+            ("kinds", lambda: store.delete_scope(OWNER, kinds=[long])),
+        ]
+        if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
+            kw = store
+            calls += [
+                ("owner", lambda: kw.search_text(long, "zebra")),
+                ("namespace", lambda: kw.search_text(OWNER, "zebra", namespace=long)),
+                ("kinds", lambda: kw.search_text(OWNER, "zebra", kinds=[long])),
+            ]
+        for field, call in calls:
+            await expect_too_long("MS-BOUND-4", field, call())
+        assert_same_record("MS-BOUND-4", await store.get(OWNER, "seed"), seed)
+        page = await store.list(OWNER)
+        assert _page_ids(page) == ["seed"], clause("MS-BOUND-4", "nothing is written", page)
 
     # ------------------------------------------------------------ dimension
 

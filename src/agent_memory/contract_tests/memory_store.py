@@ -114,6 +114,14 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-KW-12 (keyword_search) an owner's keyword ranking (order and scores) depends only
   on the owner's own live records: another owner's adds and deletes, and the owner's
   own deleted records, change nothing (statistics are per owner, never index-wide).
+- MS-KW-13 (keyword_search) letter case is folded as the in-memory oracle folds it
+  (`domain.lexical`: Python's Unicode `str.lower` of each word, on both sides), not
+  for ASCII only: "ÉCOLE" finds "école" (and "mère" "MÈRE"), "ΟΔΟΣ" finds "οδος" (final sigma), "ДОМ"
+  finds "дом", "GROẞ" finds "groß", "İZMIR" finds "İzmir"; and nothing folds further
+  than that ("STRASSE" does not find "straße", "ÇAĞRI" does not find "çağrı").
+- MS-KW-14 (keyword_search) property: on words of cased letters of many scripts,
+  each in a random mix of upper and lower case, search_text finds exactly the
+  records the in-memory oracle finds.
 - MS-OWN-1 (when the store implements `OwnerListing`) `owners()` lists every owner
   with a record, once, sorted by code point; an owner whose records were all deleted
   is no longer listed.
@@ -135,6 +143,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agent_memory.contract_tests._support import (
     BASE_TIME,
@@ -145,6 +155,7 @@ from agent_memory.contract_tests._support import (
     expect_too_long,
     max_id,
     ms,
+    property_settings,
     require_capability,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
@@ -203,6 +214,36 @@ NS = "ns"
 KIND = "fact"
 SCORE_TOL = 1e-4
 _BLANKS = ["", "   ", "\t", " \n "]
+
+#: (record content, query, found): letter case folds as `domain.lexical` folds it,
+#: Unicode-aware (MS-KW-13). Every word needs a non-ASCII letter folded, so a
+#: backend that folds ASCII only finds none of the first group; the last group
+#: are words the oracle keeps apart, so a backend that folds further (full case
+#: folding, dotless i) finds them.
+UNICODE_CASE = [
+    ("ÉCOLE", "école", True),
+    ("mère", "MÈRE", True),
+    ("ΣΟΦΙΑ", "σοφια", True),
+    ("ΟΔΟΣ", "οδος", True),  # final sigma: "Σ" at a word's end lowers to "ς"
+    ("ДОМ", "дом", True),
+    ("ŁÓDŹ", "łódź", True),
+    ("GROẞ", "groß", True),  # U+1E9E CAPITAL SHARP S lowers to "ß"
+    ("İZMIR", "İzmir", True),  # "İ" lowers to "i" + U+0307 on both sides
+    ("STRASSE", "straße", False),  # lower-casing, not case folding: "ß" stays
+    ("ÇAĞRI", "çağrı", False),  # "I" lowers to "i", never to dotless "ı"
+]
+
+#: Cased letters of many scripts (and the special cases above) the keyword
+#: case property (MS-KW-14) builds its words from.
+_CASED = "AaÀàÉéÑñÖöÜüŸÿĄąĆćĘęŁłŃńŚśŹźŻżŐőŰűĞğİıŞşǅǆẞßΆάΈέΣσςΩωΌόДдЖжЯяЁёЇїԱաႠⴀ"
+_CASE_WORDS = st.text(st.sampled_from(_CASED), min_size=2, max_size=6)
+_RECASE = st.lists(st.booleans(), min_size=6, max_size=6)
+
+
+def _recase(word: str, upper: Sequence[bool]) -> str:
+    """`word` with each letter upper- or lower-cased as `upper` says."""
+    return "".join(c.upper() if up else c.lower() for c, up in zip(word, upper, strict=False))
+
 
 _ISOLATION_CASES = [
     ("a}b", "a", "id"),
@@ -1824,6 +1865,63 @@ class MemoryStoreContract:
         assert _ids(hits)[:1] == ["case"], clause(
             "MS-KW-9", f"search_text({query!r}) finds {content!r}", _ids(hits)
         )
+
+    async def test_keyword_folds_unicode_case_as_the_oracle(self, store: MemoryStore) -> None:
+        """When this fails, letter case is folded for ASCII only (e.g. an engine's
+        `lower()` under the C locale, SQLite's NOCASE), or further than the oracle
+        (case folding "ß" to "ss"): fold each word with the `domain.lexical` rules
+        (`tokenize`, `query_terms`) on both the indexed text and the query."""
+        kw = self._keyword(store)
+        await store.add(
+            [_rec(store, f"u{i}", content=c) for i, (c, _, _) in enumerate(UNICODE_CASE)]
+            + [_rec(store, "other", content="x")]
+        )
+        for i, (content, query, found) in enumerate(UNICODE_CASE):
+            got = _ids(await kw.search_text(OWNER, query))
+            want = [f"u{i}"] if found else []
+            rule = f"search_text({query!r}) {'finds' if found else 'does not find'} {content!r}"
+            assert got == want, clause("MS-KW-13", rule, got)
+
+    @property_settings(max_examples=15)
+    @given(
+        words=st.lists(
+            st.tuples(_CASE_WORDS, _RECASE, _RECASE),
+            min_size=1,
+            max_size=4,
+            unique_by=lambda t: t[0],
+        )
+    )
+    async def test_keyword_case_property(
+        self, store: MemoryStore, words: list[tuple[str, list[bool], list[bool]]]
+    ) -> None:
+        """Property: when this fails, the falsifying words show which letters this
+        backend folds unlike the in-memory oracle (`domain.lexical`: `str.lower`
+        of each word): fold with those rules on both sides."""
+        from agent_memory.adapters.memory import InMemoryMemoryStore
+
+        kw = self._keyword(store)
+        owner = f"case-{random.getrandbits(64):x}"
+        oracle = InMemoryMemoryStore(space=store.space)
+        records = [
+            _rec(store, f"w{i}", owner=owner, content=_recase(word, up))
+            for i, (word, up, _) in enumerate(words)
+        ]
+        await store.add(records)
+        await oracle.add(records)
+        try:
+            for word, _, down in words:
+                query = _recase(word, down)
+                got = sorted(_ids(await kw.search_text(owner, query, limit=10)))
+                want = sorted(_ids(await oracle.search_text(owner, query, limit=10)))
+                assert got == want, clause(
+                    "MS-KW-14",
+                    f"search_text({query!r}) over {[r.content for r in records]!r} finds "
+                    "what the oracle finds",
+                    {"got": got, "oracle": want},
+                )
+        finally:
+            await store.delete_scope(owner)
+            await oracle.close()
 
     async def test_keyword_ranking_depends_only_on_owner(self, store: MemoryStore) -> None:
         """When this fails, the keyword statistics (record count, average length,

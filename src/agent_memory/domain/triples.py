@@ -47,7 +47,8 @@ __all__ = [
     "walk_order_key",
 ]
 
-#: The longest subject, predicate or object accepted (characters).
+#: The longest subject, predicate or object accepted (characters); the bound of
+#: every id, `validation.MAX_ID_BYTES` bytes of UTF-8, is the tighter one.
 MAX_TERM_CHARS = 1_000
 #: The longest source accepted (characters).
 MAX_SOURCE_CHARS = 500

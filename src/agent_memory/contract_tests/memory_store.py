@@ -143,7 +143,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from agent_memory.contract_tests._support import (
@@ -1883,6 +1883,12 @@ class MemoryStoreContract:
             assert got == want, clause("MS-KW-13", rule, got)
 
     @property_settings(max_examples=15)
+    # Pinned: a final capital sigma lowers to "ς", so "οδοσ" does not find "ΟΔΟΣ"
+    # (PostgreSQL lowers it to "σ"); "İ" lowers to "i" + U+0307 (RediSearch missed
+    # the escaped combining dot); "ẞ" lowers to "ß", never to "ss".
+    @example(words=[("ΟΔΟΣ", [True] * 6, [False] * 6)])
+    @example(words=[("İZMIR", [True] * 6, [True] + [False] * 5)])
+    @example(words=[("ẞTRAẞE", [True] * 6, [False] * 6), ("STRASSE", [True] * 6, [False] * 6)])
     @given(
         words=st.lists(
             st.tuples(_CASE_WORDS, _RECASE, _RECASE),

@@ -19,8 +19,8 @@ from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, Scor
 from agent_memory.domain.validation import require_limit
 
 __all__ = [
-    "AsciiCaseKeyword",
     "AscendingList",
+    "AsciiCaseKeyword",
     "CaseInsensitiveIds",
     "CaseSensitiveKeyword",
     "DeleteScopeLeavesSearchable",

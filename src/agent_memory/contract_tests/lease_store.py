@@ -679,13 +679,14 @@ class LeaseStoreContract(ShortTtl):
         scope, key, owner = (max_id(f"ls-{f}") for f in ("scope", "key", "owner"))
         ttl = timedelta(minutes=5)
         lease = await leases.acquire(scope, key, owner, ttl, payload=b"p")
-        assert lease is not None and (lease.scope, lease.key, lease.owner) == (scope, key, owner), (
-            clause("LS-INPUT-3", "a lease of maximal ids is acquired", lease)
-        )
+        assert lease is not None, clause("LS-INPUT-3", "a lease of maximal ids is acquired")
+        got_ids = (lease.scope, lease.key, lease.owner)
+        assert got_ids == (scope, key, owner), clause("LS-INPUT-3", "its ids read back", got_ids)
         renewed = await leases.renew(scope, key, owner, ttl)
         assert renewed.token == lease.token, clause("LS-INPUT-3", "renew keeps it", renewed)
         got = await leases.get(scope, key)
-        assert got is not None and got.owner == owner, clause("LS-INPUT-3", "get finds it", got)
+        assert got is not None, clause("LS-INPUT-3", "get finds it")
+        assert got.owner == owner, clause("LS-INPUT-3", "get reads its owner back", got.owner)
         listed = [x.key for x in await leases.scan(scope, key[:10])]
         assert listed == [key], clause("LS-INPUT-3", "scan finds it", listed)
         assert await leases.release(scope, key, owner), clause("LS-INPUT-3", "release frees it")

@@ -469,7 +469,7 @@ class TripleStoreContract:
                 for f in ("owner", "loop", "subject", "predicate", "object")
             }
         calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
-            *((f, lambda t=t: triples.add([good, t])) for f, t in bad.items()),  # type: ignore[misc]
+            *((f, lambda t=t: triples.add([good, t])) for f, t in bad.items()),
             ("owner", lambda: triples.query(long)),
             ("loop", lambda: triples.query("over", loop=long)),
             ("owner", lambda: triples.neighbours(long, "a")),

@@ -6,8 +6,8 @@ with a blank owner or a vector of another dimension. The checks raise the
 domain's typed errors (`InvalidInput`, `ScopeRequired`, `DimensionMismatch`)
 naming the field, before any I/O, so every backend rejects the same input the
 same way: NUL (U+0000) in any stored or queried text (PostgreSQL cannot hold
-it), scopes and ids over MAX_ID_BYTES, limits outside [1, MAX_LIMIT], ttls outside (0, MAX_TTL], keyword queries
-over MAX_QUERY_BYTES (see `agent_memory.domain.validation`).
+it), scopes and ids over MAX_ID_BYTES, limits outside [1, MAX_LIMIT], ttls
+outside (0, MAX_TTL], keyword queries over MAX_QUERY_BYTES (see `agent_memory.domain.validation`).
 """
 
 from __future__ import annotations

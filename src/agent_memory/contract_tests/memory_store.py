@@ -1858,7 +1858,7 @@ class MemoryStoreContract:
     async def test_keyword_ignores_case(self, store: MemoryStore, content: str, query: str) -> None:
         """When this fails, the keyword index or the query is not case-folded the
         same way (e.g. a case-sensitive LIKE/GLOB, or tokens lower-cased on one side
-        only): lower-case (casefold) both the indexed text and the query terms."""
+        only): lower-case (`domain.lexical`) both the indexed text and the query terms."""
         kw = self._keyword(store)
         await store.add([_rec(store, "case", content=content), _rec(store, "other", content="x")])
         hits = await kw.search_text(OWNER, query)

@@ -43,6 +43,7 @@ from agent_memory.domain.records import (
     TimeBasis,
 )
 from agent_memory.domain.steps import Step
+from agent_memory.domain.validation import MAX_ID_BYTES
 from agent_memory.ports import (
     Cache,
     Clock,
@@ -75,6 +76,8 @@ __all__ = [  # noqa: RUF022 - entry points first, then records, errors, protocol
     "ScoredRecord",
     "SummarySource",
     "TimeBasis",
+    # bounds
+    "MAX_ID_BYTES",
     # errors
     "AgentMemoryError",
     "BackendUnavailable",

@@ -3,6 +3,8 @@ in-memory adapter. The contract suite must fail on every one of them."""
 
 from __future__ import annotations
 
+import re
+import string
 import unicodedata
 from collections.abc import Sequence
 
@@ -12,12 +14,13 @@ import numpy.typing as npt
 
 from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
 from agent_memory.domain.errors import StoreClosed
-from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
+from agent_memory.domain.lexical import STOPWORDS, bm25_scores, query_terms, stem, term_counts
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
 from agent_memory.domain.validation import require_limit
 
 __all__ = [
     "AscendingList",
+    "AsciiCaseKeyword",
     "CaseInsensitiveIds",
     "CaseSensitiveKeyword",
     "DeleteScopeLeavesSearchable",
@@ -25,6 +28,7 @@ __all__ = [
     "EmptyScopeAccepted",
     "GlobalKeywordStats",
     "NfkcOwners",
+    "OverFoldingKeyword",
     "OwnerBlindSearch",
     "TrimmedOwners",
     "WriteAfterClosePersists",
@@ -214,6 +218,63 @@ class CaseSensitiveKeyword(InMemoryMemoryStore):
         return [
             h for h in hits if any(w in f"{h.record.content} {h.record.context}" for w in words)
         ]
+
+
+class _FoldingKeyword(InMemoryMemoryStore):
+    """search_text keeps the hits whose terms, each word folded by `_fold` instead
+    of the oracle's `str.lower`, share one with the query's."""
+
+    @staticmethod
+    def _fold(word: str) -> str:
+        raise NotImplementedError
+
+    def _terms(self, text: str) -> set[str]:
+        words = (self._fold(w) for w in _WORD.findall(text))
+        return {stem(w) for w in words if w not in STOPWORDS}
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        require_limit(limit)
+        # Every record of the owner is a candidate: the oracle's own folding must
+        # not decide what is found.
+        records = await self.list(owner, limit=10_000, namespace=namespace, kinds=kinds)
+        wanted = self._terms(query)
+        hits = [
+            ScoredRecord(record=r, score=1.0)
+            for r in records.records
+            if wanted & self._terms(f"{r.content} {r.context}")
+        ]
+        hits.sort(key=lambda h: h.record.id)
+        return hits[:limit]
+
+
+class AsciiCaseKeyword(_FoldingKeyword):
+    """search_text folds case for ASCII letters only (`lower()` under the C locale,
+    SQLite's NOCASE): "ÉCOLE" does not find "école"."""
+
+    @staticmethod
+    def _fold(word: str) -> str:
+        return word.translate(_ASCII_LOWER)
+
+
+class OverFoldingKeyword(_FoldingKeyword):
+    """search_text case-folds (`str.casefold`) where the oracle lower-cases: "ß"
+    becomes "ss", so "STRASSE" finds "straße"."""
+
+    @staticmethod
+    def _fold(word: str) -> str:
+        return word.casefold()
+
+
+_WORD = re.compile(r"[^\W_]+")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 class GlobalKeywordStats(InMemoryMemoryStore):

@@ -70,3 +70,24 @@ async def open_database(
     for db in opened:
         await db.close()
     _empty_schema(cleanup_connection, schema)
+
+
+#: Contract tests PostgreSQL is known to fail, with why. Each is a strict xfail:
+#: when the adapter is fixed, the pass fails the run until the entry goes.
+KNOWN_FAILURES = {
+    "TestPostgresMemoryStore::test_keyword_folds_unicode_case_as_the_oracle": (
+        "MS-KW-13: the tsvector is derived in SQL (to_tsvector), whose lower() has no "
+        "final-sigma rule: 'ΟΔΟΣ' is indexed as 'οδοσ', the oracle's 'οδος'"
+    ),
+    "TestPostgresMemoryStore::test_keyword_case_property": (
+        "MS-KW-14: PostgreSQL lowers a final capital sigma to a non-final one (see MS-KW-13)"
+    ),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the `KNOWN_FAILURES` of this directory's contract run as strict xfails."""
+    for item in items:
+        path, _, name = item.nodeid.partition("::")
+        if path.endswith("postgres/test_contract.py") and name in KNOWN_FAILURES:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name]))

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import inspect
 import math
+import random
 import re
 import sys
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
@@ -20,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 
 from agent_memory.contract_tests.capabilities import Capabilities
-from agent_memory.domain.errors import StoreClosed
+from agent_memory.domain.errors import InvalidInput, StoreClosed
 from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.validation import MAX_ID_BYTES
 
 __all__ = [
     "BASE_TIME",
@@ -33,7 +35,9 @@ __all__ = [
     "clause",
     "expect_closed",
     "expect_raises",
+    "expect_too_long",
     "mark_async_tests",
+    "max_id",
     "ms",
     "primary_clauses",
     "property_settings",
@@ -254,6 +258,54 @@ async def race_close(
         if isinstance(r, BaseException) and not isinstance(r, StoreClosed):
             pytest.fail(clause(cid, f"{verb} {label} fails only with StoreClosed", r))
     return results
+
+
+#: Code point ranges `max_id` draws from, one per UTF-8 width (1 to 4 bytes);
+#: surrogates, noncharacters and NUL excluded.
+_ID_RANGES = ((0x21, 0x7E), (0xA1, 0x7FF), (0x800, 0xD7FF), (0xE000, 0xFDCF), (0x10000, 0x10FFFD))
+
+
+def max_id(seed: str) -> str:
+    """An id of exactly MAX_ID_BYTES bytes of UTF-8 that no engine can compress:
+    pseudo-random characters of every UTF-8 width (hostile ASCII such as
+    `: * { } | %` among them), the same for one `seed`. `max_id(s) + "x"` is one
+    byte over the maximum."""
+    rng = random.Random(f"max-id:{seed}")
+    out: list[str] = []
+    left = MAX_ID_BYTES
+    while left > 4:
+        low, high = rng.choice(_ID_RANGES)
+        char = chr(rng.randint(low, high))
+        out.append(char)
+        left -= len(char.encode("utf-8"))
+    out.extend(chr(rng.randint(0x41, 0x5A)) for _ in range(left))  # ASCII to the byte
+    text = "".join(out)
+    assert len(text.encode("utf-8")) == MAX_ID_BYTES
+    return text
+
+
+async def expect_too_long(cid: str, field: str, op: Awaitable[object]) -> None:
+    """Await `op`, given an id one byte over MAX_ID_BYTES in `field`; fail under
+    `cid` unless it raises `InvalidInput` whose message names the field, the
+    id's size in bytes and the maximum."""
+    try:
+        result = await op
+    except InvalidInput as exc:
+        text = str(exc)
+        for part in (field, str(MAX_ID_BYTES + 1), str(MAX_ID_BYTES)):
+            assert part in text, clause(
+                cid, f"the error names {field!r}, its size and the maximum ({part!r})", text
+            )
+        return
+    except Exception as other:
+        pytest.fail(
+            clause(
+                cid, f"an over-long {field} raises InvalidInput", f"{type(other).__name__}: {other}"
+            )
+        )
+    pytest.fail(
+        clause(cid, f"an over-long {field} raises InvalidInput", f"no error, returned {result!r}")
+    )
 
 
 def ms(n: int) -> timedelta:

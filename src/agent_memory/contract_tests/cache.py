@@ -40,6 +40,10 @@ Clause ids (each assertion message starts with one):
             raise `InvalidInput` and store nothing.
 - C-INPUT-2 a ttl above MAX_TTL (e.g. 999,999,999 days) raises InvalidInput naming
   `ttl`, never OverflowError; MAX_TTL itself is accepted.
+- C-INPUT-3 a scope and key of exactly MAX_ID_BYTES bytes of UTF-8 each
+            (incompressible, multi-byte) put, get and delete; one byte over in
+            either raises InvalidInput naming the field, its size and the
+            maximum, in every operation, and stores nothing.
 - C-CLOSE-1 after close every operation raises `StoreClosed`; close is idempotent.
 - C-CLOSE-2 a put racing close either completed before close returned (and is
             visible from another handle) or was rejected with `StoreClosed` (and
@@ -69,7 +73,9 @@ from agent_memory.contract_tests._support import (
     clause,
     expect_closed,
     expect_raises,
+    expect_too_long,
     mark_async_tests,
+    max_id,
     property_settings,
     race_close,
     require_reopen,
@@ -420,6 +426,32 @@ class CacheContract(ShortTtl):
         await cache.put("s", "k", b"v", MAX_TTL)
         got = await cache.get("s", "k")
         assert got == b"v", clause("C-INPUT-2", "a MAX_TTL entry is stored", got)
+
+    async def test_ids_at_and_over_the_maximum(self, cache: Cache) -> None:
+        """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
+        scope and key at once (a key or index entry over the engine's limit); over
+        it, the size is not checked before I/O (`require_scope`/`require_id`)."""
+        scope, key = max_id("c-scope"), max_id("c-key")
+        await cache.put(scope, key, b"v")
+        got = await cache.get(scope, key)
+        assert got == b"v", clause("C-INPUT-3", "an entry of maximal ids round-trips", got)
+        if isinstance(cache, CacheListing):
+            listed = [e.key for e in await cache.entries(scope, key[:10])]
+            assert listed == [key], clause("C-INPUT-3", "entries lists it", listed)
+        assert await cache.delete(scope, key), clause("C-INPUT-3", "delete finds it")
+        long = max_id("c-over") + "x"
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("scope", lambda: cache.put(long, "k", b"v")),
+            ("key", lambda: cache.put("s", long, b"v")),
+            ("scope", lambda: cache.get(long, "k")),
+            ("key", lambda: cache.get("s", long)),
+            ("scope", lambda: cache.delete(long, "k")),
+            ("key", lambda: cache.delete("s", long)),
+            ("scope", lambda: cache.delete_prefix(long, "")),
+        ]
+        for field, call in calls:
+            await expect_too_long("C-INPUT-3", field, call())
+        assert await cache.get("s", "k") is None, clause("C-INPUT-3", "nothing stored", "k")
 
     # -- lifecycle ---------------------------------------------------------------
 

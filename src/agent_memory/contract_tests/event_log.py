@@ -96,6 +96,12 @@ Clause ids (each assertion message starts with one):
 - EL-CLOSE-1 after close every operation raises `StoreClosed`.
 - EL-INPUT-2 a window limit above MAX_LIMIT (or 2**63) raises InvalidInput naming
   `limit`; NUL in an event's text raises InvalidInput naming the field.
+- EL-INPUT-3 an event whose id, domain, agent, origin request id, user id and
+  entity type and id are each exactly MAX_ID_BYTES bytes of UTF-8 (incompressible,
+  multi-byte) round-trips through append, window (by domain and by entity) and
+  user_events; one byte over in any of them (or in the domain of `window`, the
+  user id of `user_events`/`erase_user`) raises InvalidInput naming the field, its
+  size and the maximum, and nothing is written.
 - EL-CLOSE-2 close is idempotent.
 - EL-CLOSE-3 an append racing close either completed before close returned
             (and is visible from another handle) or was rejected with
@@ -125,7 +131,9 @@ from agent_memory.contract_tests._support import (
     clause,
     expect_closed,
     expect_raises,
+    expect_too_long,
     mark_async_tests,
+    max_id,
     property_settings,
     race_close,
     require_reopen,
@@ -148,7 +156,7 @@ from agent_memory.domain.records import (
     SummarySource,
     TimeBasis,
 )
-from agent_memory.domain.validation import MAX_LIMIT
+from agent_memory.domain.validation import MAX_ID_BYTES, MAX_LIMIT
 from agent_memory.ports.storage import EventLog
 
 __all__ = ["EventLogContract"]
@@ -1273,6 +1281,44 @@ class EventLogContract:
         rule = "NUL in a summary raises InvalidInput"
         assert isinstance(exc, InvalidInput), clause("EL-INPUT-2", rule, repr(exc))
         assert "summary" in str(exc), clause("EL-INPUT-2", "the message names summary", exc)
+
+    async def test_ids_at_and_over_the_maximum(self, event_log: EventLog) -> None:
+        """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
+        every id field of one event (a key or index entry over the engine's limit);
+        over it, the size is not checked before I/O (`check_events`, `require_id`)."""
+        now = now_ms()
+        ids = {f: max_id(f"el-{f}") for f in ("id", "domain", "agent", "req", "user", "et", "ei")}
+        entity = Entity(type=ids["et"], id=ids["ei"])
+        event = _event(ids["domain"], ids["id"], now, agent=ids["agent"], entities=(entity,),
+                       origin_request_id=ids["req"], user_id=ids["user"])  # fmt: skip
+        assert await event_log.append([event]) == 1, clause("EL-INPUT-3", "append stores it")
+        got = (await self._all(event_log, ids["domain"])).events
+        diff = _event_diff(event, got[0]) if len(got) == 1 else got
+        assert not diff, clause("EL-INPUT-3", "window returns it unchanged", diff)
+        by_entity = await self._all(event_log, ids["domain"], entity=entity)
+        assert _ids(by_entity) == [ids["id"]], clause("EL-INPUT-3", "window(entity=...)", by_entity)
+        mine = [e.id for e in await event_log.user_events(ids["user"])]
+        assert mine == [ids["id"]], clause("EL-INPUT-3", "user_events finds it", mine)
+        long = max_id("el-over") + "x"
+        assert len(long.encode()) == MAX_ID_BYTES + 1
+        good = _event("over", "ok", now)
+        with attrs.validators.disabled():
+            bad = {
+                "event.id": attrs.evolve(good, id=long),
+                "event.domain": attrs.evolve(good, domain=long),
+                "event.agent": attrs.evolve(good, agent=long),
+                "event.user_id": attrs.evolve(good, user_id=long),
+                "event.origin_request_id": attrs.evolve(good, origin_request_id=long),
+                "entity.type": attrs.evolve(good, entities=(Entity(type=long, id="e"),)),
+                "entity.id": attrs.evolve(good, entities=(Entity(type="t", id=long),)),
+            }
+        for field, ev in bad.items():
+            await expect_too_long("EL-INPUT-3", field, event_log.append([good, ev]))
+        await expect_too_long("EL-INPUT-3", "domain", event_log.window(long, since=now, limit=5))
+        await expect_too_long("EL-INPUT-3", "user_id", event_log.user_events(long))
+        await expect_too_long("EL-INPUT-3", "user_id", event_log.erase_user(long))
+        left = _ids(await self._all(event_log, "over"))
+        assert left == [], clause("EL-INPUT-3", "a batch with an over-long id writes nothing", left)
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -53,6 +53,10 @@ Clause ids (each assertion message starts with one):
             `InvalidInput`.
 - LS-INPUT-2 a ttl above MAX_TTL (e.g. 999,999,999 days) raises InvalidInput naming
   `ttl`, never OverflowError; MAX_TTL itself is accepted.
+- LS-INPUT-3 a scope, key and owner of exactly MAX_ID_BYTES bytes of UTF-8 each
+            (incompressible, multi-byte) acquire, renew, get, scan and release;
+            one byte over in any of them raises InvalidInput naming the field,
+            its size and the maximum, in every operation, and stores nothing.
 - LS-CLOSE-1 after close every operation raises `StoreClosed`; close is
             idempotent.
 - LS-CLOSE-2 an acquire racing close either completed before close returned
@@ -81,7 +85,9 @@ from agent_memory.contract_tests._support import (
     clause,
     expect_closed,
     expect_raises,
+    expect_too_long,
     mark_async_tests,
+    max_id,
     property_settings,
     race_close,
     require_reopen,
@@ -665,6 +671,44 @@ class LeaseStoreContract(ShortTtl):
                 assert "ttl" in str(exc), clause("LS-INPUT-2", "the message names `ttl`", exc)
         lease = await leases.acquire("s", "k", "o", MAX_TTL)
         assert lease is not None, clause("LS-INPUT-2", "a MAX_TTL lease is acquired", lease)
+
+    async def test_ids_at_and_over_the_maximum(self, leases: LeaseStore) -> None:
+        """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
+        scope, key and owner at once (a key or index entry over the engine's
+        limit); over it, the size is not checked before I/O (`check_lease_args`)."""
+        scope, key, owner = (max_id(f"ls-{f}") for f in ("scope", "key", "owner"))
+        ttl = timedelta(minutes=5)
+        lease = await leases.acquire(scope, key, owner, ttl, payload=b"p")
+        assert lease is not None, clause("LS-INPUT-3", "a lease of maximal ids is acquired")
+        got_ids = (lease.scope, lease.key, lease.owner)
+        assert got_ids == (scope, key, owner), clause("LS-INPUT-3", "its ids read back", got_ids)
+        renewed = await leases.renew(scope, key, owner, ttl)
+        assert renewed.token == lease.token, clause("LS-INPUT-3", "renew keeps it", renewed)
+        got = await leases.get(scope, key)
+        assert got is not None, clause("LS-INPUT-3", "get finds it")
+        assert got.owner == owner, clause("LS-INPUT-3", "get reads its owner back", got.owner)
+        listed = [x.key for x in await leases.scan(scope, key[:10])]
+        assert listed == [key], clause("LS-INPUT-3", "scan finds it", listed)
+        assert await leases.release(scope, key, owner), clause("LS-INPUT-3", "release frees it")
+        long = max_id("ls-over") + "x"
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            ("scope", lambda: leases.acquire(long, "k", "o", ttl)),
+            ("key", lambda: leases.acquire("s", long, "o", ttl)),
+            ("owner", lambda: leases.acquire("s", "k", long, ttl)),
+            ("scope", lambda: leases.renew(long, "k", "o", ttl)),
+            ("key", lambda: leases.renew("s", long, "o", ttl)),
+            ("owner", lambda: leases.renew("s", "k", long, ttl)),
+            ("scope", lambda: leases.release(long, "k", "o")),
+            ("key", lambda: leases.release("s", long, "o")),
+            ("owner", lambda: leases.release("s", "k", long)),
+            ("scope", lambda: leases.get(long, "k")),
+            ("key", lambda: leases.get("s", long)),
+            ("scope", lambda: leases.scan(long)),
+        ]
+        for field, call in calls:
+            await expect_too_long("LS-INPUT-3", field, call())
+        got_all = await leases.scan("s")
+        assert got_all == [], clause("LS-INPUT-3", "rejected calls store nothing", got_all)
 
     # -- lifecycle ---------------------------------------------------------------
 

@@ -83,6 +83,12 @@ test's docstring says what to look at when it fails. Clauses:
   raises InvalidInput naming `limit`; MAX_LIMIT itself is accepted.
 - MS-BOUND-2 NUL (U+0000) in an owner, id, namespace, kind, content, context or
   attribute string raises InvalidInput naming the field, and nothing is written.
+- MS-BOUND-3 an owner, namespace, id and kind of exactly MAX_ID_BYTES bytes of
+  UTF-8 each (incompressible, multi-byte), all in one record, round-trip through
+  add, get, list, search, search_text, update and delete.
+- MS-BOUND-4 an owner, namespace, id or kind one byte over MAX_ID_BYTES raises
+  InvalidInput naming the field, its size and the maximum, in every operation
+  that takes it, and nothing is written.
 - MS-DIM-0 the suite needs a space of dimension >= 2 (a setup error, not a store bug).
 - MS-DIM-1 add with a vector of another dimension raises DimensionMismatch and
   writes nothing of the batch.
@@ -108,6 +114,14 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-KW-12 (keyword_search) an owner's keyword ranking (order and scores) depends only
   on the owner's own live records: another owner's adds and deletes, and the owner's
   own deleted records, change nothing (statistics are per owner, never index-wide).
+- MS-KW-13 (keyword_search) letter case is folded as the in-memory oracle folds it
+  (`domain.lexical`: Python's Unicode `str.lower` of each word, on both sides), not
+  for ASCII only: "ÉCOLE" finds "école", "MÈRE" "mère", "ΟΔΟΣ" "οδος" (final
+  sigma), "ДОМ" "дом", "GROẞ" "groß", "İZMIR" "İzmir"; and nothing folds further
+  than that ("STRASSE" does not find "straße", "ÇAĞRI" not its dotless-i spelling).
+- MS-KW-14 (keyword_search) property: on words of cased letters of many scripts,
+  each in a random mix of upper and lower case, search_text finds exactly the
+  records the in-memory oracle finds.
 - MS-OWN-1 (when the store implements `OwnerListing`) `owners()` lists every owner
   with a record, once, sorted by code point; an owner whose records were all deleted
   is no longer listed.
@@ -129,14 +143,19 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from agent_memory.contract_tests._support import (
     BASE_TIME,
     REOPEN_MISSING,
     assert_same_record,
     clause,
+    expect_too_long,
     mark_async_tests,
+    max_id,
     ms,
+    property_settings,
     require_capability,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
@@ -195,6 +214,36 @@ NS = "ns"
 KIND = "fact"
 SCORE_TOL = 1e-4
 _BLANKS = ["", "   ", "\t", " \n "]
+
+#: (record content, query, found): letter case folds as `domain.lexical` folds it,
+#: Unicode-aware (MS-KW-13). Every word needs a non-ASCII letter folded, so a
+#: backend that folds ASCII only finds none of the first group; the last group
+#: are words the oracle keeps apart, so a backend that folds further (full case
+#: folding, dotless i) finds them.
+UNICODE_CASE = [
+    ("ÉCOLE", "école", True),
+    ("mère", "MÈRE", True),
+    ("ΣΟΦΙΑ", "σοφια", True),
+    ("ΟΔΟΣ", "οδος", True),  # final sigma: "Σ" at a word's end lowers to "ς"
+    ("ДОМ", "дом", True),
+    ("ŁÓDŹ", "łódź", True),
+    ("GROẞ", "groß", True),  # U+1E9E CAPITAL SHARP S lowers to "ß"
+    ("İZMIR", "İzmir", True),  # "İ" lowers to "i" + U+0307 on both sides
+    ("STRASSE", "straße", False),  # lower-casing, not case folding: "ß" stays
+    ("ÇAĞRI", "çağr\u0131", False),  # "I" lowers to "i", never to a dotless i
+]
+
+#: Cased letters of many scripts (and the special cases above) the keyword
+#: case property (MS-KW-14) builds its words from.
+_CASED = "AaÀàÉéÑñÖöÜüŸÿĄąĆćĘęŁłŃńŚśŹźŻżŐőŰűĞğİıŞşǅǆẞßΆάΈέΣσςΩωΌόДдЖжЯяЁёЇїԱաႠⴀ"  # noqa: RUF001
+_CASE_WORDS = st.text(st.sampled_from(_CASED), min_size=2, max_size=6)
+_RECASE = st.lists(st.booleans(), min_size=6, max_size=6)
+
+
+def _recase(word: str, upper: Sequence[bool]) -> str:
+    """`word` with each letter upper- or lower-cased as `upper` says."""
+    return "".join(c.upper() if up else c.lower() for c, up in zip(word, upper, strict=False))
+
 
 _ISOLATION_CASES = [
     ("a}b", "a", "id"),
@@ -1458,6 +1507,71 @@ class MemoryStoreContract:
         page = await store.list(OWNER)
         assert page.records == (), clause("MS-BOUND-2", "nothing is written", page)
 
+    async def test_ids_at_the_maximum_round_trip(self, store: MemoryStore) -> None:
+        """When this fails, the backend cannot hold MAX_ID_BYTES in every id field
+        of one record (e.g. a key or index entry over the engine's size limit, or
+        a column narrower than the maximum): widen it so every bound id fits."""
+        owner, namespace, rid, kind = (max_id(f"ms-{f}") for f in ("owner", "ns", "id", "kind"))
+        rec = _rec(store, rid, owner=owner, namespace=namespace, kind=kind, content="zebra")
+        await store.add([rec])
+        assert_same_record("MS-BOUND-3", await store.get(owner, rid), rec)
+        page = await store.list(owner, namespace=namespace, kinds=[kind])
+        assert _page_ids(page) == [rid], clause("MS-BOUND-3", "list finds it", page)
+        hits = await store.search(owner, _vec(_dim(store), 1.0), namespace=namespace, kinds=[kind])
+        assert _ids(hits) == [rid], clause("MS-BOUND-3", "search finds it", _ids(hits))
+        if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
+            found = await store.search_text(owner, "zebra", namespace=namespace, kinds=[kind])
+            assert _ids(found) == [rid], clause("MS-BOUND-3", "search_text finds it", _ids(found))
+        changed = attrs.evolve(rec, content="changed")
+        await store.update(changed)
+        assert_same_record("MS-BOUND-3", await store.get(owner, rid), changed)
+        assert await store.delete(owner, rid), clause("MS-BOUND-3", "delete finds it")
+        assert await store.get(owner, rid) is None, clause("MS-BOUND-3", "delete removes it")
+
+    async def test_ids_over_the_maximum_are_invalid(self, store: MemoryStore) -> None:
+        """When this fails, an id over MAX_ID_BYTES reaches the engine (PostgreSQL
+        then fails with a server error a caller would retry forever): check the
+        size in the argument checks (`require_id`/`require_scope`), before any I/O."""
+        seed = _rec(store, "seed")
+        await store.add([seed])
+        long = max_id("ms-over") + "x"
+        q = _vec(_dim(store), 1.0)
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            *(
+                (f, lambda f=f: store.add([_unchecked(_rec(store, "new"), **{f: long})]))
+                for f in ("owner", "namespace", "id", "kind")
+            ),
+            *(
+                (f, lambda f=f: store.update(_unchecked(seed, **{f: long})))
+                for f in ("namespace", "kind")
+            ),
+            ("owner", lambda: store.get(long, "seed")),
+            ("id", lambda: store.get(OWNER, long)),
+            ("owner", lambda: store.delete(long, "seed")),
+            ("id", lambda: store.delete(OWNER, long)),
+            ("owner", lambda: store.search(long, q)),
+            ("namespace", lambda: store.search(OWNER, q, namespace=long)),
+            ("kinds", lambda: store.search(OWNER, q, kinds=[long])),
+            ("owner", lambda: store.list(long)),
+            ("namespace", lambda: store.list(OWNER, namespace=long)),
+            ("kinds", lambda: store.list(OWNER, kinds=[long])),
+            ("owner", lambda: store.delete_scope(long)),
+            ("namespace", lambda: store.delete_scope(OWNER, namespace=long)),
+            ("kinds", lambda: store.delete_scope(OWNER, kinds=[long])),
+        ]
+        if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
+            kw = store
+            calls += [
+                ("owner", lambda: kw.search_text(long, "zebra")),
+                ("namespace", lambda: kw.search_text(OWNER, "zebra", namespace=long)),
+                ("kinds", lambda: kw.search_text(OWNER, "zebra", kinds=[long])),
+            ]
+        for field, call in calls:
+            await expect_too_long("MS-BOUND-4", field, call())
+        assert_same_record("MS-BOUND-4", await store.get(OWNER, "seed"), seed)
+        page = await store.list(OWNER)
+        assert _page_ids(page) == ["seed"], clause("MS-BOUND-4", "nothing is written", page)
+
     # ------------------------------------------------------------ dimension
 
     @pytest.mark.parametrize("delta", [1, -1])
@@ -1744,13 +1858,76 @@ class MemoryStoreContract:
     async def test_keyword_ignores_case(self, store: MemoryStore, content: str, query: str) -> None:
         """When this fails, the keyword index or the query is not case-folded the
         same way (e.g. a case-sensitive LIKE/GLOB, or tokens lower-cased on one side
-        only): lower-case (casefold) both the indexed text and the query terms."""
+        only): lower-case (`domain.lexical`) both the indexed text and the query terms."""
         kw = self._keyword(store)
         await store.add([_rec(store, "case", content=content), _rec(store, "other", content="x")])
         hits = await kw.search_text(OWNER, query)
         assert _ids(hits)[:1] == ["case"], clause(
             "MS-KW-9", f"search_text({query!r}) finds {content!r}", _ids(hits)
         )
+
+    async def test_keyword_folds_unicode_case_as_the_oracle(self, store: MemoryStore) -> None:
+        """When this fails, letter case is folded for ASCII only (e.g. an engine's
+        `lower()` under the C locale, SQLite's NOCASE), or further than the oracle
+        (case folding "ß" to "ss"): fold each word with the `domain.lexical` rules
+        (`tokenize`, `query_terms`) on both the indexed text and the query."""
+        kw = self._keyword(store)
+        await store.add(
+            [_rec(store, f"u{i}", content=c) for i, (c, _, _) in enumerate(UNICODE_CASE)]
+            + [_rec(store, "other", content="x")]
+        )
+        for i, (content, query, found) in enumerate(UNICODE_CASE):
+            got = _ids(await kw.search_text(OWNER, query))
+            want = [f"u{i}"] if found else []
+            rule = f"search_text({query!r}) {'finds' if found else 'does not find'} {content!r}"
+            assert got == want, clause("MS-KW-13", rule, got)
+
+    @property_settings(max_examples=15)
+    # Pinned: a final capital sigma lowers to "ς", so "οδοσ" does not find "ΟΔΟΣ"
+    # (PostgreSQL lowers it to a non-final sigma); "İ" lowers to "i" + U+0307 (RediSearch missed
+    # the escaped combining dot); "ẞ" lowers to "ß", never to "ss".
+    @example(words=[("ΟΔΟΣ", [True] * 6, [False] * 6)])
+    @example(words=[("İZMIR", [True] * 6, [True] + [False] * 5)])
+    @example(words=[("ẞTRAẞE", [True] * 6, [False] * 6), ("STRASSE", [True] * 6, [False] * 6)])
+    @given(
+        words=st.lists(
+            st.tuples(_CASE_WORDS, _RECASE, _RECASE),
+            min_size=1,
+            max_size=4,
+            unique_by=lambda t: t[0],
+        )
+    )
+    async def test_keyword_case_property(
+        self, store: MemoryStore, words: list[tuple[str, list[bool], list[bool]]]
+    ) -> None:
+        """Property: when this fails, the falsifying words show which letters this
+        backend folds unlike the in-memory oracle (`domain.lexical`: `str.lower`
+        of each word): fold with those rules on both sides."""
+        from agent_memory.adapters.memory import InMemoryMemoryStore
+
+        kw = self._keyword(store)
+        owner = f"case-{random.getrandbits(64):x}"
+        oracle = InMemoryMemoryStore(space=store.space)
+        records = [
+            _rec(store, f"w{i}", owner=owner, content=_recase(word, up))
+            for i, (word, up, _) in enumerate(words)
+        ]
+        await store.add(records)
+        await oracle.add(records)
+        try:
+            for word, _, down in words:
+                query = _recase(word, down)
+                got = sorted(_ids(await kw.search_text(owner, query, limit=10)))
+                want = sorted(_ids(await oracle.search_text(owner, query, limit=10)))
+                assert got == want, clause(
+                    "MS-KW-14",
+                    f"search_text({query!r}) over {[r.content for r in records]!r} finds "
+                    "what the oracle finds",
+                    {"got": got, "oracle": want},
+                )
+        finally:
+            await store.delete_scope(owner)
+            await oracle.close()
 
     async def test_keyword_ranking_depends_only_on_owner(self, store: MemoryStore) -> None:
         """When this fails, the keyword statistics (record count, average length,

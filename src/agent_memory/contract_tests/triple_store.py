@@ -38,6 +38,12 @@ Clause ids (each assertion message starts with one):
 - TS-SCOPE-1  an empty or whitespace-only owner or loop raises `ScopeRequired`.
 - TS-INPUT-1  a non-Triple in a batch, a non-positive limit or hops raise
               `InvalidInput`, and nothing of the batch is stored.
+- TS-INPUT-2  a triple whose owner, loop, subject, predicate and object are each
+              exactly MAX_ID_BYTES bytes of UTF-8 (incompressible, multi-byte)
+              is stored, queried by every field, walked and deleted; one byte
+              over in any of them raises InvalidInput naming the field, its size
+              and the maximum (also in the owner/loop of every operation), and
+              nothing of the batch is stored.
 - TS-ORACLE-1 property: on random graphs, query and neighbours answer exactly
               like the in-memory oracle.
 - TS-CLOSE-1  after close every operation raises `StoreClosed`; close is idempotent.
@@ -55,6 +61,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, ClassVar
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -64,7 +71,9 @@ from agent_memory.contract_tests._support import (
     BASE_TIME,
     clause,
     expect_raises,
+    expect_too_long,
     mark_async_tests,
+    max_id,
     property_settings,
     require_capability,
 )
@@ -436,6 +445,42 @@ class TripleStoreContract:
         )
         stored = await triples.query("o")
         assert stored == [], clause("TS-INPUT-1", "nothing of a bad batch is stored", stored)
+
+    async def test_ids_at_and_over_the_maximum(self, triples: TripleStore) -> None:
+        """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
+        every field of one triple's key at once (e.g. a composite index entry over
+        the engine's limit); over it, the size is not checked before I/O
+        (`Triple`'s validators, again in `check_triples`)."""
+        owner, loop, s, p, o = (max_id(f"ts-{f}") for f in ("owner", "loop", "s", "p", "o"))
+        fact = _t(s, p, o, owner=owner, loop=loop)
+        assert await triples.add([fact]) == 1, clause("TS-INPUT-2", "a maximal triple is stored")
+        got = await triples.query(owner, loop=loop, subject=s, predicate=p, object=o)
+        assert got == [fact], clause("TS-INPUT-2", "query by every field finds it", got)
+        walked = [step.triple for step in await triples.neighbours(owner, o, loop=loop)]
+        assert walked == [fact], clause("TS-INPUT-2", "a walk finds it", walked)
+        assert await triples.delete_scope(owner, loop=loop) == 1, clause(
+            "TS-INPUT-2", "delete_scope deletes it"
+        )
+        long = max_id("ts-over") + "x"
+        good = _t("a", "b", "c", owner="over")
+        with attrs.validators.disabled():
+            bad = {
+                f"triple.{f}": attrs.evolve(good, **{f: long})
+                for f in ("owner", "loop", "subject", "predicate", "object")
+            }
+        calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
+            *((f, lambda t=t: triples.add([good, t])) for f, t in bad.items()),
+            ("owner", lambda: triples.query(long)),
+            ("loop", lambda: triples.query("over", loop=long)),
+            ("owner", lambda: triples.neighbours(long, "a")),
+            ("loop", lambda: triples.neighbours("over", "a", loop=long)),
+            ("owner", lambda: triples.delete_scope(long)),
+            ("loop", lambda: triples.delete_scope("over", loop=long)),
+        ]
+        for field, call in calls:
+            await expect_too_long("TS-INPUT-2", field, call())
+        left = await triples.query("over")
+        assert left == [], clause("TS-INPUT-2", "a batch with an over-long id stores nothing", left)
 
     # -- oracle ----------------------------------------------------------------
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
+import attrs
 from attrs import field, frozen
 
 from agent_memory.domain.errors import InvalidInput
@@ -46,7 +47,8 @@ __all__ = [
     "walk_order_key",
 ]
 
-#: The longest subject, predicate or object accepted (characters).
+#: The longest subject, predicate or object accepted (characters); the bound of
+#: every id, `validation.MAX_ID_BYTES` bytes of UTF-8, is the tighter one.
 MAX_TERM_CHARS = 1_000
 #: The longest source accepted (characters).
 MAX_SOURCE_CHARS = 500
@@ -376,4 +378,7 @@ def check_triples(triples: object) -> list[Triple]:
     for item in out:
         if not isinstance(item, Triple):
             raise InvalidInput("triples", f"a Triple is required, got {type(item).__name__}")
+        # Again, for a Triple built with validators disabled: every backend then
+        # refuses bad fields (e.g. an id over MAX_ID_BYTES) alike, before any I/O.
+        attrs.validate(item)
     return out

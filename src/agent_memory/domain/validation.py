@@ -5,6 +5,10 @@ document them; the contract suite checks them):
 
 - `MAX_LIMIT`: every `limit` of a storage read is an int in [1, MAX_LIMIT];
 - `MAX_TTL`: every lease or cache ttl is a timedelta in (0, MAX_TTL];
+- `MAX_ID_BYTES`: every id-like string (owner, namespace, record id, kind, event
+  id, domain, user id, entity type and id, lease scope/key/owner, cache
+  scope/key, triple owner/loop/subject/predicate/object) is at most this many
+  bytes of UTF-8 (`require_id`, `require_scope`);
 - `MAX_QUERY_BYTES`: a keyword query is at most this many bytes of UTF-8, and
   every one of its words counts on every backend; a word (run of letters and
   digits) longer than `MAX_QUERY_WORD_BYTES` bytes is ignored on every backend.
@@ -26,6 +30,7 @@ from agent_memory.domain.errors import InvalidInput, ScopeRequired
 _T = TypeVar("_T")
 
 __all__ = [
+    "MAX_ID_BYTES",
     "MAX_LIMIT",
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",
@@ -53,6 +58,14 @@ __all__ = [
 #: query (the engines' own caps, e.g. a 64-bit LIMIT or a search module's
 #: result window, are far above it) and that no limit can overflow.
 MAX_LIMIT = 10_000
+#: The longest id-like string (owner, namespace, id, kind, domain, user id, lease
+#: or cache scope and key, triple term...), in bytes of UTF-8. Every backend
+#: stores the maximum in every id field of one row at once: PostgreSQL's b-tree
+#: entries hold at most 2,704 bytes and its widest key, a triple's (owner, loop,
+#: subject, predicate, object), takes 5 x (512 + 4) + 8 = 2,588 bytes of
+#: incompressible text; anything longer would fail there (and only there) as a
+#: server error instead of this clear `InvalidInput`.
+MAX_ID_BYTES = 512
 #: The longest lease or cache ttl (about ten years): `now + ttl` stays a valid
 #: timestamp on every backend and in every millisecond/microsecond encoding.
 MAX_TTL = timedelta(days=3650)
@@ -101,19 +114,32 @@ def require_no_nul(value: _T, field: str) -> _T:
     return value
 
 
+def _bounded_id(value: str, field: str) -> str:
+    """`value` (valid text without NUL) unless it is over MAX_ID_BYTES of UTF-8."""
+    # A character is at most 4 bytes: short ids skip the encoding.
+    if len(value) * 4 > MAX_ID_BYTES:
+        size = len(value.encode("utf-8"))
+        if size > MAX_ID_BYTES:
+            raise InvalidInput(
+                field, f"at most {MAX_ID_BYTES} bytes of UTF-8 are allowed, got {size} bytes"
+            )
+    return value
+
+
 def require_scope(value: object, field: str = "scope") -> str:
-    """Return `value` if it is a non-blank string without NUL, else raise
-    `ScopeRequired` (blank) or `InvalidInput`."""
+    """Return `value` if it is a non-blank string without NUL of at most
+    MAX_ID_BYTES of UTF-8, else raise `ScopeRequired` (blank) or `InvalidInput`."""
     if not isinstance(value, str) or not value.strip():
         raise ScopeRequired(field, value)
-    return _no_nul_text(value, field)
+    return _bounded_id(_no_nul_text(value, field), field)
 
 
 def require_id(value: object, field: str = "id") -> str:
-    """Ids are opaque, non-blank strings without NUL."""
+    """Ids are opaque, non-blank strings without NUL, of at most MAX_ID_BYTES of
+    UTF-8."""
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(field, f"a non-empty string is required, got {value!r}")
-    return _no_nul_text(value, field)
+    return _bounded_id(_no_nul_text(value, field), field)
 
 
 def require_utc(value: object, field: str = "timestamp") -> datetime:

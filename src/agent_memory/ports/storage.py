@@ -16,6 +16,11 @@ in `agent_memory.domain.validation`:
 - text (scopes, ids, keys, prefixes, record and event text, JSON attribute and
   metadata strings, keyword queries) must not contain NUL (U+0000): PostgreSQL
   cannot store it, so no backend accepts it;
+- every scope and id (owners, namespaces, record ids, kinds, event ids, domains,
+  user ids, entity types and ids, lease scopes/keys/owners, cache scopes/keys,
+  triple owners/loops/terms) is at most MAX_ID_BYTES (512) bytes of UTF-8:
+  every backend can then store the maximum in every id field of one row (a
+  PostgreSQL index entry holds at most 2,704 bytes);
 - every `limit` is an int, not a bool, in [1, MAX_LIMIT] (10,000), the same on
   every backend: a larger limit would be accepted by some engines and overflow
   others' 64-bit LIMIT, and no service needs more in one call;

@@ -6,8 +6,8 @@ with a blank owner or a vector of another dimension. The checks raise the
 domain's typed errors (`InvalidInput`, `ScopeRequired`, `DimensionMismatch`)
 naming the field, before any I/O, so every backend rejects the same input the
 same way: NUL (U+0000) in any stored or queried text (PostgreSQL cannot hold
-it), limits outside [1, MAX_LIMIT], ttls outside (0, MAX_TTL], keyword queries
-over MAX_QUERY_BYTES (see `agent_memory.domain.validation`).
+it), scopes and ids over MAX_ID_BYTES, limits outside [1, MAX_LIMIT], ttls
+outside (0, MAX_TTL], keyword queries over MAX_QUERY_BYTES (see `agent_memory.domain.validation`).
 """
 
 from __future__ import annotations
@@ -322,13 +322,26 @@ def check_retention(retention: object) -> timedelta:
 
 
 def check_events(events: Sequence[Event]) -> list[Event]:
-    """The batch given to `append`, as a list of `Event`s whose text holds no NUL."""
+    """The batch given to `append`, as a list of `Event`s whose ids are valid
+    (`require_id`/`require_scope`: at most MAX_ID_BYTES) and whose text holds no NUL."""
     if isinstance(events, Event):
         raise InvalidInput("events", "a sequence of Event is required")
     batch = list(events)
     for e in batch:
         if not isinstance(e, Event):
             raise InvalidInput("events", f"Event required, got {type(e).__name__}")
+        # Ids again (an Event built with validators disabled skips them): every
+        # backend refuses an id over MAX_ID_BYTES alike, before any I/O.
+        require_id(e.id, "event.id")
+        require_scope(e.domain, "event.domain")
+        require_id(e.agent, "event.agent")
+        for name in ("origin_request_id", "user_id"):
+            if getattr(e, name) is not None:
+                require_id(getattr(e, name), f"event.{name}")
+        for entity in e.entities:
+            if isinstance(entity, Entity):
+                require_id(entity.type, "entity.type")
+                require_id(entity.id, "entity.id")
         for name in ("action", "outcome", "summary"):
             require_no_nul(getattr(e, name), f"event.{name}")
         if e.fallback_reason is not None:

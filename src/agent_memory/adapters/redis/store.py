@@ -463,7 +463,11 @@ _LOAD_FULL = ("LOAD", str(len(_FULL)), *(f"@{n.decode()}" for n in _FULL))
 
 
 def _escape_term(term: str) -> str:
-    return "".join(c if c.isalnum() else "\\" + c for c in term)
+    """A term as a query word: ASCII punctuation (RediSearch's separators and query
+    syntax are all ASCII) escaped. Anything else is kept as it is: a term holds a
+    non-letter only where lower-casing made one ("İ" -> "i" + U+0307), and an
+    escaped multi-byte character would no longer match the indexed word."""
+    return "".join(c if c.isalnum() or not c.isascii() else "\\" + c for c in term)
 
 
 @functools.lru_cache(maxsize=1024)

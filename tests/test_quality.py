@@ -50,7 +50,7 @@ def test_import_does_no_work() -> None:
     """Importing the package must not start clients, threads or connections."""
     code = (
         "import threading, sys; before = threading.active_count();"
-        "import agent_memory, agent_memory.bootstrap, agent_memory.cli;"
+        "import agent_memory, agent_memory.bootstrap, agent_memory.entrypoints.cli;"
         "assert threading.active_count() == before, 'a thread started at import';"
         "bad = [m for m in ('redis', 'psycopg', 'qdrant_client', 'httpx') if m in sys.modules];"
         "assert not bad, f'infrastructure imported at import time: {bad}'"

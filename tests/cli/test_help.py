@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_memory.cli import _parser, main
+from agent_memory.entrypoints.cli import _parser, main
 
 HELP_DIR = Path(__file__).parent / "help"
 #: argparse wraps to the terminal width; a fixed one makes the text deterministic

@@ -594,7 +594,7 @@ _MODULE = """
 import pytest
 from agent_memory.contract_tests import Capabilities
 from agent_memory.contract_tests import {contract}
-from agent_memory.cli import conformance as _c
+from agent_memory.entrypoints.cli import conformance as _c
 
 TARGET = _c.current_target()
 

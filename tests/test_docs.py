@@ -89,7 +89,14 @@ def test_readme_example_runs_and_writes_only_its_working_directory(tmp_path: Pat
     assert "facts=1" in result.stdout
     assert str(tmp_path / "work" / "memory.db") in written
     doctor = subprocess.run(
-        [sys.executable, "-m", "agent_memory.entrypoints.cli", "doctor", "--url", "sqlite:memory.db"],
+        [
+            sys.executable,
+            "-m",
+            "agent_memory.entrypoints.cli",
+            "doctor",
+            "--url",
+            "sqlite:memory.db",
+        ],
         cwd=tmp_path / "work",
         capture_output=True,
         text=True,

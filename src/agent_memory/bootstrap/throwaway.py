@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from agent_memory.bootstrap.connect import Stores, open_stores, scheme_of
+from agent_memory.bootstrap.connect import open_stores, scheme_of
+from agent_memory.bootstrap.memory import Stores
 from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.records import EmbeddingSpace
 

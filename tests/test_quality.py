@@ -147,3 +147,41 @@ def test_memory_is_importable_where_it_was() -> None:
     memory = importlib.import_module("agent_memory.bootstrap.memory")
     assert connect.Memory is memory.Memory is bootstrap.Memory is agent_memory.Memory
     assert connect.Stores is memory.Stores is bootstrap.Stores
+
+
+def test_capabilities_import_without_the_conformance_extra() -> None:
+    """A production module declares its `Capabilities` (and types its conformance
+    factory) on the base install: with pytest, pytest-asyncio and hypothesis
+    unimportable, the ports module and both contract_tests paths still give the
+    one class, and importing them loads none of the test libraries."""
+    code = (
+        "import sys\n"
+        "BLOCKED = ('pytest', '_pytest', 'pytest_asyncio', 'hypothesis')\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from agent_memory.ports.capabilities import Capabilities, ConformanceFactory\n"
+        "from agent_memory.contract_tests import Capabilities as Again\n"
+        "from agent_memory.contract_tests.capabilities import Capabilities as Third\n"
+        "assert Capabilities is Again is Third\n"
+        "class Factory:\n"
+        "    capabilities = Capabilities(reopen=False)\n"
+        "    def __call__(self): return object()\n"
+        "assert isinstance(Factory(), ConformanceFactory)\n"
+        "assert Capabilities(keyword_search=True).keyword_search\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in BLOCKED]\n"
+        "assert not loaded, loaded\n"
+        "try:\n"
+        "    from agent_memory.contract_tests import MemoryStoreContract\n"
+        "except ImportError as exc:\n"
+        "    assert 'agent-memory[conformance]' in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('the contract classes imported without pytest')\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

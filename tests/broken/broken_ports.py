@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
@@ -17,7 +18,12 @@ from agent_memory.adapters._common.validation import (
     check_prefix,
     check_window_args,
 )
-from agent_memory.adapters.memory import InMemoryCache, InMemoryEventLog, InMemoryLeaseStore
+from agent_memory.adapters.memory import (
+    InMemoryCache,
+    InMemoryEventLog,
+    InMemoryLeaseStore,
+    MemoryEventBackend,
+)
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
 from agent_memory.domain.validation import require_positive, require_scope, require_utc
@@ -33,7 +39,12 @@ __all__ = [
     "GlobalsIgnoreUntilEventLog",
     "GlobalsReserveRoomEventLog",
     "InclusiveUntilEventLog",
+    "IndexDroppingEraseEventLog",
     "LazyExpiryScanLeaseStore",
+    "LiveDomainsEventLog",
+    "LiveUserEventsEventLog",
+    "PagedUserEventsEventLog",
+    "PrefixEraseEventLog",
     "RacyAcquireLeaseStore",
     "TokenResetLeaseStore",
     "TtlIgnoringCache",
@@ -230,6 +241,82 @@ class EventTimePurgeEventLog(InMemoryEventLog):
         doomed = [k for k, e in self.backend.events.items() if e.occurred_at < cutoff]
         for k in doomed:
             del self.backend.events[k]
+        return len(doomed)
+
+
+class PrefixEraseEventLog(InMemoryEventLog):
+    """Bug: `erase_user` matches user ids as a prefix (LIKE 'u1%'), so erasing
+    `u1` also erases `u10`'s events."""
+
+    async def erase_user(self, user_id: str) -> int:
+        self._life.check()
+        events = self.backend.events
+        doomed = [k for k, e in events.items() if (e.user_id or "").startswith(user_id)]
+        for k in doomed:
+            del events[k]
+        return len(doomed)
+
+
+class LiveUserEventsEventLog(InMemoryEventLog):
+    """Bug: `user_events` applies the window's retention floor, so a forget does
+    not see expired events that are not purged yet."""
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        cutoff = self._cutoff()
+        return [e for e in await super().user_events(user_id) if e.recorded_at >= cutoff]
+
+
+class PagedUserEventsEventLog(InMemoryEventLog):
+    """Bug: `user_events` returns only the newest 100 (a page, like a default LIMIT)."""
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        return (await super().user_events(user_id))[:100]
+
+
+class LiveDomainsEventLog(InMemoryEventLog):
+    """Bug: `domains` lists only domains with an unexpired event, so a domain whose
+    only events expired (not purged) is left out."""
+
+    async def domains(self) -> list[str]:
+        self._life.check()
+        cutoff = self._cutoff()
+        return sorted({e.domain for e in self.backend.events.values() if e.recorded_at >= cutoff})
+
+
+_USER_INDEX: weakref.WeakKeyDictionary[MemoryEventBackend, dict[str, set[tuple[str, str]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class IndexDroppingEraseEventLog(InMemoryEventLog):
+    """Bug: a per-user index, and `erase_user` reads it, deletes those events a
+    turn of the event loop later, then drops the whole index: an append landing
+    in between keeps its event and loses its index entry, so no forget finds it."""
+
+    def _index(self) -> dict[str, set[tuple[str, str]]]:
+        return _USER_INDEX.setdefault(self.backend, {})
+
+    async def append(self, events: Sequence[Event]) -> int:
+        stored = await super().append(events)
+        for e in events:
+            if e.user_id is not None:
+                self._index().setdefault(e.user_id, set()).add((e.domain, e.id))
+        return stored
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        found = await super().user_events(user_id)
+        listed = self._index().get(user_id, set())
+        return [e for e in found if (e.domain, e.id) in listed]
+
+    async def erase_user(self, user_id: str) -> int:
+        self._life.check()
+        refs = set(self._index().get(user_id, set()))
+        await asyncio.sleep(0)
+        events = self.backend.events
+        doomed = [k for k in refs if k in events and events[k].user_id == user_id]
+        for k in doomed:
+            del events[k]
+        self._index().pop(user_id, None)
         return len(doomed)
 
 

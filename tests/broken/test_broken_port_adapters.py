@@ -40,6 +40,11 @@ BROKEN = {
     "UntilReplacesSinceEventLog": ("EventLogContract", "EL-UNTIL-5"),
     "EventTimeRetentionEventLog": ("EventLogContract", "EL-RET-3"),
     "EventTimePurgeEventLog": ("EventLogContract", "EL-RET-4"),
+    "PrefixEraseEventLog": ("EventLogContract", "EL-ERASE-2"),
+    "IndexDroppingEraseEventLog": ("EventLogContract", "EL-ERASE-3"),
+    "LiveUserEventsEventLog": ("EventLogContract", "EL-USER-2"),
+    "PagedUserEventsEventLog": ("EventLogContract", "EL-USER-3"),
+    "LiveDomainsEventLog": ("EventLogContract", "EL-DOM-1"),
     "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
     "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),
     "TokenResetLeaseStore": ("LeaseStoreContract", "LS-FENCE-1"),
@@ -194,6 +199,7 @@ def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
 PROPERTY_BROKEN = {
     "ArrivalOrderEventLog": "EL-ORD-3",
     "FilterAfterCutEventLog": "EL-UNTIL-2",
+    "IndexDroppingEraseEventLog": "EL-ERASE-3",
     "TokenResetLeaseStore": "LS-FENCE-2",
 }
 

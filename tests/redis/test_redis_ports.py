@@ -52,7 +52,8 @@ def test_multi_key_operations_share_one_slot() -> None:
                     _slot(k.lease_index(scope))}) == 1  # fmt: skip
         assert _slot(k.cache_value(scope, "x")) == _slot(k.cache_index(scope))
         assert len({_slot(k.ev_payloads(scope)), _slot(k.ev_domain(scope)),
-                    _slot(k.ev_domain_entity(scope, "pod", "p"))}) == 1  # fmt: skip
+                    _slot(k.ev_domain_entity(scope, "pod", "p")),
+                    _slot(k.ev_domain_user(scope, "u"))}) == 1  # fmt: skip
         assert _slot(k.ev_global()) == _slot(k.ev_global_entity("pod", "p"))
 
 

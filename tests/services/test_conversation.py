@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import string
+import unicodedata
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.adapters.memory.store import InMemoryMemoryStore
 from agent_memory.adapters.sqlite import open_stores as open_sqlite_stores
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, ScopeRequired
+from agent_memory.domain.exchanges import FILLER_WORDS, content_weight, is_trivial, words
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
 from agent_memory.domain.views.tokens import estimate_tokens
 from agent_memory.ports.storage import MemoryStore
@@ -114,6 +117,8 @@ policies = st.builds(
     max_inject_tokens=st.integers(0, 4000),
     auto_store=st.booleans(),
     types=st.lists(st.sampled_from(["episodic", "semantic", "procedural"]), min_size=1).map(tuple),
+    skip_trivial=st.booleans(),
+    min_content_words=st.integers(0, 20),
 )
 
 
@@ -282,10 +287,11 @@ async def test_auto_store_off_stores_nothing() -> None:
 
 async def test_a_type_outside_the_policy_is_not_stored() -> None:
     conv, store, _ = service()
-    out = await conv.after_model("support", "ana", "q", "a", memory_type="preference")
+    exchange = ("I prefer window seats", "Window seats it is.")
+    out = await conv.after_model("support", "ana", *exchange, memory_type="preference")
     assert out.status == "skipped"
     assert "add" not in store.calls
-    out = await conv.after_model("travel", "ana", "q", "a", memory_type="preference")
+    out = await conv.after_model("travel", "ana", *exchange, memory_type="preference")
     assert out.status == "stored"
 
 
@@ -350,7 +356,7 @@ async def test_failures_are_fail_open() -> None:
     store.fail = True
     got = await conv.before_model("support", "ana", "q")
     assert (got.status, got.text) == ("error", "")
-    out = await conv.after_model("support", "ana", "q", "a")
+    out = await conv.after_model("support", "ana", "I live in Lisbon", "Noted: Lisbon.")
     assert out.status == "error"
 
 
@@ -403,3 +409,292 @@ async def test_docs_config_and_block_are_what_the_service_does() -> None:
         assert out.status == "stored"
     got = await conv.before_model(script["route"], script["user"], script["query"])
     assert got.text == _fenced(text, "text")[0].rstrip("\n")
+
+
+# -- what auto_store keeps: trivial and repeated exchanges ---------------------------
+
+FILLER = sorted(FILLER_WORDS)
+#: `MemoryPolicy().min_content_words` (checked by the per-route test below).
+DEFAULT_MIN_CONTENT_WORDS = 3
+
+
+def _no_letters(char: str) -> bool:
+    """No letter, digit or mark even after NFKC (`㋀` is NFKC `1月`)."""
+    folded = unicodedata.normalize("NFKC", char).casefold()
+    return all(unicodedata.category(c)[0] not in "LNM" for c in folded)
+
+
+#: Separators with no word in them: punctuation, symbols, emoji, spaces.
+separators = st.text(
+    st.one_of(
+        st.characters(categories=("P", "S", "Z")).filter(_no_letters),
+        st.sampled_from(["👍", "🙏", "😊", "\u200d", "\n", "\t", "…", "\uff01", "\u3002"]),
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+def _variant(word: str, how: int) -> str:
+    """`word` as someone might type it: upper case, title case or full width."""
+    if how == 1:
+        return word.upper()
+    if how == 2:
+        return word.title()
+    if how == 3:  # full width (NFKC folds it back)
+        return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in word)
+    return word
+
+
+@st.composite
+def filler_text(draw: st.DrawFn, min_words: int = 0) -> str:
+    """Only stop-list words (in any case or width) between separators."""
+    picked = draw(st.lists(st.sampled_from(FILLER), min_size=min_words, max_size=6))
+    parts = [draw(separators) if draw(st.booleans()) else ""]
+    for word in picked:
+        parts += [_variant(word, draw(st.integers(0, 3))), draw(separators)]
+    return "".join(parts)
+
+
+#: Content words: none of them is a stop-list word, nor becomes one by normalisation.
+content_words = st.text(st.sampled_from(string.ascii_lowercase), min_size=4, max_size=10).filter(
+    lambda w: w not in FILLER_WORDS
+)
+
+
+@st.composite
+def content_sentence(draw: st.DrawFn, min_words: int) -> str:
+    body = draw(st.lists(content_words, min_size=min_words, max_size=min_words + 4))
+    return " ".join(body).capitalize() + draw(st.sampled_from([".", "!", "?", ""]))
+
+
+def _store_one(conv: ConversationMemory, query: str, answer: str) -> Any:
+    import asyncio
+
+    return asyncio.run(conv.after_model("support", "ana", query, answer))
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(query=filler_text(), answer=st.one_of(filler_text(), content_sentence(3)))
+@example(query="ok", answer="Glad I could help!")
+@example(query="Thanks!!", answer="You're welcome.")
+@example(query="👍", answer="👍")
+@example(query="\uff2f\uff2b\uff0c\uff34\uff28\uff21\uff2e\uff2b\uff33", answer="好的")  # OK,THANKS
+@example(query="谢谢", answer="不客气")
+def test_a_user_side_of_only_acknowledgements_is_trivial(query: str, answer: str) -> None:
+    conv, store, embedder = service()
+    if not query.strip() and not answer.strip():
+        return  # "empty exchange", its own reason
+    out = _store_one(conv, query, answer)
+    assert (out.status, out.reason) == ("skipped", "trivial")
+    assert "add" not in store.calls
+    assert embedder.calls == 0
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    before=filler_text(),
+    after=filler_text(),
+    sentence=content_sentence(DEFAULT_MIN_CONTENT_WORDS),
+    answer=filler_text(),
+)
+@example(before="ok ", after="", sentence="My passport expires in March", answer="Noted!")
+def test_one_content_sentence_makes_the_exchange_worth_storing(
+    before: str, after: str, sentence: str, answer: str
+) -> None:
+    conv, store, _ = service()
+    out = _store_one(conv, f"{before} {sentence} {after}", answer)
+    assert out.status == "stored"
+    assert store.calls.count("add") == 1
+
+
+@given(
+    sentence=content_sentence(1),
+    answer=st.one_of(filler_text(), content_sentence(1)),
+    threshold=st.integers(0, 12),
+)
+def test_the_content_word_threshold_is_the_rule(sentence: str, answer: str, threshold: int) -> None:
+    counted = content_weight(words(sentence)) + content_weight(words(answer))
+    assert is_trivial(sentence, answer, threshold) is (counted < threshold)
+
+
+def test_every_stop_word_is_one_normalised_word() -> None:
+    for word in FILLER_WORDS:
+        assert words(word) == (word,)
+        assert words(word.upper()) == (word,)
+
+
+def test_the_documented_examples_of_the_rule() -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    for user, reply, trivial in [
+        ("ok", "Sure, anything else?", True),
+        ("Thanks!!", "You are welcome.", True),
+        ("👍", "Glad it worked for you today", True),
+        ("thank you so much", "Any time: your booking is confirmed", True),
+        ("good morning", "Good morning! How can I help you today?", True),
+        ("q", "a", True),
+        ("I live in Lisbon", "noted", False),
+        ("No", "Noted: no meat in your meal plan.", False),
+    ]:
+        assert is_trivial(user, reply, DEFAULT_MIN_CONTENT_WORDS) is trivial, (user, reply)
+    for word in ("ok", "got it", "noted", "cool", "thanks", "merci", "谢谢", "hi", "bye"):
+        assert f"`{word}`" in text
+        assert set(words(word)) <= FILLER_WORDS
+    for word in ("yes", "no", "sure"):
+        assert word not in FILLER_WORDS
+
+
+def test_han_and_kana_count_per_character() -> None:
+    assert words("我喜欢喝绿茶。iPhone15を買った") == ("我喜欢喝绿茶", "iphone15", "を買った")
+    assert content_weight(words("我喜欢喝绿茶")) == 6
+    assert not is_trivial("我喜欢喝绿茶和乌龙茶", "好的", 3)
+
+
+async def test_trivial_skipping_is_configurable_per_route() -> None:
+    config = ConversationConfig(
+        default=MemoryPolicy(auto_store=True, min_content_words=6),
+        routes={
+            "strict": RouteOverride(),
+            "raw": RouteOverride(skip_trivial=False),
+            "loose": RouteOverride(min_content_words=0),
+        },
+    )
+    assert MemoryPolicy().min_content_words == DEFAULT_MIN_CONTENT_WORDS
+    conv, _, _ = service(config=config)
+    # 4 content words: fewer than 6 on "strict", enough where the count is off
+    exchange = ("Book the Lisbon flight", "Booked.")
+    assert (await conv.after_model("strict", "ana", *exchange)).reason == "trivial"
+    assert (await conv.after_model("loose", "ana", *exchange)).status == "stored"
+    assert (await conv.after_model("loose", "ana", "ok", "Sure!")).reason == "trivial"
+    assert (await conv.after_model("raw", "ana", "ok", "Sure!")).status == "stored"
+    loaded = config_from_mapping(
+        {"routes": {"r": {"skip_trivial": False, "min_content_words": 0}}}
+    ).policy("r")
+    assert (loaded.skip_trivial, loaded.min_content_words) == (False, 0)
+    with pytest.raises(ConfigurationError, match="min_content_words"):
+        config_from_mapping({"routes": {"r": {"min_content_words": -1}}})
+    with pytest.raises(ConfigurationError, match="skip_trivial"):
+        config_from_mapping({"routes": {"r": {"skip_trivial": "no"}}})
+
+
+punctuation_noise = st.text(st.sampled_from(" \t\n.,!?;:…👍"), max_size=3)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], deadline=None, max_examples=30)
+@given(
+    sentence=content_sentence(3),
+    answer=content_sentence(1),
+    how=st.integers(0, 3),
+    noise=punctuation_noise,
+)
+def test_an_exchange_equal_after_normalisation_is_a_duplicate(
+    sentence: str, answer: str, how: int, noise: str
+) -> None:
+    import asyncio
+
+    async def run() -> None:
+        conv, store, _ = service()
+        first = await conv.after_model("support", "ana", sentence, answer)
+        again = await conv.after_model(
+            "support", "ana", noise + _variant(sentence, how) + noise, f"  {answer.upper()}{noise}"
+        )
+        assert first.status == "stored"
+        assert (again.status, again.reason, again.record_id) == (
+            "skipped",
+            "duplicate",
+            first.record_id,
+        )
+        assert len((await store.inner.list("ana")).records) == 1
+        # another user, route, project or type is not a duplicate
+        assert (await conv.after_model("support", "bo", sentence, answer)).status == "stored"
+        assert (await conv.after_model("travel", "ana", sentence, answer)).status == "stored"
+        assert (
+            await conv.after_model("support", "ana", sentence, answer, project="p")
+        ).status == "stored"
+        assert (
+            await conv.after_model("travel", "ana", sentence, answer, memory_type="preference")
+        ).status == "stored"
+
+    asyncio.run(run())
+
+
+async def test_concurrent_identical_exchanges_store_one_copy(backend_store: Any) -> None:
+    import asyncio
+
+    conv, _, _ = service(backend_store)
+    exchange = ("My seat preference is the aisle", "Aisle seats from now on.")
+    outs = await asyncio.gather(*(conv.after_model("support", "ana", *exchange) for _ in range(4)))
+    assert sorted(o.status for o in outs) == ["skipped", "skipped", "skipped", "stored"]
+    assert {o.reason for o in outs if o.status == "skipped"} == {"duplicate"}
+    assert len({o.record_id for o in outs}) == 1
+    assert len((await backend_store.list("ana")).records) == 1
+
+
+async def test_repeats_and_acknowledgements_do_not_push_out_what_mattered(
+    backend_store: Any,
+) -> None:
+    """Three identical exchanges and some thanks used to fill a block of
+    `retrieval_limit=3` and leave out the one memory that mattered."""
+    registry = CollectorRegistry()
+    config = ConversationConfig(
+        default=MemoryPolicy(threshold=-1.0, max_inject_tokens=400),
+        routes={"support": RouteOverride(auto_store=True, retrieval_limit=3)},
+    )
+    conv, _, _ = service(
+        backend_store, config=config, observability=Observability(registry=registry)
+    )
+    user = "user-7"
+    important = await conv.after_model(
+        user_id=user,
+        route="support",
+        query="My passport number ends in 4471",
+        answer="Noted: it ends in 4471.",
+    )
+    outcomes = [important.status]
+    for query, answer in [
+        ("When does my flight leave?", "Your flight leaves at 9:40."),
+        ("When does my flight leave?", "Your flight leaves at 9:40."),
+        ("when does my flight leave", "Your flight leaves at 9:40"),
+        ("ok", "Anything else about your flight?"),
+        ("Thanks!", "You're welcome, have a good flight!"),
+    ]:
+        out = await conv.after_model("support", user, query, answer)
+        outcomes.append(out.reason or out.status)
+    got = await conv.before_model("support", user, "when does my flight leave")
+    assert "4471" in got.text
+    assert outcomes == ["stored", "stored", "duplicate", "duplicate", "trivial", "trivial"]
+    assert len((await backend_store.list(user)).records) == 2
+    counts = {
+        s.labels["outcome"]: s.value
+        for m in registry.collect()
+        for s in m.samples
+        if s.name == "agent_memory_conversation_stores_total"
+    }
+    assert counts == {"stored": 2.0, "duplicate": 2.0, "trivial": 2.0}
+
+
+# -- a relevant memory left out by the budget is a hit ----------------------------------
+
+
+async def test_a_relevant_memory_that_does_not_fit_is_an_omitted_hit(backend_store: Any) -> None:
+    registry = CollectorRegistry()
+    obs = Observability(registry=registry)
+    config = ConversationConfig(
+        default=MemoryPolicy(threshold=-1.0, max_inject_tokens=30, auto_store=True),
+        routes={"support": RouteOverride()},
+    )
+    conv, _, _ = service(backend_store, config=config, observability=obs, backend="b")
+    await conv.after_model(
+        "support", "ana", "My printer is a LaserJet 4000 on the second floor", "Noted."
+    )
+    got = await conv.before_model("support", "ana", "my printer")
+    assert (got.status, got.text, got.memories, got.omitted) == ("hit", "", (), 1)
+    samples = [s for m in registry.collect() for s in m.samples]
+    retrievals = {
+        s.labels["status"]: s.value for s in samples if s.name == "agent_memory_retrievals_total"
+    }
+    assert retrievals == {"hit": 1.0}
+    omitted = [s.value for s in samples if s.name == "agent_memory_conversation_omitted_total"]
+    assert omitted == [1.0]
+    # nothing relevant at all is still a miss, with nothing omitted
+    assert (await conv.before_model("support", "bo", "my printer")).status == "miss"

@@ -1,6 +1,7 @@
 """The services on real backends: cancelled requests leave nothing behind,
-concurrent claims have one holder, and two reflection jobs run one pass —
-checked in the store on memory, SQLite and Redis."""
+concurrent claims have one holder, two reflection jobs run one pass, and
+identical conversation exchanges stored at once keep one copy — checked in the
+store on memory, SQLite and Redis."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from agent_memory.adapters.memory import HashingEmbedder
 from agent_memory.bootstrap import Settings, Stores, open_stores
 from agent_memory.domain.records import Entity, Event
 from agent_memory.domain.steps import Step
+from agent_memory.services.conversation import ConversationConfig, ConversationMemory, RouteOverride
 from agent_memory.services.coordination import CLAIM_PREFIX, SIGNAL_PREFIX
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, KnowledgeService
 from agent_memory.services.reflection import ReflectionJob
@@ -162,3 +164,16 @@ async def test_request_completes_with_redis_stopped_and_reports_what_failed(
         assert "<agent_memory>" in ctx.agent_memory, "the view still renders, without history"
     finally:
         await stores.close()
+
+
+async def test_identical_exchanges_on_two_handles_store_one_copy(opener) -> None:  # type: ignore[no-untyped-def]
+    """Two handles (like two processes) storing the same exchange at once: the
+    derived record id makes the store reject the second copy."""
+    config = ConversationConfig(routes={"support": RouteOverride(auto_store=True)})
+    handles = [await opener() for _ in range(2)]
+    convs = [ConversationMemory(s.store, EMB, config) for s in handles]
+    exchange = ("My seat preference is the aisle", "Aisle seats from now on.")
+    outs = await asyncio.gather(*(c.after_model("support", "ana", *exchange) for c in convs))
+    assert sorted((o.status, o.reason) for o in outs) == [("skipped", "duplicate"), ("stored", "")]
+    assert outs[0].record_id == outs[1].record_id
+    assert len((await handles[0].store.list("ana")).records) == 1

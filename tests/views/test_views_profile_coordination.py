@@ -6,6 +6,7 @@ import json
 import random
 from datetime import timedelta
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -16,12 +17,17 @@ from agent_memory.contract_tests.view_strategies import (
     budgets,
     view_facts,
 )
+from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.records import Entity, Event
 from agent_memory.domain.views import (
     ActivitySignal,
     Fact,
     FactCategory,
+    Investigation,
+    KnowledgeItem,
     RenderedView,
     ViewOutcome,
+    render_agent_memory,
     render_coordination,
     render_user_profile,
 )
@@ -235,3 +241,39 @@ def test_coordination_line_and_limit() -> None:
         signals, domain="payments", own_request_id=None, now=T0, max_agents=2
     )
     assert small.report.section("active_agents").admitted == 2
+
+
+def test_a_single_value_where_a_sequence_is_wanted_is_invalid_input() -> None:
+    """One Fact, ActivitySignal, Event, KnowledgeItem or Investigation (or None)
+    given where the view wants a sequence of them raises InvalidInput naming the
+    argument and the sequence it wanted, never a builtin TypeError."""
+    fact = _fact(1, "identity", "Name is Ana")
+    signal = ActivitySignal("a", "r", "payments", "refund", "running", T0)
+    event = Event(
+        id="e1", domain="payments", agent="a", action="x", outcome="ok", summary="s",
+        occurred_at=T0, recorded_at=T0,
+    )  # fmt: skip
+    knowledge = KnowledgeItem(id="k1", content="c", score=0.5)
+    investigation = Investigation(Entity("pod", "web-1"), "a", "r", T0)
+    calls = [
+        ("facts", "Fact", lambda v: render_user_profile(v, now=T0), fact),
+        ("facts", "Fact", lambda v: render_user_profile(v, now=T0), None),
+        ("facts", "Fact", lambda v: render_user_profile(v, now=T0), "f1"),
+        ("signals", "ActivitySignal", lambda v: render_coordination(
+            v, domain="payments", own_request_id=None, now=T0), signal),
+        ("events", "Event", lambda v: render_agent_memory(
+            domain="payments", as_of=T0, events=v), event),
+        ("entity_events", "Event", lambda v: render_agent_memory(
+            domain="payments", as_of=T0, entity_events=v), event),
+        ("knowledge", "KnowledgeItem", lambda v: render_agent_memory(
+            domain="payments", as_of=T0, knowledge=v), knowledge),
+        ("investigations", "Investigation", lambda v: render_agent_memory(
+            domain="payments", as_of=T0, investigations=v), investigation),
+    ]  # fmt: skip
+    for name, kind, render, value in calls:
+        with pytest.raises(InvalidInput) as info:
+            render(value)
+        assert info.value.field == name, (name, info.value)
+        assert f"a sequence of {kind}" in info.value.problem, info.value
+    # Still accepted: a list, a tuple, any other sequence.
+    assert render_user_profile((fact,), now=T0).report.section("identity").admitted == 1

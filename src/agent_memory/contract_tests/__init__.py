@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.contract_tests.capabilities import Capabilities
+from agent_memory.ports.capabilities import Capabilities, ConformanceFactory
 
 if TYPE_CHECKING:
     from agent_memory.contract_tests.cache import CacheContract
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CacheContract",
     "Capabilities",
+    "ConformanceFactory",
     "EventLogContract",
     "LeaseStoreContract",
     "MemoryStoreContract",
@@ -83,18 +85,18 @@ def require_extra() -> None:
 def _importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
-    except ValueError:  # sys.modules[name] is None
+    except (ValueError, ImportError):  # sys.modules[name] is None; a finder refused it
         return False
 
 
 def register_rewrite() -> None:
-    """Ask pytest to rewrite the contract modules' asserts (when pytest is
-    running; a no-op otherwise). Called before any of them is imported."""
-    if not _importable("pytest"):
+    """Ask pytest to rewrite the contract modules' asserts when pytest is
+    running (already imported); a no-op otherwise, so that importing this
+    package for `Capabilities` loads no test library. Called before any of
+    the contract modules is imported."""
+    pytest = sys.modules.get("pytest")
+    if pytest is None:
         return
-    import sys
-
-    import pytest
 
     names = [f"{__name__}.{m}" for m in REWRITTEN if f"{__name__}.{m}" not in sys.modules]
     if names:

@@ -71,9 +71,22 @@ Clause ids (each assertion message starts with one):
             purged.
 - EL-ERASE-1 `erase_user` deletes exactly the events carrying that user id, in
             every domain (the count); other users' events stay.
+- EL-ERASE-2 user ids match whole: erasing `u1` leaves `u10`'s and `u`'s
+            events, and `user_events("u1")` lists none of them.
+- EL-ERASE-3 a forget racing appends (any interleaving of `erase_user` with
+            appends of that user's and others' events) leaves nothing of the
+            user after a quiet second `erase_user`: `user_events` is empty and
+            no window of any domain shows an event carrying that user id;
+            other users' events all stay (example and property).
 - EL-USER-1 `user_events` returns exactly the events `erase_user` would delete
             (every domain, global ones included, user ids matched exactly),
             newest first; `domains` lists every domain with a stored event.
+- EL-USER-2 `user_events` includes expired events not yet purged (forgetting
+            must see them), and `erase_user` deletes them.
+- EL-USER-3 `user_events` returns all of the user's events, never a page
+            (150 events in two domains all come back).
+- EL-DOM-1  `domains` lists a domain whose only events are expired but not yet
+            purged.
 - EL-RT-1   a stored event reads back with every field equal (timestamps within
             1 ms, metadata, entities in order, enums as enums).
 - EL-RT-2   property: the same for arbitrary adversarial events.
@@ -145,6 +158,8 @@ ReopenEventLog = Callable[[], Awaitable[EventLog]]
 CANARY_DOMAIN = "agent-memory-contract-canary"
 _CANARY_IDS = ("canary-local", "canary-global")
 _PROPERTY = property_settings(max_examples=25, port="events")
+# A handful: each example races appends against a forget on the real backend.
+_RACE = property_settings(max_examples=8, port="events")
 _BIG = 10_000
 
 
@@ -964,6 +979,193 @@ class EventLogContract:
         )
         stored = await event_log.append([_event("er-a", "a1", at, user_id="u:1*")])
         assert stored == 1, clause("EL-ERASE-1", "an erased event id can be appended again", stored)
+
+    async def test_erase_user_matches_whole_ids(self, event_log: EventLog) -> None:
+        """User ids match whole, never as a prefix: erasing `u1` keeps `u10`'s
+        and `u`'s events.
+
+        When this fails, check the user lookup: an equality on the user id
+        (column, key or digest), not LIKE/prefix/range matching.
+        """
+        at = now_ms() - timedelta(minutes=5)
+        await event_log.append(
+            [
+                _event("px-a", "one", at, user_id="u1"),
+                _event("px-a", "ten", at, user_id="u10"),
+                _event("px-b", "ten-g", at, user_id="u10", is_global=True),
+                _event("px-b", "short", at, user_id="u"),
+            ]
+        )
+        seen = sorted(e.id for e in await event_log.user_events("u1"))
+        assert seen == ["one"], clause("EL-ERASE-2", "user_events('u1') lists u1's only", seen)
+        erased = await event_log.erase_user("u1")
+        assert erased == 1, clause("EL-ERASE-2", "erase_user('u1') erases u1's 1 event", erased)
+        left = sorted(
+            set(_keys(await self._all(event_log, "px-a")))
+            | set(_keys(await self._all(event_log, "px-b")))
+        )
+        assert left == [("px-a", "ten"), ("px-b", "short"), ("px-b", "ten-g")], clause(
+            "EL-ERASE-2", "u10's and u's events survive erasing u1", left
+        )
+        ten = sorted(e.id for e in await event_log.user_events("u10"))
+        assert ten == ["ten", "ten-g"], clause("EL-ERASE-2", "u10's events are all kept", ten)
+
+    async def test_user_events_include_expired_unpurged(self, event_log: EventLog) -> None:
+        """`user_events` sees expired events not yet purged, `erase_user` deletes
+        them, and `domains` lists a domain whose only events are expired.
+
+        When this fails, check that the user lookup and `domains` do not apply
+        the window's retention floor: only `purge_expired` removes expired events.
+        """
+        now = now_ms()
+        stale = now - event_log.retention - timedelta(hours=1)
+        await event_log.append(
+            [
+                _event("ux-live", "live", now - timedelta(minutes=1), user_id="ux"),
+                _recorded(_event("ux-dead", "dead", stale, user_id="ux")),
+                _recorded(_event("ux-dead", "dead-g", stale, user_id="ux", is_global=True)),
+            ]
+        )
+        seen = sorted(e.id for e in await event_log.user_events("ux"))
+        assert seen == ["dead", "dead-g", "live"], clause(
+            "EL-USER-2", "user_events includes expired events not yet purged", seen
+        )
+        domains = await event_log.domains()
+        assert "ux-dead" in domains, clause(
+            "EL-DOM-1", "domains lists a domain whose only events expired unpurged", domains
+        )
+        erased = await event_log.erase_user("ux")
+        assert erased == 3, clause("EL-USER-2", "erase_user deletes expired events too", erased)
+        assert await event_log.user_events("ux") == [], clause(
+            "EL-USER-2", "after erase_user nothing of the user is left"
+        )
+        assert await event_log.purge_expired() == 0, clause(
+            "EL-USER-2", "the erased expired events are gone, nothing is left to purge"
+        )
+
+    async def test_user_events_returns_every_event(self, event_log: EventLog) -> None:
+        """`user_events` returns all of the user's events, not a page.
+
+        When this fails, check for a LIMIT, a COUNT or a page size on the user
+        lookup: forgetting must see every event.
+        """
+        at = now_ms() - timedelta(minutes=5)
+        batch = [
+            _event(f"all-{i % 2}", f"e{i:03}", at - timedelta(seconds=i), user_id="many")
+            for i in range(150)
+        ]
+        await event_log.append(batch)
+        seen = await event_log.user_events("many")
+        assert len(seen) == 150, clause("EL-USER-3", "user_events returns all 150", len(seen))
+        assert [e.id for e in seen] == [e.id for e in batch], clause(
+            "EL-USER-3", "all of them, newest first", [e.id for e in seen][:5]
+        )
+        erased = await event_log.erase_user("many")
+        assert erased == 150, clause("EL-USER-3", "erase_user deletes all 150", erased)
+
+    async def _race_erase(
+        self, log: EventLog, user: str, other: str, schedule: list[tuple[int, list[Event]]]
+    ) -> None:
+        """Run `erase_user(user)` concurrently with one append per schedule entry
+        (started after that many event-loop turns), then a quiet second erase,
+        then check that nothing of `user` is left and `other`'s events all are."""
+
+        async def later(turns: int, batch: list[Event]) -> None:
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            await log.append(batch)
+
+        await asyncio.gather(log.erase_user(user), *(later(t, b) for t, b in schedule))
+        await log.erase_user(user)
+        left = [(e.domain, e.id) for e in await log.user_events(user)]
+        assert left == [], clause(
+            "EL-ERASE-3", "after a racing and a quiet forget, user_events is empty", left
+        )
+        seen: set[tuple[str, str]] = set()
+        for domain in await log.domains():
+            window = await self._all(log, domain)
+            seen |= {(e.domain, e.id) for e in window.events if e.user_id == user}
+        shown = sorted(seen)
+        assert shown == [], clause(
+            "EL-ERASE-3", "after a racing and a quiet forget, no window shows the user", shown
+        )
+        want = sorted({(e.domain, e.id) for _, b in schedule for e in b if e.user_id == other})
+        kept = sorted((e.domain, e.id) for e in await log.user_events(other))
+        assert kept == want, clause("EL-ERASE-3", "another user's racing events all stay", kept)
+
+    async def test_erase_racing_appends(self, event_log: EventLog) -> None:
+        """A forget racing appends: after a quiet second forget nothing of the
+        user is left (user_events empty, no window shows the user's events).
+
+        When this fails, check that erase_user is atomic with respect to appends:
+        an index read, then deletes, then dropping the whole index loses the
+        entries of events appended in between (do it in one transaction or
+        script per slot, or remove only the entries read).
+        """
+        tag = uuid.uuid4().hex[:8]
+        user, other = f"racer-{tag}", f"bystander-{tag}"
+        at = now_ms() - timedelta(minutes=5)
+        await event_log.append(
+            [
+                _event("race-a", f"pre-{tag}", at, user_id=user),
+                _event("race-b", f"pre-g-{tag}", at, user_id=user, is_global=True),
+            ]
+        )
+        schedule = [
+            (turns, [
+                _event("race-a", f"t{turns}-{tag}", at, user_id=user),
+                _event(f"race-{turns}", f"n{turns}-{tag}", at, user_id=user),
+                _event("race-b", f"g{turns}-{tag}", at, user_id=user, is_global=True),
+                _event("race-a", f"o{turns}-{tag}", at, user_id=other),
+            ])
+            for turns in range(6)
+        ]  # fmt: skip
+        await self._race_erase(event_log, user, other, schedule)
+
+    @_RACE
+    @given(
+        plan=st.lists(
+            st.tuples(
+                st.integers(min_value=0, max_value=8),
+                st.lists(
+                    st.tuples(
+                        st.sampled_from(["ra-a", "ra-b", "ra-c"]),
+                        st.booleans(),
+                        st.booleans(),
+                    ),
+                    min_size=1,
+                    max_size=3,
+                ),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
+    async def test_erase_racing_appends_property(
+        self, event_log: EventLog, plan: list[tuple[int, list[tuple[str, bool, bool]]]]
+    ) -> None:
+        """Property: for drawn append batches (domain, global or not, this user or
+        another) started after drawn numbers of event-loop turns, a forget racing
+        them and a quiet second forget leave nothing of the user.
+
+        When this fails, read the schedule: which append landed during the first
+        forget and lost its index entry (see `test_erase_racing_appends`).
+        """
+        tag = uuid.uuid4().hex[:8]
+        user, other = f"racer-{tag}", f"bystander-{tag}"
+        at = now_ms() - timedelta(minutes=5)
+        await event_log.append([_event("ra-a", f"pre-{tag}", at, user_id=user)])
+        schedule = [
+            (
+                turns,
+                [
+                    _event(d, f"e{n}-{j}-{tag}", at, user_id=user if mine else other, is_global=g)
+                    for j, (d, g, mine) in enumerate(batch)
+                ],
+            )
+            for n, (turns, batch) in enumerate(plan)
+        ]
+        await self._race_erase(event_log, user, other, schedule)
 
     # -- round trip ------------------------------------------------------------
 

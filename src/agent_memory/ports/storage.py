@@ -204,18 +204,24 @@ class EventLog(Protocol):
         ...
 
     async def erase_user(self, user_id: str) -> int:
-        """Delete every event carrying this user id, in every domain; the count."""
+        """Delete every event carrying exactly this user id (never a prefix or
+        pattern match), in every domain, expired ones not yet purged included;
+        the count. Atomic with respect to appends: an append racing the erase is
+        either erased or keeps everything a later `erase_user` needs to find it,
+        so a quiet second erase leaves no event carrying the id."""
         ...
 
     async def user_events(self, user_id: str) -> list[Event]:
-        """Every stored event carrying this user id, in every domain, expired ones
-        not yet purged included; newest first by occurred_at (then domain, id
-        desc). What `erase_user` would delete: forgetting reads it first to find
-        the data derived from those events."""
+        """Every stored event carrying exactly this user id, in every domain,
+        expired ones not yet purged included; all of them, never a page; newest
+        first by occurred_at (then domain, id desc). What `erase_user` would
+        delete: a data-subject export or forget reads it first to find the data
+        derived from those events."""
         ...
 
     async def domains(self) -> list[str]:
-        """Every domain that has (or had, until purged) a stored event, sorted."""
+        """Every domain that has (or had, until purged) a stored event, sorted;
+        a domain whose only events are expired but not purged is listed."""
         ...
 
     async def purge_expired(self) -> int:

@@ -5,7 +5,10 @@ relevant memories and returns the block to inject into the model's prompt,
 trimmed best-first so that its estimated size (`domain.views.tokens`, the
 script-aware estimate) never exceeds the route's `max_inject_tokens`;
 `after_model(route, user_id, query, answer)` stores the exchange when the
-route's policy says so. Both fail open: a backend or embedder failure is logged
+route's policy says so, unless it is trivial (`domain.exchanges.is_trivial`:
+only acknowledgements or greetings on the user's side, or too few content
+words) or the same, after normalisation, as one already stored for that user,
+route, project and type. Both fail open: a backend or embedder failure is logged
 and counted, and the model call goes on without memory.
 
 Policy is per route: a global default (`MemoryPolicy`) and per-route overrides
@@ -15,8 +18,11 @@ no store call.
 
 Storage layout (on any `MemoryStore`): owner = the user id (required, never
 widened), namespace = `conversation` or `conversation:<project>`, kind =
-`conversation:<type>`. A project narrows retrieval to that project's
-namespace; types narrow it to those kinds; neither replaces the owner.
+`conversation:<type>`. An exchange's record id is derived from the user, route,
+namespace, kind and the normalised exchange, so the store itself rejects a
+second copy (`DuplicateRecord`), even from a concurrent call. A project
+narrows retrieval to that project's namespace; types narrow it to those
+kinds; neither replaces the owner.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import json
 import logging
 import math
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,7 +39,8 @@ import attrs
 import cattrs
 from attrs import field, frozen
 
-from agent_memory.domain.errors import ConfigurationError, InvalidInput
+from agent_memory.domain.errors import ConfigurationError, DuplicateRecord, InvalidInput
+from agent_memory.domain.exchanges import exchange_key, exchange_record_id, is_trivial
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
 from agent_memory.domain.time import SystemClock
 from agent_memory.domain.validation import (
@@ -102,6 +108,13 @@ def _check_tokens(_i: object, _a: object, value: object) -> None:
         )
 
 
+def _check_words(_i: object, _a: object, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LIMIT:
+        raise InvalidInput(
+            "min_content_words", f"an integer in [0, {MAX_LIMIT}] is required, got {value!r}"
+        )
+
+
 def _check_bool(name: str) -> Any:
     def check(_i: object, _a: object, value: object) -> None:
         if not isinstance(value, bool):
@@ -140,7 +153,9 @@ class MemoryPolicy:
     - `retrieval_limit`: how many memories a retrieval asks the store for;
     - `max_inject_tokens`: the injected block's budget, by `estimate_tokens`;
     - `auto_store`: store each exchange after the model answered;
-    - `types`: the memory types retrieved, and stored (the first is the default).
+    - `types`: the memory types retrieved, and stored (the first is the default);
+    - `skip_trivial`: do not store a trivial exchange (`domain.exchanges`);
+    - `min_content_words`: an exchange with fewer content words is trivial.
     """
 
     enabled: bool = field(default=True, validator=_check_bool("enabled"))
@@ -149,6 +164,8 @@ class MemoryPolicy:
     max_inject_tokens: int = field(default=512, validator=_check_tokens)
     auto_store: bool = field(default=False, validator=_check_bool("auto_store"))
     types: tuple[str, ...] = field(default=("episodic",), converter=_types)
+    skip_trivial: bool = field(default=True, validator=_check_bool("skip_trivial"))
+    min_content_words: int = field(default=3, validator=_check_words)
 
 
 @frozen
@@ -161,6 +178,10 @@ class RouteOverride:
     max_inject_tokens: int | None = field(default=None, validator=_optional(_check_tokens))
     auto_store: bool | None = field(default=None, validator=_optional(_check_bool("auto_store")))
     types: tuple[str, ...] | None = field(default=None, converter=_optional_types)
+    skip_trivial: bool | None = field(
+        default=None, validator=_optional(_check_bool("skip_trivial"))
+    )
+    min_content_words: int | None = field(default=None, validator=_optional(_check_words))
 
     def apply(self, default: MemoryPolicy) -> MemoryPolicy:
         """`default` with every field this override sets replaced."""
@@ -289,9 +310,12 @@ def load_config(path: str | Path) -> ConversationConfig:
 class Injection:
     """What `before_model` found: `text` is the block to inject ("" for none).
 
-    `status` is `disabled` (the route has no memory: nothing was called), `hit`,
-    `miss` (nothing relevant) or `error` (the retrieval failed: fail-open).
-    `tokens` is `estimate_tokens(text)`, at most the route's `max_inject_tokens`.
+    `status` is `disabled` (the route has no memory: nothing was called), `hit`
+    (relevant memories were found), `miss` (nothing relevant) or `error` (the
+    retrieval failed: fail-open). `omitted` counts the relevant memories left
+    out because they did not fit the budget: a hit whose every memory was
+    omitted has an empty `text`. `tokens` is `estimate_tokens(text)`, at most
+    the route's `max_inject_tokens`.
     """
 
     text: str
@@ -304,7 +328,8 @@ class Injection:
 @frozen
 class StoreOutcome:
     """What `after_model` did: `stored` (with the record id), `skipped` (and
-    why: disabled, auto_store off, type not in the policy), or `error`."""
+    why: `disabled`, `auto_store off`, a type not in the policy, `empty
+    exchange`, `trivial`, or `duplicate` with the stored copy's id), or `error`."""
 
     status: str
     record_id: str | None = None
@@ -422,14 +447,24 @@ class ConversationMemory:
                 span.set(status="error", error=type(exc).__name__)
                 return Injection(text="", memories=(), omitted=0, tokens=0, status="error")
             kept, tokens = _trim(hits, policy.max_inject_tokens)
-            status = "hit" if kept else "miss"
+            omitted = len(hits) - len(kept)
+            # every hit passed the threshold: one left out for the budget is
+            # still a hit (counted as omitted), not a miss
+            status = "hit" if hits else "miss"
             self._obs.retrieval(self._backend, status)
             self._obs.results(RESULT_KIND, len(kept))
-            span.set(status=status, found=len(hits), injected=len(kept), tokens=tokens)
+            self._obs.conversation_omitted(self._backend, omitted)
+            span.set(
+                status=status,
+                found=len(hits),
+                injected=len(kept),
+                omitted=omitted,
+                tokens=tokens,
+            )
             return Injection(
                 text=render_block(kept),
                 memories=kept,
-                omitted=len(hits) - len(kept),
+                omitted=omitted,
                 tokens=tokens,
                 status=status,
             )
@@ -445,7 +480,8 @@ class ConversationMemory:
         memory_type: str | None = None,
     ) -> StoreOutcome:
         """Store the exchange as one memory of `memory_type` (default: the
-        policy's first type) when the route auto-stores that type."""
+        policy's first type) when the route auto-stores that type, unless it is
+        trivial (with `skip_trivial`) or a duplicate of a stored exchange."""
         require_scope(user_id, "user_id")
         require_no_nul(require_text(query, "query"), "query")
         require_no_nul(require_text(answer, "answer"), "answer")
@@ -461,16 +497,24 @@ class ConversationMemory:
         content = f"User: {query.strip()}\nAssistant: {answer.strip()}"
         if not query.strip() and not answer.strip():
             return StoreOutcome(status="skipped", reason="empty exchange")
+        kind = KIND_PREFIX + kind_name
         with self._obs.span(_SPAN_AFTER, route=route, backend=self._backend) as span:
+            if policy.skip_trivial and is_trivial(query, answer, policy.min_content_words):
+                self._obs.conversation_store(self._backend, "trivial")
+                span.set(status="skipped", reason="trivial")
+                return StoreOutcome(status="skipped", reason="trivial")
+            record_id = exchange_record_id(
+                user_id, (route, namespace, kind), exchange_key(query, answer)
+            )
             started = time.perf_counter()
             try:
                 vector = (await self._embedder.embed([content]))[0]
                 now = self._clock.now()
                 record = MemoryRecord(
-                    id=uuid.uuid4().hex,
+                    id=record_id,
                     owner=user_id,
                     namespace=namespace,
-                    kind=KIND_PREFIX + kind_name,
+                    kind=kind,
                     content=content,
                     vector=vector,
                     created_at=now,
@@ -478,9 +522,15 @@ class ConversationMemory:
                     attributes={"route": route},
                 )
                 await self._store.add([record])
+            except DuplicateRecord:  # the same exchange is stored already
+                self._obs.conversation_store(self._backend, "duplicate")
+                span.set(status="skipped", reason="duplicate")
+                return StoreOutcome(status="skipped", record_id=record_id, reason="duplicate")
             except Exception as exc:  # fail-open
                 _log.warning("conversation memory store failed (%s): %s", route, exc)
+                self._obs.conversation_store(self._backend, "error")
                 span.set(status="error", error=type(exc).__name__)
                 return StoreOutcome(status="error", reason=type(exc).__name__)
+            self._obs.conversation_store(self._backend, "stored")
             span.set(status="stored", seconds=round(time.perf_counter() - started, 6))
             return StoreOutcome(status="stored", record_id=record.id)

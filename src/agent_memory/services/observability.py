@@ -63,6 +63,8 @@ METRICS: Final[tuple[str, ...]] = (
     "agent_memory_user_memory_operations_total",
     "agent_memory_reflection_passes_total",
     "agent_memory_reflection_fragments_total",
+    "agent_memory_conversation_stores_total",
+    "agent_memory_conversation_omitted_total",
 )
 
 
@@ -124,6 +126,8 @@ class Observability:
         self._user_ops: Any = None
         self._passes: Any = None
         self._fragments: Any = None
+        self._conv_stores: Any = None
+        self._conv_omitted: Any = None
         self.status: dict[str, str] = {
             "tracing": "disabled" if tracer is None else "enabled",
             "metrics": "disabled",
@@ -205,6 +209,19 @@ class Observability:
             "Knowledge fragments stored by reflection passes",
             registry=registry,
         )
+        self._conv_stores = Counter(
+            "agent_memory_conversation_stores_total",
+            "Conversation exchanges after the model by backend and outcome (stored, "
+            "trivial, duplicate, error)",
+            ["backend", "outcome"],
+            registry=registry,
+        )
+        self._conv_omitted = Counter(
+            "agent_memory_conversation_omitted_total",
+            "Relevant conversation memories left out of the injected block by its budget",
+            ["backend"],
+            registry=registry,
+        )
         self.status = {**self.status, "metrics": "enabled"}
 
     @contextmanager
@@ -244,6 +261,16 @@ class Observability:
         """Observe how many items one retrieval returned (events, knowledge, user_facts)."""
         if self._results is not None:
             self._results.labels(kind=kind).observe(count)
+
+    def conversation_store(self, backend: str, outcome: str) -> None:
+        """Count one exchange `after_model` handled: stored, trivial, duplicate or error."""
+        if self._conv_stores is not None:
+            self._conv_stores.labels(backend=backend, outcome=outcome).inc()
+
+    def conversation_omitted(self, backend: str, count: int) -> None:
+        """Count relevant memories a retrieval found but left out for the budget."""
+        if self._conv_omitted is not None and count:
+            self._conv_omitted.labels(backend=backend).inc(count)
 
     def digest_decision(self, path: str) -> None:
         """Count one digest cache decision by its path."""

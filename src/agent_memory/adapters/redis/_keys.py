@@ -88,7 +88,11 @@ class KeySchema:
     def ev_domains(self) -> str:
         return f"{self.base}:ev:domains"
 
+    def ev_domain_user(self, domain: str, user_id: str) -> str:
+        return f"{self.base}:ev:{{{digest(domain)}}}:u:{digest(user_id)}"
+
     def ev_user(self, user_id: str) -> str:
+        """The user index of earlier releases (read and emptied by erasure only)."""
         return f"{self.base}:ev:u:{{{digest(user_id)}}}"
 
     # -- LeaseStore: lease hash, fencing counter, key index tagged by scope -

@@ -3,10 +3,18 @@
 Per domain (hash tag = digest of the domain, so one append script touches one
 slot): a payload hash (event id -> JSON), a time-ordered set of the domain's
 own events, a set of the same members scored by ingestion time (`recorded_at`),
-and one set per entity. Global events live in the global sets (tag `{g}`, a
-time-ordered and a recorded-time set) so every domain's window merges them in
-one ordering. A per-user set of references serves `erase_user`; a set of known
-domains serves `purge_expired`.
+and one set per entity, and one set per user of the domain's events carrying
+that user id (global ones included). Global events live in the global sets (tag
+`{g}`, a time-ordered and a recorded-time set) so every domain's window merges
+them in one ordering. A set of known domains serves `purge_expired`,
+`user_events` and `erase_user`.
+
+A user's index entry is written by the same script, in the same slot, as the
+event's payload, and `erase_user` deletes a domain's payloads of that user and
+the user's set there in one script: no append, whenever it lands, leaves a
+payload whose index entry is gone, so a forget racing appends misses at most
+events that a later forget finds. (Releases before this one kept one user set
+in its own slot; erasure still reads and empties it, member by member.)
 
 A window reads, in one script per slot, the time-ordered set's score range
 `[since, until)` newest first, skipping members whose recorded time is past
@@ -44,27 +52,53 @@ __all__ = ["DEFAULT_RETENTION", "RedisEventLog"]
 DEFAULT_RETENTION = timedelta(days=60)
 
 # KEYS[1] payload hash, KEYS[2] domain set, KEYS[3] domain recorded-time set,
-# KEYS[4..] entity sets (same slot).
-# ARGV per event: id, payload, score, recorded score, global flag, n, n indices
-# into KEYS.
+# KEYS[4..] entity sets and per-user sets (same slot).
+# ARGV per event: id, payload, score, recorded score, global flag, index of the
+# user set in KEYS (0: no user), n, n indices into KEYS.
 _APPEND = """
 local out = {}
 local pos = 1
 while pos <= #ARGV do
   local id, payload, score, recorded = ARGV[pos], ARGV[pos + 1], ARGV[pos + 2], ARGV[pos + 3]
   local glob = ARGV[pos + 4]
-  local n = tonumber(ARGV[pos + 5])
+  local user = tonumber(ARGV[pos + 5])
+  local n = tonumber(ARGV[pos + 6])
   local new = redis.call('HSETNX', KEYS[1], id, payload)
-  if new == 1 and glob == '0' then
-    redis.call('ZADD', KEYS[2], score, id)
-    redis.call('ZADD', KEYS[3], recorded, id)
-    for j = 1, n do
-      redis.call('ZADD', KEYS[tonumber(ARGV[pos + 5 + j])], score, id)
+  if new == 1 then
+    if user > 0 then
+      redis.call('SADD', KEYS[user], id)
+    end
+    if glob == '0' then
+      redis.call('ZADD', KEYS[2], score, id)
+      redis.call('ZADD', KEYS[3], recorded, id)
+      for j = 1, n do
+        redis.call('ZADD', KEYS[tonumber(ARGV[pos + 6 + j])], score, id)
+      end
     end
   end
   out[#out + 1] = new
-  pos = pos + 6 + n
+  pos = pos + 7 + n
 end
+return out
+"""
+
+# One domain's part of a forget, atomic with that domain's appends: KEYS[1]
+# payload hash, KEYS[2] domain set, KEYS[3] domain recorded-time set, KEYS[4]
+# the user's set in the domain. Deletes the user's payloads there, their
+# time/recorded entries and the user's set; returns the deleted payloads (their
+# entity and global references are removed after, by the caller).
+_ERASE = """
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+  local payload = redis.call('HGET', KEYS[1], id)
+  if payload then
+    redis.call('HDEL', KEYS[1], id)
+    redis.call('ZREM', KEYS[2], id)
+    redis.call('ZREM', KEYS[3], id)
+    out[#out + 1] = payload
+  end
+end
+redis.call('DEL', KEYS[4])
 return out
 """
 
@@ -156,6 +190,7 @@ class RedisEventLog(RedisHandle):
         self._append = self._r.register_script(_APPEND)
         self._window = self._r.register_script(_WINDOW)
         self._expired = self._r.register_script(_EXPIRED)
+        self._erase = self._r.register_script(_ERASE)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisEventLog:
@@ -192,6 +227,13 @@ class RedisEventLog(RedisHandle):
                 slot: dict[str, int] = {}
                 args: list[Any] = []
                 for e in evs:
+                    user = 0
+                    if e.user_id is not None:
+                        key = k.ev_domain_user(domain, e.user_id)
+                        if key not in slot:
+                            keys.append(key)
+                            slot[key] = len(keys)
+                        user = slot[key]
                     idx: list[int] = []
                     if not e.is_global:
                         for ent in e.entities:
@@ -202,23 +244,20 @@ class RedisEventLog(RedisHandle):
                             idx.append(slot[key])
                     args += [e.id, encode_event(e), to_micros(e.occurred_at)]
                     args.append(to_micros(e.recorded_at))
-                    args += ["1" if e.is_global else "0", len(idx), *idx]
+                    args += ["1" if e.is_global else "0", user, len(idx), *idx]
                 calls.append((keys, args))
             # Other slots: idempotent single-key writes (NX keeps the first time).
             zadds: list[tuple[str, dict[bytes, int]]] = []
             sadds: list[tuple[str, list[Any]]] = [(k.ev_domains(), list(by_domain))]
             for e in batch:
-                if e.is_global or e.user_id is not None:
+                if e.is_global:
                     member = _gmember(e.domain, e.id)
                     score = to_micros(e.occurred_at)
-                if e.is_global:
                     zadds.append((k.ev_global(), {member: score}))
                     recorded = to_micros(e.recorded_at)
                     zadds.append((_recorded_key(k.ev_global()), {member: recorded}))
                     for ent in e.entities:
                         zadds.append((k.ev_global_entity(ent.type, ent.id), {member: score}))
-                if e.user_id is not None:
-                    sadds.append((k.ev_user(e.user_id), [member]))
             with translate("append"):
                 results = await self._append_round_trip(calls, zadds, sadds)
             return sum(sum(int(x) for x in r) for r in results[: len(calls)])
@@ -338,47 +377,92 @@ class RedisEventLog(RedisHandle):
         """Delete events and every reference to them; the number of payloads deleted."""
         if not events:
             return 0
-        k = self._keys
         pipe = self._r.pipeline(transaction=False)
         deletes: list[int] = []  # positions of the HDEL replies
         for e in events:
             deletes.append(len(pipe))
-            pipe.hdel(k.ev_payloads(e.domain), e.id)
-            member = _gmember(e.domain, e.id)
-            if e.is_global:
-                pipe.zrem(k.ev_global(), member)
-                pipe.zrem(_recorded_key(k.ev_global()), member)
-                for ent in e.entities:
-                    pipe.zrem(k.ev_global_entity(ent.type, ent.id), member)
-            else:
-                pipe.zrem(k.ev_domain(e.domain), e.id)
-                pipe.zrem(_recorded_key(k.ev_domain(e.domain)), e.id)
-                for ent in e.entities:
-                    pipe.zrem(k.ev_domain_entity(e.domain, ent.type, ent.id), e.id)
-            if e.user_id is not None:
-                pipe.srem(k.ev_user(e.user_id), member)
+            pipe.hdel(self._keys.ev_payloads(e.domain), e.id)
+            self._unlink(pipe, e)
         results = await pipe.execute()
         return sum(int(results[pos]) for pos in deletes)
+
+    def _unlink(self, pipe: Any, e: Event, *, users: bool = True) -> None:
+        """Queue the removal of the references to `e` (its payload aside); the
+        user index entries too unless `users` is False."""
+        k = self._keys
+        member = _gmember(e.domain, e.id)
+        if e.is_global:
+            pipe.zrem(k.ev_global(), member)
+            pipe.zrem(_recorded_key(k.ev_global()), member)
+            for ent in e.entities:
+                pipe.zrem(k.ev_global_entity(ent.type, ent.id), member)
+        else:
+            pipe.zrem(k.ev_domain(e.domain), e.id)
+            pipe.zrem(_recorded_key(k.ev_domain(e.domain)), e.id)
+            for ent in e.entities:
+                pipe.zrem(k.ev_domain_entity(e.domain, ent.type, ent.id), e.id)
+        if users and e.user_id is not None:
+            pipe.srem(k.ev_domain_user(e.domain, e.user_id), e.id)
+            pipe.srem(k.ev_user(e.user_id), member)
 
     async def erase_user(self, user_id: str) -> int:
         async with self._life.op():
             require_id(user_id, "user_id")
-            key = self._keys.ev_user(user_id)
+            k = self._keys
             with translate("erase_user"):
-                members: Any = await self._r.smembers(key)
-                refs = [_parse_gmember(m) for m in members]
-                found = await self._payloads(refs)
-                doomed = [e for e in found if e is not None and e.user_id == user_id]
-                count = await self._remove(doomed)
-                await self._r.delete(key)
+                known: Any = await self._r.smembers(k.ev_domains())
+                domains = [d.decode("utf-8") for d in known]
+                calls: list[tuple[list[str], list[Any]]] = [
+                    (
+                        [
+                            k.ev_payloads(d),
+                            k.ev_domain(d),
+                            _recorded_key(k.ev_domain(d)),
+                            k.ev_domain_user(d, user_id),
+                        ],
+                        [],
+                    )
+                    for d in domains
+                ]
+                erased = [decode_event(p) for r in await self._eval(self._erase, calls) for p in r]
+                if erased:
+                    pipe = self._r.pipeline(transaction=False)
+                    for e in erased:
+                        # The script emptied the user's sets: a same-id append since
+                        # then has its own entry, which must stay.
+                        self._unlink(pipe, e, users=False)
+                    await pipe.execute()
+                # Earlier releases' user set: only the members read are removed.
+                legacy = k.ev_user(user_id)
+                members: Any = await self._r.smembers(legacy)
+                count = len(erased)
+                if members:
+                    found = await self._payloads([_parse_gmember(m) for m in members])
+                    count += await self._remove(
+                        [e for e in found if e is not None and e.user_id == user_id]
+                    )
+                    await self._r.srem(legacy, *members)
             return count
 
     async def user_events(self, user_id: str) -> list[Event]:
         async with self._life.op():
             require_id(user_id, "user_id")
+            k = self._keys
             with translate("user_events"):
-                members: Any = await self._r.smembers(self._keys.ev_user(user_id))
-                found = await self._payloads([_parse_gmember(m) for m in members])
+                known: Any = await self._r.smembers(k.ev_domains())
+                domains = [d.decode("utf-8") for d in known]
+                pipe = self._r.pipeline(transaction=False)
+                for d in domains:
+                    pipe.smembers(k.ev_domain_user(d, user_id))
+                pipe.smembers(k.ev_user(user_id))
+                *per_domain, legacy = await pipe.execute()
+                refs: set[_RawRef] = {
+                    (d, i) for d, ids in zip(domains, per_domain, strict=True) for i in ids
+                }
+                for m in legacy:
+                    d, i = _parse_gmember(m)
+                    refs.add((d, i.encode("utf-8", "surrogatepass")))
+                found = await self._payloads(sorted(refs))
             rows = [e for e in found if e is not None and e.user_id == user_id]
             rows.sort(key=lambda e: (e.occurred_at, e.domain, e.id), reverse=True)
             return rows

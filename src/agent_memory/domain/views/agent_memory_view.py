@@ -40,7 +40,13 @@ from typing import Any
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event
 from agent_memory.domain.validation import require_scope, require_utc
-from agent_memory.domain.views.budget import Line, SectionSpec, layout, require_budget
+from agent_memory.domain.views.budget import (
+    Line,
+    SectionSpec,
+    layout,
+    require_budget,
+    require_sequence,
+)
 from agent_memory.domain.views.encoding import (
     encode_text,
     encode_texts,
@@ -426,6 +432,10 @@ def render_agent_memory(
         raise InvalidInput("digest", f"a string or None is required, got {type(digest).__name__}")
     if entity is not None and not isinstance(entity, Entity):
         raise InvalidInput("entity", f"an Entity or None is required, got {entity!r}")
+    events = require_sequence(events, Event, "events")
+    entity_events = require_sequence(entity_events, Event, "entity_events")
+    investigations = require_sequence(investigations, Investigation, "investigations")
+    knowledge = require_sequence(knowledge, KnowledgeItem, "knowledge")
     # Events are checked as they are read (the first ones here, the rest by the
     # layout): events past the lookahead are never read, so never checked.
     _require_all(tuple(islice(events, _ESTIMATE_EVENTS)), Event, "events")

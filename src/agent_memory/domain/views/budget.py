@@ -35,7 +35,7 @@ from agent_memory.domain.views.report import (
     ViewReport,
 )
 
-__all__ = ["Line", "SectionSpec", "layout", "require_budget"]
+__all__ = ["Line", "SectionSpec", "layout", "require_budget", "require_sequence"]
 
 T = TypeVar("T")
 
@@ -102,6 +102,17 @@ def require_budget(budget_bytes: object) -> int:
             "budget_bytes", f"a non-negative integer is required, got {budget_bytes!r}"
         )
     return budget_bytes
+
+
+def require_sequence(value: object, kind: type, name: str) -> Sequence[Any]:
+    """`value` as a sequence of `kind` values' container, or `InvalidInput`
+    naming `name`: one bare value (or None, or a string) is not a sequence of them."""
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return value
+    got = f"one {kind.__name__}" if isinstance(value, kind) else type(value).__name__
+    raise InvalidInput(
+        name, f"a sequence of {kind.__name__} is required (a list or tuple), got {got}"
+    )
 
 
 def _lines_size(lines: Sequence[str]) -> int:

@@ -14,7 +14,13 @@ from datetime import datetime
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_scope, require_utc
 from agent_memory.domain.views.agent_memory_view import format_timestamp
-from agent_memory.domain.views.budget import Line, SectionSpec, layout, require_budget
+from agent_memory.domain.views.budget import (
+    Line,
+    SectionSpec,
+    layout,
+    require_budget,
+    require_sequence,
+)
 from agent_memory.domain.views.encoding import encode_text
 from agent_memory.domain.views.inputs import ActivitySignal
 from agent_memory.domain.views.report import RenderedView
@@ -53,6 +59,7 @@ def render_coordination(
     budget_bytes = require_budget(budget_bytes)
     if not isinstance(max_agents, int) or isinstance(max_agents, bool) or max_agents < 0:
         raise InvalidInput("max_agents", f"a non-negative integer is required, got {max_agents!r}")
+    signals = require_sequence(signals, ActivitySignal, "signals")
     for signal in signals:
         if not isinstance(signal, ActivitySignal):
             raise InvalidInput("signals", f"ActivitySignal values are required, got {signal!r}")

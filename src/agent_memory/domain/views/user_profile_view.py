@@ -18,7 +18,13 @@ from datetime import datetime
 
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import require_utc
-from agent_memory.domain.views.budget import Line, SectionSpec, layout, require_budget
+from agent_memory.domain.views.budget import (
+    Line,
+    SectionSpec,
+    layout,
+    require_budget,
+    require_sequence,
+)
 from agent_memory.domain.views.encoding import SHORTENED_MARKER, encode_text, shorten_encoded
 from agent_memory.domain.views.inputs import Fact, FactCategory
 from agent_memory.domain.views.report import RenderedView
@@ -100,6 +106,7 @@ def render_user_profile(
     """
     now = require_utc(now, "now")
     budget_bytes = require_budget(budget_bytes)
+    facts = require_sequence(facts, Fact, "facts")
     for fact in facts:
         if not isinstance(fact, Fact):
             raise InvalidInput("facts", f"Fact values are required, got {fact!r}")

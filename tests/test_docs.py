@@ -89,7 +89,14 @@ def test_readme_example_runs_and_writes_only_its_working_directory(tmp_path: Pat
     assert "facts=1" in result.stdout
     assert str(tmp_path / "work" / "memory.db") in written
     doctor = subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "doctor", "--url", "sqlite:memory.db"],
+        [
+            sys.executable,
+            "-m",
+            "agent_memory.entrypoints.cli",
+            "doctor",
+            "--url",
+            "sqlite:memory.db",
+        ],
         cwd=tmp_path / "work",
         capture_output=True,
         text=True,
@@ -110,3 +117,37 @@ def test_the_watcher_sees_a_write_outside(tmp_path: Path) -> None:
     """The check above can fail: a script that writes next to its directory is caught."""
     with pytest.raises(AssertionError, match="wrote outside"):
         _run_watched("open('../elsewhere.txt', 'w').close()\n", tmp_path)
+
+
+def _architecture_tree() -> list[str]:
+    """The paths the tree at the top of docs/architecture.md names."""
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    block = doc.split("```\n", 2)[1]
+    paths: list[str] = []
+    stack: list[str] = []
+    for line in block.splitlines()[1:]:
+        match = re.match(r"^([│ ├└─]*)(\S+)", line)
+        assert match, line
+        depth = len(match.group(1)) // 4
+        del stack[depth - 1 :]
+        stack.append(match.group(2).rstrip("/"))
+        paths.append("/".join(stack))
+    return paths
+
+
+def test_the_architecture_tree_names_every_folder_and_facade() -> None:
+    """docs/architecture.md opens with the tree of src/agent_memory: no folder left out,
+    none that is gone."""
+    src = ROOT / "src" / "agent_memory"
+    folders = {
+        str(p.parent.relative_to(src))
+        for p in src.rglob("__init__.py")
+        if p.parent != src and "__pycache__" not in p.parts
+    }
+    facades = {p.name for p in src.glob("*.py") if p.name != "__main__.py"}
+    named = _architecture_tree()
+    assert (ROOT / "docs" / "architecture.md").read_text().startswith("# Architecture\n\n```\n")
+    missing = sorted((folders | facades) - set(named))
+    gone = sorted(set(named) - folders - facades)
+    assert not missing, f"docs/architecture.md's tree leaves out {missing}"
+    assert not gone, f"docs/architecture.md's tree names {gone}, which do not exist"

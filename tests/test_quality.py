@@ -6,10 +6,13 @@ core it leaves idle, and these tests read their results at the end.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
+import grimp
 import pytest
 
 import background
@@ -50,7 +53,7 @@ def test_import_does_no_work() -> None:
     """Importing the package must not start clients, threads or connections."""
     code = (
         "import threading, sys; before = threading.active_count();"
-        "import agent_memory, agent_memory.bootstrap, agent_memory.cli;"
+        "import agent_memory, agent_memory.bootstrap, agent_memory.entrypoints.cli;"
         "assert threading.active_count() == before, 'a thread started at import';"
         "bad = [m for m in ('redis', 'psycopg', 'qdrant_client', 'httpx') if m in sys.modules];"
         "assert not bad, f'infrastructure imported at import time: {bad}'"
@@ -59,6 +62,91 @@ def test_import_does_no_work() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def import_cycles(package: str) -> list[str]:
+    """Each set of `package`'s modules that import one another in a circle, as
+    the imports among them (grimp counts lazy and TYPE_CHECKING imports too)."""
+    graph = grimp.build_graph(package, cache_dir=None)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[str] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component: list[str] = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+                on_stack.discard(component[-1])
+            if len(component) > 1:
+                found.append(_describe(graph, sorted(component)))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def _describe(graph: grimp.ImportGraph, modules: list[str]) -> str:
+    lines = [f"import cycle among {', '.join(modules)}:"]
+    for importer in modules:
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            if imported in modules:
+                details = graph.get_import_details(importer=importer, imported=imported)
+                at = ", ".join(f"l.{d['line_number']}" for d in details)
+                lines.append(f"  {importer} -> {imported} ({at})")
+    return "\n".join(lines)
+
+
+def test_no_import_cycle_among_agent_memory_modules() -> None:
+    """The package reads top to bottom: no module imports, even lazily, one that imports it."""
+    cycles = import_cycles("agent_memory")
+    assert not cycles, "\n".join(cycles)
+
+
+def test_the_cycle_check_sees_a_lazy_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check above can fail: a circle closed by an import inside a function counts."""
+    pkg = tmp_path / "circle_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from circle_pkg.b import B\n")
+    (pkg / "b.py").write_text("class B:\n    def f(self):\n        from circle_pkg import a\n")
+    (pkg / "c.py").write_text("from circle_pkg import b\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (cycle,) = import_cycles("circle_pkg")
+    assert cycle.splitlines()[0] == "import cycle among circle_pkg.a, circle_pkg.b:"
+    assert "circle_pkg.b -> circle_pkg.a (l.3)" in cycle
+
+
+def test_the_cli_is_an_entry_point() -> None:
+    """`agent_memory.cli` moved to `agent_memory.entrypoints.cli` (no alias left behind)."""
+    assert importlib.util.find_spec("agent_memory.cli") is None
+    assert importlib.util.find_spec("agent_memory.entrypoints.cli") is not None
+    assert importlib.util.find_spec("agent_memory.entrypoints.cli.__main__") is not None
+
+
+def test_memory_is_importable_where_it_was() -> None:
+    """`Memory` and `Stores` live in bootstrap.memory; their old homes still name them."""
+    import agent_memory
+    from agent_memory import bootstrap
+
+    connect = importlib.import_module("agent_memory.bootstrap.connect")
+    memory = importlib.import_module("agent_memory.bootstrap.memory")
+    assert connect.Memory is memory.Memory is bootstrap.Memory is agent_memory.Memory
+    assert connect.Stores is memory.Stores is bootstrap.Stores
 
 
 def test_capabilities_import_without_the_conformance_extra() -> None:

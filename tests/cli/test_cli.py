@@ -15,7 +15,7 @@ def agent_memory(*args: str, cwd: Path | None = None, env: dict[str, str] | None
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", *args],
+        [sys.executable, "-m", "agent_memory.entrypoints.cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
@@ -213,7 +213,7 @@ def test_reflect_runs_one_pass_with_a_progress_bar(tmp_path: Path) -> None:
 def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere() -> None:
     import io
 
-    from agent_memory.cli.reflect import progress_printer
+    from agent_memory.entrypoints.cli.reflect import progress_printer
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

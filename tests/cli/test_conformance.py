@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import background
-from agent_memory.cli.conformance import (
+from agent_memory.entrypoints.cli.conformance import (
     EXIT_FAILED,
     EXIT_NOT_INSTALLED,
     EXIT_PASSED,
@@ -42,7 +42,7 @@ class Run:
 def _command(
     args: tuple[str, ...], tmpdir: Path | None, prelude: str
 ) -> tuple[list[str], dict[str, str]]:
-    """argv and environment for `python -m agent_memory.cli conformance ARGS` (or,
+    """argv and environment for `python -m agent_memory.entrypoints.cli conformance ARGS` (or,
     with `prelude`, the same main() after running that code, e.g. to hide an
     installed module)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_MEMORY_", "HYPOTHESIS"))}
@@ -50,11 +50,11 @@ def _command(
         env["TMPDIR"] = str(tmpdir)
     if prelude:
         code = (
-            f"{prelude}\nimport sys\nfrom agent_memory.cli import main\n"
+            f"{prelude}\nimport sys\nfrom agent_memory.entrypoints.cli import main\n"
             f"sys.exit(main(['conformance', *{list(args)!r}]))"
         )
         return [sys.executable, "-c", code], env
-    return [sys.executable, "-m", "agent_memory.cli", "conformance", *args], env
+    return [sys.executable, "-m", "agent_memory.entrypoints.cli", "conformance", *args], env
 
 
 def conformance(
@@ -282,7 +282,7 @@ def test_bad_arguments_are_a_usage_error(tmp_path: Path) -> None:
 
 def test_the_help_documents_the_exit_codes() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "conformance", "--help"],
+        [sys.executable, "-m", "agent_memory.entrypoints.cli", "conformance", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -14,7 +14,7 @@ def doctor_config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     full_env.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "doctor", "--config"],
+        [sys.executable, "-m", "agent_memory.entrypoints.cli", "doctor", "--config"],
         capture_output=True,
         text=True,
         env=full_env,

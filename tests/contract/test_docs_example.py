@@ -136,7 +136,7 @@ def test_doc_example_passes_the_contract() -> None:
 def _doc_cli_job(work: Path) -> background.Command:
     (work / "acme_store.py").write_text(_example_code(), encoding="utf-8")
     argv = [
-        sys.executable, "-m", "agent_memory.cli", "conformance",
+        sys.executable, "-m", "agent_memory.entrypoints.cli", "conformance",
         "--factory", "acme_store:factory", "-k", "close or canary or add_ or list",
     ]  # fmt: skip
     return background.Command(argv, cwd=work, timeout=600)
@@ -162,7 +162,7 @@ def _doc_cli_cache_job(work: Path) -> background.Command:
     tmp = work / "tmp"
     tmp.mkdir()
     argv = [
-        sys.executable, "-m", "agent_memory.cli", "conformance",
+        sys.executable, "-m", "agent_memory.entrypoints.cli", "conformance",
         "--factory", "acme_store:cache_factory", "-k", "close or canary or put or delete",
     ]  # fmt: skip
     env = {**os.environ, "TMPDIR": str(tmp)}

@@ -25,7 +25,7 @@ async def _start(nats_url: str, config: Path, tmp_path: Path) -> asyncio.subproc
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "agent_memory.cli",
+        "agent_memory.entrypoints.cli",
         "processor",
         "--nats",
         nats_url,

@@ -20,7 +20,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {"remember", "recall", "forget", "search_memories", "record_steps", "planning_context"}
-SERVER = [sys.executable, "-m", "agent_memory.cli", "mcp"]
+SERVER = [sys.executable, "-m", "agent_memory.entrypoints.cli", "mcp"]
 
 
 @asynccontextmanager

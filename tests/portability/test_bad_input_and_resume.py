@@ -172,7 +172,7 @@ async def test_import_killed_mid_file_resumes_to_the_same_state(tmp_path: Path) 
     progress = json.loads(Path(path + ".progress").read_text())  # noqa: ASYNC240
     assert 1 < progress["line"] < 31  # stopped mid-records
     resumed = subprocess.run(  # noqa: ASYNC221
-        [sys.executable, "-m", "agent_memory.cli", "import", "--url", killed, path],
+        [sys.executable, "-m", "agent_memory.entrypoints.cli", "import", "--url", killed, path],
         env=env, capture_output=True, timeout=120, text=True,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr

@@ -149,7 +149,8 @@ async def test_bulk_import_killed_mid_file_resumes_and_rebuilds_the_index(
     assert await _hnsw_indexes(postgres_url, s) == 0  # the bulk session had dropped it
 
     resumed = subprocess.run(  # noqa: ASYNC221
-        [sys.executable, "-m", "agent_memory.cli", "import", "--url", postgres_url, path],
+        [sys.executable, "-m", "agent_memory.entrypoints.cli", "import", "--url", postgres_url,
+         path],
         env=env, capture_output=True, timeout=120, text=True,
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr

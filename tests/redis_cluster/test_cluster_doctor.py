@@ -12,7 +12,14 @@ import sys
 def test_doctor_shows_the_cluster_topology(redis_cluster_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
     result = subprocess.run(
-        [sys.executable, "-m", "agent_memory.cli", "doctor", "--url", redis_cluster_url],
+        [
+            sys.executable,
+            "-m",
+            "agent_memory.entrypoints.cli",
+            "doctor",
+            "--url",
+            redis_cluster_url,
+        ],
         capture_output=True,
         text=True,
         env=env,

@@ -74,7 +74,7 @@ class LiveServer:
 
     def start(self, timeout: float = 30.0) -> LiveServer:
         cmd = [
-            sys.executable, "-m", "agent_memory.cli", "serve", "--url", self.url,
+            sys.executable, "-m", "agent_memory.entrypoints.cli", "serve", "--url", self.url,
             "--host", "127.0.0.1", "--port", str(self.port), "--keys", str(self.key_file),
             *self.extra_args,
         ]  # fmt: skip

@@ -58,8 +58,8 @@ async def test_unhandled_error_is_a_500_problem(caplog: pytest.LogCaptureFixture
 
 def test_import_agent_memory_does_not_load_the_web_framework() -> None:
     code = (
-        "import sys, agent_memory, agent_memory.cli\n"
-        "agent_memory.cli._parser()\n"
+        "import sys, agent_memory, agent_memory.entrypoints.cli\n"
+        "agent_memory.entrypoints.cli._parser()\n"
         "import agent_memory.entrypoints.server\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('fastapi', 'starlette', 'uvicorn')]\n"
         "assert not bad, bad\n"
@@ -70,8 +70,8 @@ def test_import_agent_memory_does_not_load_the_web_framework() -> None:
 def test_serve_help_and_usage_errors(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """In process (`agent_memory.cli.main`): each is one line on stderr, exit 2."""
-    from agent_memory.cli import main
+    """In process (`agent_memory.entrypoints.cli.main`): each is one line on stderr, exit 2."""
+    from agent_memory.entrypoints.cli import main
 
     with pytest.raises(SystemExit) as helped:
         main(["serve", "--help"])
@@ -95,7 +95,7 @@ def test_serve_help_and_usage_errors(
 
 
 def test_new_key_prints_a_usable_entry(capsys: pytest.CaptureFixture[str]) -> None:
-    from agent_memory.cli import main
+    from agent_memory.entrypoints.cli import main
 
     assert main(["serve", "--new-key", "acme", "--read-only"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -24,14 +24,14 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
-from attrs import define, field
 
+from agent_memory.bootstrap.memory import Memory, Stores
+from agent_memory.bootstrap.services import agent_memory_service, user_memory_service
 from agent_memory.bootstrap.settings import (
-    MODEL_FALLBACK,
     MODEL_PURPOSES,
     Settings,
     default_sqlite_url,
@@ -39,12 +39,7 @@ from agent_memory.bootstrap.settings import (
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
-from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
 from agent_memory.services.observability import Observability
-
-if TYPE_CHECKING:
-    from agent_memory.services.request import AgentMemory
-    from agent_memory.services.user_memory import UserMemory
 
 __all__ = [
     "Connecting",
@@ -60,131 +55,6 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
-
-
-@define
-class Stores:
-    """The four storage ports from one URL (some may be the same object)."""
-
-    store: MemoryStore
-    events: EventLog | None
-    leases: LeaseStore | None
-    cache: Cache | None
-    backend: str
-    details: dict[str, str] = field(factory=dict)
-
-    async def close(self) -> None:
-        seen: set[int] = set()
-        for part in (self.store, self.events, self.leases, self.cache):
-            if part is not None and id(part) not in seen:
-                seen.add(id(part))
-                await part.close()
-
-
-@define
-class Memory:
-    """Everything a service needs, wired from configuration. Close it when done."""
-
-    url: str
-    stores: Stores
-    embedder: Embedder
-    llm: LanguageModel | None
-    settings: Settings
-    coordination: Stores | None = None
-    models: dict[str, LanguageModel] = field(factory=dict)
-    """Chat models of the purposes that name their own (`AGENT_MEMORY_*_MODEL`)."""
-    observability: Observability = field(factory=Observability)
-    """Spans and metrics of every service bootstrap builds on this memory (inert by default)."""
-    _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
-    _storage_url: str | None = field(default=None, repr=False)
-    _services: dict[str, Any] = field(factory=dict, repr=False)
-
-    @property
-    def store(self) -> MemoryStore:
-        return self.stores.store
-
-    def storage_url(self) -> str:
-        """The URL the stores were opened from, credentials included (`url` is
-        redacted): what reopening another port of this deployment needs."""
-        return self._storage_url if self._storage_url is not None else self.url
-
-    @property
-    def agents(self) -> AgentMemory:
-        """The agent-memory service (`memory.agents.request(...)`): episodic events,
-        coordination, digests and knowledge, built once from these settings."""
-        if "agents" not in self._services:
-            from agent_memory.bootstrap.services import agent_memory_service
-
-            self._services["agents"] = agent_memory_service(self)
-        agents: AgentMemory = self._services["agents"]
-        return agents
-
-    @property
-    def users(self) -> UserMemory:
-        """The user-memory service (`memory.users.extract/profile/forget`), built once."""
-        if "users" not in self._services:
-            from agent_memory.bootstrap.services import user_memory_service
-
-            self._services["users"] = user_memory_service(self)
-        users: UserMemory = self._services["users"]
-        return users
-
-    def model(self, purpose: str) -> LanguageModel | None:
-        """The chat model for a purpose (`summarizer`, `digest`, `knowledge`,
-        `reflection`, `user_memory`, `triples`): its own when configured, else
-        its fallback's (a digest falls back to the summarizer's), else `llm`."""
-        self.settings.model_name(purpose)  # an unknown purpose is a ConfigurationError
-        while True:
-            if purpose in self.models:
-                return self.models[purpose]
-            if purpose not in MODEL_FALLBACK:
-                return self.llm
-            purpose = MODEL_FALLBACK[purpose]
-
-    def _coordination(self) -> Stores:
-        return self.coordination if self.coordination is not None else self.stores
-
-    @property
-    def events(self) -> EventLog:
-        events = self._coordination().events
-        if events is None:
-            raise ConfigurationError(f"{self.url} serves no event log")
-        return events
-
-    @property
-    def leases(self) -> LeaseStore:
-        leases = self._coordination().leases
-        if leases is None:
-            raise ConfigurationError(f"{self.url} serves no lease store")
-        return leases
-
-    @property
-    def cache(self) -> Cache:
-        cache = self._coordination().cache
-        if cache is None:
-            raise ConfigurationError(f"{self.url} serves no cache")
-        return cache
-
-    async def close(self) -> None:
-        users: UserMemory | None = self._services.get("users")
-        if users is not None:
-            await users.drain()  # extractions scheduled without wait=True finish first
-        await self.stores.close()
-        if self.coordination is not None:
-            await self.coordination.close()
-        for closer in self._closers:
-            await closer()
-
-    async def __aenter__(self) -> Memory:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 _EXTRAS = {
@@ -556,6 +426,7 @@ async def _open(
         models=models,
         observability=observability if observability is not None else Observability(),
         storage_url=url,
+        builders={"agents": agent_memory_service, "users": user_memory_service},
     )
     for part in (embedder, llm, *dict.fromkeys(models.values())):
         closer = getattr(part, "aclose", None)

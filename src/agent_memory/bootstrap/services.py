@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent_memory.adapters._common.clock import SystemClock
-from agent_memory.bootstrap.connect import Memory
+from agent_memory.bootstrap.memory import Memory
 from agent_memory.ports.models import Clock
 from agent_memory.ports.storage import TripleStore
 from agent_memory.services.compaction import Compactor, CompactorOptions

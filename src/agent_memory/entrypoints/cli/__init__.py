@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
     mcp.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
 
-    from agent_memory.cli.portability import add_parsers
+    from agent_memory.entrypoints.cli.portability import add_parsers
 
     add_parsers(sub)  # export, import, migrate, reembed
     return parser
@@ -158,19 +158,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from agent_memory.cli.demo import run_demo
+        from agent_memory.entrypoints.cli.demo import run_demo
 
         return asyncio.run(run_demo(args.url, as_json=args.json))
     if args.command == "doctor":
-        from agent_memory.cli.doctor import run_doctor
+        from agent_memory.entrypoints.cli.doctor import run_doctor
 
         return asyncio.run(run_doctor(args.url, config_only=args.config))
     if args.command == "reflect":
-        from agent_memory.cli.reflect import run_reflect
+        from agent_memory.entrypoints.cli.reflect import run_reflect
 
         return asyncio.run(run_reflect(args.url, args.domain))
     if args.command in ("export", "import", "migrate", "reembed"):
-        from agent_memory.cli.portability import run
+        from agent_memory.entrypoints.cli.portability import run
 
         return run(args)
     if args.command == "serve":
@@ -185,7 +185,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agent_memory.entrypoints.processor.cli import run_processor
 
         return asyncio.run(run_processor(args.nats, args.config, args.url))
-    from agent_memory.cli.conformance import run_conformance
+    from agent_memory.entrypoints.cli.conformance import run_conformance
 
     return run_conformance(
         url=args.url, factory=args.factory, keyword=args.keyword, quiet=args.quiet, keep=args.keep

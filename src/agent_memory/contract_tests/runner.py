@@ -1,5 +1,6 @@
-"""`agent-memory conformance`: the shipped contract suite against a live backend
-(given by URL) or a team's own store (`--factory package.module:callable`).
+"""The conformance runner behind `agent-memory conformance`: the shipped contract
+suite against a live backend (given by URL) or a team's own store (a factory,
+`package.module:callable`).
 
 A run has three stages:
 
@@ -20,6 +21,9 @@ A run has three stages:
 
 Everything the run creates (the generated test files, SQLite files, PostgreSQL
 schemas, Redis keys, Qdrant collections) is removed at the end unless `--keep`.
+A URL's throw-away deployments come from a `Deployments` the caller passes in
+(the composition root's `agent_memory.bootstrap.throwaway`): this package sees
+ports, domain and the memory oracle only.
 
 A factory is called once per test and must return EMPTY stores: one port
 object, or a mapping with any of the keys `store`, `events`, `leases`, `cache`.
@@ -47,10 +51,9 @@ import uuid
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from agent_memory.bootstrap import Settings, open_stores, scheme_of
 from agent_memory.domain.errors import AgentMemoryError, ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
 
@@ -61,6 +64,7 @@ __all__ = [
     "EXIT_PASSED",
     "EXIT_PREFLIGHT",
     "EXIT_USAGE",
+    "Deployments",
     "PreflightError",
     "Target",
     "port_problems",
@@ -113,6 +117,31 @@ _SAME_SETUP_ERROR_LIMIT = 3
 
 class PreflightError(Exception):
     """The target cannot be tested: the message says why and what to do."""
+
+
+class Deployments(Protocol):
+    """Fresh, empty deployments of one storage URL, each removable again."""
+
+    #: the URL's backend family ("memory", "sqlite", "redis", ...)
+    family: str
+    #: where fresh SQLite files go (None until one is made, and for servers)
+    sqlite_dir: Path | None
+
+    def fresh(self, deployment: str) -> str:
+        """The URL to open deployment `deployment` at."""
+        ...
+
+    async def open(self, url: str, deployment: str, *, space: EmbeddingSpace) -> Any:
+        """The stores (`store`, `events`, `leases`, `cache`, `close()`) of one deployment."""
+        ...
+
+    async def drop(self, url: str, deployment: str) -> None:
+        """Remove one deployment's data."""
+        ...
+
+    def finish(self) -> None:
+        """Remove what holds every deployment (the SQLite directory)."""
+        ...
 
 
 # ----------------------------------------------------------------- protocols
@@ -267,19 +296,34 @@ class Target:
     and removes what it created."""
 
     def __init__(
-        self, url: str | None = None, factory: str | None = None, *, keep: bool = False
+        self,
+        url: str | None = None,
+        factory: str | None = None,
+        *,
+        keep: bool = False,
+        deployments: Callable[[str], Deployments] | None = None,
     ) -> None:
         if (url is None) == (factory is None):
             raise ConfigurationError("give either a backend URL or --factory")
+        if url is not None and deployments is None:
+            raise ConfigurationError("a backend URL needs `deployments` to open it")
         self.url = url
         self.factory = _load_factory(factory) if factory is not None else None
-        self.family = scheme_of(url) if url is not None else "factory"
+        self._backend = deployments(url) if url is not None and deployments else None
+        self.family = self._backend.family if self._backend is not None else "factory"
         self.keep = keep
         self.ports: list[str] = []
         self._handles: dict[int, tuple[str, str]] = {}
         self._deployments: set[tuple[str, str]] = set()
-        self._sqlite_dir: Path | None = None
         self._declared = self._declared_capabilities()
+
+    @property
+    def _sqlite_dir(self) -> Path | None:
+        return self._backend.sqlite_dir if self._backend is not None else None
+
+    def _url_backend(self) -> Deployments:
+        assert self._backend is not None
+        return self._backend
 
     # -- what the suite should expect -----------------------------------------
     def _declared_capabilities(self) -> Any:
@@ -344,7 +388,7 @@ class Target:
         try:
             stores = await _with_timeout(
                 f"opening {_redact(self.url)}",
-                open_stores(url, space=_SPACE, settings=Settings(deployment=deployment)),
+                self._url_backend().open(url, deployment, space=_SPACE),
             )
         except PreflightError:
             raise
@@ -424,26 +468,12 @@ class Target:
     def _fresh_url(self) -> tuple[str, str]:
         assert self.url is not None
         deployment = f"conformance-{uuid.uuid4().hex[:12]}"
-        if self.family == "memory":
-            url = f"memory://{deployment}"
-        elif self.family == "sqlite":
-            from agent_memory.adapters.sqlite import path_from_url
-
-            if self._sqlite_dir is None:
-                given = Path(path_from_url(self.url)[0]).absolute()
-                self._sqlite_dir = given.parent / f"{given.stem}.conformance-{uuid.uuid4().hex[:8]}"
-                self._sqlite_dir.mkdir(parents=True, exist_ok=True)
-            query = urlsplit(self.url).query
-            url = f"sqlite:///{self._sqlite_dir / f'{deployment}.db'}" + (
-                f"?{query}" if query else ""
-            )
-        else:
-            url = self.url
+        url = self._url_backend().fresh(deployment)
         self._deployments.add((url, deployment))
         return url, deployment
 
     async def _open_url(self, url: str, deployment: str, port: str) -> Any:
-        stores = await open_stores(url, space=_SPACE, settings=Settings(deployment=deployment))
+        stores = await self._url_backend().open(url, deployment, space=_SPACE)
         chosen = getattr(stores, port)
         for other in PORTS:
             part = getattr(stores, other)
@@ -493,16 +523,7 @@ class Target:
             return
         self._deployments.discard((url, deployment))
         try:
-            if self.family == "sqlite":
-                from agent_memory.adapters.sqlite import path_from_url
-
-                _unlink_sqlite(Path(path_from_url(url)[0]))
-            elif self.family == "postgres":
-                await _drop_postgres(url, deployment)
-            elif self.family == "redis":
-                await _drop_redis(url, deployment)
-            elif self.family == "qdrant":
-                await _drop_qdrant(url, deployment)
+            await self._url_backend().drop(url, deployment)
         except Exception as exc:  # cleanup must not turn a verdict into a crash
             print(
                 f"agent-memory conformance: could not remove deployment {deployment!r}: "
@@ -513,64 +534,8 @@ class Target:
     async def finish(self) -> None:
         for url, deployment in sorted(self._deployments):
             await self._drop(url, deployment)
-        if not self.keep and self._sqlite_dir is not None:
-            shutil.rmtree(self._sqlite_dir, ignore_errors=True)
-
-
-def _unlink_sqlite(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        with contextlib.suppress(FileNotFoundError):
-            Path(f"{path}{suffix}").unlink()
-
-
-async def _drop_postgres(url: str, deployment: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    from agent_memory.adapters.postgres import schema_for_deployment
-
-    schema = schema_for_deployment(deployment)
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        await conn.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-        )
-
-
-async def _drop_redis(url: str, deployment: str) -> None:
-    from agent_memory.adapters.redis._client import connect
-
-    client = connect(url)
-    try:
-        marker = f":{deployment}:"
-        for raw in await client.execute_command("FT._LIST"):
-            name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if marker in name:
-                await client.execute_command("FT.DROPINDEX", name)
-        batch: list[Any] = []
-        async for key in client.scan_iter(match=f"*{marker}*", count=500):
-            batch.append(key)
-            if len(batch) >= 500:
-                await client.delete(*batch)
-                batch.clear()
-        if batch:
-            await client.delete(*batch)
-    finally:
-        await client.aclose()
-
-
-async def _drop_qdrant(url: str, deployment: str) -> None:
-    from agent_memory.adapters.qdrant.factory import deployment_prefix, qdrant_client_from_url
-
-    if url.startswith("qdrant+memory"):
-        return
-    client, _ = qdrant_client_from_url(url)
-    prefix = deployment_prefix(deployment)
-    try:
-        for c in (await client.get_collections()).collections:
-            if c.name.startswith(prefix):
-                await client.delete_collection(c.name)
-    finally:
-        await client.close()
+        if not self.keep and self._backend is not None:
+            self._backend.finish()
 
 
 def _redact(url: str) -> str:
@@ -594,7 +559,7 @@ _MODULE = """
 import pytest
 from agent_memory.contract_tests import Capabilities
 from agent_memory.contract_tests import {contract}
-from agent_memory.cli import conformance as _c
+from agent_memory.contract_tests import runner as _c
 
 TARGET = _c.current_target()
 
@@ -790,8 +755,10 @@ def run_conformance(
     keyword: str | None = None,
     quiet: bool = False,
     keep: bool = False,
+    deployments: Callable[[str], Deployments] | None = None,
 ) -> int:
-    """Preflight, run the suite, print the verdict; returns an `EXIT_*` code."""
+    """Preflight, run the suite, print the verdict; returns an `EXIT_*` code.
+    A `url` target is opened through `deployments(url)`."""
     missing = missing_requirements()
     if missing:
         print(
@@ -801,7 +768,7 @@ def run_conformance(
         )
         return EXIT_NOT_INSTALLED
     global _TARGET
-    target = Target(url=url, factory=factory, keep=keep)
+    target = Target(url=url, factory=factory, keep=keep, deployments=deployments)
     target_name = url if url is not None else f"--factory {factory}"
     print(f"agent-memory conformance: {target_name}")
     print("preflight")

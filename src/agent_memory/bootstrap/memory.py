@@ -1,0 +1,156 @@
+"""`Memory` (what `connect` returns) and `Stores` (the ports one URL serves):
+the wiring every service is built from. The composition root reads top to
+bottom: settings -> this module -> services (factories over a `Memory`) ->
+connect (opens the stores and hands `Memory` the factories)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from attrs import define, field
+
+from agent_memory.bootstrap.settings import MODEL_FALLBACK, Settings
+from agent_memory.domain.errors import ConfigurationError
+from agent_memory.ports.models import Embedder, LanguageModel
+from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.services.observability import Observability
+
+if TYPE_CHECKING:
+    from agent_memory.services.request import AgentMemory
+    from agent_memory.services.user_memory import UserMemory
+
+__all__ = ["Memory", "Stores"]
+
+
+@define
+class Stores:
+    """The four storage ports from one URL (some may be the same object)."""
+
+    store: MemoryStore
+    events: EventLog | None
+    leases: LeaseStore | None
+    cache: Cache | None
+    backend: str
+    details: dict[str, str] = field(factory=dict)
+
+    async def close(self) -> None:
+        seen: set[int] = set()
+        for part in (self.store, self.events, self.leases, self.cache):
+            if part is not None and id(part) not in seen:
+                seen.add(id(part))
+                await part.close()
+
+
+@define
+class Memory:
+    """Everything a service needs, wired from configuration. Close it when done."""
+
+    url: str
+    stores: Stores
+    embedder: Embedder
+    llm: LanguageModel | None
+    settings: Settings
+    coordination: Stores | None = None
+    models: dict[str, LanguageModel] = field(factory=dict)
+    """Chat models of the purposes that name their own (`AGENT_MEMORY_*_MODEL`)."""
+    observability: Observability = field(factory=Observability)
+    """Spans and metrics of every service bootstrap builds on this memory (inert by default)."""
+    _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
+    _storage_url: str | None = field(default=None, repr=False)
+    _services: dict[str, Any] = field(factory=dict, repr=False)
+    _builders: Mapping[str, Callable[[Memory], Any]] = field(factory=dict, repr=False)
+    """The service factories (`bootstrap.services`) behind `agents` and `users`,
+    given by `connect`: they take a `Memory`, so this module cannot import them."""
+
+    @property
+    def store(self) -> MemoryStore:
+        return self.stores.store
+
+    def storage_url(self) -> str:
+        """The URL the stores were opened from, credentials included (`url` is
+        redacted): what reopening another port of this deployment needs."""
+        return self._storage_url if self._storage_url is not None else self.url
+
+    @property
+    def agents(self) -> AgentMemory:
+        """The agent-memory service (`memory.agents.request(...)`): episodic events,
+        coordination, digests and knowledge, built once from these settings."""
+        if "agents" not in self._services:
+            self._services["agents"] = self._build("agents")
+        agents: AgentMemory = self._services["agents"]
+        return agents
+
+    @property
+    def users(self) -> UserMemory:
+        """The user-memory service (`memory.users.extract/profile/forget`), built once."""
+        if "users" not in self._services:
+            self._services["users"] = self._build("users")
+        users: UserMemory = self._services["users"]
+        return users
+
+    def _build(self, service: str) -> Any:
+        builder = self._builders.get(service)
+        if builder is None:
+            raise ConfigurationError(
+                f"this Memory has no {service!r} service: open it with connect()"
+            )
+        return builder(self)
+
+    def model(self, purpose: str) -> LanguageModel | None:
+        """The chat model for a purpose (`summarizer`, `digest`, `knowledge`,
+        `reflection`, `user_memory`, `triples`): its own when configured, else
+        its fallback's (a digest falls back to the summarizer's), else `llm`."""
+        self.settings.model_name(purpose)  # an unknown purpose is a ConfigurationError
+        while True:
+            if purpose in self.models:
+                return self.models[purpose]
+            if purpose not in MODEL_FALLBACK:
+                return self.llm
+            purpose = MODEL_FALLBACK[purpose]
+
+    def _coordination(self) -> Stores:
+        return self.coordination if self.coordination is not None else self.stores
+
+    @property
+    def events(self) -> EventLog:
+        events = self._coordination().events
+        if events is None:
+            raise ConfigurationError(f"{self.url} serves no event log")
+        return events
+
+    @property
+    def leases(self) -> LeaseStore:
+        leases = self._coordination().leases
+        if leases is None:
+            raise ConfigurationError(f"{self.url} serves no lease store")
+        return leases
+
+    @property
+    def cache(self) -> Cache:
+        cache = self._coordination().cache
+        if cache is None:
+            raise ConfigurationError(f"{self.url} serves no cache")
+        return cache
+
+    async def close(self) -> None:
+        users: UserMemory | None = self._services.get("users")
+        if users is not None:
+            await users.drain()  # extractions scheduled without wait=True finish first
+        await self.stores.close()
+        if self.coordination is not None:
+            await self.coordination.close()
+        for closer in self._closers:
+            await closer()
+
+    async def __aenter__(self) -> Memory:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()

@@ -1,7 +1,0 @@
-"""`python -m agent_memory.cli`."""
-
-import sys
-
-from agent_memory.cli import main
-
-sys.exit(main())

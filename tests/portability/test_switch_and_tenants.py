@@ -22,9 +22,9 @@ from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.adapters.sqlite.triples import SqliteTripleStore
 from agent_memory.bootstrap.connect import connect, redact
 from agent_memory.bootstrap.settings import Settings
-from agent_memory.cli import main
 from agent_memory.domain.errors import InvalidInput, UnsupportedBackend
 from agent_memory.domain.triples import Triple
+from agent_memory.entrypoints.cli import main
 from agent_memory.portability import (
     ImportFailed,
     Ports,
@@ -115,7 +115,8 @@ async def test_migrate_after_reembed_moves_every_record_and_verifies(
     s = settings(tmp_path)
     url = await _reembedded(tmp_path, s, drop_old=True)
     moved = subprocess.run(  # noqa: ASYNC221
-        [sys.executable, "-m", "agent_memory.cli", "migrate", "--from", url, "--to", postgres_url],
+        [sys.executable, "-m", "agent_memory.entrypoints.cli", "migrate", "--from", url,
+         "--to", postgres_url],
         env=_env(s), capture_output=True, timeout=120, text=True,
     )  # fmt: skip
     assert moved.returncode == 0, moved.stderr

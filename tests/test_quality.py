@@ -6,6 +6,7 @@ core it leaves idle, and these tests read their results at the end.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import subprocess
@@ -129,6 +130,48 @@ def test_the_cycle_check_sees_a_lazy_import(
     (cycle,) = import_cycles("circle_pkg")
     assert cycle.splitlines()[0] == "import cycle among circle_pkg.a, circle_pkg.b:"
     assert "circle_pkg.b -> circle_pkg.a (l.3)" in cycle
+
+
+def private_imports_across_packages(src: Path) -> list[str]:
+    """Each `from agent_memory.X import _name` (or of a `_module`) whose importer
+    lives in another package than the one defining the name (a sub-package
+    counts as another): a private name is an implementation detail of its own
+    package. Public names of private modules (`adapters/_common`) are not counted."""
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        parts = path.relative_to(src).with_suffix("").parts
+        importer = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        home = importer if parts[-1] == "__init__" else importer.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if not node.module.startswith("agent_memory"):
+                continue
+            for alias in node.names:
+                if not alias.name.startswith("_") or alias.name.startswith("__"):
+                    continue
+                owner = node.module
+                # a private module of package `owner`, or a private name of module `owner`
+                is_package = (src / owner.replace(".", "/") / "__init__.py").exists()
+                package = owner if is_package else owner.rpartition(".")[0]
+                if home != package:
+                    found.append(f"{importer} imports {alias.name} from {owner} (l.{node.lineno})")
+    return found
+
+
+def test_no_private_name_is_imported_across_packages(tmp_path: Path) -> None:
+    """When this fails, make the name public in its module (no underscore, in
+    `__all__`) or move the caller next to it."""
+    assert private_imports_across_packages(ROOT / "src") == []
+    bad = tmp_path / "agent_memory" / "services" / "portability"
+    bad.mkdir(parents=True)
+    for package in (bad.parents[1], bad.parent, bad):
+        (package / "__init__.py").write_text("")
+    (bad / "x.py").write_text("from agent_memory.services.user_memory import _x\n")
+    (bad / "y.py").write_text("from agent_memory.services.portability.transfer import _y\n")
+    assert private_imports_across_packages(tmp_path) == [
+        "agent_memory.services.portability.x imports _x from agent_memory.services.user_memory (l.1)"
+    ]
 
 
 def test_the_cli_is_an_entry_point() -> None:

@@ -72,6 +72,7 @@ __all__ = [
     "Invalidated",
     "UserMemory",
     "UserMemoryOptions",
+    "derived_from",
     "fact_from_record",
     "user_cache_scope",
 ]
@@ -152,7 +153,7 @@ def _failure(what: str, exc: BaseException) -> str:
     return f"{what}: {type(exc).__name__}: {exc}"
 
 
-def _derived_from(record: MemoryRecord, user_id: str, events: Sequence[Event]) -> bool:
+def derived_from(record: MemoryRecord, user_id: str, events: Sequence[Event]) -> bool:
     """True when a knowledge fragment was (or may have been) derived from the
     user's data: tagged with the user id (a request's result, or reflected
     events of the user), extracted from one of the user's requests, or reflected
@@ -735,7 +736,7 @@ class UserMemory:
                     page = await self.store.list(
                         domain, namespace=KNOWLEDGE_NAMESPACE, limit=200, cursor=cursor
                     )
-                    doomed += [r.id for r in page.records if _derived_from(r, user_id, mine)]
+                    doomed += [r.id for r in page.records if derived_from(r, user_id, mine)]
                     if page.next_cursor is None:
                         break
                     cursor = page.next_cursor

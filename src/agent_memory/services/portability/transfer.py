@@ -48,7 +48,7 @@ from agent_memory.services.portability.format import (
     Item,
     RecordItem,
 )
-from agent_memory.services.user_memory import _derived_from, user_cache_scope
+from agent_memory.services.user_memory import derived_from, user_cache_scope
 
 __all__ = [
     "PORTS",
@@ -352,7 +352,7 @@ async def export_data(
     if user is not None and namespace is None:
         for domain in sorted({*domains, *(e.domain for e in mine)}):
             async for record in _records(ports.store, domain, None):
-                if record.namespace == "knowledge" and _derived_from(record, user, mine):
+                if record.namespace == "knowledge" and derived_from(record, user, mine):
                     writer.write(RecordItem(space=sid, record=record))
                     per_owner[domain] = per_owner.get(domain, 0) + 1
                     if on_record is not None:

@@ -170,7 +170,8 @@ def test_no_private_name_is_imported_across_packages(tmp_path: Path) -> None:
     (bad / "x.py").write_text("from agent_memory.services.user_memory import _x\n")
     (bad / "y.py").write_text("from agent_memory.services.portability.transfer import _y\n")
     assert private_imports_across_packages(tmp_path) == [
-        "agent_memory.services.portability.x imports _x from agent_memory.services.user_memory (l.1)"
+        "agent_memory.services.portability.x imports _x from "
+        "agent_memory.services.user_memory (l.1)"
     ]
 
 

@@ -30,6 +30,8 @@ def backend_url(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> st
         return f"memory://lg-{uuid.uuid4().hex}"
     if name == "sqlite":
         return f"sqlite:///{tmp_path / 'lg.db'}"
+    if name == "qdrant":
+        return "qdrant+memory://"
     if name == "redis":
         return str(request.getfixturevalue("redis_url"))
     return str(request.getfixturevalue("postgres_url"))

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 from langgraph.store.base import (
@@ -57,9 +58,11 @@ from langgraph.store.base import (
 
 from agent_memory.bootstrap import Memory
 from agent_memory.domain.errors import (
+    BackendUnavailable,
     ConfigurationError,
     DuplicateRecord,
     InvalidInput,
+    NotFound,
 )
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.validation import (
@@ -79,6 +82,7 @@ REGISTRY_KIND = "langgraph.namespace"
 REGISTRY_OWNER = "langgraph"
 _PREFIX = "langgraph:"
 _PAGE = 500
+_UPSERT_ATTEMPTS = 16
 
 Namespace = tuple[str, ...]
 
@@ -564,58 +568,92 @@ class AgentMemoryStore(BaseStore):
             await self._put(op, [p for p, _ in pairs], vectors)
 
     async def _put(self, op: PutOp, paths: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
+        """An upsert (last write wins, `created_at` kept when the item existed) or
+        an idempotent delete; race-free against concurrent puts and deletes of
+        the same item (no read-then-write that a concurrent delete can fail)."""
         namespace, key = tuple(op.namespace), op.key
         owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
         item_id = _item_id(namespace, key)
         old = await self._store.get(owner, item_id)
-        if old is not None and old.kind == ITEM_KIND:
-            for i in range(int(old.attributes["langgraph"].get("vectors", 0))):
-                await self._store.delete(owner, _vector_id(namespace, key, i))
+        stale = int(old.attributes["langgraph"].get("vectors", 0)) if old is not None else 0
         if op.value is None:
-            if old is not None:
-                await self._store.delete(owner, item_id)
-                if not await self._holds_items(namespace):
-                    await self._store.delete(REGISTRY_OWNER, _registry_id(namespace))
+            await self._store.delete(owner, item_id)
+            for i in range(stale):
+                await self._store.delete(owner, _vector_id(namespace, key, i))
+            await self._unregister_if_empty(namespace)
             return
+        for i in range(len(paths), stale):  # vectors of paths this put no longer has
+            await self._store.delete(owner, _vector_id(namespace, key, i))
         value = dict(op.value)
         now = self._now()
         meta = {"namespace": list(namespace), "key": key, "value": value, "vectors": len(paths)}
-        record = MemoryRecord(
-            id=item_id,
-            owner=owner,
-            namespace=rec_ns,
-            kind=ITEM_KIND,
-            content=_json(value),
-            vector=self._unit,
-            created_at=old.created_at if old is not None else now,
-            updated_at=now,
-            attributes={"langgraph": meta},
+        await self._upsert(
+            MemoryRecord(
+                id=item_id,
+                owner=owner,
+                namespace=rec_ns,
+                kind=ITEM_KIND,
+                content=_json(value),
+                vector=self._unit,
+                created_at=now,
+                updated_at=now,
+                attributes={"langgraph": meta},
+            ),
+            keep_created=True,
         )
-        if old is None:
-            try:
-                await self._store.add([record])
-            except DuplicateRecord:  # a concurrent writer added it first
-                await self._store.update(record)
-        else:
-            await self._store.update(record)
-        if paths:
-            await self._store.add(
-                [
-                    MemoryRecord(
-                        id=_vector_id(namespace, key, i),
-                        owner=owner,
-                        namespace=rec_ns,
-                        kind=VECTOR_KIND,
-                        content=path,
-                        vector=vectors[i],
-                        created_at=now,
-                        updated_at=now,
-                        attributes={"langgraph": {"key": key, "path": path}},
-                    )
-                    for i, path in enumerate(paths)
-                ]
+        for i, path in enumerate(paths):
+            await self._upsert(
+                MemoryRecord(
+                    id=_vector_id(namespace, key, i),
+                    owner=owner,
+                    namespace=rec_ns,
+                    kind=VECTOR_KIND,
+                    content=path,
+                    vector=vectors[i],
+                    created_at=now,
+                    updated_at=now,
+                    attributes={"langgraph": {"key": key, "path": path}},
+                ),
+                keep_created=False,
             )
         await self._register(namespace, now)
+
+    async def _upsert(self, record: MemoryRecord, *, keep_created: bool) -> None:
+        """Add `record`, or replace the stored one (keeping its `created_at` when
+        `keep_created`): add; on `DuplicateRecord` update; on `NotFound` (a
+        concurrent delete in between) add again. Each retry means another writer
+        won a race on this very record, so a few suffice."""
+        for _ in range(_UPSERT_ATTEMPTS):
+            try:
+                await self._store.add([record])
+                return
+            except DuplicateRecord:
+                pass
+            if keep_created:
+                current = await self._store.get(record.owner, record.id)
+                if current is None:
+                    continue  # deleted since the add: add again
+                created = min(current.created_at, record.updated_at)
+                record = attrs.evolve(record, created_at=created)
+            try:
+                await self._store.update(record)
+                return
+            except NotFound:
+                continue  # deleted since the add: add again
+        raise BackendUnavailable(
+            "langgraph store",
+            f"record {record.id!r} kept changing under {_UPSERT_ATTEMPTS} put attempts",
+        )
+
+    async def _unregister_if_empty(self, namespace: Namespace) -> None:
+        """Drop the namespace from the registry once it holds no item; re-register
+        it when a concurrent put added one meanwhile (that put may have seen the
+        registry entry before this delete removed it)."""
+        if await self._holds_items(namespace):
+            return
+        await self._store.delete(REGISTRY_OWNER, _registry_id(namespace))
+        if await self._holds_items(namespace):
+            await self._register(namespace, self._now())
 
     async def _register(self, namespace: Namespace, now: datetime) -> None:
         rid = _registry_id(namespace)

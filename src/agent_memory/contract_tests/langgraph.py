@@ -132,6 +132,7 @@ __all__ = [
     "UNSUPPORTED",
     "DifferentialRun",
     "ReferenceStore",
+    "check_non_finite_filters",
     "differential_embed",
     "differential_index",
     "run_differential",
@@ -741,3 +742,44 @@ async def run_differential(
         )
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+# -- edge clauses (each one async function; an EMPTY store unless stated) ------------
+_EDGE_NS = ("lg-edge",)
+
+
+async def check_non_finite_filters(store: BaseStore) -> None:
+    """LG-FILTER-2: an ordering or equality filter against `inf`, `-inf` or
+    `nan` selects what `InMemoryStore` selects (`$lt inf` and `$gt -inf` every
+    number, `$eq nan` nothing), and raises nothing. Writes, then deletes, three
+    items under `("lg-edge", "prices")`."""
+    namespace = (*_EDGE_NS, "prices")
+    reference = InMemoryStore()
+    for i, price in enumerate([1.5, 10, -3]):
+        for target in (store, reference):
+            await target.aput(namespace, f"p{i}", {"price": price})
+    try:
+        for filter_ in (
+            {"price": {"$lt": math.inf}},
+            {"price": {"$gt": -math.inf}},
+            {"price": {"$lte": math.inf, "$gte": -math.inf}},
+            {"price": {"$eq": math.nan}},
+            {"price": {"$gt": math.nan}},
+            {"price": {"$ne": math.nan}},
+            {"price": math.inf},
+        ):
+            try:
+                got = await store.asearch(namespace, filter=filter_, limit=10)
+            except Exception as exc:
+                raise AssertionError(
+                    clause("LG-FILTER-2", f"a non-finite filter {filter_!r} is accepted", exc)
+                ) from exc
+            want = await reference.asearch(namespace, filter=filter_, limit=10)
+            assert sorted(h.key for h in got) == sorted(h.key for h in want), clause(
+                "LG-FILTER-2",
+                f"filter {filter_!r} selects what InMemoryStore selects",
+                ([h.key for h in got], [h.key for h in want]),
+            )
+    finally:
+        for i in range(3):
+            await store.adelete(namespace, f"p{i}")

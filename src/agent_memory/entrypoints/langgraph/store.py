@@ -161,6 +161,20 @@ def _window(limit: object, offset: object) -> tuple[int, int]:
     return limit, offset
 
 
+def _require_filter(filter_: object) -> None:
+    """A JSON mapping, where (unlike in values) `inf`, `-inf` and `nan` may be
+    compared against, as in `InMemoryStore`: `$lt inf` matches every number."""
+    if not isinstance(filter_, Mapping):
+        raise InvalidInput("filter", f"a mapping is required, got {type(filter_).__name__}")
+    for key in filter_:
+        if not isinstance(key, str):
+            raise InvalidInput("filter", f"keys must be strings, got {key!r}")
+    try:
+        json.dumps(filter_, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("filter", f"values must be JSON-serialisable: {exc}") from None
+
+
 def _validate(op: Op) -> None:
     """Check one op before any I/O: a bad op fails the whole batch untouched."""
     if isinstance(op, GetOp):
@@ -184,7 +198,7 @@ def _validate(op: Op) -> None:
         _labels(op.namespace_prefix, "namespace_prefix", allow_empty=True)
         _window(op.limit, op.offset)
         if op.filter is not None:
-            require_json_mapping(op.filter, "filter")
+            _require_filter(op.filter)
         if op.query is not None and not isinstance(op.query, str):
             raise InvalidInput("query", f"a string is required, got {type(op.query).__name__}")
     elif isinstance(op, ListNamespacesOp):

@@ -132,6 +132,7 @@ __all__ = [
     "UNSUPPORTED",
     "DifferentialRun",
     "ReferenceStore",
+    "check_distance_types",
     "check_non_finite_filters",
     "differential_embed",
     "differential_index",
@@ -783,3 +784,83 @@ async def check_non_finite_filters(store: BaseStore) -> None:
     finally:
         for i in range(3):
             await store.adelete(namespace, f"p{i}")
+
+
+#: PostgresStore's scores per `index["distance_type"]` (1 - cosine distance,
+#: minus the Euclidean distance, the dot product), the ones LangGraph users know.
+DISTANCE_SCORES: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {
+    "cosine": lambda a, b: (
+        sum(x * y for x, y in zip(a, b, strict=True)) / (math.hypot(*a) * math.hypot(*b))
+    ),
+    "l2": lambda a, b: -math.dist(a, b),
+    "inner_product": lambda a, b: sum(x * y for x, y in zip(a, b, strict=True)),
+}
+
+
+def _axis_embed(dims: int) -> Callable[[Sequence[str]], list[list[float]]]:
+    """Texts "x", "2y", "xy" -> (1,0,..), (0,2,..), (1,1,..) in `dims` dimensions."""
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        rows = {"x": [1.0, 0.0], "2y": [0.0, 2.0], "xy": [1.0, 1.0]}
+        return [[*rows[t], *[0.0] * (dims - 2)] for t in texts]
+
+    return embed
+
+
+async def check_distance_types(
+    factory: Callable[[IndexConfig], Awaitable[BaseStore]], dims: int
+) -> None:
+    """LG-DIST-1: an `index` with `distance_type` "cosine", "l2" or
+    "inner_product" either scores as PostgresStore does (`DISTANCE_SCORES`)
+    or is refused at construction with a `ValueError` naming it (e.g.
+    agent-memory's `ConfigurationError`); it is never silently scored another
+    way. LG-DIST-2: an unknown `distance_type` or index key is refused the same
+    way. `factory(index)` builds an EMPTY store with that index, whose
+    embeddings have `dims` (>= 2) components; each store gets three items
+    under `("lg-edge", "distance")`, deleted afterwards."""
+    namespace = (*_EDGE_NS, "distance")
+    embed = _axis_embed(dims)
+    texts = {"a": "x", "b": "2y", "c": "xy"}
+    for distance in ("cosine", "l2", "inner_product"):
+        index = cast(IndexConfig, {**differential_index(dims, embed), "distance_type": distance})
+        refusal: ValueError | None = None
+        try:
+            store = await factory(index)
+        except ValueError as exc:
+            refusal = exc
+        if refusal is not None:
+            assert distance in str(refusal), clause(
+                "LG-DIST-1", f"a refusal of distance_type {distance!r} names it", refusal
+            )
+            continue
+        for key, text in texts.items():
+            await store.aput(namespace, key, {"text": text})
+        try:
+            hits = await store.asearch(namespace, query="x", limit=10)
+            query = embed(["x"])[0]
+            want = {k: DISTANCE_SCORES[distance](query, embed([t])[0]) for k, t in texts.items()}
+            got = {h.key: h.score for h in hits}
+            same = set(got) == set(want) and all(
+                (score := got[k]) is not None and math.isclose(score, w, abs_tol=SCORE_TOL)
+                for k, w in want.items()
+            )
+            assert same, clause(
+                "LG-DIST-1", f"distance_type {distance!r} scores as PostgresStore does", (got, want)
+            )
+        finally:
+            for key in texts:
+                await store.adelete(namespace, key)
+    for wrong in ({"distance_type": "hamming"}, {"no_such_option": 1}):
+        index = cast(IndexConfig, {**differential_index(dims, embed), **wrong})
+        refused: ValueError | None = None
+        try:
+            await factory(index)
+        except ValueError as exc:
+            refused = exc
+        assert refused is not None, clause(
+            "LG-DIST-2", f"index {wrong!r} is refused at construction"
+        )
+        name = next(iter(wrong.values() if "distance_type" in wrong else wrong))
+        assert str(name) in str(refused), clause(
+            "LG-DIST-2", f"the refusal of {wrong!r} names it", refused
+        )

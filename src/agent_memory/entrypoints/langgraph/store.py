@@ -83,6 +83,7 @@ REGISTRY_OWNER = "langgraph"
 _PREFIX = "langgraph:"
 _PAGE = 500
 _UPSERT_ATTEMPTS = 16
+_INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type"})
 
 Namespace = tuple[str, ...]
 
@@ -293,7 +294,9 @@ class AgentMemoryStore(BaseStore):
     `index` follows LangGraph's `IndexConfig`: `fields` (default `["$"]`, the
     whole value) and an optional `embed` (a LangChain `Embeddings`, or a sync or
     async function of texts); without `embed` the memory's own embedder is
-    used. `dims`, when given, must equal the store's embedding dimension.
+    used. `dims`, when given, must equal the store's embedding dimension;
+    `distance_type`, when given, must be "cosine" (scores are cosine
+    similarities); any other key is refused (`ConfigurationError`).
     Without `index`, search ignores `query` (no scores), like `InMemoryStore`.
 
     The async API (`aget`, `aput`, `asearch`, ...) runs on the caller's loop; the
@@ -329,6 +332,17 @@ class AgentMemoryStore(BaseStore):
         if index is not None:
             if not isinstance(index, Mapping):
                 raise ConfigurationError(f"index must be a mapping (IndexConfig), got {index!r}")
+            unknown = sorted(set(index) - _INDEX_KEYS)
+            if unknown:
+                raise ConfigurationError(
+                    f"index keys {unknown} are not supported (known: {sorted(_INDEX_KEYS)})"
+                )
+            distance = index.get("distance_type", "cosine")
+            if distance != "cosine":
+                raise ConfigurationError(
+                    f"index distance_type={distance!r} is not supported: AgentMemoryStore "
+                    "scores by cosine similarity only (distance_type='cosine')"
+                )
             dims = index.get("dims", dimension)
             if dims != dimension:
                 raise ConfigurationError(

@@ -451,7 +451,7 @@ def connect(
     url: str | None = None,
     *,
     settings: Settings | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | Any | None = None,
     llm: LanguageModel | None = None,
     clock: Clock | None = None,
     observability: Observability | None = None,

@@ -133,6 +133,7 @@ __all__ = [
     "DifferentialRun",
     "ReferenceStore",
     "check_distance_types",
+    "check_embedder_dimensions",
     "check_non_finite_filters",
     "differential_embed",
     "differential_index",
@@ -864,3 +865,47 @@ async def check_distance_types(
         assert str(name) in str(refused), clause(
             "LG-DIST-2", f"the refusal of {wrong!r} names it", refused
         )
+
+
+async def check_embedder_dimensions(
+    factory: Callable[[IndexConfig], Awaitable[BaseStore]],
+    dims: Iterable[int] = (12, 1536),
+) -> None:
+    """LG-DIMS-1: for each of `dims`, a store built by `factory(index)` with an
+    index of that `dims` and an `embed` of that many components (a LangGraph
+    user's provider embeddings: 1536 for OpenAI's) stores, ranks and scores
+    three items as `InMemoryStore` with the same index does. `factory` builds
+    an EMPTY store (agent-memory: a memory opened with
+    `connect(url, embedder=index["embed"])`); the items are deleted afterwards."""
+    namespace = (*_EDGE_NS, "dims")
+    values = {"a": "dark roast coffee", "b": "green tea", "c": "coffee with tea"}
+    for size in dims:
+        index = differential_index(size)
+        try:
+            store = await factory(index)
+        except Exception as exc:
+            raise AssertionError(
+                clause("LG-DIMS-1", f"a store with an index of dims={size} can be built", exc)
+            ) from exc
+        reference = InMemoryStore(index=differential_index(size))
+        try:
+            for key, text in values.items():
+                await store.aput(namespace, key, {"text": text})
+                await reference.aput(namespace, key, {"text": text})
+            got = await store.asearch(namespace, query="coffee", limit=10)
+            want = await reference.asearch(namespace, query="coffee", limit=10)
+            scores = {h.key: h.score for h in got}
+            same = {h.key for h in got} == {h.key for h in want} and all(
+                (score := scores[h.key]) is not None
+                and h.score is not None
+                and math.isclose(score, h.score, abs_tol=SCORE_TOL)
+                for h in want
+            )
+            assert same, clause(
+                "LG-DIMS-1",
+                f"dims={size}: the same items and scores as InMemoryStore",
+                (scores, {h.key: h.score for h in want}),
+            )
+        finally:
+            for key in values:
+                await store.adelete(namespace, key)

@@ -346,7 +346,9 @@ class AgentMemoryStore(BaseStore):
             dims = index.get("dims", dimension)
             if dims != dimension:
                 raise ConfigurationError(
-                    f"index dims={dims!r} differ from the store's embedding dimension {dimension}"
+                    f"index dims={dims!r} differ from the store's embedding dimension "
+                    f"{dimension}: open the memory with the index's embeddings, "
+                    "agent_memory.connect(url, embedder=embeddings), so both share them"
                 )
             fields = index.get("fields") or ["$"]
             if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):

@@ -1,5 +1,6 @@
-"""docs/integrations.md stays true: its LangGraph example runs as printed, and
-its MCP client configuration starts a server the SDK's client can use."""
+"""docs/integrations.md stays true: its LangGraph examples (async and
+synchronous) run as printed, and its MCP client configuration starts a
+server the SDK's client can use."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -22,9 +24,10 @@ def example(name: str) -> str:
     return match.group(1)
 
 
-def test_langgraph_example_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["langgraph", "langgraph-sync"])
+def test_langgraph_example_runs(tmp_path: Path, name: str) -> None:
     script = tmp_path / "example.py"
-    script.write_text(example("langgraph"))
+    script.write_text(example(name))
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,

@@ -299,21 +299,33 @@ class AgentMemoryStore(BaseStore):
     similarities); any other key is refused (`ConfigurationError`).
     Without `index`, search ignores `query` (no scores), like `InMemoryStore`.
 
-    The async API (`aget`, `aput`, `asearch`, ...) runs on the caller's loop; the
-    sync API works from other threads while that loop runs (sync nodes under
-    `ainvoke`), or on the loop passed as `loop` (an `agent_memory.sync` loop).
+    `memory` is a `Memory`, or the `SyncMemory` of `agent_memory.sync.connect`
+    (a plain synchronous program: `graph.invoke`). The API runs on the loop the
+    memory was opened on: the sync API (`get`, `put`, ...) from any other
+    thread while that loop runs (sync nodes under `ainvoke`; any thread for a
+    `SyncMemory`, whose loop runs on its helper thread); the async API (`aget`,
+    `aput`, ...) on the caller's loop, or scheduled onto the memory's loop when
+    that one runs in another thread (a `SyncMemory`, or `loop=`).
     """
 
     supports_ttl = False
 
     def __init__(
         self,
-        memory: Memory,
+        memory: Memory | Any,
         *,
         index: IndexConfig | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         now: Callable[[], datetime] | None = None,
     ) -> None:
+        inner = getattr(memory, "memory", None)
+        if isinstance(inner, Memory) and loop is None:  # agent_memory.sync's SyncMemory
+            loop, memory = getattr(memory, "loop", None), inner
+        if not isinstance(memory, Memory):
+            raise ConfigurationError(
+                "AgentMemoryStore needs a Memory (agent_memory.connect) or a SyncMemory "
+                f"(agent_memory.sync.connect), got {type(memory).__name__}"
+            )
         self._store: MemoryStore = memory.store
         self._embedder: Embedder = memory.embedder
         self._now = now or (lambda: datetime.now(UTC))
@@ -371,8 +383,9 @@ class AgentMemoryStore(BaseStore):
         if loop is None or not loop.is_running() or loop is running:
             raise ConfigurationError(
                 "AgentMemoryStore's sync API needs its event loop running in another thread: "
-                "inside async code use the async API (aget/aput/asearch, graph.ainvoke), or "
-                "pass loop= the loop the memory was opened on"
+                "inside async code use the async API (aget/aput/asearch, graph.ainvoke); a "
+                "synchronous program (graph.invoke) opens the memory with "
+                "agent_memory.sync.connect(url) and passes that"
             )
         ops = list(ops)
         return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
@@ -381,8 +394,16 @@ class AgentMemoryStore(BaseStore):
         """Get/Search/ListNamespaces see the state before the batch; then the puts
         run, the last put to an item winning. A bad op fails the batch before any I/O."""
         ops = list(ops)
+        running = asyncio.get_running_loop()
         if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+            self._loop = running
+        elif self._loop is not running and self._loop.is_running():
+            # The memory lives on another thread's loop (a SyncMemory): run there.
+            done = asyncio.run_coroutine_threadsafe(self._abatch(ops), self._loop)
+            return await asyncio.wrap_future(done)
+        return await self._abatch(ops)
+
+    async def _abatch(self, ops: list[Op]) -> list[Result]:
         for op in ops:
             _validate(op)
             if isinstance(op, SearchOp) and op.filter:

@@ -82,6 +82,20 @@ tests/integrations/test_langgraph_canaries.py):
   produce). The reference keeps them too.
 - "negative-zero": a float `-0.0` in a value round-tripping (`PostgresStore`'s
   JSONB gives back `0.0`). Drawn values hold `0.0` instead.
+
+Edge clauses, each an async function of its own (run them on an empty store,
+beside `run_differential`):
+
+- `check_concurrent_writers(store)` (LG-CONC-1/2): 10 threads x 300 sync calls
+  (put, get, search, put, delete, list) on 3 shared keys while the loop runs
+  raise nothing, and the store is consistent afterwards.
+- `check_non_finite_filters(store)` (LG-FILTER-2): `inf`, `-inf` and `nan` in
+  filters select what `InMemoryStore` selects.
+- `check_distance_types(factory, dims)` (LG-DIST-1/2): `distance_type` scores
+  as PostgresStore's, or is refused at construction; unknown ones and unknown
+  index keys are refused.
+- `check_embedder_dimensions(factory)` (LG-DIMS-1): indexes of 12 and 1536
+  dimensions (a provider's embeddings) rank and score as `InMemoryStore`.
 """
 
 from __future__ import annotations
@@ -96,6 +110,7 @@ import uuid
 import zlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -132,6 +147,7 @@ __all__ = [
     "UNSUPPORTED",
     "DifferentialRun",
     "ReferenceStore",
+    "check_concurrent_writers",
     "check_distance_types",
     "check_embedder_dimensions",
     "check_non_finite_filters",
@@ -909,3 +925,73 @@ async def check_embedder_dimensions(
         finally:
             for key in values:
                 await store.adelete(namespace, key)
+
+
+def _writer(store: BaseStore, worker: int, calls: int, keys: int) -> list[BaseException]:
+    """One thread's calls on shared keys: put, get, search, put, delete, list."""
+    namespace = (*_EDGE_NS, "concurrent")
+    errors: list[BaseException] = []
+    steps = itertools.cycle(["put", "get", "search", "put", "delete", "list"])
+    for call in range(calls):
+        key = f"k{(worker + call) % keys}"
+        try:
+            match next(steps):
+                case "put":
+                    store.put(namespace, key, {"text": "coffee", "n": worker * calls + call})
+                case "get":
+                    item = store.get(namespace, key)
+                    if item is not None and item.created_at > item.updated_at:
+                        raise AssertionError(f"created_at > updated_at on {item!r}")
+                case "search":
+                    store.search(_EDGE_NS, query="coffee" if call % 12 == 2 else None, limit=5)
+                case "delete":
+                    store.delete(namespace, key)
+                case _:
+                    store.list_namespaces(prefix=_EDGE_NS)
+        except BaseException as exc:  # every failure counts
+            errors.append(exc)
+    return errors
+
+
+async def check_concurrent_writers(
+    store: BaseStore, *, threads: int = 10, calls: int = 300, keys: int = 3
+) -> int:
+    """LG-CONC-1: `threads` threads calling the sync API (put, get, search, put
+    again, delete, list_namespaces) on `keys` shared keys while this loop runs
+    (LangGraph's `test_large_batches` workload; parallel graph branches writing
+    one key) make no call raise: a put is an upsert, a delete of a missing item
+    a no-op. LG-CONC-2: afterwards the store is consistent (each live item is
+    found by a search and its namespace listed; a put to each key lands).
+    `store` is open on this loop; its items under `("lg-edge", "concurrent")`
+    are deleted at the end. Returns the number of calls made."""
+    namespace = (*_EDGE_NS, "concurrent")
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [
+            asyncio.wrap_future(pool.submit(_writer, store, w, calls, keys)) for w in range(threads)
+        ]
+        outcomes = await asyncio.gather(*futures)
+    errors = [e for errs in outcomes for e in errs]
+    assert errors == [], clause(
+        "LG-CONC-1",
+        f"no call of {threads * calls} concurrent ones raises ({len(errors)} did)",
+        errors[:5],
+    )
+    try:
+        live = [f"k{k}" for k in range(keys) if await store.aget(namespace, f"k{k}")]
+        found = sorted(h.key for h in await store.asearch(namespace, limit=keys + 1))
+        listed = await store.alist_namespaces(prefix=_EDGE_NS)
+        assert found == live, clause("LG-CONC-2", "a search finds every live item", (found, live))
+        assert listed == ([namespace] if live else []), clause(
+            "LG-CONC-2", "the namespace is listed iff it holds an item", (listed, live)
+        )
+        for k in range(keys):
+            await store.aput(namespace, f"k{k}", {"text": "tea"})
+            item = await store.aget(namespace, f"k{k}")
+            assert item is not None, clause("LG-CONC-2", "a put after the storm lands", k)
+            assert item.value == {"text": "tea"}, clause(
+                "LG-CONC-2", "a put after the storm lands", item
+            )
+    finally:
+        for k in range(keys):
+            await store.adelete(namespace, f"k{k}")
+    return threads * calls

@@ -17,6 +17,7 @@ from langgraph.store.base import BaseStore
 import agent_memory.sync
 from agent_memory.adapters.memory import HashingEmbedder
 from agent_memory.bootstrap import Settings
+from agent_memory.domain.errors import ConfigurationError
 from agent_memory.langgraph import AgentMemoryStore
 
 from .conftest import DIMENSION, backend_url
@@ -74,3 +75,21 @@ def test_sync_memory_serves_sync_and_async_api_and_graph_invoke(
         app.invoke({"user": "bob", "message": "remember I drink dark roast"})
         result = app.invoke({"user": "bob", "message": "what coffee do I drink?"})
         assert result["recalled"] == ["I drink dark roast"]
+
+
+async def test_the_sync_api_on_the_loop_thread_raises_like_langgraph_stores(
+    open_memory,
+) -> None:  # type: ignore[no-untyped-def]
+    """LangGraph's async stores raise `asyncio.InvalidStateError` there (their
+    test_no_running_loop); ours is that and a `ConfigurationError`, not a deadlock."""
+    async with open_memory("memory") as memory:
+        store = AgentMemoryStore(memory)
+        for call in (
+            lambda: store.put(("foo", "bar"), "baz", {"val": "baz"}),
+            lambda: store.get(("foo", "bar"), "baz"),
+            lambda: store.search(("foo",)),
+            lambda: store.list_namespaces(prefix=("foo",)),
+        ):
+            with pytest.raises(asyncio.InvalidStateError) as caught:
+                call()
+            assert isinstance(caught.value, ConfigurationError)

@@ -74,7 +74,13 @@ from agent_memory.domain.validation import (
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import MemoryStore
 
-__all__ = ["AgentMemoryStore", "InvalidNamespace", "owner_of", "record_namespace_of"]
+__all__ = [
+    "AgentMemoryStore",
+    "InvalidNamespace",
+    "NoLoopForSyncCall",
+    "owner_of",
+    "record_namespace_of",
+]
 
 ITEM_KIND = "langgraph.item"
 VECTOR_KIND = "langgraph.vector"
@@ -91,6 +97,12 @@ Namespace = tuple[str, ...]
 class InvalidNamespace(InvalidInput, InvalidNamespaceError):
     """A namespace LangGraph or this store refuses (an `InvalidInput` and a
     LangGraph `InvalidNamespaceError` at once)."""
+
+
+class NoLoopForSyncCall(ConfigurationError, asyncio.InvalidStateError):
+    """The sync API called where it would deadlock (on its own loop's thread) or
+    with no loop to run on: a `ConfigurationError` and, as LangGraph's async
+    stores raise there, an `asyncio.InvalidStateError`."""
 
 
 def _json(value: object) -> str:
@@ -381,7 +393,7 @@ class AgentMemoryStore(BaseStore):
             running = None
         loop = self._loop
         if loop is None or not loop.is_running() or loop is running:
-            raise ConfigurationError(
+            raise NoLoopForSyncCall(
                 "AgentMemoryStore's sync API needs its event loop running in another thread: "
                 "inside async code use the async API (aget/aput/asearch, graph.ainvoke); a "
                 "synchronous program (graph.invoke) opens the memory with "

@@ -5,6 +5,7 @@ server the SDK's client can use."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 
@@ -45,7 +46,9 @@ async def test_mcp_client_configuration_starts_a_server(tmp_path: Path) -> None:
     config = json.loads(example("mcp-config"))["mcpServers"]["agent-memory"]
     command = shutil.which(config["command"], path=str(Path(sys.executable).parent))
     assert command, "the agent-memory command is installed beside the interpreter"
-    params = StdioServerParameters(command=command, args=config["args"], cwd=tmp_path)
+    # The SDK's minimal environment, plus PYTHONPATH: the server runs the code under test.
+    env = get_default_environment() | {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+    params = StdioServerParameters(command=command, args=config["args"], cwd=tmp_path, env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}

@@ -427,6 +427,12 @@ class SyncMemory:
     def url(self) -> str:
         return self.memory.url
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop (on the helper thread) that `memory` runs on: async
+        code that is handed `memory` schedules onto it (`AgentMemoryStore`)."""
+        return self._loop._loop
+
     def close(self) -> None:
         """Close the stores and stop the helper thread (idempotent)."""
         try:
@@ -451,7 +457,7 @@ def connect(
     url: str | None = None,
     *,
     settings: Settings | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | Any | None = None,
     llm: LanguageModel | None = None,
     clock: Clock | None = None,
     observability: Observability | None = None,

@@ -6,6 +6,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -30,6 +31,8 @@ def backend_url(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> st
         return f"memory://lg-{uuid.uuid4().hex}"
     if name == "sqlite":
         return f"sqlite:///{tmp_path / 'lg.db'}"
+    if name == "qdrant":
+        return "qdrant+memory://"
     if name == "redis":
         return str(request.getfixturevalue("redis_url"))
     return str(request.getfixturevalue("postgres_url"))
@@ -38,16 +41,17 @@ def backend_url(name: str, request: pytest.FixtureRequest, tmp_path: Path) -> st
 @pytest.fixture
 def open_memory(
     request: pytest.FixtureRequest, tmp_path: Path
-) -> Callable[[str], AsyncIterator[Memory]]:
-    """`async with open_memory(backend)`: an EMPTY memory (own deployment) on it."""
+) -> Callable[..., AsyncIterator[Memory]]:
+    """`async with open_memory(backend[, embedder])`: an EMPTY memory (own
+    deployment) on it, embedding with `embedder` (default: hashing, 32 dims)."""
     import contextlib
 
     @contextlib.asynccontextmanager
-    async def opener(name: str) -> AsyncIterator[Memory]:
+    async def opener(name: str, embedder: Any = None) -> AsyncIterator[Memory]:
         url = backend_url(name, request, tmp_path)
         config = Settings(deployment=f"lg-{uuid.uuid4().hex[:10]}")
         async with agent_memory.connect(
-            url, settings=config, embedder=HashingEmbedder(DIMENSION)
+            url, settings=config, embedder=embedder or HashingEmbedder(DIMENSION)
         ) as memory:
             yield memory
 

@@ -1,17 +1,20 @@
-"""docs/integrations.md stays true: its LangGraph example runs as printed, and
-its MCP client configuration starts a server the SDK's client can use."""
+"""docs/integrations.md stays true: its LangGraph examples (async and
+synchronous) run as printed, and its MCP client configuration starts a
+server the SDK's client can use."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 
@@ -22,9 +25,10 @@ def example(name: str) -> str:
     return match.group(1)
 
 
-def test_langgraph_example_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["langgraph", "langgraph-sync"])
+def test_langgraph_example_runs(tmp_path: Path, name: str) -> None:
     script = tmp_path / "example.py"
-    script.write_text(example("langgraph"))
+    script.write_text(example(name))
     done = subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
@@ -42,7 +46,9 @@ async def test_mcp_client_configuration_starts_a_server(tmp_path: Path) -> None:
     config = json.loads(example("mcp-config"))["mcpServers"]["agent-memory"]
     command = shutil.which(config["command"], path=str(Path(sys.executable).parent))
     assert command, "the agent-memory command is installed beside the interpreter"
-    params = StdioServerParameters(command=command, args=config["args"], cwd=tmp_path)
+    # The SDK's minimal environment, plus PYTHONPATH: the server runs the code under test.
+    env = get_default_environment() | {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+    params = StdioServerParameters(command=command, args=config["args"], cwd=tmp_path, env=env)
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}

@@ -1,9 +1,11 @@
-"""The differential suite fails on the bugs it is for: each broken store below
-(one deliberate bug) must fail the run with the named clause."""
+"""The differential suite and its edge clauses fail on the bugs they are for:
+each broken store below (one deliberate bug) must fail with the named clause."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -14,7 +16,14 @@ from langgraph.store.base import ListNamespacesOp, Op, Result, SearchOp
 import agent_memory
 from agent_memory.adapters.memory import HashingEmbedder
 from agent_memory.bootstrap import Settings
-from agent_memory.contract_tests.langgraph import differential_index, run_differential
+from agent_memory.contract_tests.langgraph import (
+    check_concurrent_writers,
+    check_distance_types,
+    check_embedder_dimensions,
+    check_non_finite_filters,
+    differential_index,
+    run_differential,
+)
 from agent_memory.entrypoints.langgraph import store as store_module
 from agent_memory.langgraph import AgentMemoryStore
 
@@ -122,3 +131,81 @@ async def test_the_suite_catches(broken: Any, clauses: tuple[str, ...]) -> None:
         for memory in opened:
             await memory.close()
     assert any(f"[{c}" in str(caught.value) for c in clauses), str(caught.value)[:3000]
+
+
+# -- the edge clauses fail on the bugs they are for ------------------------------------
+class ReadThenWrite(AgentMemoryStore):
+    """A put that reads the item, then adds or updates it (a concurrent delete
+    or put in between makes it raise `NotFound` or `DuplicateRecord`)."""
+
+    async def _upsert(self, record: Any, *, keep_created: bool) -> None:
+        old = await self._store.get(record.owner, record.id)
+        await asyncio.sleep(0)  # a concurrent call runs here, as on any real backend
+        if old is None:
+            await self._store.add([record])
+        else:
+            await self._store.update(record)
+
+
+class FiniteFilters(AgentMemoryStore):
+    async def _search(self, op: SearchOp) -> Any:
+        json.dumps(op.filter, allow_nan=False)
+        return await super()._search(op)
+
+
+class IgnoresDistance(AgentMemoryStore):
+    def __init__(self, memory: Any, *, index: Any = None) -> None:
+        index = {k: v for k, v in (index or {}).items() if k != "distance_type"} or None
+        super().__init__(memory, index=index)
+
+
+async def fresh_memory(dimension: int = DIMENSION) -> Any:
+    return await agent_memory.connect(
+        f"memory://catch-{uuid.uuid4().hex}",
+        embedder=HashingEmbedder(dimension),
+        settings=Settings(),
+    )
+
+
+async def test_the_concurrency_clause_catches_a_read_then_write_put() -> None:
+    memory = await fresh_memory()
+    try:
+        with pytest.raises(AssertionError, match=r"\[LG-CONC-1\]"):
+            await check_concurrent_writers(ReadThenWrite(memory, index={"fields": ["text"]}))
+    finally:
+        await memory.close()
+
+
+async def test_the_filter_clause_catches_refused_non_finite_values() -> None:
+    memory = await fresh_memory()
+    try:
+        with pytest.raises(AssertionError, match=r"\[LG-FILTER-2\]"):
+            await check_non_finite_filters(FiniteFilters(memory))
+    finally:
+        await memory.close()
+
+
+async def test_the_distance_clause_catches_an_ignored_distance_type() -> None:
+    memory = await fresh_memory()
+    try:
+
+        async def factory(index: Any) -> Any:
+            return IgnoresDistance(memory, index=index)
+
+        with pytest.raises(AssertionError, match=r"\[LG-DIST-1\]"):
+            await check_distance_types(factory, DIMENSION)
+    finally:
+        await memory.close()
+
+
+async def test_the_dimension_clause_catches_a_refused_embedder() -> None:
+    memory = await fresh_memory()  # the memory's own 32 dimensions only
+    try:
+
+        async def factory(index: Any) -> Any:
+            return AgentMemoryStore(memory, index=index)
+
+        with pytest.raises(AssertionError, match=r"\[LG-DIMS-1\]"):
+            await check_embedder_dimensions(factory)
+    finally:
+        await memory.close()

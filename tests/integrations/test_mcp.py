@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
-from mcp.client.stdio import stdio_client
+from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 TOOLS = {"remember", "recall", "forget", "search_memories", "record_steps", "planning_context"}
@@ -25,7 +26,10 @@ SERVER = [sys.executable, "-m", "agent_memory.entrypoints.cli", "mcp"]
 
 @asynccontextmanager
 async def stdio_session(url: str, errlog: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--url", url])
+    # The SDK starts the server with a minimal environment: keep PYTHONPATH, so
+    # the server runs the code under test (a source tree first on the path).
+    env = get_default_environment() | {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+    params = StdioServerParameters(command=SERVER[0], args=[*SERVER[1:], "--url", url], env=env)
     with errlog.open("w") as err:
         async with (
             stdio_client(params, errlog=err) as (read, write),
@@ -222,3 +226,69 @@ def test_bad_url_is_a_usage_error() -> None:
     assert done.returncode == 2, done
     assert "UnsupportedBackend" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_tools_enforce_the_http_bounds_with_typed_errors(tmp_path: Path) -> None:
+    """What HTTP refuses (413/422) MCP refuses too, with the typed error body:
+    ids over 1,024 characters, facts over 100,000, oversized requests, and
+    missing or wrong-typed arguments; nothing of it is stored."""
+    url = f"sqlite:///{tmp_path / 'bounds.db'}"
+    errlog = tmp_path / "err.log"
+    long_id, huge = "u" * 5_000, "x" * 2_000_000
+    async with stdio_session(url, errlog) as session:
+        cases: list[tuple[str, dict[str, Any], str]] = [
+            (
+                "remember",
+                {"user_id": long_id, "namespace": "b", "facts": [{"content": "a"}]},
+                "user_id",
+            ),
+            (
+                "remember",
+                {"user_id": "alice", "namespace": "b", "facts": [{"content": huge}]},
+                "facts.0.content",
+            ),
+            (
+                "remember",
+                {"user_id": "alice", "namespace": "b" * 1025, "facts": [{"content": "a"}]},
+                "namespace",
+            ),
+            ("remember", {"user_id": "alice", "namespace": "b"}, "facts"),
+            ("remember", {"user_id": 7, "namespace": "b", "facts": [{"content": "a"}]}, "user_id"),
+            ("forget", {"user_id": huge}, "user_id"),
+            (
+                "record_steps",
+                {"agent": "A", "domain": "k8s", "request_id": huge, "steps": [{"action": "x"}]},
+                "request_id",
+            ),
+            (
+                "record_steps",
+                {
+                    "agent": "A",
+                    "domain": "k8s",
+                    "request_id": "r",
+                    "steps": [{"action": "x"}] * 101,
+                },
+                "steps",
+            ),
+            ("recall", {"user_id": "alice", "namespace": "b", "request": huge}, "request"),
+            ("search_memories", {"user_id": "alice", "query": huge}, "query"),
+            ("search_memories", {"user_id": "alice", "query": "x", "limit": "ten"}, "limit"),
+            (
+                "planning_context",
+                {"agent": "A", "domain": "k8s", "request_id": "r", "doing": huge},
+                "doing",
+            ),
+        ]
+        for tool, arguments, field in cases:
+            body = structured(await error_of(session, tool, **arguments))
+            assert body["type"] == "InvalidInput", (tool, field, body)
+            assert body["field"] == field, (tool, field, body)
+            assert len(body["message"]) < 2_000, (tool, field, body["message"][:300])
+        # Nothing was stored; the bounds themselves are accepted.
+        assert (await call(session, "recall", user_id="alice", namespace="b"))["facts"] == []
+        edge = "u" * 1024
+        done = await call(
+            session, "remember", user_id=edge, namespace="b", facts=[{"content": "y" * 100_000}]
+        )
+        assert done["failures"] == []
+    assert "Traceback" not in errlog.read_text()

@@ -340,7 +340,7 @@ def connect(
     url: str | None = None,
     *,
     settings: Settings | None = None,
-    embedder: Embedder | None = None,
+    embedder: Embedder | Any | None = None,
     llm: LanguageModel | None = None,
     clock: Clock | None = None,
     observability: Observability | None = None,
@@ -348,6 +348,9 @@ def connect(
     """Wire stores and models from a URL (default: `AGENT_MEMORY_URL`, else the
     SQLite file under the user data directory) and validated settings.
     `observability` is handed to every service bootstrap builds on the result.
+    `embedder` is an `Embedder`, or a LangChain `Embeddings` (its dimension
+    probed with one text) that the memory then embeds with
+    (`agent_memory.adapters.langchain`; a plain function: `LangChainEmbedder`).
 
     `async with connect(url) as memory:` closes the memory on exit;
     `memory = await connect(url)` leaves closing it to the caller."""
@@ -367,7 +370,7 @@ async def _open(
     url: str | None,
     *,
     settings: Settings | None,
-    embedder: Embedder | None,
+    embedder: Embedder | Any | None,
     llm: LanguageModel | None,
     clock: Clock | None,
     observability: Observability | None,
@@ -375,6 +378,8 @@ async def _open(
     settings = Settings.from_env() if settings is None else settings
     url = url or settings.url or default_sqlite_url()
     scheme_of(url)  # an unknown scheme fails before any model or store is built
+    if embedder is not None and not isinstance(embedder, Embedder):  # LangChain's
+        embedder = await _adapter("langchain").as_embedder(embedder)
     follow_switch = embedder is None
     embedder = embedder if embedder is not None else configured_embedder(settings)
     llm = llm if llm is not None else _llm(settings)

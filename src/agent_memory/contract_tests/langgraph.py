@@ -82,6 +82,20 @@ tests/integrations/test_langgraph_canaries.py):
   produce). The reference keeps them too.
 - "negative-zero": a float `-0.0` in a value round-tripping (`PostgresStore`'s
   JSONB gives back `0.0`). Drawn values hold `0.0` instead.
+
+Edge clauses, each an async function of its own (run them on an empty store,
+beside `run_differential`):
+
+- `check_concurrent_writers(store)` (LG-CONC-1/2): 10 threads x 300 sync calls
+  (put, get, search, put, delete, list) on 3 shared keys while the loop runs
+  raise nothing, and the store is consistent afterwards.
+- `check_non_finite_filters(store)` (LG-FILTER-2): `inf`, `-inf` and `nan` in
+  filters select what `InMemoryStore` selects.
+- `check_distance_types(factory, dims)` (LG-DIST-1/2): `distance_type` scores
+  as PostgresStore's, or is refused at construction; unknown ones and unknown
+  index keys are refused.
+- `check_embedder_dimensions(factory)` (LG-DIMS-1): indexes of 12 and 1536
+  dimensions (a provider's embeddings) rank and score as `InMemoryStore`.
 """
 
 from __future__ import annotations
@@ -96,6 +110,7 @@ import uuid
 import zlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -132,6 +147,10 @@ __all__ = [
     "UNSUPPORTED",
     "DifferentialRun",
     "ReferenceStore",
+    "check_concurrent_writers",
+    "check_distance_types",
+    "check_embedder_dimensions",
+    "check_non_finite_filters",
     "differential_embed",
     "differential_index",
     "run_differential",
@@ -741,3 +760,238 @@ async def run_differential(
         )
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+# -- edge clauses (each one async function; an EMPTY store unless stated) ------------
+_EDGE_NS = ("lg-edge",)
+
+
+async def check_non_finite_filters(store: BaseStore) -> None:
+    """LG-FILTER-2: an ordering or equality filter against `inf`, `-inf` or
+    `nan` selects what `InMemoryStore` selects (`$lt inf` and `$gt -inf` every
+    number, `$eq nan` nothing), and raises nothing. Writes, then deletes, three
+    items under `("lg-edge", "prices")`."""
+    namespace = (*_EDGE_NS, "prices")
+    reference = InMemoryStore()
+    for i, price in enumerate([1.5, 10, -3]):
+        for target in (store, reference):
+            await target.aput(namespace, f"p{i}", {"price": price})
+    try:
+        for filter_ in (
+            {"price": {"$lt": math.inf}},
+            {"price": {"$gt": -math.inf}},
+            {"price": {"$lte": math.inf, "$gte": -math.inf}},
+            {"price": {"$eq": math.nan}},
+            {"price": {"$gt": math.nan}},
+            {"price": {"$ne": math.nan}},
+            {"price": math.inf},
+        ):
+            try:
+                got = await store.asearch(namespace, filter=filter_, limit=10)
+            except Exception as exc:
+                raise AssertionError(
+                    clause("LG-FILTER-2", f"a non-finite filter {filter_!r} is accepted", exc)
+                ) from exc
+            want = await reference.asearch(namespace, filter=filter_, limit=10)
+            assert sorted(h.key for h in got) == sorted(h.key for h in want), clause(
+                "LG-FILTER-2",
+                f"filter {filter_!r} selects what InMemoryStore selects",
+                ([h.key for h in got], [h.key for h in want]),
+            )
+    finally:
+        for i in range(3):
+            await store.adelete(namespace, f"p{i}")
+
+
+#: PostgresStore's scores per `index["distance_type"]` (1 - cosine distance,
+#: minus the Euclidean distance, the dot product), the ones LangGraph users know.
+DISTANCE_SCORES: dict[str, Callable[[Sequence[float], Sequence[float]], float]] = {
+    "cosine": lambda a, b: (
+        sum(x * y for x, y in zip(a, b, strict=True)) / (math.hypot(*a) * math.hypot(*b))
+    ),
+    "l2": lambda a, b: -math.dist(a, b),
+    "inner_product": lambda a, b: sum(x * y for x, y in zip(a, b, strict=True)),
+}
+
+
+def _axis_embed(dims: int) -> Callable[[Sequence[str]], list[list[float]]]:
+    """Texts "x", "2y", "xy" -> (1,0,..), (0,2,..), (1,1,..) in `dims` dimensions."""
+
+    def embed(texts: Sequence[str]) -> list[list[float]]:
+        rows = {"x": [1.0, 0.0], "2y": [0.0, 2.0], "xy": [1.0, 1.0]}
+        return [[*rows[t], *[0.0] * (dims - 2)] for t in texts]
+
+    return embed
+
+
+async def check_distance_types(
+    factory: Callable[[IndexConfig], Awaitable[BaseStore]], dims: int
+) -> None:
+    """LG-DIST-1: an `index` with `distance_type` "cosine", "l2" or
+    "inner_product" either scores as PostgresStore does (`DISTANCE_SCORES`)
+    or is refused at construction with a `ValueError` naming it (e.g.
+    agent-memory's `ConfigurationError`); it is never silently scored another
+    way. LG-DIST-2: an unknown `distance_type` or index key is refused the same
+    way. `factory(index)` builds an EMPTY store with that index, whose
+    embeddings have `dims` (>= 2) components; each store gets three items
+    under `("lg-edge", "distance")`, deleted afterwards."""
+    namespace = (*_EDGE_NS, "distance")
+    embed = _axis_embed(dims)
+    texts = {"a": "x", "b": "2y", "c": "xy"}
+    for distance in ("cosine", "l2", "inner_product"):
+        index = cast(IndexConfig, {**differential_index(dims, embed), "distance_type": distance})
+        refusal: ValueError | None = None
+        try:
+            store = await factory(index)
+        except ValueError as exc:
+            refusal = exc
+        if refusal is not None:
+            assert distance in str(refusal), clause(
+                "LG-DIST-1", f"a refusal of distance_type {distance!r} names it", refusal
+            )
+            continue
+        for key, text in texts.items():
+            await store.aput(namespace, key, {"text": text})
+        try:
+            hits = await store.asearch(namespace, query="x", limit=10)
+            query = embed(["x"])[0]
+            want = {k: DISTANCE_SCORES[distance](query, embed([t])[0]) for k, t in texts.items()}
+            got = {h.key: h.score for h in hits}
+            same = set(got) == set(want) and all(
+                (score := got[k]) is not None and math.isclose(score, w, abs_tol=SCORE_TOL)
+                for k, w in want.items()
+            )
+            assert same, clause(
+                "LG-DIST-1", f"distance_type {distance!r} scores as PostgresStore does", (got, want)
+            )
+        finally:
+            for key in texts:
+                await store.adelete(namespace, key)
+    for wrong in ({"distance_type": "hamming"}, {"no_such_option": 1}):
+        index = cast(IndexConfig, {**differential_index(dims, embed), **wrong})
+        refused: ValueError | None = None
+        try:
+            await factory(index)
+        except ValueError as exc:
+            refused = exc
+        assert refused is not None, clause(
+            "LG-DIST-2", f"index {wrong!r} is refused at construction"
+        )
+        name = next(iter(wrong.values() if "distance_type" in wrong else wrong))
+        assert str(name) in str(refused), clause(
+            "LG-DIST-2", f"the refusal of {wrong!r} names it", refused
+        )
+
+
+async def check_embedder_dimensions(
+    factory: Callable[[IndexConfig], Awaitable[BaseStore]],
+    dims: Iterable[int] = (12, 1536),
+) -> None:
+    """LG-DIMS-1: for each of `dims`, a store built by `factory(index)` with an
+    index of that `dims` and an `embed` of that many components (a LangGraph
+    user's provider embeddings: 1536 for OpenAI's) stores, ranks and scores
+    three items as `InMemoryStore` with the same index does. `factory` builds
+    an EMPTY store (agent-memory: a memory opened with
+    `connect(url, embedder=index["embed"])`); the items are deleted afterwards."""
+    namespace = (*_EDGE_NS, "dims")
+    values = {"a": "dark roast coffee", "b": "green tea", "c": "coffee with tea"}
+    for size in dims:
+        index = differential_index(size)
+        try:
+            store = await factory(index)
+        except Exception as exc:
+            raise AssertionError(
+                clause("LG-DIMS-1", f"a store with an index of dims={size} can be built", exc)
+            ) from exc
+        reference = InMemoryStore(index=differential_index(size))
+        try:
+            for key, text in values.items():
+                await store.aput(namespace, key, {"text": text})
+                await reference.aput(namespace, key, {"text": text})
+            got = await store.asearch(namespace, query="coffee", limit=10)
+            want = await reference.asearch(namespace, query="coffee", limit=10)
+            scores = {h.key: h.score for h in got}
+            same = {h.key for h in got} == {h.key for h in want} and all(
+                (score := scores[h.key]) is not None
+                and h.score is not None
+                and math.isclose(score, h.score, abs_tol=SCORE_TOL)
+                for h in want
+            )
+            assert same, clause(
+                "LG-DIMS-1",
+                f"dims={size}: the same items and scores as InMemoryStore",
+                (scores, {h.key: h.score for h in want}),
+            )
+        finally:
+            for key in values:
+                await store.adelete(namespace, key)
+
+
+def _writer(store: BaseStore, worker: int, calls: int, keys: int) -> list[BaseException]:
+    """One thread's calls on shared keys: put, get, search, put, delete, list."""
+    namespace = (*_EDGE_NS, "concurrent")
+    errors: list[BaseException] = []
+    steps = itertools.cycle(["put", "get", "search", "put", "delete", "list"])
+    for call in range(calls):
+        key = f"k{(worker + call) % keys}"
+        try:
+            match next(steps):
+                case "put":
+                    store.put(namespace, key, {"text": "coffee", "n": worker * calls + call})
+                case "get":
+                    item = store.get(namespace, key)
+                    if item is not None and item.created_at > item.updated_at:
+                        raise AssertionError(f"created_at > updated_at on {item!r}")
+                case "search":
+                    store.search(_EDGE_NS, query="coffee" if call % 12 == 2 else None, limit=5)
+                case "delete":
+                    store.delete(namespace, key)
+                case _:
+                    store.list_namespaces(prefix=_EDGE_NS)
+        except BaseException as exc:  # every failure counts
+            errors.append(exc)
+    return errors
+
+
+async def check_concurrent_writers(
+    store: BaseStore, *, threads: int = 10, calls: int = 300, keys: int = 3
+) -> int:
+    """LG-CONC-1: `threads` threads calling the sync API (put, get, search, put
+    again, delete, list_namespaces) on `keys` shared keys while this loop runs
+    (LangGraph's `test_large_batches` workload; parallel graph branches writing
+    one key) make no call raise: a put is an upsert, a delete of a missing item
+    a no-op. LG-CONC-2: afterwards the store is consistent (each live item is
+    found by a search and its namespace listed; a put to each key lands).
+    `store` is open on this loop; its items under `("lg-edge", "concurrent")`
+    are deleted at the end. Returns the number of calls made."""
+    namespace = (*_EDGE_NS, "concurrent")
+    with ThreadPoolExecutor(threads) as pool:
+        futures = [
+            asyncio.wrap_future(pool.submit(_writer, store, w, calls, keys)) for w in range(threads)
+        ]
+        outcomes = await asyncio.gather(*futures)
+    errors = [e for errs in outcomes for e in errs]
+    assert errors == [], clause(
+        "LG-CONC-1",
+        f"no call of {threads * calls} concurrent ones raises ({len(errors)} did)",
+        errors[:5],
+    )
+    try:
+        live = [f"k{k}" for k in range(keys) if await store.aget(namespace, f"k{k}")]
+        found = sorted(h.key for h in await store.asearch(namespace, limit=keys + 1))
+        listed = await store.alist_namespaces(prefix=_EDGE_NS)
+        assert found == live, clause("LG-CONC-2", "a search finds every live item", (found, live))
+        assert listed == ([namespace] if live else []), clause(
+            "LG-CONC-2", "the namespace is listed iff it holds an item", (listed, live)
+        )
+        for k in range(keys):
+            await store.aput(namespace, f"k{k}", {"text": "tea"})
+            item = await store.aget(namespace, f"k{k}")
+            assert item is not None, clause("LG-CONC-2", "a put after the storm lands", k)
+            assert item.value == {"text": "tea"}, clause(
+                "LG-CONC-2", "a put after the storm lands", item
+            )
+    finally:
+        for k in range(keys):
+            await store.adelete(namespace, f"k{k}")
+    return threads * calls

@@ -3,8 +3,15 @@
 from agent_memory.entrypoints.langgraph.store import (
     AgentMemoryStore,
     InvalidNamespace,
+    NoLoopForSyncCall,
     owner_of,
     record_namespace_of,
 )
 
-__all__ = ["AgentMemoryStore", "InvalidNamespace", "owner_of", "record_namespace_of"]
+__all__ = [
+    "AgentMemoryStore",
+    "InvalidNamespace",
+    "NoLoopForSyncCall",
+    "owner_of",
+    "record_namespace_of",
+]

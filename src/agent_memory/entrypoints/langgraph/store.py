@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 from langgraph.store.base import (
@@ -57,9 +58,11 @@ from langgraph.store.base import (
 
 from agent_memory.bootstrap import Memory
 from agent_memory.domain.errors import (
+    BackendUnavailable,
     ConfigurationError,
     DuplicateRecord,
     InvalidInput,
+    NotFound,
 )
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.validation import (
@@ -71,7 +74,13 @@ from agent_memory.domain.validation import (
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import MemoryStore
 
-__all__ = ["AgentMemoryStore", "InvalidNamespace", "owner_of", "record_namespace_of"]
+__all__ = [
+    "AgentMemoryStore",
+    "InvalidNamespace",
+    "NoLoopForSyncCall",
+    "owner_of",
+    "record_namespace_of",
+]
 
 ITEM_KIND = "langgraph.item"
 VECTOR_KIND = "langgraph.vector"
@@ -79,6 +88,8 @@ REGISTRY_KIND = "langgraph.namespace"
 REGISTRY_OWNER = "langgraph"
 _PREFIX = "langgraph:"
 _PAGE = 500
+_UPSERT_ATTEMPTS = 16
+_INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type"})
 
 Namespace = tuple[str, ...]
 
@@ -86,6 +97,12 @@ Namespace = tuple[str, ...]
 class InvalidNamespace(InvalidInput, InvalidNamespaceError):
     """A namespace LangGraph or this store refuses (an `InvalidInput` and a
     LangGraph `InvalidNamespaceError` at once)."""
+
+
+class NoLoopForSyncCall(ConfigurationError, asyncio.InvalidStateError):
+    """The sync API called where it would deadlock (on its own loop's thread) or
+    with no loop to run on: a `ConfigurationError` and, as LangGraph's async
+    stores raise there, an `asyncio.InvalidStateError`."""
 
 
 def _json(value: object) -> str:
@@ -157,6 +174,20 @@ def _window(limit: object, offset: object) -> tuple[int, int]:
     return limit, offset
 
 
+def _require_filter(filter_: object) -> None:
+    """A JSON mapping, where (unlike in values) `inf`, `-inf` and `nan` may be
+    compared against, as in `InMemoryStore`: `$lt inf` matches every number."""
+    if not isinstance(filter_, Mapping):
+        raise InvalidInput("filter", f"a mapping is required, got {type(filter_).__name__}")
+    for key in filter_:
+        if not isinstance(key, str):
+            raise InvalidInput("filter", f"keys must be strings, got {key!r}")
+    try:
+        json.dumps(filter_, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput("filter", f"values must be JSON-serialisable: {exc}") from None
+
+
 def _validate(op: Op) -> None:
     """Check one op before any I/O: a bad op fails the whole batch untouched."""
     if isinstance(op, GetOp):
@@ -180,7 +211,7 @@ def _validate(op: Op) -> None:
         _labels(op.namespace_prefix, "namespace_prefix", allow_empty=True)
         _window(op.limit, op.offset)
         if op.filter is not None:
-            require_json_mapping(op.filter, "filter")
+            _require_filter(op.filter)
         if op.query is not None and not isinstance(op.query, str):
             raise InvalidInput("query", f"a string is required, got {type(op.query).__name__}")
     elif isinstance(op, ListNamespacesOp):
@@ -275,24 +306,38 @@ class AgentMemoryStore(BaseStore):
     `index` follows LangGraph's `IndexConfig`: `fields` (default `["$"]`, the
     whole value) and an optional `embed` (a LangChain `Embeddings`, or a sync or
     async function of texts); without `embed` the memory's own embedder is
-    used. `dims`, when given, must equal the store's embedding dimension.
+    used. `dims`, when given, must equal the store's embedding dimension;
+    `distance_type`, when given, must be "cosine" (scores are cosine
+    similarities); any other key is refused (`ConfigurationError`).
     Without `index`, search ignores `query` (no scores), like `InMemoryStore`.
 
-    The async API (`aget`, `aput`, `asearch`, ...) runs on the caller's loop; the
-    sync API works from other threads while that loop runs (sync nodes under
-    `ainvoke`), or on the loop passed as `loop` (an `agent_memory.sync` loop).
+    `memory` is a `Memory`, or the `SyncMemory` of `agent_memory.sync.connect`
+    (a plain synchronous program: `graph.invoke`). The API runs on the loop the
+    memory was opened on: the sync API (`get`, `put`, ...) from any other
+    thread while that loop runs (sync nodes under `ainvoke`; any thread for a
+    `SyncMemory`, whose loop runs on its helper thread); the async API (`aget`,
+    `aput`, ...) on the caller's loop, or scheduled onto the memory's loop when
+    that one runs in another thread (a `SyncMemory`, or `loop=`).
     """
 
     supports_ttl = False
 
     def __init__(
         self,
-        memory: Memory,
+        memory: Memory | Any,
         *,
         index: IndexConfig | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
         now: Callable[[], datetime] | None = None,
     ) -> None:
+        inner = getattr(memory, "memory", None)
+        if isinstance(inner, Memory) and loop is None:  # agent_memory.sync's SyncMemory
+            loop, memory = getattr(memory, "loop", None), inner
+        if not isinstance(memory, Memory):
+            raise ConfigurationError(
+                "AgentMemoryStore needs a Memory (agent_memory.connect) or a SyncMemory "
+                f"(agent_memory.sync.connect), got {type(memory).__name__}"
+            )
         self._store: MemoryStore = memory.store
         self._embedder: Embedder = memory.embedder
         self._now = now or (lambda: datetime.now(UTC))
@@ -311,10 +356,23 @@ class AgentMemoryStore(BaseStore):
         if index is not None:
             if not isinstance(index, Mapping):
                 raise ConfigurationError(f"index must be a mapping (IndexConfig), got {index!r}")
+            unknown = sorted(set(index) - _INDEX_KEYS)
+            if unknown:
+                raise ConfigurationError(
+                    f"index keys {unknown} are not supported (known: {sorted(_INDEX_KEYS)})"
+                )
+            distance = index.get("distance_type", "cosine")
+            if distance != "cosine":
+                raise ConfigurationError(
+                    f"index distance_type={distance!r} is not supported: AgentMemoryStore "
+                    "scores by cosine similarity only (distance_type='cosine')"
+                )
             dims = index.get("dims", dimension)
             if dims != dimension:
                 raise ConfigurationError(
-                    f"index dims={dims!r} differ from the store's embedding dimension {dimension}"
+                    f"index dims={dims!r} differ from the store's embedding dimension "
+                    f"{dimension}: open the memory with the index's embeddings, "
+                    "agent_memory.connect(url, embedder=embeddings), so both share them"
                 )
             fields = index.get("fields") or ["$"]
             if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields):
@@ -335,10 +393,11 @@ class AgentMemoryStore(BaseStore):
             running = None
         loop = self._loop
         if loop is None or not loop.is_running() or loop is running:
-            raise ConfigurationError(
+            raise NoLoopForSyncCall(
                 "AgentMemoryStore's sync API needs its event loop running in another thread: "
-                "inside async code use the async API (aget/aput/asearch, graph.ainvoke), or "
-                "pass loop= the loop the memory was opened on"
+                "inside async code use the async API (aget/aput/asearch, graph.ainvoke); a "
+                "synchronous program (graph.invoke) opens the memory with "
+                "agent_memory.sync.connect(url) and passes that"
             )
         ops = list(ops)
         return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
@@ -347,8 +406,16 @@ class AgentMemoryStore(BaseStore):
         """Get/Search/ListNamespaces see the state before the batch; then the puts
         run, the last put to an item winning. A bad op fails the batch before any I/O."""
         ops = list(ops)
+        running = asyncio.get_running_loop()
         if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+            self._loop = running
+        elif self._loop is not running and self._loop.is_running():
+            # The memory lives on another thread's loop (a SyncMemory): run there.
+            done = asyncio.run_coroutine_threadsafe(self._abatch(ops), self._loop)
+            return await asyncio.wrap_future(done)
+        return await self._abatch(ops)
+
+    async def _abatch(self, ops: list[Op]) -> list[Result]:
         for op in ops:
             _validate(op)
             if isinstance(op, SearchOp) and op.filter:
@@ -564,58 +631,92 @@ class AgentMemoryStore(BaseStore):
             await self._put(op, [p for p, _ in pairs], vectors)
 
     async def _put(self, op: PutOp, paths: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
+        """An upsert (last write wins, `created_at` kept when the item existed) or
+        an idempotent delete; race-free against concurrent puts and deletes of
+        the same item (no read-then-write that a concurrent delete can fail)."""
         namespace, key = tuple(op.namespace), op.key
         owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
         item_id = _item_id(namespace, key)
         old = await self._store.get(owner, item_id)
-        if old is not None and old.kind == ITEM_KIND:
-            for i in range(int(old.attributes["langgraph"].get("vectors", 0))):
-                await self._store.delete(owner, _vector_id(namespace, key, i))
+        stale = int(old.attributes["langgraph"].get("vectors", 0)) if old is not None else 0
         if op.value is None:
-            if old is not None:
-                await self._store.delete(owner, item_id)
-                if not await self._holds_items(namespace):
-                    await self._store.delete(REGISTRY_OWNER, _registry_id(namespace))
+            await self._store.delete(owner, item_id)
+            for i in range(stale):
+                await self._store.delete(owner, _vector_id(namespace, key, i))
+            await self._unregister_if_empty(namespace)
             return
+        for i in range(len(paths), stale):  # vectors of paths this put no longer has
+            await self._store.delete(owner, _vector_id(namespace, key, i))
         value = dict(op.value)
         now = self._now()
         meta = {"namespace": list(namespace), "key": key, "value": value, "vectors": len(paths)}
-        record = MemoryRecord(
-            id=item_id,
-            owner=owner,
-            namespace=rec_ns,
-            kind=ITEM_KIND,
-            content=_json(value),
-            vector=self._unit,
-            created_at=old.created_at if old is not None else now,
-            updated_at=now,
-            attributes={"langgraph": meta},
+        await self._upsert(
+            MemoryRecord(
+                id=item_id,
+                owner=owner,
+                namespace=rec_ns,
+                kind=ITEM_KIND,
+                content=_json(value),
+                vector=self._unit,
+                created_at=now,
+                updated_at=now,
+                attributes={"langgraph": meta},
+            ),
+            keep_created=True,
         )
-        if old is None:
-            try:
-                await self._store.add([record])
-            except DuplicateRecord:  # a concurrent writer added it first
-                await self._store.update(record)
-        else:
-            await self._store.update(record)
-        if paths:
-            await self._store.add(
-                [
-                    MemoryRecord(
-                        id=_vector_id(namespace, key, i),
-                        owner=owner,
-                        namespace=rec_ns,
-                        kind=VECTOR_KIND,
-                        content=path,
-                        vector=vectors[i],
-                        created_at=now,
-                        updated_at=now,
-                        attributes={"langgraph": {"key": key, "path": path}},
-                    )
-                    for i, path in enumerate(paths)
-                ]
+        for i, path in enumerate(paths):
+            await self._upsert(
+                MemoryRecord(
+                    id=_vector_id(namespace, key, i),
+                    owner=owner,
+                    namespace=rec_ns,
+                    kind=VECTOR_KIND,
+                    content=path,
+                    vector=vectors[i],
+                    created_at=now,
+                    updated_at=now,
+                    attributes={"langgraph": {"key": key, "path": path}},
+                ),
+                keep_created=False,
             )
         await self._register(namespace, now)
+
+    async def _upsert(self, record: MemoryRecord, *, keep_created: bool) -> None:
+        """Add `record`, or replace the stored one (keeping its `created_at` when
+        `keep_created`): add; on `DuplicateRecord` update; on `NotFound` (a
+        concurrent delete in between) add again. Each retry means another writer
+        won a race on this very record, so a few suffice."""
+        for _ in range(_UPSERT_ATTEMPTS):
+            try:
+                await self._store.add([record])
+                return
+            except DuplicateRecord:
+                pass
+            if keep_created:
+                current = await self._store.get(record.owner, record.id)
+                if current is None:
+                    continue  # deleted since the add: add again
+                created = min(current.created_at, record.updated_at)
+                record = attrs.evolve(record, created_at=created)
+            try:
+                await self._store.update(record)
+                return
+            except NotFound:
+                continue  # deleted since the add: add again
+        raise BackendUnavailable(
+            "langgraph store",
+            f"record {record.id!r} kept changing under {_UPSERT_ATTEMPTS} put attempts",
+        )
+
+    async def _unregister_if_empty(self, namespace: Namespace) -> None:
+        """Drop the namespace from the registry once it holds no item; re-register
+        it when a concurrent put added one meanwhile (that put may have seen the
+        registry entry before this delete removed it)."""
+        if await self._holds_items(namespace):
+            return
+        await self._store.delete(REGISTRY_OWNER, _registry_id(namespace))
+        if await self._holds_items(namespace):
+            await self._register(namespace, self._now())
 
     async def _register(self, namespace: Namespace, now: datetime) -> None:
         rid = _registry_id(namespace)

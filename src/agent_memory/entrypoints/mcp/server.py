@@ -17,7 +17,10 @@ Scoping: every user tool requires `user_id`, the owner of the facts; the server
 trusts it. A host serving several users maps each of its authenticated users
 to one stable id and passes it on every call (never the model's choice), or
 starts one server per user. Errors come back as a tool result with
-`is_error` and a JSON body `{"error": {"type", "message", "field"}}`.
+`is_error` and a JSON body `{"error": {"type", "message", "field"}}`; arguments
+outside the HTTP schema's bounds (ids <= 1,024 characters, a fact <= 100,000,
+a request text <= 1,000,000, <= 100 facts or steps) or of the wrong type are
+an `InvalidInput` body naming the field, like the service's own checks.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from agent_memory.bootstrap import Memory, connect
 from agent_memory.domain.errors import AgentMemoryError, InvalidInput
@@ -38,6 +41,16 @@ from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.domain.validation import require_id, require_limit, require_scope
+from agent_memory.entrypoints.server.schemas import (
+    MAX_BATCH,
+    Action,
+    Doing,
+    FactContent,
+    Id,
+    Outcome,
+    Query,
+    Text,
+)
 
 __all__ = ["build_server"]
 
@@ -45,17 +58,15 @@ _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 UserId = Annotated[
-    str,
+    Id,
     Field(
-        min_length=1,
         description="The user the facts belong to: the host's stable id for its "
         "authenticated user (never chosen by the model).",
     ),
 ]
 Namespace = Annotated[
-    str,
+    Id,
     Field(
-        min_length=1,
         description="The agent type whose memory this is (e.g. 'support-bot'); cross-agent "
         "facts (name, language, time zone) go to 'universal' automatically.",
     ),
@@ -64,16 +75,16 @@ Category = Literal["identity", "preference", "constraint", "relationship", "cont
 
 
 class FactIn(BaseModel):
-    content: str = Field(min_length=1, description="The fact, e.g. 'User prefers dark roast'.")
+    content: FactContent = Field(description="The fact, e.g. 'User prefers dark roast'.")
     category: Category = Field(default="preference", description="What kind of fact it is.")
     confidence: float = Field(default=0.9, ge=0.0, le=1.0)
 
 
 class StepIn(BaseModel):
-    action: str = Field(min_length=1, description="What the agent did, e.g. 'kubectl get pods'.")
-    outcome: str = Field(default="success", description="success, failure, ...")
-    response: str = Field(default="", description="What the action returned (shortened).")
-    failure_cause: str | None = Field(default=None, description="Why it failed, if it did.")
+    action: Action = Field(min_length=1, description="What the agent did, e.g. 'kubectl get pods'.")
+    outcome: Outcome = Field(default="success", description="success, failure, ...")
+    response: Text = Field(default="", description="What the action returned (shortened).")
+    failure_cause: Text | None = Field(default=None, description="Why it failed, if it did.")
 
 
 def _error(exc: BaseException) -> ToolError:
@@ -82,6 +93,31 @@ def _error(exc: BaseException) -> ToolError:
     if isinstance(field, str):
         body["field"] = field
     return ToolError(json.dumps({"error": body}, ensure_ascii=False))
+
+
+def _invalid(tool: str, exc: ValidationError) -> ToolError:
+    """Arguments that fail the input schema: the `InvalidInput` body, naming the
+    first bad field (`facts.0.content`), without the value (it may be megabytes)."""
+    errors = exc.errors(include_url=False, include_input=False)
+    first = errors[0] if errors else {"loc": (), "msg": "invalid arguments"}
+    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    body = {"type": "InvalidInput", "field": field, "message": f"{field}: {first['msg']}{more}"}
+    return ToolError(
+        f"Error executing tool {tool}: " + json.dumps({"error": body}, ensure_ascii=False)
+    )
+
+
+class _Server(MCPServer[Any]):
+    """`MCPServer` whose argument validation errors are typed `InvalidInput` bodies."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise _invalid(name, exc.__cause__) from None
+            raise
 
 
 class _Holder:
@@ -124,7 +160,7 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
             finally:
                 holder.memory = None
 
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         "agent-memory",
         instructions="Shared memory for agents: private user facts (remember, recall, "
         "forget, search_memories) and episodic agent memory (record_steps, planning_context). "
@@ -138,7 +174,9 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         "(CONTRADICT) or dropped as a duplicate. Returns the operation counts."
     )
     async def remember(
-        user_id: UserId, namespace: Namespace, facts: list[FactIn]
+        user_id: UserId,
+        namespace: Namespace,
+        facts: Annotated[list[FactIn], Field(max_length=MAX_BATCH)],
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
             require_id(user_id, "user_id")
@@ -166,7 +204,7 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
     async def recall(
         user_id: UserId,
         namespace: Namespace,
-        request: Annotated[str, Field(description="The user's current request.")] = "",
+        request: Annotated[Text, Field(description="The user's current request.")] = "",
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
             facts, report = await holder.get().users.recall(
@@ -193,8 +231,8 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
     )
     async def forget(
         user_id: UserId,
-        namespace: Annotated[str | None, Field(description="Only this namespace.")] = None,
-        fact_id: Annotated[str | None, Field(description="Only this fact (its id).")] = None,
+        namespace: Annotated[Id | None, Field(description="Only this namespace.")] = None,
+        fact_id: Annotated[Id | None, Field(description="Only this fact (its id).")] = None,
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
             users = holder.get().users
@@ -225,9 +263,9 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
     )
     async def search_memories(
         user_id: UserId,
-        query: Annotated[str, Field(min_length=1, description="What to look for.")],
-        namespace: Annotated[str | None, Field(description="Only this namespace.")] = None,
-        limit: Annotated[int, Field(ge=1, le=100)] = 10,
+        query: Annotated[Query, Field(min_length=1, description="What to look for.")],
+        namespace: Annotated[Id | None, Field(description="Only this namespace.")] = None,
+        limit: Annotated[int, Field(strict=True, ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
             require_id(user_id, "user_id")
@@ -255,11 +293,11 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         "other agents of the domain will see in their planning context."
     )
     async def record_steps(
-        agent: Annotated[str, Field(min_length=1, description="The agent's name.")],
-        domain: Annotated[str, Field(min_length=1, description="The shared domain, e.g. 'k8s'.")],
-        request_id: Annotated[str, Field(min_length=1, description="The request's id.")],
-        steps: list[StepIn],
-        user_id: Annotated[str | None, Field(description="The user the request served.")] = None,
+        agent: Annotated[Id, Field(description="The agent's name.")],
+        domain: Annotated[Id, Field(description="The shared domain, e.g. 'k8s'.")],
+        request_id: Annotated[Id, Field(description="The request's id.")],
+        steps: Annotated[list[StepIn], Field(max_length=MAX_BATCH)],
+        user_id: Annotated[Id | None, Field(description="The user the request served.")] = None,
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
             parsed = [
@@ -289,12 +327,12 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         "<agent_coordination> view (who else is working on what)."
     )
     async def planning_context(
-        agent: Annotated[str, Field(min_length=1, description="The agent's name.")],
-        domain: Annotated[str, Field(min_length=1, description="The shared domain.")],
-        request_id: Annotated[str, Field(min_length=1, description="The request's id.")],
-        entity_type: Annotated[str | None, Field(description="e.g. 'pod'")] = None,
-        entity_id: Annotated[str | None, Field(description="e.g. 'web-1'")] = None,
-        doing: Annotated[str, Field(description="What the agent is about to do.")] = "",
+        agent: Annotated[Id, Field(description="The agent's name.")],
+        domain: Annotated[Id, Field(description="The shared domain.")],
+        request_id: Annotated[Id, Field(description="The request's id.")],
+        entity_type: Annotated[Id | None, Field(description="e.g. 'pod'")] = None,
+        entity_id: Annotated[Id | None, Field(description="e.g. 'web-1'")] = None,
+        doing: Annotated[Doing, Field(description="What the agent is about to do.")] = "",
     ) -> dict[str, Any]:
         async def run() -> dict[str, Any]:
             if (entity_type is None) != (entity_id is None):

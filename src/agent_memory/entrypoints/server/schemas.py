@@ -9,8 +9,16 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
+# The bounds below are the MCP tools' too (entrypoints/mcp/server.py).
 Id = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
 Text = Annotated[StrictStr, Field(max_length=1_000_000)]
+FactContent = Annotated[StrictStr, Field(min_length=1, max_length=100_000)]
+Query = Annotated[StrictStr, Field(max_length=65_536)]
+Action = Annotated[StrictStr, Field(max_length=10_000)]
+Outcome = Annotated[StrictStr, Field(max_length=1_000)]
+Doing = Annotated[StrictStr, Field(max_length=10_000)]
+#: At most this many facts, steps or knowledge items in one request.
+MAX_BATCH = 100
 Score = Annotated[float, Field(strict=True, ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Limit = Annotated[int, Field(strict=True, ge=1, le=200)]
@@ -60,7 +68,7 @@ class ExtractBody(_In):
 
 
 class FactIn(_In):
-    content: Annotated[StrictStr, Field(min_length=1, max_length=100_000)]
+    content: FactContent
     category: Category
     confidence: Unit = 0.9
     explicit: StrictBool = True
@@ -70,7 +78,7 @@ class FactIn(_In):
 class RememberBody(_In):
     user_id: Id
     namespace: Id
-    facts: Annotated[list[FactIn], Field(min_length=1, max_length=100)]
+    facts: Annotated[list[FactIn], Field(min_length=1, max_length=MAX_BATCH)]
 
 
 class ProfileBody(_In):
@@ -103,7 +111,7 @@ class FactPage(_Out):
 
 class SearchBody(_In):
     user_id: Id
-    query: Annotated[StrictStr, Field(max_length=65_536)]
+    query: Query
     namespace: Id | None = None
     limit: Limit = 10
     min_score: Score | None = None
@@ -155,7 +163,7 @@ class StartBody(_In):
     request_id: Id
     user_id: Id | None = None
     entities: Annotated[list[EntityBody], Field(max_length=50)] = []
-    doing: Annotated[StrictStr, Field(max_length=10_000)] = ""
+    doing: Doing = ""
 
 
 class ClaimOut(_Out):
@@ -184,7 +192,7 @@ class KnowledgeIn(_In):
 class ContextBody(_In):
     request_id: Id
     digest: Text | None = None
-    knowledge: Annotated[list[KnowledgeIn], Field(max_length=100)] = []
+    knowledge: Annotated[list[KnowledgeIn], Field(max_length=MAX_BATCH)] = []
 
 
 class ContextOut(_Out):
@@ -195,8 +203,8 @@ class ContextOut(_Out):
 
 
 class StepIn(_In):
-    action: Annotated[StrictStr, Field(max_length=10_000)]
-    outcome: Annotated[StrictStr, Field(max_length=1_000)] = "success"
+    action: Action
+    outcome: Outcome = "success"
     response: Text = ""
     failure_cause: Text | None = None
     started_at: AwareDatetime | None = None
@@ -209,7 +217,7 @@ class StepIn(_In):
 
 class StepsBody(_In):
     request_id: Id
-    steps: Annotated[list[StepIn], Field(min_length=1, max_length=100)]
+    steps: Annotated[list[StepIn], Field(min_length=1, max_length=MAX_BATCH)]
 
 
 class FinishBody(_In):
@@ -247,7 +255,7 @@ class EventsOut(_Out):
 
 class KnowledgeSearchBody(_In):
     domain: Id
-    query: Annotated[StrictStr, Field(max_length=65_536)]
+    query: Query
     limit: Limit = 5
 
 

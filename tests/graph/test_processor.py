@@ -364,6 +364,38 @@ async def test_invalid_and_unknown_events_are_counted_and_skipped(world: Harness
     assert info.num_pending == 0
 
 
+class _Unreachable:
+    """A model whose every call fails (the endpoint is down)."""
+
+    fingerprint = "unreachable"
+    stable = True
+
+    async def complete(
+        self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
+    ) -> str:
+        raise ConnectionError("model endpoint refused the connection")
+
+
+async def test_extraction_without_a_model_or_with_a_failing_one_says_so(world: Harness) -> None:
+    """No model configured counts `no_model`, a failing call `model_errors`;
+    neither is the model's output being bad."""
+    content = _facts(("auth", "uses", "oauth"))
+    no_model = GraphMemory(world.triples, world.cache, None, clock=world.clock)
+    failing = GraphMemory(world.triples, world.cache, _Unreachable(), clock=world.clock)
+    for graph, loop in ((no_model, "none"), (failing, "down")):
+        proc = world.processor(graph)
+        await proc.start()
+        await world.compaction("compaction_starting", loop, f"{loop}-1", content=content)
+        await wait_for(lambda p=proc: p.stats.settled == 1, what="the event")
+        await proc.stop(timeout=5)
+    first, second = world.processors
+    assert (first.stats.no_model, first.stats.model_errors) == (1, 0), first.stats
+    assert (second.stats.no_model, second.stats.model_errors) == (0, 1), second.stats
+    assert first.stats.bad_model_output == second.stats.bad_model_output == 0
+    assert world.out["mutation"] == []
+    assert len(world.out["cp"]) == 2  # the checkpoint is still taken
+
+
 async def test_same_event_twice_is_applied_once(world: Harness) -> None:
     proc = world.processor()
     await proc.start()

@@ -96,7 +96,9 @@ Handler = Callable[[Delivery, dict[str, Any], str], Awaitable[None]]
 
 @attrs.define
 class ProcessorStats:
-    """Counters since start (one processor instance)."""
+    """Counters since start (one processor instance). Extractions that found no
+    facts say why: `no_model` (none configured), `model_errors` (the call
+    failed), `bad_model_output` (the answer was not valid triples)."""
 
     received: int = 0
     processed: int = 0
@@ -106,6 +108,8 @@ class ProcessorStats:
     errors: int = 0
     dropped: int = 0
     bad_model_output: int = 0
+    no_model: int = 0
+    model_errors: int = 0
     triples_added: int = 0
     published: int = 0
     checkpoints: int = 0
@@ -485,7 +489,11 @@ class GraphProcessor:
             utilization=event.utilization,
             force=force,
         )
-        if outcome.bad_output:
+        if outcome.no_model:
+            self._stats.no_model += 1
+        elif outcome.model_failed:
+            self._stats.model_errors += 1
+        elif outcome.bad_output:
             self._stats.bad_model_output += 1
         self._stats.triples_added += outcome.added
         if outcome.triples:

@@ -4,7 +4,8 @@ Inputs (durable pull consumers on the stream, default `AGENT`, names ending in
 `-<consumer_name_suffix>` when one is set):
 
 - `agent-memory-compaction` on `agent.context.compaction.>`:
-  `compaction_starting` -> extract the key facts (always: the context is about
+  `compaction_starting` -> extract the key facts from its `content` (else its
+  `summary`; with neither, counted `no_content`) (always: the context is about
   to be compacted), publish `graph.mutation.<loop>` when any were found, save a
   checkpoint and publish `memory.checkpoint.created.<loop>`;
   `compaction_complete` -> publish `agent.context.injected.<loop>` (post-compaction
@@ -98,7 +99,9 @@ Handler = Callable[[Delivery, dict[str, Any], str], Awaitable[None]]
 class ProcessorStats:
     """Counters since start (one processor instance). Extractions that found no
     facts say why: `no_model` (none configured), `model_errors` (the call
-    failed), `bad_model_output` (the answer was not valid triples)."""
+    failed), `bad_model_output` (the answer was not valid triples); a
+    `compaction_starting` with neither `content` nor `summary` counts
+    `no_content` (there was nothing to extract from)."""
 
     received: int = 0
     processed: int = 0
@@ -110,6 +113,7 @@ class ProcessorStats:
     bad_model_output: int = 0
     no_model: int = 0
     model_errors: int = 0
+    no_content: int = 0
     triples_added: int = 0
     published: int = 0
     checkpoints: int = 0
@@ -454,6 +458,14 @@ class GraphProcessor:
             content = event.content or event.summary
             if content.strip():
                 await self._extract(owner, loop, content, event, source, key, force=True)
+            else:
+                self._stats.no_content += 1
+                _log.info(
+                    "graph processor: compaction_starting for loop %r carries no content "
+                    "(nor summary): no facts extracted (%s)",
+                    loop,
+                    key,
+                )
             checkpoint, _failures = await self._graph.checkpoint(
                 owner, loop, summary=event.summary, iteration=event.iteration, source=source
             )

@@ -151,3 +151,41 @@ def test_the_architecture_tree_names_every_folder_and_facade() -> None:
     gone = sorted(set(named) - folders - facades)
     assert not missing, f"docs/architecture.md's tree leaves out {missing}"
     assert not gone, f"docs/architecture.md's tree names {gone}, which do not exist"
+
+
+def _differences(doc: str) -> list[tuple[str, str]]:
+    """The (difference, why) rows of seed-mapping.md's table of differences."""
+    section = doc.split("## Where agent-memory differs from the guide, and why", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][2:]
+    out = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
+        assert len(cells) == 2, row
+        out.append((cells[0], cells[1]))
+    return out
+
+
+def test_seed_mapping_states_retention_as_the_event_logs_apply_it() -> None:
+    """Every event log counts retention from ingestion (contract
+    `test_retention_counts_from_recording`); the mapping says so, as the guide does."""
+    from agent_memory.contract_tests.event_log import EventLogContract
+
+    assert hasattr(EventLogContract, "test_retention_counts_from_recording")
+    doc = (ROOT / "docs" / "seed-mapping.md").read_text()
+    flat = " ".join(doc.split())
+    assert "counts from event time" not in flat
+    assert (
+        "`AGENT_MEMORY_RETENTION_DAYS` (counted from ingestion, `recorded_at`, as in the guide)"
+        in flat
+    )
+
+
+def test_seed_mapping_gives_a_reason_for_every_difference() -> None:
+    doc = (ROOT / "docs" / "seed-mapping.md").read_text()
+    rows = _differences(doc)
+    assert rows, "the table lists the differences"
+    for difference, why in rows:
+        assert difference, "a row without its difference"
+        assert len(why.split()) >= 5, f"no reason given for: {difference}"
+    assert "Not (yet) as in the guide" not in doc

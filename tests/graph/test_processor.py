@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
+import attrs
 import nats
 import pytest
 from nats.aio.client import Client
@@ -250,6 +253,59 @@ async def test_the_designs_events_verbatim(world: Harness) -> None:
     assert replies == []
 
 
+def _documented_event(name: str) -> str:
+    """The JSON example under `<!-- example: name -->` in docs/graph.md, verbatim."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "graph.md").read_text()
+    found = re.search(rf"<!-- example: {name} -->\n```json\n(.*?)\n```", doc, re.DOTALL)
+    assert found, f"docs/graph.md has no example {name}"
+    return found.group(1)
+
+
+@attrs.define
+class _Recording:
+    """A model that records its prompts and answers with fixed triples."""
+
+    answer: list[dict[str, str]]
+    prompts: list[str] = attrs.field(factory=list)
+    fingerprint: str = "recording"
+    stable: bool = True
+
+    async def complete(
+        self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
+    ) -> str:
+        self.prompts.append(prompt)
+        return json.dumps(self.answer)
+
+
+async def test_the_documented_producer_event_yields_facts(world: Harness) -> None:
+    """The design's `compaction_starting` carries no context, so it yields no
+    facts (counted `no_content`); the documented event, with `content`, does."""
+    triple = {"subject": "auth", "predicate": "decided", "object": "OAuth with PKCE"}
+    model = _Recording([triple])
+    graph = GraphMemory(world.triples, world.cache, model, clock=world.clock)
+    proc = world.processor(graph)
+    await proc.start()
+    subject = "agent.context.compaction.loop_123"
+    await world.publish(subject, None, raw=design.COMPACTION_STARTING.encode())
+    await wait_for(lambda: proc.stats.settled == 1, what="the design's event")
+    assert proc.stats.no_content == 1, proc.stats
+    assert model.prompts == []
+    text = _documented_event("compaction_starting_with_content")
+    event = json.loads(text)
+    assert {k: event[k] for k in json.loads(design.COMPACTION_STARTING)} == json.loads(
+        design.COMPACTION_STARTING
+    )  # the design's fields, unchanged, plus ours
+    await world.publish(subject, None, raw=text.encode())
+    await wait_for(lambda: world.out["mutation"], what="the facts of the documented event")
+    [mutation] = world.out["mutation"]
+    assert mutation["loop_id"] == "loop_123"
+    assert mutation["triples"] == [triple]
+    [prompt] = model.prompts
+    assert event["content"].splitlines()[0] in prompt
+    assert proc.stats.no_content == 1
+    assert len(world.out["cp"]) == 2
+
+
 async def test_compaction_extracts_whatever_the_triggers_say(world: Harness) -> None:
     """Iteration 7 at 0.65 utilisation (neither trigger): the facts are still
     extracted before the compaction; between compactions the triggers decide."""
@@ -362,6 +418,38 @@ async def test_invalid_and_unknown_events_are_counted_and_skipped(world: Harness
     info = await world.js.consumer_info(world.stream, proc.config.compaction_consumer)
     assert info.num_ack_pending == 0
     assert info.num_pending == 0
+
+
+class _Unreachable:
+    """A model whose every call fails (the endpoint is down)."""
+
+    fingerprint = "unreachable"
+    stable = True
+
+    async def complete(
+        self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
+    ) -> str:
+        raise ConnectionError("model endpoint refused the connection")
+
+
+async def test_extraction_without_a_model_or_with_a_failing_one_says_so(world: Harness) -> None:
+    """No model configured counts `no_model`, a failing call `model_errors`;
+    neither is the model's output being bad."""
+    content = _facts(("auth", "uses", "oauth"))
+    no_model = GraphMemory(world.triples, world.cache, None, clock=world.clock)
+    failing = GraphMemory(world.triples, world.cache, _Unreachable(), clock=world.clock)
+    for graph, loop in ((no_model, "none"), (failing, "down")):
+        proc = world.processor(graph)
+        await proc.start()
+        await world.compaction("compaction_starting", loop, f"{loop}-1", content=content)
+        await wait_for(lambda p=proc: p.stats.settled == 1, what="the event")
+        await proc.stop(timeout=5)
+    first, second = world.processors
+    assert (first.stats.no_model, first.stats.model_errors) == (1, 0), first.stats
+    assert (second.stats.no_model, second.stats.model_errors) == (0, 1), second.stats
+    assert first.stats.bad_model_output == second.stats.bad_model_output == 0
+    assert world.out["mutation"] == []
+    assert len(world.out["cp"]) == 2  # the checkpoint is still taken
 
 
 async def test_same_event_twice_is_applied_once(world: Harness) -> None:

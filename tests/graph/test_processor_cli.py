@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -20,8 +21,25 @@ from graph import design_examples as design
 from graph.helpers import wait_for
 
 
-async def _start(nats_url: str, config: Path, tmp_path: Path) -> asyncio.subprocess.Process:
+def _fake_openai() -> Any:
+    """The scripted OpenAI-compatible server of tests/openai (not a package)."""
+    module = sys.modules.get("fake_openai_server")
+    if module is None:
+        path = Path(__file__).parents[1] / "openai" / "fake_openai_server.py"
+        spec = importlib.util.spec_from_file_location("fake_openai_server", path)
+        assert spec is not None
+        assert spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["fake_openai_server"] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+async def _start(
+    nats_url: str, config: Path, tmp_path: Path, extra_env: dict[str, str] | None = None
+) -> asyncio.subprocess.Process:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_MEMORY_")}
+    env.update(extra_env or {})
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -151,3 +169,79 @@ async def test_processor_starts_from_the_designs_configuration(
             with contextlib.suppress(nats.js.errors.NotFoundError):
                 await js.delete_stream(name)
         await nc.drain()
+
+
+async def test_the_configured_model_needs_no_llm_model_variable(
+    nats_url: str, tmp_path: Path
+) -> None:
+    """`extraction.llm_assisted.model` with only AGENT_MEMORY_LLM_URL set: the
+    processor starts and extraction asks the endpoint for that model."""
+    config = tmp_path / "model.json"
+    config.write_text(
+        json.dumps(
+            {
+                "stream_name": "CLIMODEL",
+                "consumer_name_suffix": "model",
+                "extraction": {"llm_assisted": {"model": "fast"}},
+                "processor": {"fetch_timeout_seconds": 0.2},
+            }
+        )
+    )
+    openai = _fake_openai()
+    fake = openai.FakeOpenAIServer()
+    fake.start()
+    answer = json.dumps([{"subject": "auth", "predicate": "uses", "object": "oauth"}])
+    fake.script(
+        openai.CHAT,
+        openai.Reply(
+            json={"choices": [{"index": 0, "message": {"role": "assistant", "content": answer}}]}
+        ),
+    )
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    mutations: list[dict[str, Any]] = []
+
+    async def sink(msg: Msg) -> None:
+        mutations.append(json.loads(msg.data))
+
+    await nc.subscribe("graph.mutation.>", cb=sink)
+    proc = await _start(nats_url, config, tmp_path, {"AGENT_MEMORY_LLM_URL": fake.url + "/v1"})
+    try:
+        await _wait_for_consumer(js, proc, "CLIMODEL", "agent-memory-compaction-model")
+        event = {**json.loads(design.COMPACTION_STARTING), "content": "We chose OAuth."}
+        await js.publish("agent.context.compaction.loop_123", json.dumps(event).encode())
+        await wait_for(lambda: mutations, timeout=15, what="the extracted facts")
+        [request] = fake.requests_to(openai.CHAT)
+        assert request.body["model"] == "fast"
+        assert mutations[0]["triples"] == [
+            {"subject": "auth", "predicate": "uses", "object": "oauth"}
+        ]
+        stats = await _stop(proc)
+        assert stats["processed"] == 1
+        assert stats["bad_model_output"] == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        fake.stop()
+        for name in ("CLIMODEL", "KV_CLIMODEL_agent_memory_done-model"):
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(name)
+        await nc.drain()
+
+
+def test_the_model_extraction_asks_for() -> None:
+    """The document's model, else AGENT_MEMORY_TRIPLE_MODEL, else AGENT_MEMORY_LLM_MODEL."""
+    from agent_memory.entrypoints.processor import ProcessorConfig
+    from agent_memory.entrypoints.processor.cli import processor_settings
+
+    named = ProcessorConfig.from_mapping({"extraction": {"llm_assisted": {"model": "fast"}}})
+    silent = ProcessorConfig()
+    url = {"AGENT_MEMORY_LLM_URL": "http://127.0.0.1:9/v1"}
+    both = {**url, "AGENT_MEMORY_LLM_MODEL": "main"}
+    triple = {**both, "AGENT_MEMORY_TRIPLE_MODEL": "triples"}
+    assert processor_settings(named, url).llm_model == "fast"
+    assert processor_settings(named, triple).llm_model == "fast"
+    assert processor_settings(silent, triple).llm_model == "triples"
+    assert processor_settings(silent, both).llm_model == "main"
+    assert processor_settings(named, {}).llm_url is None

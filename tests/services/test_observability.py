@@ -167,7 +167,7 @@ async def _pipeline(obs: Observability) -> None:
                             {"content": f"{first} {MARK} now", "category": "preference"},
                             {"content": f"User no longer {MARK}", "category": "preference"},
                         ],
-                        "summary": None,
+                        "summary": f"Planned a trip {MARK}",
                     }
                 ),
                 json.dumps(
@@ -298,6 +298,72 @@ async def test_no_user_content_or_user_id_in_any_span_event_or_label() -> None:
     assert "user" not in "".join(
         key for metric in registry.collect() for s in metric.samples for key in s.labels
     ), "no user labels"
+
+
+async def test_user_memory_model_requests_summaries_and_batch_outcomes() -> None:
+    """Each extraction model request, the session summary it returns and whether
+    it was stored are span events; batched reconciliation outcomes are a metric
+    (the fallback rate shows a model regression), with no user label."""
+    from agent_memory.adapters.memory import HashingEmbedder, InMemoryMemoryStore
+    from agent_memory.services.user_memory import UserMemory, UserMemoryOptions
+
+    _EXPORTER.clear()
+    registry = CollectorRegistry()
+    obs = Observability(tracer=_PROVIDER.get_tracer("agent_memory"), registry=registry)
+    embedder = HashingEmbedder(64)
+
+    def facts(content: str, summary: str | None = None) -> str:
+        return json.dumps(
+            {"facts": [{"content": content, "category": "preference"}], "summary": summary}
+        )
+
+    model = ScriptedModel(
+        [
+            facts(f"I like window seats {MARK}", summary=f"Talked about seats {MARK}"),
+            facts(f"I like window seats {MARK} a lot"),
+            "no JSON here",  # the batch is unusable: per-candidate fallback
+            json.dumps([{"index": 0, "operation": "ADD"}]),
+            facts(f"I like window seats {MARK} very much"),
+            json.dumps([{"index": 0, "operation": "ADD"}]),  # the batch classifies it
+            ConnectionError("model endpoint down"),
+        ]
+    )
+    users = UserMemory(
+        store=InMemoryMemoryStore(embedder.space),
+        embedder=embedder,
+        clock=SystemClock(),
+        llm=model,
+        options=UserMemoryOptions(similarity_threshold=0.0),
+        observability=obs,
+    )
+    for _ in range(4):
+        await users.extract(user_id=USER, namespace="travel", conversation="x", wait=True)
+    assert model.answers == []
+    spans = [s for s in _EXPORTER.get_finished_spans() if s.name.endswith("user-memory-extraction")]
+    assert len(spans) == 4
+    requests = [_events([s], "user_memory.extraction.llm_request") for s in spans]
+    assert [[r["outcome"] for r in rs] for rs in requests] == [["ok"], ["ok"], ["ok"], ["error"]]
+    assert [rs[0]["candidates"] for rs in requests] == [1, 1, 1, 0]
+    assert all(rs[0]["duration_ms"] >= 0 for rs in requests)
+    summaries = [_events([s], "user_memory.summary.llm_request") for s in spans]
+    assert [[r["summary_returned"] for r in rs] for rs in summaries] == [
+        [True],
+        [False],
+        [False],
+        [False],
+    ]
+    assert all(r["same_request"] is True for rs in summaries for r in rs)
+    stored = [_events([s], "user_memory.summary.stored") for s in spans]
+    assert stored == [[{"summaries": 1}], [], [], []]
+    sample = registry.get_sample_value
+    batches = "agent_memory_user_memory_reconciliation_batches_total"
+    assert sample(batches, {"outcome": "fallback"}) == 1.0
+    assert sample(batches, {"outcome": "success"}) == 1.0
+    assert sample("agent_memory_user_memory_summaries_total") == 1.0
+    assert users.counters["batch.fallback"] == users.counters["batch.success"] == 1
+    for span in spans:
+        assert MARK not in _span_text(span)
+    assert MARK not in _metric_text(registry)
 
 
 def test_observability_doc_lists_every_span_event_and_metric() -> None:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from agent_memory.adapters._common.clock import SystemClock
@@ -251,6 +252,58 @@ async def test_newly_aged_events_are_picked_up_by_the_next_pass() -> None:
     assert result.entities_processed == 1, "only the entity newly past the threshold"
     contents = sorted(r.content for r in (await store.list("k8s")).records)
     assert [c.split(":")[0] for c in contents] == ["pod web-1", "svc api"]
+
+
+async def _second_pass_after(
+    extra: int, *, cap: int = 50
+) -> tuple[InMemoryMemoryStore, ReflectionReport]:
+    """web-1 has 8 aged events at the first pass and `extra` more aged ones at
+    the next (an hour later, emulated by shrinking the threshold)."""
+    web1 = Entity("pod", "web-1")
+    log = InMemoryEventLog()
+    await log.append(old_events(web1, 8) + old_events(Entity("pod", "db-1"), 5))
+    store = InMemoryMemoryStore(EMB.space)
+    leases = InMemoryLeaseStore()
+    first = job(leases, log, store, None)
+    first.options.max_events_per_entity = cap
+    await first.run_once(["k8s"])
+    now = datetime.now(UTC)
+    later = [
+        attrs.evolve(e, occurred_at=now - timedelta(days=7, minutes=-10 - i), recorded_at=now)
+        for i, e in enumerate(old_events(web1, extra, start=8))
+    ]
+    await log.append(later)
+    nxt = job(leases, log, store, None)
+    nxt.options.max_events_per_entity = cap
+    nxt.options.age_threshold = timedelta(days=7, hours=-1)
+    return store, await nxt.run_once(["k8s"])
+
+
+async def test_a_newer_fragment_of_an_entity_replaces_the_one_it_supersedes() -> None:
+    """8 aged events, then 3 more: one fragment for web-1 (the 11-event one), not
+    two near-copies side by side; db-1's fragment is untouched."""
+    store, second = await _second_pass_after(3)
+    assert second.report.ok, second.report.failures
+    assert second.entities_processed == 1
+    assert second.report.details["fragments_superseded"] == 1
+    contents = sorted(r.content for r in (await store.list("k8s")).records)
+    assert [c.split(";")[0] for c in contents] == [
+        "pod db-1: 5 past events (failure x5)",
+        "pod web-1: 11 past events (failure x11)",
+    ]
+    svc = KnowledgeService(store=store, embedder=EMB, clock=SystemClock())
+    recalled = [k.content for k in await svc.recall("k8s", "web-1 restarts")]
+    assert sum(c.startswith("pod web-1") for c in recalled) == 1
+
+
+async def test_a_fragment_covering_events_the_new_one_does_not_is_kept() -> None:
+    """With at most 8 events per entity, the second distillation no longer reaches
+    web-1's oldest events, so it does not stand in for the first fragment."""
+    store, second = await _second_pass_after(3, cap=8)
+    assert second.report.ok, second.report.failures
+    assert second.report.details.get("fragments_superseded", 0) == 0
+    web1 = [r for r in (await store.list("k8s")).records if r.content.startswith("pod web-1")]
+    assert len(web1) == 2
 
 
 class FlakyLeases(InMemoryLeaseStore):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -177,3 +177,54 @@ async def test_identical_exchanges_on_two_handles_store_one_copy(opener) -> None
     assert sorted((o.status, o.reason) for o in outs) == [("skipped", "duplicate"), ("stored", "")]
     assert outs[0].record_id == outs[1].record_id
     assert len((await handles[0].store.list("ana")).records) == 1
+
+
+async def test_a_newer_reflection_of_an_entity_replaces_the_older_one(opener) -> None:  # type: ignore[no-untyped-def]
+    """On every backend: the pass after web-1 gained aged events leaves one
+    fragment for it (listing by kind and deleting by id are the backend's)."""
+    stores = await opener()
+    assert stores.events is not None
+    assert stores.leases is not None
+    now = datetime.now(UTC)
+
+    def events(ids: range, at: Callable[[int], datetime]) -> list[Event]:
+        return [
+            Event(
+                id=f"e{i}",
+                domain="k8s",
+                agent="a",
+                action="restart",
+                outcome="failure",
+                summary=f"restart {i}",
+                occurred_at=at(i),
+                recorded_at=now,
+                entities=(POD,),
+            )
+            for i in ids
+        ]
+
+    await stores.events.append(events(range(8), lambda i: now - timedelta(days=10, minutes=-i)))
+    clock = SystemClock()
+
+    def job() -> ReflectionJob:
+        assert stores.events is not None
+        assert stores.leases is not None
+        return ReflectionJob(
+            events=stores.events,
+            leases=stores.leases,
+            knowledge=KnowledgeService(store=stores.store, embedder=EMB, clock=clock),
+            clock=clock,
+        )
+
+    await job().run_once(["k8s"])
+    await stores.events.append(
+        events(range(8, 11), lambda i: now - timedelta(days=7, minutes=-10 - i))
+    )
+    later = job()
+    later.options.age_threshold = timedelta(days=7, hours=-1)
+    result = await later.run_once(["k8s"])
+    assert result.report.ok, result.report.failures
+    page = await stores.store.list("k8s", namespace=KNOWLEDGE_NAMESPACE)
+    assert [r.content.split(";")[0] for r in page.records] == [
+        "pod web-1: 11 past events (failure x11)"
+    ]

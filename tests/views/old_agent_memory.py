@@ -232,7 +232,7 @@ EVENT_LEGEND = (
     "[event_id, origin_request_id, timestamp, agent, action, outcome, summary, shortened, entities]"
 )
 #: The schema of event records (both formats), named next to the format and legend.
-EVENT_SCHEMA = "event-detail/v2-record-facts"
+EVENT_SCHEMA = "agent-memory/event-record/v1"
 #: What the digest covers: the bounded window the store returned, not all history.
 DIGEST_COVERAGE = (
     "coverage: the digest summarises only the bounded window of events returned for this "

@@ -7,6 +7,8 @@ a bare `knowledge` title, a legend without its schema).
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import timedelta
 
 from agent_memory.contract_tests.view_strategies import VIEW_BASE_TIME
@@ -21,7 +23,10 @@ from agent_memory.domain.views import (
     render_user_profile,
 )
 from agent_memory.domain.views.agent_memory_view import (
+    DESIGN_EVENT_LEGEND,
+    DESIGN_EVENT_SCHEMA,
     DIGEST_COVERAGE,
+    EVENT_LEGEND,
     EVENT_SCHEMA,
     KNOWLEDGE_HEADING,
 )
@@ -91,12 +96,39 @@ def test_knowledge_comes_under_the_guides_heading() -> None:
     assert view.report.section("knowledge").admitted == 1
 
 
-def test_the_event_legend_names_its_schema_version() -> None:
-    assert EVENT_SCHEMA == "event-detail/v2-record-facts"
-    many = render_agent_memory(domain="payments", as_of=T0, events=[_event(i) for i in range(30)])
+def test_the_event_legend_names_a_schema_of_its_own_layout() -> None:
+    """The guide's id names its 6-position tuple; ours has 9 positions, so it
+    carries our own id, and a reader zipping the legend with a tuple gets
+    every field right."""
+    assert EVENT_SCHEMA == "agent-memory/event-record/v1"
+    assert EVENT_SCHEMA != DESIGN_EVENT_SCHEMA == "event-detail/v2-record-facts"
+    assert DESIGN_EVENT_LEGEND == "[event_id, origin_request_id, timestamp, agent, action, outcome]"
+    events = [_event(i) for i in range(30)]
+    many = render_agent_memory(domain="payments", as_of=T0, events=events)
     assert many.report.event_format is EventFormat.TUPLE
-    legend = next(line for line in many.text.split("\n") if line.startswith("event_format:"))
-    assert legend.startswith("event_format: tuple; legend (event-detail/v2-record-facts) [")
+    lines = many.text.split("\n")
+    legend = next(line for line in lines if line.startswith("event_format:"))
+    found = re.fullmatch(r"event_format: tuple; legend \((\S+)\) \[([^\]]+)\]; .*", legend)
+    assert found, legend
+    assert found.group(1) == EVENT_SCHEMA
+    names = found.group(2).split(", ")
+    assert f"[{found.group(2)}]" == EVENT_LEGEND
+    assert len(names) == 9
+    by_id = {e.id: e for e in events}
+    tuples = [json.loads(line) for line in lines if line.startswith('["e')]
+    assert tuples
+    for row in tuples:
+        assert 6 < len(row) <= len(names)  # trailing absent fields are left out
+        record = dict(zip(names[: len(row)], row, strict=True))
+        event = by_id[record["event_id"]]
+        assert (record["agent"], record["action"], record["outcome"]) == (
+            "deployer",
+            "deploy",
+            "ok",
+        )
+        assert record["summary"] == event.summary
+        assert record["origin_request_id"] == "unknown"
     one = render_agent_memory(domain="payments", as_of=T0, events=[_event(1)])
-    assert "\nevent_format: named (event-detail/v2-record-facts)\n" in one.text
-    assert FORMAT_VERSION == 2
+    assert f"\nevent_format: named ({EVENT_SCHEMA})\n" in one.text
+    assert DESIGN_EVENT_SCHEMA not in many.text + one.text
+    assert FORMAT_VERSION == 3

@@ -317,7 +317,8 @@ class ExtractionOutcome:
 
     `triggered` is False when neither the iteration nor the utilisation called for
     it. `bad_items` counts model items that were not valid triples; `error` says why
-    the whole answer was unusable (or why the model call failed).
+    the whole answer was unusable, why the model call failed (`model_failed`), or
+    that no model is configured (`no_model`).
     """
 
     triggered: bool
@@ -326,9 +327,14 @@ class ExtractionOutcome:
     bad_items: int = 0
     error: str | None = None
     failures: tuple[str, ...] = ()
+    no_model: bool = False
+    model_failed: bool = False
 
     @property
     def bad_output(self) -> bool:
+        """The model answered, but not (entirely) with valid triples."""
+        if self.no_model or self.model_failed:
+            return False
         return self.error is not None or self.bad_items > 0
 
 

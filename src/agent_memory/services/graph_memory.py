@@ -321,7 +321,9 @@ class GraphMemory:
             return ExtractionOutcome(triggered=False)
         report = StageReport("graph.extract")
         if self._model is None:
-            return ExtractionOutcome(triggered=True, error="no language model is configured")
+            return ExtractionOutcome(
+                triggered=True, error="no language model is configured", no_model=True
+            )
         if not content.strip():
             return ExtractionOutcome(triggered=True)
         ex = self._settings.extraction
@@ -339,7 +341,10 @@ class GraphMemory:
         except Exception as exc:
             report.fail("model", exc)
             return ExtractionOutcome(
-                triggered=True, error=f"{type(exc).__name__}: {exc}", failures=_failures(report)
+                triggered=True,
+                error=f"{type(exc).__name__}: {exc}",
+                failures=_failures(report),
+                model_failed=True,
             )
         parsed, bad, error = self._parse(owner, loop, answer, source)
         parsed = distinct(parsed)[: ex.max_triples]

@@ -51,7 +51,10 @@ EVENTS: Final[tuple[str, ...]] = (
     "memory.entity_extraction.completed",
     "user_memory.recall.identity",
     "user_memory.enrichment.injected",
+    "user_memory.extraction.llm_request",
     "user_memory.extraction.complete",
+    "user_memory.summary.llm_request",
+    "user_memory.summary.stored",
     "user_memory.reconciliation.complete",
 )
 #: Prometheus metric names (as exposed; counters also get `_total`).
@@ -61,6 +64,8 @@ METRICS: Final[tuple[str, ...]] = (
     "agent_memory_stage_seconds",
     "agent_memory_digest_decisions_total",
     "agent_memory_user_memory_operations_total",
+    "agent_memory_user_memory_reconciliation_batches_total",
+    "agent_memory_user_memory_summaries_total",
     "agent_memory_reflection_passes_total",
     "agent_memory_reflection_fragments_total",
     "agent_memory_conversation_stores_total",
@@ -124,6 +129,8 @@ class Observability:
         self._latency: Any = None
         self._digests: Any = None
         self._user_ops: Any = None
+        self._user_batches: Any = None
+        self._user_summaries: Any = None
         self._passes: Any = None
         self._fragments: Any = None
         self._conv_stores: Any = None
@@ -196,6 +203,18 @@ class Observability:
             "agent_memory_user_memory_operations_total",
             "User-fact reconciliation operations (ADD, UPDATE, CONTRADICT, DUPLICATE)",
             ["operation"],
+            registry=registry,
+        )
+        self._user_batches = Counter(
+            "agent_memory_user_memory_reconciliation_batches_total",
+            "Batched user-fact reconciliations by outcome (success: one model call "
+            "classified every candidate; fallback: it did not, per-candidate calls followed)",
+            ["outcome"],
+            registry=registry,
+        )
+        self._user_summaries = Counter(
+            "agent_memory_user_memory_summaries_total",
+            "Session summaries stored by user-memory extraction",
             registry=registry,
         )
         self._passes = Counter(
@@ -283,6 +302,16 @@ class Observability:
             for operation, n in operations.items():
                 if n:
                     self._user_ops.labels(operation=operation).inc(n)
+
+    def user_memory_batch(self, outcome: str) -> None:
+        """Count one batched reconciliation: success or fallback."""
+        if self._user_batches is not None:
+            self._user_batches.labels(outcome=outcome).inc()
+
+    def user_memory_summaries(self, count: int) -> None:
+        """Count session summaries stored."""
+        if self._user_summaries is not None and count:
+            self._user_summaries.inc(count)
 
     def reflection_pass(self, outcome: str, fragments: int = 0) -> None:
         """Count one reflection pass (completed, failed, skipped) and its fragments."""

@@ -12,6 +12,15 @@ which are embedded and stored under content-addressed ids, so repeating a pass
 over the same data refreshes fragments instead of copying them. Without a model
 a deterministic summary per entity is stored. Events are never deleted.
 
+Fragments record the span of event times they were distilled from
+(`first_event_at`, `last_event_at`). When an entity is distilled again (it
+gained newly aged events), the new fragments replace the entity's earlier ones
+whose events they cover, i.e. whose `first_event_at` is not older than the new
+one's; a fragment from before these attributes is replaced when the new
+distillation read at least as many events. An earlier fragment that covers
+events the new window no longer reaches (they left the event log, or fell
+beyond `max_events_per_entity`) is kept: it is the only record of them.
+
 The watermark (the cutoff of the domain's last completed pass) is a long-lived
 lease in the deployment's scope; it advances only when the domain's pass had no
 failure. A deployment-scoped lock lease makes sure one replica runs a pass; the
@@ -34,12 +43,17 @@ from datetime import datetime, timedelta
 from attrs import define, field
 
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.records import Entity, Event, EventWindow
+from agent_memory.domain.records import Entity, Event, EventWindow, MemoryRecord
 from agent_memory.domain.time import MICROSECOND
 from agent_memory.domain.views import estimate_tokens
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
-from agent_memory.services.knowledge import KnowledgeService, parse_fragments
+from agent_memory.services.knowledge import (
+    KNOWLEDGE_NAMESPACE,
+    KnowledgeService,
+    fragment_id,
+    parse_fragments,
+)
 from agent_memory.services.observability import Observability
 from agent_memory.services.reports import StageReport
 
@@ -115,13 +129,44 @@ def _fallback_fragment(entity: Entity, events: Sequence[Event]) -> tuple[str, fl
     )
 
 
+_KIND = "reflection"
+_LIST_PAGE = 500
+
+
 def _attributes(entity: Entity, events: Sequence[Event]) -> dict[str, object]:
-    """What a reflected fragment was derived from (the users let forgetting find it)."""
-    out: dict[str, object] = {"entity": [entity.type, entity.id], "events": len(events)}
+    """What a reflected fragment was derived from: the entity, how many events and
+    the span of their event times (superseding compares it), their users (so
+    forgetting a user finds it)."""
+    out: dict[str, object] = {
+        "entity": [entity.type, entity.id],
+        "events": len(events),
+        "first_event_at": min(e.occurred_at for e in events).isoformat(),
+        "last_event_at": max(e.occurred_at for e in events).isoformat(),
+    }
     users = sorted({e.user_id for e in events if e.user_id is not None})
     if users:
         out["users"] = users
     return out
+
+
+def _entity_key(entity: Entity) -> str:
+    return json.dumps([entity.type, entity.id], ensure_ascii=False)
+
+
+def _superseded(old: MemoryRecord, new: dict[str, object]) -> bool:
+    """Whether fragment `old` of an entity is covered by a new distillation with
+    attributes `new` (see module doc)."""
+    first = old.attributes.get("first_event_at")
+    if isinstance(first, str):
+        try:
+            return datetime.fromisoformat(str(new["first_event_at"])) <= datetime.fromisoformat(
+                first
+            )
+        except ValueError:
+            return False
+    events = old.attributes.get("events")
+    new_events = new["events"]
+    return isinstance(events, int) and isinstance(new_events, int) and new_events >= events
 
 
 def watermark_key(domain: str) -> str:
@@ -226,6 +271,7 @@ class ReflectionJob:
             work: list[tuple[str, Entity, list[Event]]] = []
             cutoffs: dict[str, datetime] = {}
             failed_domains: set[str] = set()
+            earlier: dict[str, dict[str, list[MemoryRecord]]] = {}
             for domain in domains:
                 before = len(out.report.failures)
                 found, cutoff = await self._domain_work(domain, out)
@@ -240,17 +286,32 @@ class ReflectionJob:
                 try:
                     fragments = await self._distil(entity, events, out.report)
                     out.embedding_tokens += sum(estimate_tokens(c) for c, _ in fragments)
+                    attributes = _attributes(entity, events)
+                    key = _entity_key(entity)
                     out.fragments_stored += await self.knowledge.store_fragments(
-                        domain,
-                        fragments,
-                        kind="reflection",
-                        attributes=_attributes(entity, events),
-                        key=json.dumps([entity.type, entity.id], ensure_ascii=False),
+                        domain, fragments, kind=_KIND, attributes=attributes, key=key
                     )
                     out.entities_processed += 1
                 except Exception as exc:
                     out.report.fail(f"distil {entity.type}/{entity.id}", exc)
                     failed_domains.add(domain)
+                    continue
+                try:
+                    if domain not in earlier:
+                        earlier[domain] = await self._reflections(domain)
+                    kept = {fragment_id(domain, _KIND, c, key) for c, _ in fragments}
+                    superseded = await self._supersede(
+                        domain, earlier[domain].pop(key, []), kept, attributes
+                    )
+                except Exception as exc:
+                    out.report.fail(f"supersede {entity.type}/{entity.id}", exc)
+                    failed_domains.add(domain)
+                    continue
+                if superseded:
+                    details = out.report.details
+                    details["fragments_superseded"] = (
+                        int(details.get("fragments_superseded", 0)) + superseded
+                    )
             advanced = {}
             for domain, cutoff in cutoffs.items():
                 if domain in failed_domains:
@@ -272,6 +333,42 @@ class ReflectionJob:
                 await self.leases.release(self._scope, REFLECTION_LOCK, self.replica)
             except Exception as exc:
                 out.report.fail("release-lock", exc)
+
+    # -- superseding earlier fragments -------------------------------------------
+    async def _reflections(self, domain: str) -> dict[str, list[MemoryRecord]]:
+        """The domain's stored reflection fragments by entity key (listed once per
+        domain and pass; fragments this pass stored are spared by their ids)."""
+        out: dict[str, list[MemoryRecord]] = defaultdict(list)
+        cursor: str | None = None
+        while True:
+            page = await self.knowledge.store.list(
+                domain,
+                namespace=KNOWLEDGE_NAMESPACE,
+                kinds=[_KIND],
+                limit=_LIST_PAGE,
+                cursor=cursor,
+            )
+            for record in page.records:
+                entity = record.attributes.get("entity")
+                if isinstance(entity, list) and len(entity) == 2:
+                    out[json.dumps(entity, ensure_ascii=False)].append(record)
+            cursor = page.next_cursor
+            if cursor is None:
+                return out
+
+    async def _supersede(
+        self,
+        domain: str,
+        records: Sequence[MemoryRecord],
+        kept: set[str],
+        attributes: dict[str, object],
+    ) -> int:
+        """Delete the entity's earlier fragments the new ones cover; the count."""
+        removed = 0
+        for record in records:
+            if record.id not in kept and _superseded(record, attributes):
+                removed += await self.knowledge.store.delete(domain, record.id)
+        return removed
 
     # -- what a domain's pass covers ------------------------------------------
     async def _watermark(self, domain: str) -> datetime | None:

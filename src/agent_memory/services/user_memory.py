@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -93,6 +94,10 @@ RECONCILE_SYSTEM_PROMPT = (
     '[{"index": <candidate index>, "operation": "...", "target_id": "<stored id or null>", '
     '"content": "<text for UPDATE/CONTRADICT or null>"}].'
 )
+
+
+#: Operations other than ADD that store a candidate's text (DUPLICATE stores nothing).
+_STORING = frozenset({Operation.UPDATE, Operation.CONTRADICT})
 
 
 def user_cache_scope(user_id: str) -> str:
@@ -296,6 +301,7 @@ class UserMemory:
             report.details["extractor"] = "rules"
             return rule_extract(conversation), None
         report.details["extractor"] = "model"
+        started = time.perf_counter()
         try:
             answer = await self.llm.complete(
                 f"Conversation:\n{conversation}",
@@ -306,11 +312,34 @@ class UserMemory:
         except Exception as exc:
             report.fail("extract-model", exc)
             report.details["extractor"] = "rules (model failed)"
+            self._model_request_events(started, "error", 0, None)
             return rule_extract(conversation), None
         candidates, summary, error = parse_extraction(answer)
         if error is not None:
             report.details["extraction_error"] = error
+        outcome = "ok" if error is None else "unusable"
+        self._model_request_events(started, outcome, len(candidates), summary)
         return candidates, summary
+
+    def _model_request_events(
+        self, started: float, outcome: str, candidates: int, summary: str | None
+    ) -> None:
+        """`user_memory.extraction.llm_request` and `user_memory.summary.llm_request`
+        on the current span. One model request returns both the facts and the
+        session summary, so both events describe it (`same_request`); counts only."""
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        self.observability.event(
+            "user_memory.extraction.llm_request",
+            outcome=outcome,
+            duration_ms=duration_ms,
+            candidates=candidates,
+        )
+        self.observability.event(
+            "user_memory.summary.llm_request",
+            outcome=outcome,
+            same_request=True,
+            summary_returned=summary is not None,
+        )
 
     # -- reconciliation ----------------------------------------------------------
     async def _neighbours(
@@ -358,6 +387,7 @@ class UserMemory:
         if pending:
             decisions.update(await self._classify(candidates, neighbours, pending, report))
         ops: Counter[str] = Counter()
+        summaries = 0
         now = self.clock.now()
         additions: list[MemoryRecord] = []  # every ADD goes to the store in one batch
         for i, candidate in enumerate(candidates):
@@ -372,6 +402,8 @@ class UserMemory:
                 continue
             ops[str(decision.operation)] += 1
             self.counters[f"op.{decision.operation}"] += 1
+            if candidate.category is FactCategory.SUMMARY and decision.operation in _STORING:
+                summaries += 1
         if additions:
             try:
                 await self.store.add(additions)
@@ -380,9 +412,15 @@ class UserMemory:
             else:
                 ops[str(Operation.ADD)] += len(additions)
                 self.counters[f"op.{Operation.ADD}"] += len(additions)
+                summaries += sum(r.kind == FactCategory.SUMMARY.value for r in additions)
         report.details["operations"] = dict(ops)
         self.observability.user_memory_operations(dict(ops))
         self._reconciled_event(report)
+        if summaries:
+            report.details["summaries_stored"] = summaries
+            self.counters["summary.stored"] += summaries
+            self.observability.user_memory_summaries(summaries)
+            self.observability.event("user_memory.summary.stored", summaries=summaries)
         return report
 
     def _reconciled_event(self, report: StageReport) -> None:
@@ -454,9 +492,11 @@ class UserMemory:
         missing = [i for i in pending if i not in out]
         if not missing:
             self.counters["batch.success"] += 1
+            self.observability.user_memory_batch("success")
             report.details["classification"] = "batch"
             return out
         self.counters["batch.fallback"] += 1
+        self.observability.user_memory_batch("fallback")
         report.details["classification"] = "per-candidate fallback"
         for i in missing:
             try:

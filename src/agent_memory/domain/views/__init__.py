@@ -6,6 +6,8 @@ view fits its byte budget, reports what it admitted, shortened and left out
 """
 
 from agent_memory.domain.views.agent_memory_view import (
+    DESIGN_EVENT_LEGEND,
+    DESIGN_EVENT_SCHEMA,
     DIGEST_COVERAGE,
     EVENT_LEGEND,
     EVENT_SCHEMA,
@@ -59,6 +61,8 @@ __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "DEFAULT_BUDGET_TOKENS",
     "DEFAULT_MAX_AGENTS",
+    "DESIGN_EVENT_LEGEND",
+    "DESIGN_EVENT_SCHEMA",
     "DIGEST_COVERAGE",
     "ELLIPSIS",
     "EVENT_LEGEND",

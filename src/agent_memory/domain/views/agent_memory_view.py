@@ -58,6 +58,8 @@ from agent_memory.domain.views.report import EventFormat, RenderedView
 from agent_memory.domain.views.tokens import DEFAULT_BUDGET_BYTES
 
 __all__ = [
+    "DESIGN_EVENT_LEGEND",
+    "DESIGN_EVENT_SCHEMA",
     "DIGEST_COVERAGE",
     "EVENT_LEGEND",
     "EVENT_SCHEMA",
@@ -77,8 +79,13 @@ SECTION_ORDER = ("domain_digest", "domain_events", "entity_history", "investigat
 EVENT_LEGEND = (
     "[event_id, origin_request_id, timestamp, agent, action, outcome, summary, shortened, entities]"
 )
-#: The schema of event records (both formats), named next to the format and legend.
-EVENT_SCHEMA = "event-detail/v2-record-facts"
+#: The schema of our event records (both formats: the 9-position tuple of
+#: `EVENT_LEGEND`, or named fields), named next to the format and legend.
+EVENT_SCHEMA = "agent-memory/event-record/v1"
+#: The design guide's schema id and its 6-position tuple. Not our layout (ours
+#: adds summary, shortened and entities), so never emitted under our records.
+DESIGN_EVENT_SCHEMA = "event-detail/v2-record-facts"
+DESIGN_EVENT_LEGEND = "[event_id, origin_request_id, timestamp, agent, action, outcome]"
 #: What the digest covers: the bounded window the store returned, not all history.
 DIGEST_COVERAGE = (
     "coverage: the digest summarises only the bounded window of events returned for this "

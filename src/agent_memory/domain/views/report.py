@@ -16,7 +16,7 @@ __all__ = [
 ]
 
 #: Bumped whenever the rendered text changes shape.
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class EventFormat(enum.StrEnum):

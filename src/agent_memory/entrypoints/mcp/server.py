@@ -41,7 +41,7 @@ from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.domain.validation import require_id, require_limit, require_scope
-from agent_memory.entrypoints.server.schemas import (
+from agent_memory.entrypoints.bounds import (
     MAX_BATCH,
     Action,
     Doing,

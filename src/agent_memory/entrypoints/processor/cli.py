@@ -5,9 +5,10 @@ SQLite file): triples on memory, SQLite or PostgreSQL (for Qdrant: on the
 coordination URL); checkpoints in `checkpoint.storage_bucket` when the
 configuration names one, else on the URL's cache. The language model comes
 from `AGENT_MEMORY_LLM_URL`; `extraction.llm_assisted.model` names the model
-extraction asks it for (default: `AGENT_MEMORY_LLM_MODEL`). Without a model
-URL, extraction reports "no language model". SIGINT/SIGTERM stop it, draining
-in-flight messages.
+extraction asks it for (default: `AGENT_MEMORY_TRIPLE_MODEL`, else
+`AGENT_MEMORY_LLM_MODEL`), so with a model in the document the URL alone is
+enough. Without a model URL, extraction is counted as `no_model`.
+SIGINT/SIGTERM stop it, draining in-flight messages.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import asyncio
 import contextlib
 import importlib.util
 import json
+import logging
+import os
 import signal
 import sys
+from collections.abc import Mapping
 
 import attrs
 
@@ -30,10 +34,37 @@ from agent_memory.bootstrap import (
     scheme_of,
 )
 from agent_memory.domain.errors import UnsupportedBackend
-from agent_memory.entrypoints.processor.config import load_config
+from agent_memory.entrypoints.processor.config import ProcessorConfig, load_config
 from agent_memory.ports.storage import TripleStore
 
-__all__ = ["open_triple_store", "run_processor"]
+__all__ = ["open_triple_store", "processor_settings", "run_processor"]
+
+_log = logging.getLogger(__name__)
+_LLM_URL = "AGENT_MEMORY_LLM_URL"
+_LLM_MODEL = "AGENT_MEMORY_LLM_MODEL"
+
+
+def processor_settings(config: ProcessorConfig, env: Mapping[str, str] | None = None) -> Settings:
+    """The deployment settings the processor runs with: the environment's, with
+    the model extraction asks for chosen by `extraction.llm_assisted.model`,
+    else `AGENT_MEMORY_TRIPLE_MODEL`, else `AGENT_MEMORY_LLM_MODEL`. A model
+    named in the document stands in for `AGENT_MEMORY_LLM_MODEL`, which the
+    environment alone requires beside `AGENT_MEMORY_LLM_URL`."""
+    env = dict(os.environ if env is None else env)
+    model = config.extraction.llm_assisted.model
+    if model is not None and env.get(_LLM_URL) and not env.get(_LLM_MODEL):
+        env[_LLM_MODEL] = model
+    settings = Settings.from_env(env)
+    if settings.llm_url is None:
+        if model is not None:
+            _log.warning(
+                "extraction.llm_assisted.model is %r but %s is not set: no facts are extracted",
+                model,
+                _LLM_URL,
+            )
+        return settings
+    chosen = model if model is not None else settings.model_name("triples")
+    return attrs.evolve(settings, llm_model=chosen)
 
 
 async def open_triple_store(url: str, settings: Settings) -> TripleStore:
@@ -73,10 +104,7 @@ async def run_processor(nats_url: str | None, config_path: str | None, url: str 
     from agent_memory.services.graph_memory import GraphMemory
 
     config = load_config(config_path, nats_url=nats_url)
-    settings = Settings.from_env()
-    model = config.extraction.llm_assisted.model
-    if model is not None and settings.llm_url is not None:
-        settings = attrs.evolve(settings, llm_model=model)
+    settings = processor_settings(config)
     storage_url = url or settings.url or default_sqlite_url()
     memory = await connect(storage_url, settings=settings)
     triples = await open_triple_store(storage_url, settings)

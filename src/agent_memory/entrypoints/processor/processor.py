@@ -4,7 +4,8 @@ Inputs (durable pull consumers on the stream, default `AGENT`, names ending in
 `-<consumer_name_suffix>` when one is set):
 
 - `agent-memory-compaction` on `agent.context.compaction.>`:
-  `compaction_starting` -> extract the key facts (always: the context is about
+  `compaction_starting` -> extract the key facts from its `content` (else its
+  `summary`; with neither, counted `no_content`) (always: the context is about
   to be compacted), publish `graph.mutation.<loop>` when any were found, save a
   checkpoint and publish `memory.checkpoint.created.<loop>`;
   `compaction_complete` -> publish `agent.context.injected.<loop>` (post-compaction
@@ -96,7 +97,11 @@ Handler = Callable[[Delivery, dict[str, Any], str], Awaitable[None]]
 
 @attrs.define
 class ProcessorStats:
-    """Counters since start (one processor instance)."""
+    """Counters since start (one processor instance). Extractions that found no
+    facts say why: `no_model` (none configured), `model_errors` (the call
+    failed), `bad_model_output` (the answer was not valid triples); a
+    `compaction_starting` with neither `content` nor `summary` counts
+    `no_content` (there was nothing to extract from)."""
 
     received: int = 0
     processed: int = 0
@@ -106,6 +111,9 @@ class ProcessorStats:
     errors: int = 0
     dropped: int = 0
     bad_model_output: int = 0
+    no_model: int = 0
+    model_errors: int = 0
+    no_content: int = 0
     triples_added: int = 0
     published: int = 0
     checkpoints: int = 0
@@ -450,6 +458,14 @@ class GraphProcessor:
             content = event.content or event.summary
             if content.strip():
                 await self._extract(owner, loop, content, event, source, key, force=True)
+            else:
+                self._stats.no_content += 1
+                _log.info(
+                    "graph processor: compaction_starting for loop %r carries no content "
+                    "(nor summary): no facts extracted (%s)",
+                    loop,
+                    key,
+                )
             checkpoint, _failures = await self._graph.checkpoint(
                 owner, loop, summary=event.summary, iteration=event.iteration, source=source
             )
@@ -485,7 +501,11 @@ class GraphProcessor:
             utilization=event.utilization,
             force=force,
         )
-        if outcome.bad_output:
+        if outcome.no_model:
+            self._stats.no_model += 1
+        elif outcome.model_failed:
+            self._stats.model_errors += 1
+        elif outcome.bad_output:
             self._stats.bad_model_output += 1
         self._stats.triples_added += outcome.added
         if outcome.triples:

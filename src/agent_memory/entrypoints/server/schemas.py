@@ -7,18 +7,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
-# The bounds below are the MCP tools' too (entrypoints/mcp/server.py).
-Id = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
-Text = Annotated[StrictStr, Field(max_length=1_000_000)]
-FactContent = Annotated[StrictStr, Field(min_length=1, max_length=100_000)]
-Query = Annotated[StrictStr, Field(max_length=65_536)]
-Action = Annotated[StrictStr, Field(max_length=10_000)]
-Outcome = Annotated[StrictStr, Field(max_length=1_000)]
-Doing = Annotated[StrictStr, Field(max_length=10_000)]
-#: At most this many facts, steps or knowledge items in one request.
-MAX_BATCH = 100
+from agent_memory.entrypoints.bounds import (
+    MAX_BATCH,
+    Action,
+    Doing,
+    FactContent,
+    Id,
+    Outcome,
+    Query,
+    Text,
+)
+
 Score = Annotated[float, Field(strict=True, ge=-1.0, le=1.0)]
 Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 Limit = Annotated[int, Field(strict=True, ge=1, le=200)]

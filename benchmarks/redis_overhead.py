@@ -295,6 +295,13 @@ class Bench:
             slot: dict[str, int] = {}
             args: list[Any] = []
             for e in batch:
+                user = 0  # the user's set in the domain's slot, when the event has a user
+                if e.user_id is not None:
+                    key = keys.ev_domain_user(domain, e.user_id)
+                    if key not in slot:
+                        script_keys.append(key)
+                        slot[key] = len(script_keys)
+                    user = slot[key]
                 idx = []
                 for ent in e.entities:
                     key = keys.ev_domain_entity(domain, ent.type, ent.id)
@@ -303,7 +310,7 @@ class Bench:
                         slot[key] = len(script_keys)
                     idx.append(slot[key])
                 args += [e.id, encode_event(e), to_micros(e.occurred_at), to_micros(e.recorded_at)]
-                args += ["0", len(idx), *idx]
+                args += ["0", user, len(idx), *idx]
             pipe = r.pipeline(transaction=False)
             pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
             pipe.sadd(keys.ev_domains(), domain)

@@ -20,6 +20,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from agent_memory import MAX_ID_BYTES
+
 TOOLS = {"remember", "recall", "forget", "search_memories", "record_steps", "planning_context"}
 SERVER = [sys.executable, "-m", "agent_memory.entrypoints.cli", "mcp"]
 
@@ -286,7 +288,14 @@ async def test_tools_enforce_the_http_bounds_with_typed_errors(tmp_path: Path) -
             assert len(body["message"]) < 2_000, (tool, field, body["message"][:300])
         # Nothing was stored; the bounds themselves are accepted.
         assert (await call(session, "recall", user_id="alice", namespace="b"))["facts"] == []
-        edge = "u" * 1024
+        # The wire admits ids of up to 1,024 characters; the library's own bound
+        # (MAX_ID_BYTES of UTF-8) then refuses a longer one with the same typed body.
+        over = structured(
+            await error_of(session, "remember", user_id="u" * 1024, namespace="b",
+                           facts=[{"content": "y"}])
+        )  # fmt: skip
+        assert (over["type"], over["field"]) == ("InvalidInput", "user_id"), over
+        edge = "u" * MAX_ID_BYTES
         done = await call(
             session, "remember", user_id=edge, namespace="b", facts=[{"content": "y" * 100_000}]
         )

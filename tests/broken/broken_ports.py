@@ -43,6 +43,7 @@ __all__ = [
     "LazyExpiryScanLeaseStore",
     "LiveDomainsEventLog",
     "LiveUserEventsEventLog",
+    "OldestFirstUserEventsEventLog",
     "PagedUserEventsEventLog",
     "PrefixEraseEventLog",
     "RacyAcquireLeaseStore",
@@ -271,6 +272,14 @@ class PagedUserEventsEventLog(InMemoryEventLog):
 
     async def user_events(self, user_id: str) -> list[Event]:
         return (await super().user_events(user_id))[:100]
+
+
+class OldestFirstUserEventsEventLog(InMemoryEventLog):
+    """Bug: `user_events` returns the user's events oldest first (an ascending
+    ORDER BY), though the port promises newest first."""
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        return list(reversed(await super().user_events(user_id)))
 
 
 class LiveDomainsEventLog(InMemoryEventLog):

@@ -44,6 +44,7 @@ BROKEN = {
     "IndexDroppingEraseEventLog": ("EventLogContract", "EL-ERASE-3"),
     "LiveUserEventsEventLog": ("EventLogContract", "EL-USER-2"),
     "PagedUserEventsEventLog": ("EventLogContract", "EL-USER-3"),
+    "OldestFirstUserEventsEventLog": ("EventLogContract", "EL-USER-1"),
     "LiveDomainsEventLog": ("EventLogContract", "EL-DOM-1"),
     "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
     "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),

@@ -80,7 +80,8 @@ Clause ids (each assertion message starts with one):
             other users' events all stay (example and property).
 - EL-USER-1 `user_events` returns exactly the events `erase_user` would delete
             (every domain, global ones included, user ids matched exactly),
-            newest first; `domains` lists every domain with a stored event.
+            newest first by occurred_at, ties by (domain, id) descending,
+            compared in order; `domains` lists every domain with a stored event.
 - EL-USER-2 `user_events` includes expired events not yet purged (forgetting
             must see them), and `erase_user` deletes them.
 - EL-USER-3 `user_events` returns all of the user's events, never a page
@@ -957,23 +958,29 @@ class EventLogContract:
         at = now_ms() - timedelta(minutes=5)
         await event_log.append(
             [
+                _event("er-b", "b1", at - timedelta(minutes=1), user_id="u:1*", is_global=True),
                 _event("er-a", "a1", at, user_id="u:1*"),
-                _event("er-b", "b1", at, user_id="u:1*", is_global=True),
+                _event("er-b", "b4", at, user_id="u:1*"),
                 _event("er-a", "a2", at, user_id="u:1"),
                 _event("er-b", "b2", at, user_id="u:10"),
                 _event("er-b", "b3", at),
             ]
         )
         seen = [(e.domain, e.id) for e in await event_log.user_events("u:1*")]
-        assert sorted(seen) == [("er-a", "a1"), ("er-b", "b1")], clause(
-            "EL-USER-1", "user_events lists exactly the user's events, in every domain", seen
+        # Newest first by occurred_at, ties by (domain, id) descending: compared
+        # in order, never sorted first (an oldest-first list must fail).
+        want = [("er-b", "b4"), ("er-a", "a1"), ("er-b", "b1")]
+        assert seen == want, clause(
+            "EL-USER-1",
+            "user_events lists exactly the user's events, in every domain, newest first",
+            seen,
         )
         domains = await event_log.domains()
         assert domains == ["er-a", "er-b"], clause(
             "EL-USER-1", "domains lists every domain with a stored event, sorted", domains
         )
         erased = await event_log.erase_user("u:1*")
-        assert erased == 2, clause("EL-ERASE-1", "erase_user returns the 2 erased events", erased)
+        assert erased == 3, clause("EL-ERASE-1", "erase_user returns the 3 erased events", erased)
         assert await event_log.user_events("u:1*") == [], clause(
             "EL-USER-1", "after erase_user, user_events finds nothing"
         )

@@ -7,6 +7,7 @@ import re
 import string
 import unicodedata
 from collections.abc import Sequence
+from datetime import timedelta
 
 import attrs
 import numpy as np
@@ -27,9 +28,12 @@ __all__ = [
     "DuplicateOverwrites",
     "EmptyScopeAccepted",
     "GlobalKeywordStats",
+    "InclusiveCursorList",
+    "MiscountedDeleteScope",
     "NfkcOwners",
     "OverFoldingKeyword",
     "OwnerBlindSearch",
+    "ShiftedTimestamps",
     "TrimmedOwners",
     "WriteAfterClosePersists",
 ]
@@ -159,6 +163,57 @@ class EmptyScopeAccepted(InMemoryMemoryStore):
         if not owner.strip():
             return 0
         return await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+
+
+class MiscountedDeleteScope(InMemoryMemoryStore):
+    """delete_scope deletes the right records but returns the count of every
+    record the owner had (the row count of a wider statement)."""
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        before = len((await super().list(owner, limit=10_000)).records)
+        await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+        return before
+
+
+class ShiftedTimestamps(InMemoryMemoryStore):
+    """get reads created_at back an hour late (local time stored as UTC)."""
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        got = await super().get(owner, id)
+        if got is None:
+            return None
+        return attrs.evolve(got, created_at=got.created_at + timedelta(hours=1))
+
+
+class InclusiveCursorList(InMemoryMemoryStore):
+    """list's cursor is inclusive: each next page repeats the last record of the
+    page before (`>=` instead of `>` on the keyset)."""
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        from agent_memory.domain.ranking import decode_cursor, encode_cursor
+
+        require_limit(limit)
+        everything = await super().list(owner, namespace=namespace, kinds=kinds, limit=10_000)
+        rows = list(everything.records)
+        if cursor is not None:
+            after = decode_cursor(cursor)
+            rows = [r for r in rows if (r.created_at, r.id) <= after]
+        page = tuple(rows[:limit])
+        more = len(rows) > limit
+        return Page(
+            records=page,
+            next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+        )
 
 
 class DuplicateOverwrites(InMemoryMemoryStore):

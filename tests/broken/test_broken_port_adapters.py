@@ -54,6 +54,26 @@ BROKEN = {
     "GlobPrefixCache": ("CacheContract", "C-DELP-2"),
 }
 
+#: broken adapter -> (clause id, pattern): a failure naming the clause matches the
+#: pattern, so it says what was wanted and what was got, labelled.
+LABELLED = {
+    "OldestFirstUserEventsEventLog": (
+        "EL-USER-1",
+        r"\[EL-USER-1\] user_events lists exactly the user's events, in every domain, newest "
+        r"first; wanted \[\('er-b', 'b4'\), \('er-a', 'a1'\), \('er-b', 'b1'\)\]; "
+        r"got \[\('er-b', 'b1'\), \('er-a', 'a1'\), \('er-b', 'b4'\)\]",
+    ),
+    "EventTimePurgeEventLog": ("EL-RET-4", r"\[EL-RET-4\] .*; wanted 3; got 2"),
+    "UncheckedUntilEventLog": (
+        "EL-UNTIL-4", r"\[EL-UNTIL-4\] .* raises InvalidInput; wanted InvalidInput; got no error"
+    ),
+    "RacyAcquireLeaseStore": ("LS-EXC-1", r"\[LS-EXC-1\] .*; wanted 1; got 50: \["),
+    "TokenResetLeaseStore": ("LS-REL-2", r"\[LS-REL-2\] .*; wanted > 1; got 1"),
+    "TtlIgnoringCache": (
+        "C-TTL-1", r"\[C-TTL-1\] get after the ttl is None; wanted None; got b'x'"
+    ),
+}  # fmt: skip
+
 CONTROLS = {
     "InMemoryEventLog": "EventLogContract",
     "InMemoryLeaseStore": "LeaseStoreContract",
@@ -194,6 +214,19 @@ def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
     assert failures, f"{adapter}: the contract passed a broken adapter\n{run.output[-3000:]}"
     named = [line for line in failures if f"[{cid}]" in line]
     assert named, f"{adapter}: no failure names [{cid}]; failures were:\n" + "\n".join(failures)
+
+
+@pytest.mark.background("broken-ports")
+@pytest.mark.parametrize("adapter", sorted(LABELLED))
+def test_failure_labels_wanted_and_got(run: Run, adapter: str) -> None:
+    """When this fails, a failure no longer says what was wanted and what was got
+    (labelled `wanted ...; got ...`): see `_support.clause`."""
+    cid, pattern = LABELLED[adapter]
+    named = [line for line in run.failures.get(adapter, []) if f"[{cid}]" in line]
+    assert named, f"{adapter}: no failure names [{cid}]:\n" + "\n".join(run.failures[adapter])
+    assert any(re.search(pattern, line) for line in named), (
+        f"{adapter}: no [{cid}] failure matches {pattern!r}:\n" + "\n".join(named)
+    )
 
 
 #: broken adapter -> the property clause that catches it (hypothesis tests)

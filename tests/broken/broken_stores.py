@@ -32,6 +32,7 @@ __all__ = [
     "MiscountedDeleteScope",
     "NfkcOwners",
     "OverFoldingKeyword",
+    "OverreadingSearch",
     "OwnerBlindSearch",
     "ShiftedTimestamps",
     "TrimmedOwners",
@@ -214,6 +215,26 @@ class InclusiveCursorList(InMemoryMemoryStore):
             records=page,
             next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
         )
+
+
+class OverreadingSearch(InMemoryMemoryStore):
+    """search reads `limit` rows from the ranked result whether or not there are
+    that many: an owner with fewer records than `limit` raises IndexError."""
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        ranked = await super().search(
+            owner, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+        )
+        return [ranked[i] for i in range(limit)] if ranked else ranked
 
 
 class DuplicateOverwrites(InMemoryMemoryStore):

@@ -91,6 +91,7 @@ EXPECTED = {
     "MiscountedDeleteScope": ["MS-DEL-4", "MS-SM-1"],
     "ShiftedTimestamps": ["MS-ADD-1"],
     "InclusiveCursorList": ["MS-LIST-2"],
+    "OverreadingSearch": ["MS-SEARCH-1"],
 }
 
 #: broken store -> (clause id, pattern) pairs: some failure naming the clause must
@@ -138,6 +139,7 @@ SELECTION = {
     "MiscountedDeleteScope": "delete_scope or state_machine",
     "ShiftedTimestamps": "add_round_trip or add_and_get",
     "InclusiveCursorList": "add_large_batch",
+    "OverreadingSearch": "search_orders_by_cosine_score",
 }
 
 
@@ -158,6 +160,7 @@ def _contract_job(root: Path) -> background.Command:
     }
     argv = [
         sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider",
+        "-p", "agent_memory.contract_tests.plugin",
         "-c", str(root / "pytest.ini"), "--rootdir", str(root),
         f"--junitxml={root / 'report.xml'}",
         "-k", " or ".join(f"(Test{cls} and ({expr}))" for cls, expr in SELECTION.items()),
@@ -239,3 +242,35 @@ def test_helper_failure_names_the_broken_clause(contract_run: dict[str, list[str
         in batch[0]
     ), batch[0][:2000]
     assert "[MS-ADD-8]" not in batch[0].splitlines()[0], batch[0][:2000]
+
+
+@pytest.mark.background("broken-memory-stores")
+def test_adapter_exception_names_the_clause_and_rule(contract_run: dict[str, list[str]]) -> None:
+    """When this fails, an exception the adapter raised inside a contract test is
+    reported bare (`IndexError: ...`) instead of under the test's clause and rule
+    (the plugin's `pytest_runtest_makereport`, `_support.attribute_failure`)."""
+    failures = contract_run["TestOverreadingSearch"]
+    text = "\n".join(failures)
+    wanted = (
+        r"\[MS-SEARCH-1\] results are ordered by score descending; "
+        r"raised IndexError: list index out of range"
+    )
+    assert re.search(wanted, text), text[:4000]
+
+
+@pytest.mark.background("broken-memory-stores")
+@pytest.mark.parametrize("broken", ["DuplicateOverwrites", "MiscountedDeleteScope"])
+def test_state_machine_report_names_the_clause_and_steps(
+    contract_run: dict[str, list[str]], broken: str
+) -> None:
+    """When this fails, the state machine's failure is not one MS-SM-1 message
+    with the shrunk step sequence (an ExceptionGroup of several failures, or no
+    steps): see `state_machine.run_against_oracle`."""
+    [failure] = [f for f in contract_run[f"Test{broken}"] if f.startswith("test_state_machine")]
+    message = failure.split(": ", 1)[1]
+    assert message.startswith("AssertionError: [MS-SM-1] "), failure[:3000]
+    assert "wanted " in message.splitlines()[0], failure[:3000]
+    assert "shrunk steps (store vs oracle):" in message, failure[:3000]
+    assert "state = _StoreVsOracle()" in message, failure[:3000]
+    assert "distinct failures" not in message, failure[:3000]
+    assert "ExceptionGroup" not in message, failure[:3000]

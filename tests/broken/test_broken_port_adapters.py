@@ -177,6 +177,7 @@ def _broken_ports_job(work: Path) -> background.Command:
     argv = [
         sys.executable, "-m", "pytest", "test_generated_broken_ports.py",
         "-q", "--tb=line", "-rf", "-p", "no:cacheprovider", "-k", _DESELECT,
+        "-p", "agent_memory.contract_tests.plugin",
     ]  # fmt: skip
     return background.Command(argv, cwd=work, env=_env(), timeout=300)
 

@@ -33,7 +33,9 @@ __all__ = [
     "ShortTtl",
     "Shown",
     "assert_same_record",
+    "attribute_failure",
     "clause",
+    "clause_rules",
     "expect_closed",
     "expect_raises",
     "expect_too_long",
@@ -225,6 +227,45 @@ def primary_clauses(test: Callable[..., Any]) -> tuple[str, ...]:
     except (OSError, TypeError):
         return ()
     return tuple(dict.fromkeys(_CLAUSE_LITERAL.findall(source)))
+
+
+_RULE_ITEM = re.compile(
+    r"^- ([A-Z]{1,5}-[A-Z0-9]+(?:-[A-Z]+)*-)([0-9]+)(?:\.\.([0-9]+))?\s+(.*?)(?=^- |^\S|\Z)",
+    re.M | re.S,
+)
+
+
+def clause_rules(module_doc: str | None) -> dict[str, str]:
+    """The clause list of a contract module's docstring (`- CID rule...`, the
+    rule wrapped over indented lines; `- MS-ISO-1..6 rule` gives one rule to a
+    range): clause id -> rule on one line."""
+    rules: dict[str, str] = {}
+    for stem, first, last, rule in _RULE_ITEM.findall(module_doc or ""):
+        for n in range(int(first), int(last or first) + 1):
+            rules[f"{stem}{n}"] = " ".join(rule.split())
+    return rules
+
+
+def attribute_failure(test: Callable[..., Any], message: str) -> str | None:
+    """`message` (a failed contract test's crash line) prefixed with the test's
+    clause and its rule, `[CID] rule; raised Type: ...`, when it does not start
+    with a clause id: an exception the adapter raised inside a clause (or a bare
+    assert) then still names the rule it broke. None when already attributed or
+    the test names no clause."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    if CLAUSE_IN_TEXT.search(first):
+        return None
+    ids = primary_clauses(test)
+    if not ids:
+        return None
+    fn = inspect.unwrap(test)
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    rule = clause_rules(getattr(module, "__doc__", None)).get(ids[0])
+    if rule is None:
+        doc = inspect.getdoc(fn) or ""
+        rule = doc.strip().splitlines()[0] if doc.strip() else getattr(fn, "__name__", "?")
+    verb = "got" if message.lstrip().startswith("AssertionError") else "raised"
+    return f"[{ids[0]}] {rule.rstrip('.')}; {verb} {message.strip()}"
 
 
 def _is_async_test(value: Any) -> bool:

@@ -36,6 +36,7 @@ from agent_memory.contract_tests._support import (
     Shown,
     assert_same_record,
     clause,
+    outcome,
     shrink_budget,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
@@ -327,7 +328,10 @@ def _check_search(
     for h in got:
         rid = h.record.id
         assert rid in want, clause(
-            "MS-SM-1", "search returns only records the oracle would (owner, filters)", rid
+            "MS-SM-1",
+            "search returns only records the oracle would (owner, filters)",
+            rid,
+            want=Shown(f"one of {sorted(want)!r}"),
         )
         assert abs(h.score - want[rid]) <= SCORE_TOL, clause(
             "MS-SM-1", f"the score of {rid!r} agrees with the oracle", h.score, want=want[rid]
@@ -389,6 +393,8 @@ async def run_against_oracle(
         stateful_step_count=step_count,
         suppress_health_check=suppressed,
         max_examples=examples,
+        # One failure, shrunk, under MS-SM-1: not an ExceptionGroup of several.
+        report_multiple_bugs=False,
     )
 
     def factory() -> _StoreVsOracle:
@@ -396,4 +402,30 @@ async def run_against_oracle(
 
     machine = cast(type[RuleBasedStateMachine], factory)  # any zero-arg factory works
     with shrink_budget():
-        await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)
+        try:
+            await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)
+        except Exception as exc:
+            raise AssertionError(_report(exc)) from exc
+
+
+#: MS-SM-1's rule, as a failure that names no assertion of its own shows it.
+SM_RULE = "random operation sequences agree with the in-memory oracle"
+
+
+def _report(exc: BaseException) -> str:
+    """The state machine's failure as one message: the MS-SM-1 assertion (or the
+    exception the adapter raised, under MS-SM-1's rule), then the shrunk step
+    sequence hypothesis attached to it."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, AssertionError) and first.startswith("[MS-SM-1]"):
+        head = text
+    else:
+        head = clause("MS-SM-1", SM_RULE, outcome(exc), want=Shown("no error"))
+    notes = [str(n) for n in getattr(exc, "__notes__", ())]
+    steps = "\n".join(notes).strip()
+    if not steps:
+        return head
+    return f"{head}\nshrunk steps (store vs oracle):\n{steps}"

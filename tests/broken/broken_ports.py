@@ -13,11 +13,6 @@ import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from agent_memory.adapters._common.validation import (
-    check_lease_args,
-    check_prefix,
-    check_window_args,
-)
 from agent_memory.adapters.memory import (
     InMemoryCache,
     InMemoryEventLog,
@@ -26,7 +21,14 @@ from agent_memory.adapters.memory import (
 )
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
-from agent_memory.domain.validation import require_positive, require_scope, require_utc
+from agent_memory.validation import (
+    check_lease_args,
+    check_prefix,
+    check_window_args,
+    require_positive,
+    require_scope,
+    require_utc,
+)
 
 __all__ = [
     "AnyoneRenewsLeaseStore",

@@ -17,7 +17,7 @@ from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
 from agent_memory.domain.errors import StoreClosed
 from agent_memory.domain.lexical import STOPWORDS, bm25_scores, query_terms, stem, term_counts
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
-from agent_memory.domain.validation import require_limit
+from agent_memory.validation import require_limit
 
 __all__ = [
     "AscendingList",

@@ -13,11 +13,6 @@ import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from agent_memory.adapters._common.validation import (
-    check_lease_args,
-    check_prefix,
-    check_window_args,
-)
 from agent_memory.adapters.memory import (
     InMemoryCache,
     InMemoryEventLog,
@@ -26,7 +21,14 @@ from agent_memory.adapters.memory import (
 )
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
-from agent_memory.domain.validation import require_positive, require_scope, require_utc
+from agent_memory.validation import (
+    check_lease_args,
+    check_prefix,
+    check_window_args,
+    require_positive,
+    require_scope,
+    require_utc,
+)
 
 __all__ = [
     "AnyoneRenewsLeaseStore",
@@ -43,6 +45,7 @@ __all__ = [
     "LazyExpiryScanLeaseStore",
     "LiveDomainsEventLog",
     "LiveUserEventsEventLog",
+    "OldestFirstUserEventsEventLog",
     "PagedUserEventsEventLog",
     "PrefixEraseEventLog",
     "RacyAcquireLeaseStore",
@@ -271,6 +274,14 @@ class PagedUserEventsEventLog(InMemoryEventLog):
 
     async def user_events(self, user_id: str) -> list[Event]:
         return (await super().user_events(user_id))[:100]
+
+
+class OldestFirstUserEventsEventLog(InMemoryEventLog):
+    """Bug: `user_events` returns the user's events oldest first (an ascending
+    ORDER BY), though the port promises newest first."""
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        return list(reversed(await super().user_events(user_id)))
 
 
 class LiveDomainsEventLog(InMemoryEventLog):

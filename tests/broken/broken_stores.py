@@ -7,6 +7,7 @@ import re
 import string
 import unicodedata
 from collections.abc import Sequence
+from datetime import timedelta
 
 import attrs
 import numpy as np
@@ -16,7 +17,7 @@ from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
 from agent_memory.domain.errors import StoreClosed
 from agent_memory.domain.lexical import STOPWORDS, bm25_scores, query_terms, stem, term_counts
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
-from agent_memory.domain.validation import require_limit
+from agent_memory.validation import require_limit
 
 __all__ = [
     "AscendingList",
@@ -27,9 +28,13 @@ __all__ = [
     "DuplicateOverwrites",
     "EmptyScopeAccepted",
     "GlobalKeywordStats",
+    "InclusiveCursorList",
+    "MiscountedDeleteScope",
     "NfkcOwners",
     "OverFoldingKeyword",
+    "OverreadingSearch",
     "OwnerBlindSearch",
+    "ShiftedTimestamps",
     "TrimmedOwners",
     "WriteAfterClosePersists",
 ]
@@ -159,6 +164,77 @@ class EmptyScopeAccepted(InMemoryMemoryStore):
         if not owner.strip():
             return 0
         return await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+
+
+class MiscountedDeleteScope(InMemoryMemoryStore):
+    """delete_scope deletes the right records but returns the count of every
+    record the owner had (the row count of a wider statement)."""
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        before = len((await super().list(owner, limit=10_000)).records)
+        await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+        return before
+
+
+class ShiftedTimestamps(InMemoryMemoryStore):
+    """get reads created_at back an hour late (local time stored as UTC)."""
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        got = await super().get(owner, id)
+        if got is None:
+            return None
+        return attrs.evolve(got, created_at=got.created_at + timedelta(hours=1))
+
+
+class InclusiveCursorList(InMemoryMemoryStore):
+    """list's cursor is inclusive: each next page repeats the last record of the
+    page before (`>=` instead of `>` on the keyset)."""
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        from agent_memory.domain.ranking import decode_cursor, encode_cursor
+
+        require_limit(limit)
+        everything = await super().list(owner, namespace=namespace, kinds=kinds, limit=10_000)
+        rows = list(everything.records)
+        if cursor is not None:
+            after = decode_cursor(cursor)
+            rows = [r for r in rows if (r.created_at, r.id) <= after]
+        page = tuple(rows[:limit])
+        more = len(rows) > limit
+        return Page(
+            records=page,
+            next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+        )
+
+
+class OverreadingSearch(InMemoryMemoryStore):
+    """search reads `limit` rows from the ranked result whether or not there are
+    that many: an owner with fewer records than `limit` raises IndexError."""
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        ranked = await super().search(
+            owner, vector, limit=limit, namespace=namespace, kinds=kinds, min_score=min_score
+        )
+        return [ranked[i] for i in range(limit)] if ranked else ranked
 
 
 class DuplicateOverwrites(InMemoryMemoryStore):

@@ -5,6 +5,7 @@ expected clause for each, while the unbroken adapter passes the same run."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -87,7 +88,35 @@ EXPECTED = {
     "TrimmedOwners": ["MS-ISO-10"],
     "NfkcOwners": ["MS-ISO-10"],
     "CaseInsensitiveIds": ["MS-ISO-11"],
+    "MiscountedDeleteScope": ["MS-DEL-4", "MS-SM-1"],
+    "ShiftedTimestamps": ["MS-ADD-1"],
+    "InclusiveCursorList": ["MS-LIST-2"],
+    "OverreadingSearch": ["MS-SEARCH-1"],
 }
+
+#: broken store -> (clause id, pattern) pairs: some failure naming the clause must
+#: match, so a failure says what was wanted and what was got, labelled.
+LABELLED = {
+    "AscendingList": [
+        ("MS-LIST-1", r"\[MS-LIST-1\] list orders by created_at desc, then id desc; "
+                      r"wanted \['l08', 'l09', .*\]; got \['l04', 'l01', .*\]"),
+    ],
+    "MiscountedDeleteScope": [
+        ("MS-DEL-4", r"\[MS-DEL-4\] delete_scope returns the count; wanted \d+; got \d+"),
+        ("MS-SM-1", r"\[MS-SM-1\] delete_scope deletes as many records as the oracle; "
+                    r"wanted \d+; got \d+"),
+    ],
+    "ShiftedTimestamps": [
+        ("MS-ADD-1", r"\[MS-ADD-1\] created_at round-trips to the millisecond, timezone-aware; "
+                     r"wanted datetime\.datetime\(2026, 1, 1, 12, 0, tzinfo=.*\); "
+                     r"got datetime\.datetime\(2026, 1, 1, 13, 0, tzinfo=.*\)"),
+    ],
+    "DuplicateOverwrites": [
+        ("MS-ADD-2", r"\[MS-ADD-2\] .* raises DuplicateRecord; wanted DuplicateRecord; "
+                     r"got no error, returned None"),
+        ("MS-ADD-5", r"\[MS-ADD-5\] .*; wanted 1; got \d+: \["),
+    ],
+}  # fmt: skip
 
 #: which tests run per class (to keep the run short); the control runs everything
 #: but the state machine, which tests/contract already runs on the memory adapter.
@@ -107,6 +136,10 @@ SELECTION = {
     "TrimmedOwners": "lookalike_owners",
     "NfkcOwners": "lookalike_owners",
     "CaseInsensitiveIds": "lookalike_ids",
+    "MiscountedDeleteScope": "delete_scope or state_machine",
+    "ShiftedTimestamps": "add_round_trip or add_and_get",
+    "InclusiveCursorList": "add_large_batch",
+    "OverreadingSearch": "search_orders_by_cosine_score",
 }
 
 
@@ -127,6 +160,7 @@ def _contract_job(root: Path) -> background.Command:
     }
     argv = [
         sys.executable, "-m", "pytest", "-q", "--tb=line", "-p", "no:cacheprovider",
+        "-p", "agent_memory.contract_tests.plugin",
         "-c", str(root / "pytest.ini"), "--rootdir", str(root),
         f"--junitxml={root / 'report.xml'}",
         "-k", " or ".join(f"(Test{cls} and ({expr}))" for cls, expr in SELECTION.items()),
@@ -172,3 +206,71 @@ def test_contract_catches_broken_store(
     text = "\n".join(failures)
     for cid in clause_ids:
         assert f"[{cid}]" in text, f"no failure names [{cid}] for {broken}:\n{text[:4000]}"
+
+
+@pytest.mark.background("broken-memory-stores")
+@pytest.mark.parametrize(
+    ("broken", "cid", "pattern"),
+    [(b, c, p) for b, pairs in LABELLED.items() for c, p in pairs],
+    ids=[f"{b}-{c}" for b, pairs in LABELLED.items() for c, _ in pairs],
+)
+def test_failure_labels_wanted_and_got(
+    contract_run: dict[str, list[str]], broken: str, cid: str, pattern: str
+) -> None:
+    """When this fails, a failure of clause `cid` no longer says what was wanted
+    and what was got (labelled `wanted ...; got ...`): see `_support.clause`."""
+    named = [f for f in contract_run[f"Test{broken}"] if f"[{cid}]" in f]
+    assert named, (
+        f"no failure names [{cid}] for {broken}:\n"
+        + "\n".join(contract_run[f"Test{broken}"])[:4000]
+    )
+    assert any(re.search(pattern, f) for f in named), (
+        f"no [{cid}] failure of {broken} matches {pattern!r}:\n" + "\n".join(named)[:4000]
+    )
+
+
+@pytest.mark.background("broken-memory-stores")
+def test_helper_failure_names_the_broken_clause(contract_run: dict[str, list[str]]) -> None:
+    """When this fails, a list bug met while another test reads its records back
+    is reported under that test's clause (`[MS-ADD-8] a batch of 300 is stored;
+    got 303`) instead of list's own: `_all_pages` checks list's rules first."""
+    failures = contract_run["TestInclusiveCursorList"]
+    batch = [f for f in failures if f.startswith("test_add_large_batch")]
+    assert batch, "\n".join(failures)[:4000]
+    assert (
+        "[MS-LIST-2] pages concatenate to the full order, each record once (read back for MS-ADD-8)"
+        in batch[0]
+    ), batch[0][:2000]
+    assert "[MS-ADD-8]" not in batch[0].splitlines()[0], batch[0][:2000]
+
+
+@pytest.mark.background("broken-memory-stores")
+def test_adapter_exception_names_the_clause_and_rule(contract_run: dict[str, list[str]]) -> None:
+    """When this fails, an exception the adapter raised inside a contract test is
+    reported bare (`IndexError: ...`) instead of under the test's clause and rule
+    (the plugin's `pytest_runtest_makereport`, `_support.attribute_failure`)."""
+    failures = contract_run["TestOverreadingSearch"]
+    text = "\n".join(failures)
+    wanted = (
+        r"\[MS-SEARCH-1\] results are ordered by score descending; "
+        r"raised IndexError: list index out of range"
+    )
+    assert re.search(wanted, text), text[:4000]
+
+
+@pytest.mark.background("broken-memory-stores")
+@pytest.mark.parametrize("broken", ["DuplicateOverwrites", "MiscountedDeleteScope"])
+def test_state_machine_report_names_the_clause_and_steps(
+    contract_run: dict[str, list[str]], broken: str
+) -> None:
+    """When this fails, the state machine's failure is not one MS-SM-1 message
+    with the shrunk step sequence (an ExceptionGroup of several failures, or no
+    steps): see `state_machine.run_against_oracle`."""
+    [failure] = [f for f in contract_run[f"Test{broken}"] if f.startswith("test_state_machine")]
+    message = failure.split(": ", 1)[1]
+    assert message.startswith("AssertionError: [MS-SM-1] "), failure[:3000]
+    assert "wanted " in message.splitlines()[0], failure[:3000]
+    assert "shrunk steps (store vs oracle):" in message, failure[:3000]
+    assert "state = _StoreVsOracle()" in message, failure[:3000]
+    assert "distinct failures" not in message, failure[:3000]
+    assert "ExceptionGroup" not in message, failure[:3000]

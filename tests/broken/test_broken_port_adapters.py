@@ -44,6 +44,7 @@ BROKEN = {
     "IndexDroppingEraseEventLog": ("EventLogContract", "EL-ERASE-3"),
     "LiveUserEventsEventLog": ("EventLogContract", "EL-USER-2"),
     "PagedUserEventsEventLog": ("EventLogContract", "EL-USER-3"),
+    "OldestFirstUserEventsEventLog": ("EventLogContract", "EL-USER-1"),
     "LiveDomainsEventLog": ("EventLogContract", "EL-DOM-1"),
     "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
     "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),
@@ -52,6 +53,26 @@ BROKEN = {
     "TtlIgnoringCache": ("CacheContract", "C-TTL-1"),
     "GlobPrefixCache": ("CacheContract", "C-DELP-2"),
 }
+
+#: broken adapter -> (clause id, pattern): a failure naming the clause matches the
+#: pattern, so it says what was wanted and what was got, labelled.
+LABELLED = {
+    "OldestFirstUserEventsEventLog": (
+        "EL-USER-1",
+        r"\[EL-USER-1\] user_events lists exactly the user's events, in every domain, newest "
+        r"first; wanted \[\('er-b', 'b4'\), \('er-a', 'a1'\), \('er-b', 'b1'\)\]; "
+        r"got \[\('er-b', 'b1'\), \('er-a', 'a1'\), \('er-b', 'b4'\)\]",
+    ),
+    "EventTimePurgeEventLog": ("EL-RET-4", r"\[EL-RET-4\] .*; wanted 3; got 2"),
+    "UncheckedUntilEventLog": (
+        "EL-UNTIL-4", r"\[EL-UNTIL-4\] .* raises InvalidInput; wanted InvalidInput; got no error"
+    ),
+    "RacyAcquireLeaseStore": ("LS-EXC-1", r"\[LS-EXC-1\] .*; wanted 1; got 50: \["),
+    "TokenResetLeaseStore": ("LS-REL-2", r"\[LS-REL-2\] .*; wanted > 1; got 1"),
+    "TtlIgnoringCache": (
+        "C-TTL-1", r"\[C-TTL-1\] get after the ttl is None; wanted None; got b'x'"
+    ),
+}  # fmt: skip
 
 CONTROLS = {
     "InMemoryEventLog": "EventLogContract",
@@ -156,6 +177,7 @@ def _broken_ports_job(work: Path) -> background.Command:
     argv = [
         sys.executable, "-m", "pytest", "test_generated_broken_ports.py",
         "-q", "--tb=line", "-rf", "-p", "no:cacheprovider", "-k", _DESELECT,
+        "-p", "agent_memory.contract_tests.plugin",
     ]  # fmt: skip
     return background.Command(argv, cwd=work, env=_env(), timeout=300)
 
@@ -193,6 +215,19 @@ def test_broken_adapter_is_caught(run: Run, adapter: str) -> None:
     assert failures, f"{adapter}: the contract passed a broken adapter\n{run.output[-3000:]}"
     named = [line for line in failures if f"[{cid}]" in line]
     assert named, f"{adapter}: no failure names [{cid}]; failures were:\n" + "\n".join(failures)
+
+
+@pytest.mark.background("broken-ports")
+@pytest.mark.parametrize("adapter", sorted(LABELLED))
+def test_failure_labels_wanted_and_got(run: Run, adapter: str) -> None:
+    """When this fails, a failure no longer says what was wanted and what was got
+    (labelled `wanted ...; got ...`): see `_support.clause`."""
+    cid, pattern = LABELLED[adapter]
+    named = [line for line in run.failures.get(adapter, []) if f"[{cid}]" in line]
+    assert named, f"{adapter}: no failure names [{cid}]:\n" + "\n".join(run.failures[adapter])
+    assert any(re.search(pattern, line) for line in named), (
+        f"{adapter}: no [{cid}] failure matches {pattern!r}:\n" + "\n".join(named)
+    )
 
 
 #: broken adapter -> the property clause that catches it (hypothesis tests)

@@ -382,8 +382,8 @@ conformance_job(
 def test_a_vector_mismatch_shows_the_index_and_both_values() -> None:
     run, _, _ = background_run("conformance-vector-mismatch")
     assert run.code == EXIT_FAILED, run.tail()
-    assert "[MS-ADD-1] the vector round-trips to float32 precision; vector[3]: got" in run.out
-    assert "want" in run.out.split("vector[3]: got", 1)[1].splitlines()[0]
+    assert "[MS-ADD-1] the vector round-trips to float32 precision; vector[3]: wanted" in run.out
+    assert ", got " in run.out.split("vector[3]: wanted", 1)[1].splitlines()[0]
     assert "PytestAssertRewriteWarning" not in run.text
 
 

@@ -14,8 +14,9 @@ The contract tests mark themselves `pytest.mark.asyncio`, so they run under
 pytest-asyncio's strict mode and its auto mode. Importing this package
 registers its modules for pytest's assertion rewriting (full diffs on
 failure); the opt-in plugin `-p agent_memory.contract_tests.plugin` adds a
-clause summary at the end of the run. `agent-memory conformance` runs the same
-classes from the command line.
+clause summary at the end of the run and shows an exception the adapter raised
+inside a test under that test's clause and rule. `agent-memory conformance`
+runs the same classes from the command line.
 
 Hypothesis strategies for your own tests:
 `agent_memory.contract_tests.strategies` (adversarial scopes and ids, texts,

@@ -31,14 +31,18 @@ __all__ = [
     "PORT_TIMING",
     "REOPEN_MISSING",
     "ShortTtl",
+    "Shown",
     "assert_same_record",
+    "attribute_failure",
     "clause",
+    "clause_rules",
     "expect_closed",
     "expect_raises",
     "expect_too_long",
     "mark_async_tests",
     "max_id",
     "ms",
+    "outcome",
     "primary_clauses",
     "property_settings",
     "race_close",
@@ -55,10 +59,36 @@ _T = TypeVar("_T")
 BASE_TIME = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
-def clause(cid: str, rule: str, got: object = None) -> str:
-    """An assertion message: `[CID] rule; got <got>` (clause id first, always)."""
+class Shown(str):
+    """A wanted value written out as a rule (`Shown("> 3")`), shown without quotes."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
+
+
+def clause(
+    cid: str, rule: str, got: object = None, *, want: object = _UNSET, detail: object = _UNSET
+) -> str:
+    """An assertion message, clause id first, always: `[CID] rule; wanted <want>;
+    got <got>` for a comparison (`want` given: `got` is shown even when None),
+    `[CID] rule; got <got>` for an observation, `[CID] rule` alone when `got` is
+    None. `detail` follows `got` after a colon (e.g. the items behind a count)."""
     text = f"[{cid}] {rule}"
-    return text if got is None else f"{text}; got {got!r}"
+    if want is not _UNSET:
+        text += f"; wanted {want!r}; got {got!r}"
+    elif got is not None:
+        text += f"; got {got!r}"
+    return text if detail is _UNSET else f"{text}: {detail!r}"
 
 
 def require_capability(declared: bool, capability: str, why: str) -> None:
@@ -159,17 +189,17 @@ def shrink_budget(seconds: int = SHRINK_BUDGET_S) -> Iterator[None]:
 
 def vector_diff(got: npt.NDArray[Any], want: npt.NDArray[Any]) -> str:
     """Where two vectors differ: the first differing index with both values, and
-    the largest difference (or the shapes, when they differ)."""
+    the largest difference (or the shapes, when they differ), wanted first."""
     if got.shape != want.shape:
-        return f"shape {got.shape} != {want.shape}"
+        return f"wanted shape {want.shape}, got {got.shape}"
     close = np.isclose(got, want, rtol=1e-6, atol=1e-7)
     if bool(close.all()):
         return "equal"
     i = int(np.argmin(close))
     worst = int(np.argmax(np.abs(got.astype(np.float64) - want.astype(np.float64))))
-    text = f"vector[{i}]: got {float(got[i])!r}, want {float(want[i])!r}"
+    text = f"vector[{i}]: wanted {float(want[i])!r}, got {float(got[i])!r}"
     if worst != i:
-        text += f"; largest at [{worst}]: got {float(got[worst])!r}, want {float(want[worst])!r}"
+        text += f"; largest at [{worst}]: wanted {float(want[worst])!r}, got {float(got[worst])!r}"
     return text + f" ({int((~close).sum())} of {got.size} components differ)"
 
 
@@ -199,6 +229,45 @@ def primary_clauses(test: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_CLAUSE_LITERAL.findall(source)))
 
 
+_RULE_ITEM = re.compile(
+    r"^- ([A-Z]{1,5}-[A-Z0-9]+(?:-[A-Z]+)*-)([0-9]+)(?:\.\.([0-9]+))?\s+(.*?)(?=^- |^\S|\Z)",
+    re.M | re.S,
+)
+
+
+def clause_rules(module_doc: str | None) -> dict[str, str]:
+    """The clause list of a contract module's docstring (`- CID rule...`, the
+    rule wrapped over indented lines; `- MS-ISO-1..6 rule` gives one rule to a
+    range): clause id -> rule on one line."""
+    rules: dict[str, str] = {}
+    for stem, first, last, rule in _RULE_ITEM.findall(module_doc or ""):
+        for n in range(int(first), int(last or first) + 1):
+            rules[f"{stem}{n}"] = " ".join(rule.split())
+    return rules
+
+
+def attribute_failure(test: Callable[..., Any], message: str) -> str | None:
+    """`message` (a failed contract test's crash line) prefixed with the test's
+    clause and its rule, `[CID] rule; raised Type: ...`, when it does not start
+    with a clause id: an exception the adapter raised inside a clause (or a bare
+    assert) then still names the rule it broke. None when already attributed or
+    the test names no clause."""
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    if CLAUSE_IN_TEXT.search(first):
+        return None
+    ids = primary_clauses(test)
+    if not ids:
+        return None
+    fn = inspect.unwrap(test)
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    rule = clause_rules(getattr(module, "__doc__", None)).get(ids[0])
+    if rule is None:
+        doc = inspect.getdoc(fn) or ""
+        rule = doc.strip().splitlines()[0] if doc.strip() else getattr(fn, "__name__", "?")
+    verb = "got" if message.lstrip().startswith("AssertionError") else "raised"
+    return f"[{ids[0]}] {rule.rstrip('.')}; {verb} {message.strip()}"
+
+
 def _is_async_test(value: Any) -> bool:
     inner = getattr(getattr(value, "hypothesis", None), "inner_test", None)
     return inspect.iscoroutinefunction(inner if inner is not None else value)
@@ -219,6 +288,14 @@ def mark_async_tests(cls: _C) -> _C:
     return cls
 
 
+def outcome(exc: BaseException | None, result: object = None) -> Shown:
+    """How an operation ended, as a failure shows it: `Type: message`, or
+    `no error, returned <result>`."""
+    if exc is None:
+        return Shown(f"no error, returned {result!r}")
+    return Shown(f"{type(exc).__name__}: {exc}")
+
+
 async def expect_raises(
     cid: str, rule: str, exc: type[BaseException], op: Awaitable[object]
 ) -> None:
@@ -228,8 +305,8 @@ async def expect_raises(
     except exc:
         return
     except Exception as other:
-        pytest.fail(clause(cid, rule, f"{type(other).__name__}: {other}"))
-    pytest.fail(clause(cid, rule, f"no error, returned {result!r}"))
+        pytest.fail(clause(cid, rule, outcome(other), want=Shown(exc.__name__)))
+    pytest.fail(clause(cid, rule, outcome(None, result), want=Shown(exc.__name__)))
 
 
 async def expect_closed(cid: str, ops: Mapping[str, Callable[[], Awaitable[object]]]) -> None:
@@ -294,17 +371,28 @@ async def expect_too_long(cid: str, field: str, op: Awaitable[object]) -> None:
         text = str(exc)
         for part in (field, str(MAX_ID_BYTES + 1), str(MAX_ID_BYTES)):
             assert part in text, clause(
-                cid, f"the error names {field!r}, its size and the maximum ({part!r})", text
+                cid,
+                f"the error names {field!r}, its size and the maximum ({part!r})",
+                text,
+                want=Shown(f"a message containing {part!r}"),
             )
         return
     except Exception as other:
         pytest.fail(
             clause(
-                cid, f"an over-long {field} raises InvalidInput", f"{type(other).__name__}: {other}"
+                cid,
+                f"an over-long {field} raises InvalidInput",
+                outcome(other),
+                want=Shown("InvalidInput"),
             )
         )
     pytest.fail(
-        clause(cid, f"an over-long {field} raises InvalidInput", f"no error, returned {result!r}")
+        clause(
+            cid,
+            f"an over-long {field} raises InvalidInput",
+            outcome(None, result),
+            want=Shown("InvalidInput"),
+        )
     )
 
 
@@ -326,29 +414,35 @@ _TIME_TOL = timedelta(milliseconds=1)
 
 
 def assert_same_record(cid: str, got: MemoryRecord | None, want: MemoryRecord) -> None:
-    """Every field equal; timestamps within 1 ms, vectors within float32 precision."""
-    assert got is not None, clause(cid, f"record {want.id!r} of {want.owner!r} is stored", None)
+    """Every field equal; timestamps within 1 ms, vectors within float32 precision.
+    Each failure shows the stored value wanted and the value read back."""
+    assert got is not None, clause(
+        cid, f"record {want.id!r} of {want.owner!r} is stored", got, want=want
+    )
     for name in ("id", "owner", "namespace", "kind", "content", "context", "attributes"):
         assert getattr(got, name) == getattr(want, name), clause(
-            cid, f"field {name} round-trips", (getattr(got, name), getattr(want, name))
+            cid, f"field {name} round-trips", getattr(got, name), want=getattr(want, name)
         )
     assert math.isclose(got.importance, want.importance, abs_tol=1e-6), clause(
-        cid, "importance round-trips", (got.importance, want.importance)
+        cid, "importance round-trips", got.importance, want=want.importance
     )
     for name in ("created_at", "updated_at"):
         g, w = getattr(got, name), getattr(want, name)
         assert g.tzinfo is not None, clause(
-            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
+            cid, f"{name} round-trips to the millisecond, timezone-aware", g, want=w
         )
         assert abs(g - w) <= _TIME_TOL, clause(
-            cid, f"{name} round-trips to the millisecond, timezone-aware", (g, w)
+            cid, f"{name} round-trips to the millisecond, timezone-aware", g, want=w
         )
+    shape = f"float32 {want.vector.shape}"
     assert got.vector.dtype == np.float32, clause(
-        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
-    )
+        cid, "the vector is float32 of the space's dimension",
+        f"{got.vector.dtype} {got.vector.shape}", want=shape,
+    )  # fmt: skip
     assert got.vector.shape == want.vector.shape, clause(
-        cid, "the vector is float32 of the space's dimension", (got.vector.dtype, got.vector.shape)
-    )
+        cid, "the vector is float32 of the space's dimension",
+        f"{got.vector.dtype} {got.vector.shape}", want=shape,
+    )  # fmt: skip
     assert np.allclose(got.vector, want.vector, rtol=1e-6, atol=1e-7), (
         f"[{cid}] the vector round-trips to float32 precision; "
         + vector_diff(got.vector, want.vector)

@@ -70,12 +70,14 @@ from hypothesis import given
 
 from agent_memory.contract_tests._support import (
     ShortTtl,
+    Shown,
     clause,
     expect_closed,
     expect_raises,
     expect_too_long,
     mark_async_tests,
     max_id,
+    outcome,
     property_settings,
     race_close,
     require_reopen,
@@ -149,7 +151,9 @@ class CacheContract(ShortTtl):
         """
         await cache.put(CANARY_SCOPE, "canary", b"canary")
         got = await cache.get(CANARY_SCOPE, "canary")
-        assert got == b"canary", clause("C-CANARY-1", "the canary entry is stored", got)
+        assert got == b"canary", clause(
+            "C-CANARY-1", "the canary entry is stored", got, want=b"canary"
+        )
 
     # -- round trip ------------------------------------------------------------
 
@@ -164,7 +168,7 @@ class CacheContract(ShortTtl):
         await cache.put("s", f"k-{name}", value)
         got = await cache.get("s", f"k-{name}")
         assert got == value, clause(
-            "C-RT-1", f"{name} value reads back unchanged", _short_repr(got)
+            "C-RT-1", f"{name} value reads back unchanged", got, want=value, detail=_short_repr(got)
         )
         assert type(got) is bytes, clause("C-RT-1", "get returns bytes", type(got).__name__)
 
@@ -179,9 +183,11 @@ class CacheContract(ShortTtl):
         scope = f"rt-{uuid.uuid4().hex}"
         await cache.put(scope, key, value)
         got = await cache.get(scope, key)
-        assert got == value, clause("C-RT-2", "any bytes under any key read back", got)
+        assert got == value, clause("C-RT-2", "any bytes under any key read back", got, want=value)
         deleted = await cache.delete_prefix(scope, key)
-        assert deleted == 1, clause("C-RT-2", "delete_prefix(key) finds exactly it", deleted)
+        assert deleted == 1, clause(
+            "C-RT-2", "delete_prefix(key) finds exactly it", deleted, want=1
+        )
 
     async def test_get_missing(self, cache: Cache) -> None:
         """A missing key reads as None.
@@ -190,7 +196,7 @@ class CacheContract(ShortTtl):
         """
         await cache.put("s", "present", b"")
         got = await cache.get("s", "absent")
-        assert got is None, clause("C-RT-3", "get of a missing key is None", got)
+        assert got is None, clause("C-RT-3", "get of a missing key is None", got, want=None)
 
     async def test_overwrite(self, cache: Cache) -> None:
         """put on an existing key replaces the value.
@@ -200,7 +206,7 @@ class CacheContract(ShortTtl):
         await cache.put("s", "k", b"first")
         await cache.put("s", "k", b"second")
         got = await cache.get("s", "k")
-        assert got == b"second", clause("C-OVR-1", "put overwrites the value", got)
+        assert got == b"second", clause("C-OVR-1", "put overwrites the value", got, want=b"second")
 
     async def test_overwrite_replaces_ttl(self, cache: Cache) -> None:
         """An overwrite also replaces the TTL (None makes it persistent).
@@ -214,9 +220,13 @@ class CacheContract(ShortTtl):
         await cache.put("s", "to-expiring", b"b", self._short())
         await self._outlive_short()
         kept = await cache.get("s", "to-persistent")
-        assert kept == b"b", clause("C-OVR-2", "ttl=None on overwrite makes it persist", kept)
+        assert kept == b"b", clause(
+            "C-OVR-2", "ttl=None on overwrite makes it persist", kept, want=b"b"
+        )
         gone = await cache.get("s", "to-expiring")
-        assert gone is None, clause("C-OVR-2", "a ttl on overwrite makes it expire", gone)
+        assert gone is None, clause(
+            "C-OVR-2", "a ttl on overwrite makes it expire", gone, want=None
+        )
 
     # -- ttl -------------------------------------------------------------------
 
@@ -232,13 +242,17 @@ class CacheContract(ShortTtl):
         await cache.put("s", "u/live", b"w", timedelta(seconds=60))
         await self._outlive_short()
         got = await cache.get("s", "t/a")
-        assert got is None, clause("C-TTL-1", "get after the ttl is None", got)
+        assert got is None, clause("C-TTL-1", "get after the ttl is None", got, want=None)
         deleted = await cache.delete("s", "t/b")
-        assert deleted is False, clause("C-TTL-1", "delete of an expired entry is False", deleted)
+        assert deleted is False, clause(
+            "C-TTL-1", "delete of an expired entry is False", deleted, want=False
+        )
         count = await cache.delete_prefix("s", "t/")
-        assert count == 0, clause("C-TTL-1", "delete_prefix does not count expired", count)
+        assert count == 0, clause("C-TTL-1", "delete_prefix does not count expired", count, want=0)
         live = await cache.get("s", "u/live")
-        assert live == b"w", clause("C-TTL-1", "an entry whose ttl has not passed stays", live)
+        assert live == b"w", clause(
+            "C-TTL-1", "an entry whose ttl has not passed stays", live, want=b"w"
+        )
 
     async def test_ttl_none_persists(self, cache: Cache) -> None:
         """ttl=None keeps an entry past the expiry of others.
@@ -250,7 +264,7 @@ class CacheContract(ShortTtl):
         await self._outlive_short()
         got = (await cache.get("s", "forever"), await cache.get("s", "brief"))
         assert got == (b"f", None), clause(
-            "C-TTL-2", "ttl=None persists while the short ttl expired", got
+            "C-TTL-2", "ttl=None persists while the short ttl expired", got, want=(b"f", None)
         )
 
     # -- delete ----------------------------------------------------------------
@@ -265,12 +279,16 @@ class CacheContract(ShortTtl):
         first = await cache.delete("s", "a")
         second = await cache.delete("s", "a")
         assert (first, second) == (True, False), clause(
-            "C-DEL-1", "delete returns True then False", (first, second)
+            "C-DEL-1", "delete returns True then False", (first, second), want=(True, False)
         )
         got = (await cache.get("s", "a"), await cache.get("s", "ab"))
-        assert got == (None, b"2"), clause("C-DEL-1", "only the deleted key is gone", got)
+        assert got == (None, b"2"), clause(
+            "C-DEL-1", "only the deleted key is gone", got, want=(None, b"2")
+        )
         missing = await cache.delete("s", "never")
-        assert missing is False, clause("C-DEL-1", "delete of a missing key is False", missing)
+        assert missing is False, clause(
+            "C-DEL-1", "delete of a missing key is False", missing, want=False
+        )
 
     async def test_delete_prefix(self, cache: Cache) -> None:
         """delete_prefix deletes exactly the matching keys and returns the count.
@@ -282,12 +300,14 @@ class CacheContract(ShortTtl):
         for k in keys:
             await cache.put("s", k, k.encode())
         count = await cache.delete_prefix("s", "d/")
-        assert count == 3, clause("C-DELP-1", "delete_prefix('d/') deletes 3", count)
+        assert count == 3, clause("C-DELP-1", "delete_prefix('d/') deletes 3", count, want=3)
         left = {k: await cache.get("s", k) for k in keys}
         want = {k: (None if k.startswith("d/") else k.encode()) for k in keys}
-        assert left == want, clause("C-DELP-1", "only keys starting with 'd/' are gone", left)
+        assert left == want, clause(
+            "C-DELP-1", "only keys starting with 'd/' are gone", left, want=want
+        )
         none = await cache.delete_prefix("s", "zz")
-        assert none == 0, clause("C-DELP-1", "no match deletes nothing and returns 0", none)
+        assert none == 0, clause("C-DELP-1", "no match deletes nothing and returns 0", none, want=0)
 
     @pytest.mark.parametrize("char", _LITERAL)
     async def test_delete_prefix_is_literal(self, cache: Cache, char: str) -> None:
@@ -303,7 +323,10 @@ class CacheContract(ShortTtl):
         survivors = sorted([k for k in keys if await cache.get("s", k) is not None])
         want = sorted(k for k in keys if not k.startswith(f"k{char}"))
         assert (count, survivors) == (3, want), clause(
-            "C-DELP-2", f"prefix 'k{char}' is matched literally (3 deleted)", (count, survivors)
+            "C-DELP-2",
+            f"prefix 'k{char}' is matched literally (3 deleted)",
+            (count, survivors),
+            want=(3, want),
         )
 
     # -- isolation -------------------------------------------------------------
@@ -321,13 +344,16 @@ class CacheContract(ShortTtl):
         await cache.put(second, "k", b"second")
         got = (await cache.get(first, "k"), await cache.get(second, "k"))
         assert got == (b"first", b"second"), clause(
-            "C-ISO-1", f"scopes {first!r} and {second!r} keep their own values", got
+            "C-ISO-1",
+            f"scopes {first!r} and {second!r} keep their own values",
+            got,
+            want=(b"first", b"second"),
         )
         count = await cache.delete_prefix(first, "")
-        assert count == 1, clause("C-ISO-1", f"delete_prefix in {first!r} deletes 1", count)
+        assert count == 1, clause("C-ISO-1", f"delete_prefix in {first!r} deletes 1", count, want=1)
         left = await cache.get(second, "k")
         assert left == b"second", clause(
-            "C-ISO-1", f"clearing {first!r} leaves {second!r} intact", left
+            "C-ISO-1", f"clearing {first!r} leaves {second!r} intact", left, want=b"second"
         )
 
     @pytest.mark.parametrize("sep", _SEPARATORS)
@@ -341,12 +367,15 @@ class CacheContract(ShortTtl):
         await cache.put("a", f"b{sep}c", b"inner")
         got = (await cache.get(f"a{sep}b", "c"), await cache.get("a", f"b{sep}c"))
         assert got == (b"outer", b"inner"), clause(
-            "C-ISO-2", "joined-looking (scope, key) pairs keep their own values", got
+            "C-ISO-2",
+            "joined-looking (scope, key) pairs keep their own values",
+            got,
+            want=(b"outer", b"inner"),
         )
         deleted = await cache.delete("a", f"b{sep}c")
         outer = await cache.get(f"a{sep}b", "c")
         assert (deleted, outer) == (True, b"outer"), clause(
-            "C-ISO-2", "deleting one pair leaves the other", (deleted, outer)
+            "C-ISO-2", "deleting one pair leaves the other", (deleted, outer), want=(True, b"outer")
         )
 
     # -- bad input -------------------------------------------------------------
@@ -412,7 +441,7 @@ class CacheContract(ShortTtl):
                 )
         else:
             got = await cache.get("s", key)
-            assert got is None, clause("C-INPUT-1", "a rejected put stores nothing", got)
+            assert got is None, clause("C-INPUT-1", "a rejected put stores nothing", got, want=None)
 
     async def test_ttl_above_the_maximum_is_invalid(self, cache: Cache) -> None:
         """When this fails, `now + ttl` overflows (or the engine refuses the expiry):
@@ -420,12 +449,20 @@ class CacheContract(ShortTtl):
         for ttl in (MAX_TTL + timedelta(microseconds=1), timedelta(days=999_999_999)):
             exc = await _error_of(cache.put("s", "k", b"v", ttl))
             rule = f"put(ttl={ttl}) raises InvalidInput"
-            assert isinstance(exc, InvalidInput), clause("C-INPUT-2", rule, repr(exc))
-            assert "ttl" in str(exc), clause("C-INPUT-2", "the message names `ttl`", exc)
-        assert await cache.get("s", "k") is None, clause("C-INPUT-2", "nothing stored", "k")
+            assert isinstance(exc, InvalidInput), clause(
+                "C-INPUT-2", rule, outcome(exc), want=Shown("InvalidInput")
+            )
+            assert "ttl" in str(exc), clause(
+                "C-INPUT-2",
+                "the message names `ttl`",
+                str(exc),
+                want=Shown("a message containing 'ttl'"),
+            )
+        left = await cache.get("s", "k")
+        assert left is None, clause("C-INPUT-2", "nothing stored", left, want=None)
         await cache.put("s", "k", b"v", MAX_TTL)
         got = await cache.get("s", "k")
-        assert got == b"v", clause("C-INPUT-2", "a MAX_TTL entry is stored", got)
+        assert got == b"v", clause("C-INPUT-2", "a MAX_TTL entry is stored", got, want=b"v")
 
     async def test_ids_at_and_over_the_maximum(self, cache: Cache) -> None:
         """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
@@ -434,10 +471,12 @@ class CacheContract(ShortTtl):
         scope, key = max_id("c-scope"), max_id("c-key")
         await cache.put(scope, key, b"v")
         got = await cache.get(scope, key)
-        assert got == b"v", clause("C-INPUT-3", "an entry of maximal ids round-trips", got)
+        assert got == b"v", clause(
+            "C-INPUT-3", "an entry of maximal ids round-trips", got, want=b"v"
+        )
         if isinstance(cache, CacheListing):
             listed = [e.key for e in await cache.entries(scope, key[:10])]
-            assert listed == [key], clause("C-INPUT-3", "entries lists it", listed)
+            assert listed == [key], clause("C-INPUT-3", "entries lists it", listed, want=[key])
         assert await cache.delete(scope, key), clause("C-INPUT-3", "delete finds it")
         long = max_id("c-over") + "x"
         calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
@@ -451,7 +490,8 @@ class CacheContract(ShortTtl):
         ]
         for field, call in calls:
             await expect_too_long("C-INPUT-3", field, call())
-        assert await cache.get("s", "k") is None, clause("C-INPUT-3", "nothing stored", "k")
+        left = await cache.get("s", "k")
+        assert left is None, clause("C-INPUT-3", "nothing stored", left, want=None)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -496,7 +536,8 @@ class CacheContract(ShortTtl):
                 assert stored == done, clause(
                     "C-CLOSE-2",
                     "exactly the puts that completed before close are persisted",
-                    {"completed": done, "persisted": stored},
+                    stored,
+                    want=done,
                 )
                 await asyncio.sleep(self._res().total_seconds() * 2)
         finally:
@@ -515,14 +556,21 @@ class CacheContract(ShortTtl):
         other = await opener()
         try:
             seen = await other.get("s", "k")
-            assert seen == b"one", clause("C-SHARED-1", "the second handle reads it", seen)
+            assert seen == b"one", clause(
+                "C-SHARED-1", "the second handle reads it", seen, want=b"one"
+            )
             await other.put("s", "k", b"two")
             again = await cache.get("s", "k")
-            assert again == b"two", clause("C-SHARED-1", "the first handle sees it", again)
+            assert again == b"two", clause(
+                "C-SHARED-1", "the first handle sees it", again, want=b"two"
+            )
             deleted = await other.delete("s", "k")
             gone = await cache.get("s", "k")
             assert (deleted, gone) == (True, None), clause(
-                "C-SHARED-1", "a delete on one handle shows on the other", (deleted, gone)
+                "C-SHARED-1",
+                "a delete on one handle shows on the other",
+                (deleted, gone),
+                want=(True, None),
             )
         finally:
             await other.close()
@@ -551,21 +599,31 @@ class CacheContract(ShortTtl):
         got = await cache.entries("s", "k/")
         keys = [(e.key, e.value) for e in got]
         assert keys == [("k/a", b""), ("k/b", b"b"), ("k/c", b"c")], clause(
-            "C-LIST-1", "live entries of the scope with the prefix, by key", keys
+            "C-LIST-1",
+            "live entries of the scope with the prefix, by key",
+            keys,
+            want=[("k/a", b""), ("k/b", b"b"), ("k/c", b"c")],
         )
         no_ttl = [got[0].expires_at, got[1].expires_at]
         assert no_ttl == [None, None], clause(
-            "C-LIST-1", "an entry without ttl has no expiry", got[:2]
+            "C-LIST-1",
+            "an entry without ttl has no expiry",
+            no_ttl,
+            want=[None, None],
+            detail=got[:2],
         )
         expires = got[2].expires_at
         low, high = before + timedelta(seconds=59), after + timedelta(seconds=61)
         assert expires is not None, clause("C-LIST-1", "an entry with a ttl has an expiry", got[2])
         assert low <= expires <= high, clause(
-            "C-LIST-1", "expires_at is about put time + ttl", expires
+            "C-LIST-1",
+            "expires_at is about put time + ttl",
+            expires,
+            want=Shown(f"between {low!r} and {high!r}"),
         )
         every = [e.key for e in await cache.entries("s")]
         assert every == ["k%", "k/a", "k/b", "k/c"], clause(
-            "C-LIST-1", "no prefix lists the whole scope", every
+            "C-LIST-1", "no prefix lists the whole scope", every, want=["k%", "k/a", "k/b", "k/c"]
         )
 
     # -- canary (last) ---------------------------------------------------------
@@ -577,4 +635,4 @@ class CacheContract(ShortTtl):
         fresh key prefix/schema per test, or delete everything after the yield.
         """
         got = await cache.get(CANARY_SCOPE, "canary")
-        assert got is None, clause("C-CANARY-1", "a fresh fixture holds no entries", got)
+        assert got is None, clause("C-CANARY-1", "a fresh fixture holds no entries", got, want=None)

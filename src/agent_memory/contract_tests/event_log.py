@@ -80,7 +80,8 @@ Clause ids (each assertion message starts with one):
             other users' events all stay (example and property).
 - EL-USER-1 `user_events` returns exactly the events `erase_user` would delete
             (every domain, global ones included, user ids matched exactly),
-            newest first; `domains` lists every domain with a stored event.
+            newest first by occurred_at, ties by (domain, id) descending,
+            compared in order; `domains` lists every domain with a stored event.
 - EL-USER-2 `user_events` includes expired events not yet purged (forgetting
             must see them), and `erase_user` deletes them.
 - EL-USER-3 `user_events` returns all of the user's events, never a page
@@ -128,12 +129,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent_memory.contract_tests._support import (
+    Shown,
     clause,
     expect_closed,
     expect_raises,
     expect_too_long,
     mark_async_tests,
     max_id,
+    outcome,
     property_settings,
     race_close,
     require_reopen,
@@ -262,7 +265,10 @@ class EventLogContract:
         )
         seen = _ids(await self._all(event_log, CANARY_DOMAIN))
         assert (stored, sorted(seen)) == (2, sorted(_CANARY_IDS)), clause(
-            "EL-CANARY-1", "canary events are stored and visible", (stored, seen)
+            "EL-CANARY-1",
+            "canary events are stored and visible",
+            (stored, sorted(seen)),
+            want=(2, sorted(_CANARY_IDS)),
         )
 
     # -- ordering --------------------------------------------------------------
@@ -289,13 +295,14 @@ class EventLogContract:
         got = _ids(await self._all(event_log, d))
         want = [f"e{i}" for i in reversed(range(9))]
         assert got == want, clause(
-            "EL-ORD-1", "window is newest first by occurred_at, not arrival", got
+            "EL-ORD-1", "window is newest first by occurred_at, not arrival", got, want=want
         )
         page = _ids(await self._all(event_log, d, limit=3))
         assert page == want[:3], clause(
             "EL-ORD-1",
             "a limited page holds the newest by occurred_at, not the latest arrivals",
             page,
+            want=want[:3],
         )
 
     async def test_window_ties_by_id_desc(self, event_log: EventLog) -> None:
@@ -311,7 +318,9 @@ class EventLogContract:
         await event_log.append([_event(d, "newest", at + timedelta(seconds=1))])
         got = _ids(await self._all(event_log, d))
         want = ["newest", *sorted(ids, reverse=True)]
-        assert got == want, clause("EL-ORD-2", "ties by occurred_at are ordered by id desc", got)
+        assert got == want, clause(
+            "EL-ORD-2", "ties by occurred_at are ordered by id desc", got, want=want
+        )
 
     @_PROPERTY
     @given(
@@ -351,10 +360,16 @@ class EventLogContract:
         ordered = sorted(matching, key=lambda e: (e.occurred_at, e.id), reverse=True)
         want = [e.id for e in ordered[:limit]]
         assert _ids(got) == want, clause(
-            "EL-ORD-3", "window equals sort by (occurred_at, id) desc cut at limit", _ids(got)
+            "EL-ORD-3",
+            "window equals sort by (occurred_at, id) desc cut at limit",
+            _ids(got),
+            want=want,
         )
         assert got.limited == (len(matching) > limit), clause(
-            "EL-ORD-3", f"limited is True exactly when {len(matching)} > {limit}", got.limited
+            "EL-ORD-3",
+            f"limited is True exactly when {len(matching)} > {limit}",
+            got.limited,
+            want=len(matching) > limit,
         )
 
     # -- idempotency -----------------------------------------------------------
@@ -370,14 +385,18 @@ class EventLogContract:
         first = _event(d, "x", at, summary="first")
         second = _event(d, "x", at + timedelta(seconds=1), summary="second")
         stored = await event_log.append([first, second, _event(d, "y", at)])
-        assert stored == 2, clause("EL-IDEM-1", "count of newly stored events is 2", stored)
+        assert stored == 2, clause("EL-IDEM-1", "count of newly stored events is 2", stored, want=2)
         window = await self._all(event_log, d)
         assert sorted(_ids(window)) == ["x", "y"], clause(
-            "EL-IDEM-1", "one event per (domain, id)", _ids(window)
+            "EL-IDEM-1",
+            "one event per (domain, id)",
+            sorted(_ids(window)),
+            want=["x", "y"],
+            detail=_ids(window),
         )
         [kept] = [e for e in window.events if e.id == "x"]
         assert kept.summary == "first", clause(
-            "EL-IDEM-1", "the first version in the batch wins", kept.summary
+            "EL-IDEM-1", "the first version in the batch wins", kept.summary, want="first"
         )
 
     async def test_same_id_across_batches(self, event_log: EventLog) -> None:
@@ -388,17 +407,22 @@ class EventLogContract:
         """
         d = "idem-across"
         at = now_ms() - timedelta(minutes=1)
-        assert await event_log.append([_event(d, "x", at, summary="first")]) == 1, clause(
-            "EL-IDEM-2", "a new event counts 1"
-        )
+        n = await event_log.append([_event(d, "x", at, summary="first")])
+        assert n == 1, clause("EL-IDEM-2", "a new event counts 1", n, want=1)
         again = await event_log.append([_event(d, "x", at + timedelta(hours=-1), summary="2nd")])
-        assert again == 0, clause("EL-IDEM-2", "re-appending a stored id returns 0", again)
+        assert again == 0, clause("EL-IDEM-2", "re-appending a stored id returns 0", again, want=0)
         mixed = await event_log.append([_event(d, "x", at, summary="3rd"), _event(d, "y", at)])
-        assert mixed == 1, clause("EL-IDEM-2", "only the new id of a mixed batch counts", mixed)
+        assert mixed == 1, clause(
+            "EL-IDEM-2", "only the new id of a mixed batch counts", mixed, want=1
+        )
         window = await self._all(event_log, d)
         summaries = {e.id: (e.summary, e.occurred_at) for e in window.events}
         assert (len(window.events), summaries["x"][0]) == (2, "first"), clause(
-            "EL-IDEM-2", "the first stored version wins, stored once", summaries
+            "EL-IDEM-2",
+            "the first stored version wins, stored once",
+            (len(window.events), summaries["x"][0]),
+            want=(2, "first"),
+            detail=summaries,
         )
         assert same_instant(summaries["x"][1], at), clause(
             "EL-IDEM-2", "a re-append never moves the stored event's time", summaries["x"]
@@ -411,10 +435,12 @@ class EventLogContract:
         """
         at = now_ms() - timedelta(minutes=1)
         stored = await event_log.append([_event("dom-a", "x", at), _event("dom-b", "x", at)])
-        assert stored == 2, clause("EL-IDEM-3", "same id in two domains stores two", stored)
+        assert stored == 2, clause("EL-IDEM-3", "same id in two domains stores two", stored, want=2)
         for d in ("dom-a", "dom-b"):
             got = _keys(await self._all(event_log, d))
-            assert got == [(d, "x")], clause("EL-IDEM-3", f"domain {d!r} holds its own x", got)
+            assert got == [(d, "x")], clause(
+                "EL-IDEM-3", f"domain {d!r} holds its own x", got, want=[(d, "x")]
+            )
 
     async def test_empty_batch(self, event_log: EventLog) -> None:
         """An empty batch is a no-op returning 0.
@@ -423,7 +449,7 @@ class EventLogContract:
         pipeline/INSERT errors).
         """
         stored = await event_log.append([])
-        assert stored == 0, clause("EL-IDEM-4", "an empty batch returns 0", stored)
+        assert stored == 0, clause("EL-IDEM-4", "an empty batch returns 0", stored, want=0)
 
     # -- limit, since, entity --------------------------------------------------
 
@@ -440,10 +466,13 @@ class EventLogContract:
         got = await event_log.window(d, since=base, limit=limit)
         want = [f"e{i}" for i in reversed(range(5))][:limit]
         assert _ids(got) == want, clause(
-            "EL-LIM-1", f"a page of limit {limit} holds the {limit} newest", _ids(got)
+            "EL-LIM-1", f"a page of limit {limit} holds the {limit} newest", _ids(got), want=want
         )
         assert got.limited == (limit < 5), clause(
-            "EL-LIM-1", f"limited is {limit < 5} for 5 matches and limit {limit}", got.limited
+            "EL-LIM-1",
+            f"limited is {limit < 5} for 5 matches and limit {limit}",
+            got.limited,
+            want=limit < 5,
         )
 
     async def test_since_filter(self, event_log: EventLog) -> None:
@@ -458,10 +487,16 @@ class EventLogContract:
         since = base + timedelta(seconds=3)
         got = await event_log.window(d, since=since, limit=100)
         assert _ids(got) == ["e5", "e4", "e3"], clause(
-            "EL-SINCE-1", "occurred_at >= since, boundary included", _ids(got)
+            "EL-SINCE-1",
+            "occurred_at >= since, boundary included",
+            _ids(got),
+            want=["e5", "e4", "e3"],
         )
         assert got.limited is False, clause(
-            "EL-SINCE-1", "events before since do not make the window limited", got.limited
+            "EL-SINCE-1",
+            "events before since do not make the window limited",
+            got.limited,
+            want=False,
         )
 
     # -- until (paging back in event time) ---------------------------------------
@@ -487,23 +522,39 @@ class EventLogContract:
         since = t - timedelta(minutes=1)
         got = await event_log.window(d, since=since, limit=100, until=t)
         assert _ids(got) == ["before", "older"], clause(
-            "EL-UNTIL-1", "until is exclusive: occurred_at < until", _ids(got)
+            "EL-UNTIL-1",
+            "until is exclusive: occurred_at < until",
+            _ids(got),
+            want=["before", "older"],
         )
         got = await event_log.window(d, since=since, limit=1, until=t)
         assert (_ids(got), got.limited) == (["before"], True), clause(
-            "EL-UNTIL-1", "limit cuts the bounded window (limited=True)", (_ids(got), got.limited)
+            "EL-UNTIL-1",
+            "limit cuts the bounded window (limited=True)",
+            (_ids(got), got.limited),
+            want=(["before"], True),
         )
         got = await event_log.window(d, since=since, limit=2, until=t)
         assert (_ids(got), got.limited) == (["before", "older"], False), clause(
-            "EL-UNTIL-1", "events at or after until do not make it limited", got.limited
+            "EL-UNTIL-1",
+            "events at or after until do not make it limited",
+            (_ids(got), got.limited),
+            want=(["before", "older"], False),
+            detail=got.limited,
         )
         got = await event_log.window(d, since=since, limit=100, until=t + timedelta(microseconds=1))
         assert _ids(got) == ["at", "before", "older"], clause(
-            "EL-UNTIL-1", "until = t + 1 microsecond includes the event at t", _ids(got)
+            "EL-UNTIL-1",
+            "until = t + 1 microsecond includes the event at t",
+            _ids(got),
+            want=["at", "before", "older"],
         )
         got = await event_log.window(d, since=since, limit=100, until=None)
         assert _ids(got) == ["after", "at", "before", "older"], clause(
-            "EL-UNTIL-1", "until=None means no upper bound", _ids(got)
+            "EL-UNTIL-1",
+            "until=None means no upper bound",
+            _ids(got),
+            want=["after", "at", "before", "older"],
         )
 
     @staticmethod
@@ -560,15 +611,23 @@ class EventLogContract:
         for page in (1, 2, 3, 4, 5):
             got = [e.id for e in await self._page_back(event_log, d, since, page)]
             assert got == want, clause(
-                "EL-UNTIL-2", f"paging back by {page} yields every event once, in order", got
+                "EL-UNTIL-2",
+                f"paging back by {page} yields every event once, in order",
+                got,
+                want=want,
             )
         # The bare pages (until = oldest of the previous page) never overlap.
         first = await event_log.window(d, since=since, limit=3)
-        assert _ids(first) == ["a", "f-global", "e"], clause("EL-UNTIL-2", "first page", first)
+        assert _ids(first) == ["a", "f-global", "e"], clause(
+            "EL-UNTIL-2", "first page", _ids(first), want=["a", "f-global", "e"], detail=first
+        )
         oldest = first.events[-1].occurred_at
         second = await event_log.window(d, since=since, limit=3, until=oldest)
         assert _ids(second) == ["g", "i-global", "h"], clause(
-            "EL-UNTIL-2", "the next page starts strictly before the boundary instant", _ids(second)
+            "EL-UNTIL-2",
+            "the next page starts strictly before the boundary instant",
+            _ids(second),
+            want=["g", "i-global", "h"],
         )
 
     @_PROPERTY
@@ -604,7 +663,11 @@ class EventLogContract:
         whole = await event_log.window(d, since=since, limit=_BIG)
         got = await self._page_back(event_log, d, since, page)
         assert _keys(EventWindow(events=tuple(got), limited=False)) == _keys(whole), clause(
-            "EL-UNTIL-2", f"paging back by {page} equals one unbounded read", _ids(whole)
+            "EL-UNTIL-2",
+            f"paging back by {page} equals one unbounded read",
+            _keys(EventWindow(events=tuple(got), limited=False)),
+            want=_keys(whole),
+            detail=_ids(whole),
         )
 
     async def test_until_applies_to_global_events(self, event_log: EventLog) -> None:
@@ -630,11 +693,18 @@ class EventLogContract:
         for entity in (None, pod):
             got = await event_log.window(d, since=since, limit=100, until=t, entity=entity)
             assert _ids(got) == ["g-before", "own-before"], clause(
-                "EL-UNTIL-3", f"global events obey until (entity={entity})", _ids(got)
+                "EL-UNTIL-3",
+                f"global events obey until (entity={entity})",
+                _ids(got),
+                want=["g-before", "own-before"],
             )
             got = await event_log.window(d, since=since, limit=1, until=t, entity=entity)
             assert (_ids(got), got.limited) == (["g-before"], True), clause(
-                "EL-UNTIL-3", "a bounded page of 1 holds the newest global before until", got
+                "EL-UNTIL-3",
+                "a bounded page of 1 holds the newest global before until",
+                (_ids(got), got.limited),
+                want=(["g-before"], True),
+                detail=got,
             )
 
     @pytest.mark.parametrize(
@@ -657,9 +727,17 @@ class EventLogContract:
         since = datetime.now(UTC) - timedelta(days=1)
         exc = await _error_of(event_log.window("d", since=since, limit=10, until=value))  # type: ignore[arg-type]
         assert isinstance(exc, InvalidInput), clause(
-            "EL-UNTIL-4", f"until={value!r} raises InvalidInput", repr(exc)
+            "EL-UNTIL-4",
+            f"until={value!r} raises InvalidInput",
+            outcome(exc),
+            want=Shown("InvalidInput"),
         )
-        assert "until" in str(exc), clause("EL-UNTIL-4", "the message names `until`", exc)
+        assert "until" in str(exc), clause(
+            "EL-UNTIL-4",
+            "the message names `until`",
+            str(exc),
+            want=Shown("a message containing 'until'"),
+        )
 
     async def test_until_not_after_since_is_empty(self, event_log: EventLog) -> None:
         """`until <= since` is an empty window (not an error, never limited).
@@ -674,7 +752,11 @@ class EventLogContract:
         for until in (t, t - ms, t - timedelta(days=1)):
             got = await event_log.window(d, since=t, limit=1, until=until)
             assert (_ids(got), got.limited) == ([], False), clause(
-                "EL-UNTIL-5", f"until={until - t} from since is an empty window", got
+                "EL-UNTIL-5",
+                f"until={until - t} from since is an empty window",
+                (_ids(got), got.limited),
+                want=([], False),
+                detail=got,
             )
 
     @pytest.mark.parametrize(
@@ -716,7 +798,10 @@ class EventLogContract:
         )
         got = await self._all(event_log, d, entity=Entity(*query))
         assert _ids(got) == want, clause(
-            "EL-ENT-1", f"entity {query!r} selects exactly the events carrying it", _ids(got)
+            "EL-ENT-1",
+            f"entity {query!r} selects exactly the events carrying it",
+            _ids(got),
+            want=want,
         )
 
     # -- global events ---------------------------------------------------------
@@ -732,7 +817,7 @@ class EventLogContract:
         for d in ("origin", "elsewhere", "*", "other domain"):
             got = _keys(await self._all(event_log, d))
             assert got == [("origin", "g")], clause(
-                "EL-GLOB-1", f"domain {d!r} sees the global event", got
+                "EL-GLOB-1", f"domain {d!r} sees the global event", got, want=[("origin", "g")]
             )
 
     @pytest.mark.parametrize("limit", [1, 2, 3, 4])
@@ -760,10 +845,13 @@ class EventLogContract:
         got = await event_log.window(d, since=base, limit=limit)
         want = ["g4", "d3", "g2", "d1"][:limit]
         assert _ids(got) == want, clause(
-            "EL-GLOB-2", f"a page of {limit} holds the {limit} newest of domain+global", _ids(got)
+            "EL-GLOB-2",
+            f"a page of {limit} holds the {limit} newest of domain+global",
+            _ids(got),
+            want=want,
         )
         assert got.limited == (limit < 4), clause(
-            "EL-GLOB-2", "global events count towards `limited`", got.limited
+            "EL-GLOB-2", "global events count towards `limited`", got.limited, want=limit < 4
         )
 
     async def test_entity_filter_applies_to_global_events(self, event_log: EventLog) -> None:
@@ -784,7 +872,10 @@ class EventLogContract:
         )
         got = _ids(await self._all(event_log, "y", entity=pod))
         assert got == ["own", "g-with"], clause(
-            "EL-GLOB-3", "entity filter applies to globals; other domains' events never show", got
+            "EL-GLOB-3",
+            "entity filter applies to globals; other domains' events never show",
+            got,
+            want=["own", "g-with"],
         )
 
     # -- isolation ---------------------------------------------------------------
@@ -803,10 +894,12 @@ class EventLogContract:
         for d, own in ((first, "in-first"), (second, "in-second")):
             got = _keys(await self._all(event_log, d))
             assert got == [(d, own)], clause(
-                "EL-ISO-1", f"domain {d!r} sees only its own events", got
+                "EL-ISO-1", f"domain {d!r} sees only its own events", got, want=[(d, own)]
             )
         erased = await event_log.erase_user("nobody")
-        assert erased == 0, clause("EL-ISO-1", "erasing an unknown user deletes nothing", erased)
+        assert erased == 0, clause(
+            "EL-ISO-1", "erasing an unknown user deletes nothing", erased, want=0
+        )
 
     @_PROPERTY
     @given(pair=st.lists(domains(), min_size=2, max_size=2, unique=True), data=st.data())
@@ -831,7 +924,10 @@ class EventLogContract:
             window = await self._all(event_log, d)
             strays = [(e.domain, e.id) for e in window.events if e.domain != d and not e.is_global]
             assert not strays, clause(
-                "EL-ISO-2", f"window of {d!r} holds only its own and global events", strays
+                "EL-ISO-2",
+                f"window of {d!r} holds only its own and global events",
+                strays,
+                want=Shown("nothing"),
             )
 
     # -- retention -------------------------------------------------------------
@@ -861,7 +957,7 @@ class EventLogContract:
         ancient = now - event_log.retention * 3
         got = _ids(await event_log.window("ret-a", since=ancient, limit=100))
         assert got == ["fresh-a", "kept-a"], clause(
-            "EL-RET-1", "events past retention are never returned", got
+            "EL-RET-1", "events past retention are never returned", got, want=["fresh-a", "kept-a"]
         )
 
     async def test_purge_expired(self, event_log: EventLog) -> None:
@@ -872,13 +968,18 @@ class EventLogContract:
         """
         await self._retention_fixture(event_log)
         purged = await event_log.purge_expired()
-        assert purged == 2, clause("EL-RET-2", "purge_expired deletes the 2 expired events", purged)
+        assert purged == 2, clause(
+            "EL-RET-2", "purge_expired deletes the 2 expired events", purged, want=2
+        )
         again = await event_log.purge_expired()
-        assert again == 0, clause("EL-RET-2", "a second purge finds nothing", again)
+        assert again == 0, clause("EL-RET-2", "a second purge finds nothing", again, want=0)
         a = _ids(await self._all(event_log, "ret-a"))
         b = _ids(await self._all(event_log, "ret-b"))
         assert (a, b) == (["fresh-a", "kept-a"], ["fresh-b"]), clause(
-            "EL-RET-2", "unexpired events survive the purge", (a, b)
+            "EL-RET-2",
+            "unexpired events survive the purge",
+            (a, b),
+            want=(["fresh-a", "kept-a"], ["fresh-b"]),
         )
 
     async def test_retention_counts_from_recording(self, event_log: EventLog) -> None:
@@ -907,15 +1008,18 @@ class EventLogContract:
         since = old - timedelta(days=1)
         got = _ids(await event_log.window("ret-in", since=since, limit=100))
         assert got == ["near-expiry", "late-global", "backfilled"], clause(
-            "EL-RET-3", "kept until recorded_at + retention, whatever the event time", got
+            "EL-RET-3",
+            "kept until recorded_at + retention, whatever the event time",
+            got,
+            want=["near-expiry", "late-global", "backfilled"],
         )
         got = _ids(await event_log.window("ret-in", since=now - timedelta(hours=1), limit=100))
         assert got == [], clause(
-            "EL-RET-4", "an event recorded past retention is never returned", got
+            "EL-RET-4", "an event recorded past retention is never returned", got, want=[]
         )
         page = await event_log.window("ret-in", since=since, limit=3)
         assert page.limited is False, clause(
-            "EL-RET-4", "expired events do not make the window limited", page.limited
+            "EL-RET-4", "expired events do not make the window limited", page.limited, want=False
         )
 
     async def test_purge_counts_from_recording(self, event_log: EventLog) -> None:
@@ -939,11 +1043,14 @@ class EventLogContract:
         )
         purged = await event_log.purge_expired()
         assert purged == 3, clause(
-            "EL-RET-4", "purge deletes the 3 events recorded past retention", purged
+            "EL-RET-4", "purge deletes the 3 events recorded past retention", purged, want=3
         )
         left = _ids(await event_log.window("ret-p", since=old - timedelta(days=1), limit=100))
         assert left == ["late-global", "backfilled"], clause(
-            "EL-RET-3", "events recorded within retention survive the purge", left
+            "EL-RET-3",
+            "events recorded within retention survive the purge",
+            left,
+            want=["late-global", "backfilled"],
         )
 
     # -- erasure ---------------------------------------------------------------
@@ -957,36 +1064,53 @@ class EventLogContract:
         at = now_ms() - timedelta(minutes=5)
         await event_log.append(
             [
+                _event("er-b", "b1", at - timedelta(minutes=1), user_id="u:1*", is_global=True),
                 _event("er-a", "a1", at, user_id="u:1*"),
-                _event("er-b", "b1", at, user_id="u:1*", is_global=True),
+                _event("er-b", "b4", at, user_id="u:1*"),
                 _event("er-a", "a2", at, user_id="u:1"),
                 _event("er-b", "b2", at, user_id="u:10"),
                 _event("er-b", "b3", at),
             ]
         )
         seen = [(e.domain, e.id) for e in await event_log.user_events("u:1*")]
-        assert sorted(seen) == [("er-a", "a1"), ("er-b", "b1")], clause(
-            "EL-USER-1", "user_events lists exactly the user's events, in every domain", seen
+        # Newest first by occurred_at, ties by (domain, id) descending: compared
+        # in order, never sorted first (an oldest-first list must fail).
+        want = [("er-b", "b4"), ("er-a", "a1"), ("er-b", "b1")]
+        assert seen == want, clause(
+            "EL-USER-1",
+            "user_events lists exactly the user's events, in every domain, newest first",
+            seen,
+            want=want,
         )
         domains = await event_log.domains()
         assert domains == ["er-a", "er-b"], clause(
-            "EL-USER-1", "domains lists every domain with a stored event, sorted", domains
+            "EL-USER-1",
+            "domains lists every domain with a stored event, sorted",
+            domains,
+            want=["er-a", "er-b"],
         )
         erased = await event_log.erase_user("u:1*")
-        assert erased == 2, clause("EL-ERASE-1", "erase_user returns the 2 erased events", erased)
-        assert await event_log.user_events("u:1*") == [], clause(
-            "EL-USER-1", "after erase_user, user_events finds nothing"
+        assert erased == 3, clause(
+            "EL-ERASE-1", "erase_user returns the 3 erased events", erased, want=3
+        )
+        left = [(e.domain, e.id) for e in await event_log.user_events("u:1*")]
+        assert left == [], clause(
+            "EL-USER-1", "after erase_user, user_events finds nothing", left, want=[]
         )
         a = sorted(_ids(await self._all(event_log, "er-a")))
         b = sorted(_ids(await self._all(event_log, "er-b")))
         assert (a, b) == (["a2"], ["b2", "b3"]), clause(
-            "EL-ERASE-1", "only the user's events are gone, in every domain", (a, b)
+            "EL-ERASE-1",
+            "only the user's events are gone, in every domain",
+            (a, b),
+            want=(["a2"], ["b2", "b3"]),
         )
-        assert await event_log.erase_user("u:1*") == 0, clause(
-            "EL-ERASE-1", "a second erase finds nothing"
-        )
+        again = await event_log.erase_user("u:1*")
+        assert again == 0, clause("EL-ERASE-1", "a second erase finds nothing", again, want=0)
         stored = await event_log.append([_event("er-a", "a1", at, user_id="u:1*")])
-        assert stored == 1, clause("EL-ERASE-1", "an erased event id can be appended again", stored)
+        assert stored == 1, clause(
+            "EL-ERASE-1", "an erased event id can be appended again", stored, want=1
+        )
 
     async def test_erase_user_matches_whole_ids(self, event_log: EventLog) -> None:
         """User ids match whole, never as a prefix: erasing `u1` keeps `u10`'s
@@ -1005,18 +1129,27 @@ class EventLogContract:
             ]
         )
         seen = sorted(e.id for e in await event_log.user_events("u1"))
-        assert seen == ["one"], clause("EL-ERASE-2", "user_events('u1') lists u1's only", seen)
+        assert seen == ["one"], clause(
+            "EL-ERASE-2", "user_events('u1') lists u1's only", seen, want=["one"]
+        )
         erased = await event_log.erase_user("u1")
-        assert erased == 1, clause("EL-ERASE-2", "erase_user('u1') erases u1's 1 event", erased)
+        assert erased == 1, clause(
+            "EL-ERASE-2", "erase_user('u1') erases u1's 1 event", erased, want=1
+        )
         left = sorted(
             set(_keys(await self._all(event_log, "px-a")))
             | set(_keys(await self._all(event_log, "px-b")))
         )
         assert left == [("px-a", "ten"), ("px-b", "short"), ("px-b", "ten-g")], clause(
-            "EL-ERASE-2", "u10's and u's events survive erasing u1", left
+            "EL-ERASE-2",
+            "u10's and u's events survive erasing u1",
+            left,
+            want=[("px-a", "ten"), ("px-b", "short"), ("px-b", "ten-g")],
         )
         ten = sorted(e.id for e in await event_log.user_events("u10"))
-        assert ten == ["ten", "ten-g"], clause("EL-ERASE-2", "u10's events are all kept", ten)
+        assert ten == ["ten", "ten-g"], clause(
+            "EL-ERASE-2", "u10's events are all kept", ten, want=["ten", "ten-g"]
+        )
 
     async def test_user_events_include_expired_unpurged(self, event_log: EventLog) -> None:
         """`user_events` sees expired events not yet purged, `erase_user` deletes
@@ -1036,19 +1169,29 @@ class EventLogContract:
         )
         seen = sorted(e.id for e in await event_log.user_events("ux"))
         assert seen == ["dead", "dead-g", "live"], clause(
-            "EL-USER-2", "user_events includes expired events not yet purged", seen
+            "EL-USER-2",
+            "user_events includes expired events not yet purged",
+            seen,
+            want=["dead", "dead-g", "live"],
         )
         domains = await event_log.domains()
         assert "ux-dead" in domains, clause(
             "EL-DOM-1", "domains lists a domain whose only events expired unpurged", domains
         )
         erased = await event_log.erase_user("ux")
-        assert erased == 3, clause("EL-USER-2", "erase_user deletes expired events too", erased)
-        assert await event_log.user_events("ux") == [], clause(
-            "EL-USER-2", "after erase_user nothing of the user is left"
+        assert erased == 3, clause(
+            "EL-USER-2", "erase_user deletes expired events too", erased, want=3
         )
-        assert await event_log.purge_expired() == 0, clause(
-            "EL-USER-2", "the erased expired events are gone, nothing is left to purge"
+        left = [(e.domain, e.id) for e in await event_log.user_events("ux")]
+        assert left == [], clause(
+            "EL-USER-2", "after erase_user nothing of the user is left", left, want=[]
+        )
+        purged = await event_log.purge_expired()
+        assert purged == 0, clause(
+            "EL-USER-2",
+            "the erased expired events are gone, nothing is left to purge",
+            purged,
+            want=0,
         )
 
     async def test_user_events_returns_every_event(self, event_log: EventLog) -> None:
@@ -1064,12 +1207,17 @@ class EventLogContract:
         ]
         await event_log.append(batch)
         seen = await event_log.user_events("many")
-        assert len(seen) == 150, clause("EL-USER-3", "user_events returns all 150", len(seen))
+        assert len(seen) == 150, clause(
+            "EL-USER-3", "user_events returns all 150", len(seen), want=150
+        )
         assert [e.id for e in seen] == [e.id for e in batch], clause(
-            "EL-USER-3", "all of them, newest first", [e.id for e in seen][:5]
+            "EL-USER-3",
+            "all of them, newest first",
+            [e.id for e in seen][:5],
+            want=[e.id for e in batch][:5],
         )
         erased = await event_log.erase_user("many")
-        assert erased == 150, clause("EL-USER-3", "erase_user deletes all 150", erased)
+        assert erased == 150, clause("EL-USER-3", "erase_user deletes all 150", erased, want=150)
 
     async def _race_erase(
         self, log: EventLog, user: str, other: str, schedule: list[tuple[int, list[Event]]]
@@ -1087,7 +1235,7 @@ class EventLogContract:
         await log.erase_user(user)
         left = [(e.domain, e.id) for e in await log.user_events(user)]
         assert left == [], clause(
-            "EL-ERASE-3", "after a racing and a quiet forget, user_events is empty", left
+            "EL-ERASE-3", "after a racing and a quiet forget, user_events is empty", left, want=[]
         )
         seen: set[tuple[str, str]] = set()
         for domain in await log.domains():
@@ -1095,11 +1243,16 @@ class EventLogContract:
             seen |= {(e.domain, e.id) for e in window.events if e.user_id == user}
         shown = sorted(seen)
         assert shown == [], clause(
-            "EL-ERASE-3", "after a racing and a quiet forget, no window shows the user", shown
+            "EL-ERASE-3",
+            "after a racing and a quiet forget, no window shows the user",
+            shown,
+            want=[],
         )
         want = sorted({(e.domain, e.id) for _, b in schedule for e in b if e.user_id == other})
         kept = sorted((e.domain, e.id) for e in await log.user_events(other))
-        assert kept == want, clause("EL-ERASE-3", "another user's racing events all stay", kept)
+        assert kept == want, clause(
+            "EL-ERASE-3", "another user's racing events all stay", kept, want=want
+        )
 
     async def test_erase_racing_appends(self, event_log: EventLog) -> None:
         """A forget racing appends: after a quiet second forget nothing of the
@@ -1210,7 +1363,9 @@ class EventLogContract:
         for want in (full, minimal, glob):
             assert want.id in got, clause("EL-RT-1", f"event {want.id!r} reads back", list(got))
             diff = _event_diff(want, got[want.id])
-            assert not diff, clause("EL-RT-1", f"event {want.id!r} fields survive", diff)
+            assert not diff, clause(
+                "EL-RT-1", f"event {want.id!r} fields survive", diff, want=Shown("nothing")
+            )
 
     @_PROPERTY
     @given(evs=st.lists(events(), min_size=1, max_size=5, unique_by=lambda e: (e.domain, e.id)))
@@ -1223,13 +1378,19 @@ class EventLogContract:
         tag = uuid.uuid4().hex
         mine = [attrs.evolve(e, id=f"{e.id}{tag}") for e in evs]
         stored = await event_log.append(mine)
-        assert stored == len(mine), clause("EL-RT-2", "every new event is stored", stored)
+        assert stored == len(mine), clause(
+            "EL-RT-2", "every new event is stored", stored, want=len(mine)
+        )
         for want in mine:
             window = await self._all(event_log, want.domain)
             match = [e for e in window.events if e.id == want.id and e.domain == want.domain]
-            assert len(match) == 1, clause("EL-RT-2", f"event {want.id!r} reads back once", match)
+            assert len(match) == 1, clause(
+                "EL-RT-2", f"event {want.id!r} reads back once", len(match), want=1, detail=match
+            )
             diff = _event_diff(want, match[0])
-            assert not diff, clause("EL-RT-2", "every field survives the round trip", diff)
+            assert not diff, clause(
+                "EL-RT-2", "every field survives the round trip", diff, want=Shown("nothing")
+            )
 
     # -- bad input -------------------------------------------------------------
 
@@ -1272,15 +1433,29 @@ class EventLogContract:
         for limit in (MAX_LIMIT + 1, 2**63):
             exc = await _error_of(event_log.window("d", since=now, limit=limit))
             rule = f"window(limit={limit}) raises InvalidInput"
-            assert isinstance(exc, InvalidInput), clause("EL-INPUT-2", rule, repr(exc))
-            assert "limit" in str(exc), clause("EL-INPUT-2", "the message names `limit`", exc)
+            assert isinstance(exc, InvalidInput), clause(
+                "EL-INPUT-2", rule, outcome(exc), want=Shown("InvalidInput")
+            )
+            assert "limit" in str(exc), clause(
+                "EL-INPUT-2",
+                "the message names `limit`",
+                str(exc),
+                want=Shown("a message containing 'limit'"),
+            )
         await event_log.window("d", since=now, limit=MAX_LIMIT)
         event = Event(id="nul", domain="d", agent="a", action="x", outcome="ok",
                       summary="a\x00b", occurred_at=now, recorded_at=now)  # fmt: skip
         exc = await _error_of(event_log.append([event]))
         rule = "NUL in a summary raises InvalidInput"
-        assert isinstance(exc, InvalidInput), clause("EL-INPUT-2", rule, repr(exc))
-        assert "summary" in str(exc), clause("EL-INPUT-2", "the message names summary", exc)
+        assert isinstance(exc, InvalidInput), clause(
+            "EL-INPUT-2", rule, outcome(exc), want=Shown("InvalidInput")
+        )
+        assert "summary" in str(exc), clause(
+            "EL-INPUT-2",
+            "the message names summary",
+            str(exc),
+            want=Shown("a message containing 'summary'"),
+        )
 
     async def test_ids_at_and_over_the_maximum(self, event_log: EventLog) -> None:
         """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
@@ -1291,14 +1466,21 @@ class EventLogContract:
         entity = Entity(type=ids["et"], id=ids["ei"])
         event = _event(ids["domain"], ids["id"], now, agent=ids["agent"], entities=(entity,),
                        origin_request_id=ids["req"], user_id=ids["user"])  # fmt: skip
-        assert await event_log.append([event]) == 1, clause("EL-INPUT-3", "append stores it")
+        n = await event_log.append([event])
+        assert n == 1, clause("EL-INPUT-3", "append stores it", n, want=1)
         got = (await self._all(event_log, ids["domain"])).events
         diff = _event_diff(event, got[0]) if len(got) == 1 else got
-        assert not diff, clause("EL-INPUT-3", "window returns it unchanged", diff)
+        assert not diff, clause(
+            "EL-INPUT-3", "window returns it unchanged", diff, want=Shown("nothing")
+        )
         by_entity = await self._all(event_log, ids["domain"], entity=entity)
-        assert _ids(by_entity) == [ids["id"]], clause("EL-INPUT-3", "window(entity=...)", by_entity)
+        assert _ids(by_entity) == [ids["id"]], clause(
+            "EL-INPUT-3", "window(entity=...)", _ids(by_entity), want=[ids["id"]], detail=by_entity
+        )
         mine = [e.id for e in await event_log.user_events(ids["user"])]
-        assert mine == [ids["id"]], clause("EL-INPUT-3", "user_events finds it", mine)
+        assert mine == [ids["id"]], clause(
+            "EL-INPUT-3", "user_events finds it", mine, want=[ids["id"]]
+        )
         long = max_id("el-over") + "x"
         assert len(long.encode()) == MAX_ID_BYTES + 1
         good = _event("over", "ok", now)
@@ -1318,7 +1500,9 @@ class EventLogContract:
         await expect_too_long("EL-INPUT-3", "user_id", event_log.user_events(long))
         await expect_too_long("EL-INPUT-3", "user_id", event_log.erase_user(long))
         left = _ids(await self._all(event_log, "over"))
-        assert left == [], clause("EL-INPUT-3", "a batch with an over-long id writes nothing", left)
+        assert left == [], clause(
+            "EL-INPUT-3", "a batch with an over-long id writes nothing", left, want=[]
+        )
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -1384,7 +1568,8 @@ class EventLogContract:
                 assert seen == done, clause(
                     "EL-CLOSE-3",
                     "exactly the appends that completed before close are persisted",
-                    {"completed": done, "persisted": seen},
+                    seen,
+                    want=done,
                 )
                 await asyncio.sleep(self._resolution().total_seconds() * 2)
         finally:
@@ -1404,10 +1589,15 @@ class EventLogContract:
         other = await opener()
         try:
             again = await other.append([_event("shared", "s1", at, summary="second")])
-            assert again == 0, clause("EL-SHARED-1", "idempotency holds across handles", again)
+            assert again == 0, clause(
+                "EL-SHARED-1", "idempotency holds across handles", again, want=0
+            )
             got = [(e.id, e.summary) for e in (await self._all(other, "shared")).events]
             assert got == [("s1", "first")], clause(
-                "EL-SHARED-1", "the second handle sees the first version", got
+                "EL-SHARED-1",
+                "the second handle sees the first version",
+                got,
+                want=[("s1", "first")],
             )
         finally:
             await other.close()
@@ -1422,4 +1612,4 @@ class EventLogContract:
         """
         for d in (CANARY_DOMAIN, "any-domain"):
             got = _keys(await self._all(event_log, d))
-            assert got == [], clause("EL-CANARY-1", "a fresh fixture holds no events", got)
+            assert got == [], clause("EL-CANARY-1", "a fresh fixture holds no events", got, want=[])

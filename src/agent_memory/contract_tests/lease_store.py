@@ -82,12 +82,14 @@ from hypothesis import strategies as st
 
 from agent_memory.contract_tests._support import (
     ShortTtl,
+    Shown,
     clause,
     expect_closed,
     expect_raises,
     expect_too_long,
     mark_async_tests,
     max_id,
+    outcome,
     property_settings,
     race_close,
     require_reopen,
@@ -150,7 +152,11 @@ class LeaseStoreContract(ShortTtl):
         self, cid: str, store: LeaseStore, scope: str, key: str, owner: str, **kw: Any
     ) -> Lease:
         lease = await store.acquire(scope, key, owner, kw.pop("ttl", LONG), **kw)
-        assert lease is not None, clause(cid, f"{owner!r} acquires free key {key!r}", lease)
+        # A refused acquire of a free key breaks LS-ACQ-1, whichever test needed it.
+        why = "" if cid == "LS-ACQ-1" else f" (for {cid})"
+        assert lease is not None, clause(
+            "LS-ACQ-1", f"{owner!r} acquires free key {key!r}{why}", lease, want=Shown("a Lease")
+        )
         return lease
 
     # -- canary (first) --------------------------------------------------------
@@ -165,7 +171,10 @@ class LeaseStoreContract(ShortTtl):
         )
         got = _brief(await leases.get(CANARY_SCOPE, "canary"))
         assert got == ("canary-owner", lease.token, b"canary"), clause(
-            "LS-CANARY-1", "the canary lease is held", got
+            "LS-CANARY-1",
+            "the canary lease is held",
+            got,
+            want=("canary-owner", lease.token, b"canary"),
         )
 
     # -- acquire ---------------------------------------------------------------
@@ -184,16 +193,24 @@ class LeaseStoreContract(ShortTtl):
         after = datetime.now(UTC)
         fields = (lease.scope, lease.key, lease.owner, lease.payload)
         assert fields == ("s", "job:1", "worker-a", b"\x00p"), clause(
-            "LS-ACQ-1", "the lease names scope, key, owner and payload", fields
+            "LS-ACQ-1",
+            "the lease names scope, key, owner and payload",
+            fields,
+            want=("s", "job:1", "worker-a", b"\x00p"),
         )
-        assert lease.token >= 1, clause("LS-ACQ-1", "the token is positive", lease.token)
+        assert lease.token >= 1, clause(
+            "LS-ACQ-1", "the token is positive", lease.token, want=Shown(">= 1")
+        )
         tol = self._res()
         assert before + ttl - tol <= lease.expires_at <= after + ttl + tol, clause(
-            "LS-ACQ-1", f"expires_at is now + ttl within {tol}", (before, lease.expires_at)
+            "LS-ACQ-1",
+            f"expires_at is now + ttl within {tol}",
+            lease.expires_at,
+            want=Shown(f"between {before + ttl - tol!r} and {after + ttl + tol!r}"),
         )
         got = await leases.get("s", "job:1")
         assert _brief(got) == _brief(lease), clause(
-            "LS-ACQ-1", "get returns the acquired lease", _brief(got)
+            "LS-ACQ-1", "get returns the acquired lease", _brief(got), want=_brief(lease)
         )
 
     async def test_acquire_held_by_other(self, leases: LeaseStore) -> None:
@@ -204,10 +221,12 @@ class LeaseStoreContract(ShortTtl):
         """
         held = await self._must_acquire("LS-ACQ-2", leases, "s", "k", "a", payload=b"mine")
         stolen = await leases.acquire("s", "k", "b", LONG, b"theirs")
-        assert stolen is None, clause("LS-ACQ-2", "a held lease is not granted", _brief(stolen))
+        assert stolen is None, clause(
+            "LS-ACQ-2", "a held lease is not granted", stolen, want=None, detail=_brief(stolen)
+        )
         got = await leases.get("s", "k")
         assert _brief(got) == _brief(held), clause(
-            "LS-ACQ-2", "the holder's lease is unchanged", _brief(got)
+            "LS-ACQ-2", "the holder's lease is unchanged", _brief(got), want=_brief(held)
         )
 
     async def test_reacquire_by_owner(self, leases: LeaseStore) -> None:
@@ -222,14 +241,20 @@ class LeaseStoreContract(ShortTtl):
         second = await leases.acquire("s", "k", "a", timedelta(seconds=50), b"v2")
         assert second is not None, clause("LS-ACQ-3", "the owner re-acquires its lease", second)
         assert second.token == first.token, clause(
-            "LS-ACQ-3", "re-acquire keeps the token", (first.token, second.token)
+            "LS-ACQ-3", "re-acquire keeps the token", second.token, want=first.token
         )
         assert second.expires_at > first.expires_at + timedelta(seconds=30), clause(
-            "LS-ACQ-3", "re-acquire extends the expiry", (first.expires_at, second.expires_at)
+            "LS-ACQ-3",
+            "re-acquire extends the expiry",
+            second.expires_at,
+            want=Shown(f"after {first.expires_at + timedelta(seconds=30)!r}"),
         )
         got = await leases.get("s", "k")
         assert _brief(got) == ("a", first.token, b"v2"), clause(
-            "LS-ACQ-3", "re-acquire replaces the payload", _brief(got)
+            "LS-ACQ-3",
+            "re-acquire replaces the payload",
+            _brief(got),
+            want=("a", first.token, b"v2"),
         )
 
     async def test_concurrent_acquirers(self, leases: LeaseStore) -> None:
@@ -246,11 +271,13 @@ class LeaseStoreContract(ShortTtl):
         assert len(winners) == 1, clause(
             "LS-EXC-1",
             "exactly one of 50 concurrent acquirers gets the lease",
-            [_brief(w) for w in winners],
+            len(winners),
+            want=1,
+            detail=[_brief(w) for w in winners],
         )
         got = await leases.get("s", "contended")
         assert _brief(got) == _brief(winners[0]), clause(
-            "LS-EXC-1", "the stored lease is the winner's", _brief(got)
+            "LS-EXC-1", "the stored lease is the winner's", _brief(got), want=_brief(winners[0])
         )
 
     async def test_concurrent_acquirers_across_handles(
@@ -271,7 +298,11 @@ class LeaseStoreContract(ShortTtl):
             results = await asyncio.gather(*calls)
             winners = [_brief(r) for r in results if r is not None]
             assert len(winners) == 1, clause(
-                "LS-EXC-2", "exactly one of 50 acquirers on two handles wins", winners
+                "LS-EXC-2",
+                "exactly one of 50 acquirers on two handles wins",
+                len(winners),
+                want=1,
+                detail=winners,
             )
         finally:
             await other.close()
@@ -289,7 +320,10 @@ class LeaseStoreContract(ShortTtl):
         second = await leases.acquire("s", "k", "b", LONG)
         assert second is not None, clause("LS-EXP-1", "an expired lease can be taken", second)
         assert second.token > first.token, clause(
-            "LS-EXP-1", "the new holder's token is larger", (first.token, second.token)
+            "LS-EXP-1",
+            "the new holder's token is larger",
+            second.token,
+            want=Shown(f"> {first.token!r}"),
         )
 
     async def test_expired_lease_invisible(self, leases: LeaseStore) -> None:
@@ -302,9 +336,13 @@ class LeaseStoreContract(ShortTtl):
         await self._must_acquire("LS-EXP-2", leases, "s", "p/long", "a")
         await self._outlive_short()
         got = await leases.get("s", "p/short")
-        assert got is None, clause("LS-EXP-2", "get of an expired lease is None", _brief(got))
+        assert got is None, clause(
+            "LS-EXP-2", "get of an expired lease is None", got, want=None, detail=_brief(got)
+        )
         keys = [lease.key for lease in await leases.scan("s", "p/")]
-        assert keys == ["p/long"], clause("LS-EXP-2", "scan skips expired leases", keys)
+        assert keys == ["p/long"], clause(
+            "LS-EXP-2", "scan skips expired leases", keys, want=["p/long"]
+        )
 
     # -- renew -----------------------------------------------------------------
 
@@ -324,7 +362,11 @@ class LeaseStoreContract(ShortTtl):
         got = await leases.get("s", "k")
         assert got is not None, clause("LS-RENEW-1", "the lease is still held", got)
         assert (_brief(got), got.expires_at) == (_brief(held), held.expires_at), clause(
-            "LS-RENEW-1", "a refused renew leaves owner, token, payload, expiry", _brief(got)
+            "LS-RENEW-1",
+            "a refused renew leaves owner, token, payload, expiry",
+            (_brief(got), got.expires_at),
+            want=(_brief(held), held.expires_at),
+            detail=_brief(got),
         )
 
     @pytest.mark.parametrize("state", ["expired", "released", "never-held"])
@@ -349,7 +391,9 @@ class LeaseStoreContract(ShortTtl):
             leases.renew("s", "k", "a", LONG),
         )
         got = await leases.get("s", "k")
-        assert got is None, clause("LS-RENEW-2", "a refused renew revives nothing", _brief(got))
+        assert got is None, clause(
+            "LS-RENEW-2", "a refused renew revives nothing", got, want=None, detail=_brief(got)
+        )
 
     @pytest.mark.parametrize("payload", [None, b"new\xff"], ids=["keep-payload", "new-payload"])
     async def test_renew_extends(self, leases: LeaseStore, payload: bytes | None) -> None:
@@ -364,14 +408,24 @@ class LeaseStoreContract(ShortTtl):
         renewed = await leases.renew("s", "k", "a", timedelta(seconds=50), payload)
         want_payload = b"old" if payload is None else payload
         assert (renewed.token, renewed.payload) == (held.token, want_payload), clause(
-            "LS-RENEW-3", "renew keeps the token and applies the payload rule", _brief(renewed)
+            "LS-RENEW-3",
+            "renew keeps the token and applies the payload rule",
+            (renewed.token, renewed.payload),
+            want=(held.token, want_payload),
+            detail=_brief(renewed),
         )
         assert renewed.expires_at > held.expires_at + timedelta(seconds=30), clause(
-            "LS-RENEW-3", "renew extends expires_at", (held.expires_at, renewed.expires_at)
+            "LS-RENEW-3",
+            "renew extends expires_at",
+            renewed.expires_at,
+            want=Shown(f"after {held.expires_at + timedelta(seconds=30)!r}"),
         )
         got = await leases.get("s", "k")
         assert _brief(got) == ("a", held.token, want_payload), clause(
-            "LS-RENEW-3", "get shows the renewed lease", _brief(got)
+            "LS-RENEW-3",
+            "get shows the renewed lease",
+            _brief(got),
+            want=("a", held.token, want_payload),
         )
 
     # -- release ---------------------------------------------------------------
@@ -384,13 +438,17 @@ class LeaseStoreContract(ShortTtl):
         """
         held = await self._must_acquire("LS-REL-1", leases, "s", "k", "a")
         released = await leases.release("s", "k", "b")
-        assert released is False, clause("LS-REL-1", "non-owner release returns False", released)
+        assert released is False, clause(
+            "LS-REL-1", "non-owner release returns False", released, want=False
+        )
         got = await leases.get("s", "k")
         assert _brief(got) == _brief(held), clause(
-            "LS-REL-1", "a refused release leaves the lease intact", _brief(got)
+            "LS-REL-1", "a refused release leaves the lease intact", _brief(got), want=_brief(held)
         )
         free = await leases.release("s", "free", "a")
-        assert free is False, clause("LS-REL-1", "release of a free key returns False", free)
+        assert free is False, clause(
+            "LS-REL-1", "release of a free key returns False", free, want=False
+        )
 
     async def test_release_by_owner(self, leases: LeaseStore) -> None:
         """Release by the owner frees the key; a second release returns False.
@@ -400,14 +458,23 @@ class LeaseStoreContract(ShortTtl):
         """
         held = await self._must_acquire("LS-REL-2", leases, "s", "k", "a")
         released = await leases.release("s", "k", "a")
-        assert released is True, clause("LS-REL-2", "owner release returns True", released)
+        assert released is True, clause(
+            "LS-REL-2", "owner release returns True", released, want=True
+        )
         got = await leases.get("s", "k")
-        assert got is None, clause("LS-REL-2", "a released key is free", _brief(got))
+        assert got is None, clause(
+            "LS-REL-2", "a released key is free", got, want=None, detail=_brief(got)
+        )
         again = await leases.release("s", "k", "a")
-        assert again is False, clause("LS-REL-2", "a second release returns False", again)
+        assert again is False, clause(
+            "LS-REL-2", "a second release returns False", again, want=False
+        )
         nxt = await self._must_acquire("LS-REL-2", leases, "s", "k", "b")
         assert nxt.token > held.token, clause(
-            "LS-REL-2", "the next holder gets a larger token", (held.token, nxt.token)
+            "LS-REL-2",
+            "the next holder gets a larger token",
+            nxt.token,
+            want=Shown(f"> {held.token!r}"),
         )
 
     # -- fencing ---------------------------------------------------------------
@@ -429,7 +496,7 @@ class LeaseStoreContract(ShortTtl):
         tokens.append(lease.token)
         again = await self._must_acquire("LS-FENCE-1", leases, "s", "k", "c")
         assert again.token == lease.token, clause(
-            "LS-FENCE-1", "re-acquire by the holder keeps the token", (lease.token, again.token)
+            "LS-FENCE-1", "re-acquire by the holder keeps the token", again.token, want=lease.token
         )
         await leases.release("s", "k", "c")
         lease = await self._must_acquire("LS-FENCE-1", leases, "s", "k", "a")
@@ -468,15 +535,24 @@ class LeaseStoreContract(ShortTtl):
                 elif holder == owner:
                     rule = f"holder {owner} re-acquires with token {token}"
                     assert got is not None, clause("LS-FENCE-2", rule, got)
-                    assert got.token == token, clause("LS-FENCE-2", rule, _brief(got))
+                    assert got.token == token, clause(
+                        "LS-FENCE-2", rule, got.token, want=token, detail=_brief(got)
+                    )
                 else:
                     assert got is None, clause(
-                        "LS-FENCE-2", f"{owner} cannot take {holder}'s lease", _brief(got)
+                        "LS-FENCE-2",
+                        f"{owner} cannot take {holder}'s lease",
+                        got,
+                        want=None,
+                        detail=_brief(got),
                     )
             else:
                 released = await leases.release("m", key, owner)
                 assert released == (holder == owner), clause(
-                    "LS-FENCE-2", f"release by {owner} with holder {holder}", released
+                    "LS-FENCE-2",
+                    f"release by {owner} with holder {holder}",
+                    released,
+                    want=holder == owner,
                 )
                 if released:
                     holder = None
@@ -494,13 +570,18 @@ class LeaseStoreContract(ShortTtl):
             await self._must_acquire("LS-SCAN-1", leases, "s", k, "o", payload=k.encode() + b"\xff")
         got = [(x.key, x.payload) for x in await leases.scan("s", "a")]
         want = [(k, k.encode() + b"\xff") for k in sorted(k for k in keys if k.startswith("a"))]
-        assert got == want, clause("LS-SCAN-1", "scan('a') is ordered by key, with payloads", got)
+        assert got == want, clause(
+            "LS-SCAN-1", "scan('a') is ordered by key, with payloads", got, want=want
+        )
         every = [x.key for x in await leases.scan("s")]
         assert every == sorted(keys), clause(
-            "LS-SCAN-1", "scan with the default prefix lists every key in order", every
+            "LS-SCAN-1",
+            "scan with the default prefix lists every key in order",
+            every,
+            want=sorted(keys),
         )
         none = await leases.scan("s", "zz")
-        assert none == [], clause("LS-SCAN-1", "a prefix matching nothing gives []", none)
+        assert none == [], clause("LS-SCAN-1", "a prefix matching nothing gives []", none, want=[])
 
     async def test_scan_hides_expired_without_prior_read(self, leases: LeaseStore) -> None:
         """When this fails, expiry is lazy: an expired lease is only dropped when
@@ -511,11 +592,17 @@ class LeaseStoreContract(ShortTtl):
         await self._outlive_short()
         listed = [x.key for x in await leases.scan("s", "p/")]
         assert listed == ["p/long"], clause(
-            "LS-SCAN-3", "scan lists no expired lease (nothing read it first)", listed
+            "LS-SCAN-3",
+            "scan lists no expired lease (nothing read it first)",
+            listed,
+            want=["p/long"],
         )
         everything = [x.key for x in await leases.scan("s")]
         assert everything == ["p/long"], clause(
-            "LS-SCAN-3", "scan with the default prefix lists no expired lease", everything
+            "LS-SCAN-3",
+            "scan with the default prefix lists no expired lease",
+            everything,
+            want=["p/long"],
         )
 
     @pytest.mark.parametrize("char", _LITERAL)
@@ -530,7 +617,9 @@ class LeaseStoreContract(ShortTtl):
             await self._must_acquire("LS-SCAN-2", leases, "s", k, "o")
         got = [x.key for x in await leases.scan("s", f"k{char}")]
         want = sorted(k for k in keys if k.startswith(f"k{char}"))
-        assert got == want, clause("LS-SCAN-2", f"prefix 'k{char}' is matched literally", got)
+        assert got == want, clause(
+            "LS-SCAN-2", f"prefix 'k{char}' is matched literally", got, want=want
+        )
 
     # -- isolation -------------------------------------------------------------
 
@@ -548,14 +637,14 @@ class LeaseStoreContract(ShortTtl):
         for scope, lease in ((first, one), (second, two)):
             got = [_brief(x) for x in await leases.scan(scope)]
             assert got == [_brief(lease)], clause(
-                "LS-ISO-1", f"scope {scope!r} scans only its own lease", got
+                "LS-ISO-1", f"scope {scope!r} scans only its own lease", got, want=[_brief(lease)]
             )
         assert await leases.release(first, "job", "a"), clause(
             "LS-ISO-1", "the first scope's owner releases its lease"
         )
         got2 = await leases.get(second, "job")
         assert _brief(got2) == _brief(two), clause(
-            "LS-ISO-1", "releasing in one scope leaves the other", _brief(got2)
+            "LS-ISO-1", "releasing in one scope leaves the other", _brief(got2), want=_brief(two)
         )
 
     @pytest.mark.parametrize("sep", _SEPARATORS)
@@ -571,9 +660,13 @@ class LeaseStoreContract(ShortTtl):
             "LS-ISO-2", "a different (scope, key) pair is free", _brief(two)
         )
         inner = [x.key for x in await leases.scan("a")]
-        assert inner == [f"b{sep}c"], clause("LS-ISO-2", "scope 'a' holds one key", inner)
+        assert inner == [f"b{sep}c"], clause(
+            "LS-ISO-2", "scope 'a' holds one key", inner, want=[f"b{sep}c"]
+        )
         outer = [_brief(x) for x in await leases.scan(f"a{sep}b")]
-        assert outer == [_brief(one)], clause("LS-ISO-2", f"scope 'a{sep}b' holds one", outer)
+        assert outer == [_brief(one)], clause(
+            "LS-ISO-2", f"scope 'a{sep}b' holds one", outer, want=[_brief(one)]
+        )
 
     @_PROPERTY
     @given(key=cache_keys(), payload=lease_payloads())
@@ -588,15 +681,22 @@ class LeaseStoreContract(ShortTtl):
         scope = f"pay-{uuid.uuid4().hex}"
         lease = await leases.acquire(scope, key, "o", LONG, payload)
         assert _brief(lease) == ("o", getattr(lease, "token", 0), payload), clause(
-            "LS-PAY-1", "acquire returns the payload", _brief(lease)
+            "LS-PAY-1",
+            "acquire returns the payload",
+            _brief(lease),
+            want=("o", getattr(lease, "token", 0), payload),
         )
         got = await leases.get(scope, key)
         assert (None if got is None else (got.key, got.payload)) == (key, payload), clause(
-            "LS-PAY-1", "get returns key and payload unchanged", _brief(got)
+            "LS-PAY-1",
+            "get returns key and payload unchanged",
+            None if got is None else (got.key, got.payload),
+            want=(key, payload),
+            detail=_brief(got),
         )
         scanned = [(x.key, x.payload) for x in await leases.scan(scope, key)]
         assert scanned == [(key, payload)], clause(
-            "LS-PAY-1", "scan(key) finds exactly that lease", scanned
+            "LS-PAY-1", "scan(key) finds exactly that lease", scanned, want=[(key, payload)]
         )
 
     # -- bad input -------------------------------------------------------------
@@ -658,7 +758,7 @@ class LeaseStoreContract(ShortTtl):
                 "LS-INPUT-1", f"{name} with {case} raises InvalidInput", InvalidInput, call()
             )
         got = await leases.scan("s")
-        assert got == [], clause("LS-INPUT-1", "rejected calls store nothing", got)
+        assert got == [], clause("LS-INPUT-1", "rejected calls store nothing", got, want=[])
 
     async def test_ttl_above_the_maximum_is_invalid(self, leases: LeaseStore) -> None:
         """When this fails, `now + ttl` overflows (or the engine refuses the expiry):
@@ -667,8 +767,15 @@ class LeaseStoreContract(ShortTtl):
             for name, call in (("acquire", leases.acquire), ("renew", leases.renew)):
                 exc = await _error_of(call("s", "k", "o", ttl))
                 rule = f"{name}(ttl={ttl}) raises InvalidInput"
-                assert isinstance(exc, InvalidInput), clause("LS-INPUT-2", rule, repr(exc))
-                assert "ttl" in str(exc), clause("LS-INPUT-2", "the message names `ttl`", exc)
+                assert isinstance(exc, InvalidInput), clause(
+                    "LS-INPUT-2", rule, outcome(exc), want=Shown("InvalidInput")
+                )
+                assert "ttl" in str(exc), clause(
+                    "LS-INPUT-2",
+                    "the message names `ttl`",
+                    str(exc),
+                    want=Shown("a message containing 'ttl'"),
+                )
         lease = await leases.acquire("s", "k", "o", MAX_TTL)
         assert lease is not None, clause("LS-INPUT-2", "a MAX_TTL lease is acquired", lease)
 
@@ -681,14 +788,20 @@ class LeaseStoreContract(ShortTtl):
         lease = await leases.acquire(scope, key, owner, ttl, payload=b"p")
         assert lease is not None, clause("LS-INPUT-3", "a lease of maximal ids is acquired")
         got_ids = (lease.scope, lease.key, lease.owner)
-        assert got_ids == (scope, key, owner), clause("LS-INPUT-3", "its ids read back", got_ids)
+        assert got_ids == (scope, key, owner), clause(
+            "LS-INPUT-3", "its ids read back", got_ids, want=(scope, key, owner)
+        )
         renewed = await leases.renew(scope, key, owner, ttl)
-        assert renewed.token == lease.token, clause("LS-INPUT-3", "renew keeps it", renewed)
+        assert renewed.token == lease.token, clause(
+            "LS-INPUT-3", "renew keeps it", renewed.token, want=lease.token, detail=renewed
+        )
         got = await leases.get(scope, key)
         assert got is not None, clause("LS-INPUT-3", "get finds it")
-        assert got.owner == owner, clause("LS-INPUT-3", "get reads its owner back", got.owner)
+        assert got.owner == owner, clause(
+            "LS-INPUT-3", "get reads its owner back", got.owner, want=owner
+        )
         listed = [x.key for x in await leases.scan(scope, key[:10])]
-        assert listed == [key], clause("LS-INPUT-3", "scan finds it", listed)
+        assert listed == [key], clause("LS-INPUT-3", "scan finds it", listed, want=[key])
         assert await leases.release(scope, key, owner), clause("LS-INPUT-3", "release frees it")
         long = max_id("ls-over") + "x"
         calls: list[tuple[str, Callable[[], Awaitable[object]]]] = [
@@ -708,7 +821,7 @@ class LeaseStoreContract(ShortTtl):
         for field, call in calls:
             await expect_too_long("LS-INPUT-3", field, call())
         got_all = await leases.scan("s")
-        assert got_all == [], clause("LS-INPUT-3", "rejected calls store nothing", got_all)
+        assert got_all == [], clause("LS-INPUT-3", "rejected calls store nothing", got_all, want=[])
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -756,7 +869,8 @@ class LeaseStoreContract(ShortTtl):
                 assert held == done, clause(
                     "LS-CLOSE-2",
                     "exactly the acquires that completed before close are held",
-                    {"completed": done, "held": held},
+                    held,
+                    want=done,
                 )
                 await asyncio.sleep(self._res().total_seconds() * 2)
         finally:
@@ -771,6 +885,6 @@ class LeaseStoreContract(ShortTtl):
         fresh key prefix/schema per test, or delete everything after the yield.
         """
         got = _brief(await leases.get(CANARY_SCOPE, "canary"))
-        assert got is None, clause("LS-CANARY-1", "a fresh fixture holds no leases", got)
+        assert got is None, clause("LS-CANARY-1", "a fresh fixture holds no leases", got, want=None)
         listed = [x.key for x in await leases.scan(CANARY_SCOPE)]
-        assert listed == [], clause("LS-CANARY-1", "a fresh fixture scans empty", listed)
+        assert listed == [], clause("LS-CANARY-1", "a fresh fixture scans empty", listed, want=[])

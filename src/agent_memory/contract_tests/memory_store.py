@@ -102,7 +102,7 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-CLOSE-5 (reopen) closing a handle keeps the data.
 - MS-CLOSE-6 ping succeeds on an open store.
 - MS-KW-0 (keyword_search) a store declaring keyword search implements `search_text`.
-- MS-KW-1..8 (keyword_search) search_text finds terms in content (1) and context (2);
+- MS-KW-1..9 (keyword_search) search_text finds terms in content (1) and context (2);
   context is never returned as content (3); owners stay isolated (4); namespace and
   kinds filters apply (5); deleted records are not findable (6); a record with more
   of the query's terms ranks higher (7); blank owner, bad limit and closed store are
@@ -149,12 +149,14 @@ from hypothesis import strategies as st
 from agent_memory.contract_tests._support import (
     BASE_TIME,
     REOPEN_MISSING,
+    Shown,
     assert_same_record,
     clause,
     expect_too_long,
     mark_async_tests,
     max_id,
     ms,
+    outcome,
     property_settings,
     require_capability,
 )
@@ -336,22 +338,44 @@ async def _all_pages(
     kinds: Sequence[str] | None = None,
     cid: str = "MS-LIST-2",
 ) -> list[MemoryRecord]:
+    """Every record of `owner`, read page by page. Read-back goes through list:
+    its own rules (order, each record once, termination) are checked here under
+    list's clauses, so a list bug is never reported as a bug of the calling test
+    (`cid`, named in the message as what the read was for)."""
     out: list[MemoryRecord] = []
     cursor: str | None = None
+    why = "" if cid.startswith("MS-LIST-") else f" (read back for {cid})"
     for _ in range(10_000):
         page = await store.list(owner, namespace=namespace, kinds=kinds, limit=limit, cursor=cursor)
         out.extend(page.records)
         keys = [(r.created_at, r.id) for r in out]
-        # Read-back goes through list: check its order here, under list's own
-        # clause, so a list bug is not reported as a bug of the calling test.
-        assert keys == sorted(keys, reverse=True), clause(
-            "MS-LIST-1", "list orders by created_at desc, then id desc", [r.id for r in out][:20]
+        if keys != sorted(keys, reverse=True):
+            ordered = sorted(out, key=lambda r: (r.created_at, r.id), reverse=True)
+            raise AssertionError(
+                clause(
+                    "MS-LIST-1",
+                    f"list orders by created_at desc, then id desc{why}",
+                    [r.id for r in out][:20],
+                    want=[r.id for r in ordered][:20],
+                )
+            )
+        ids = [r.id for r in out]
+        twice = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) < len(ids) else []
+        assert not twice, clause(
+            "MS-LIST-2",
+            f"pages concatenate to the full order, each record once{why}",
+            twice,
+            want=Shown("no id twice"),
         )
         if page.next_cursor is None:
             return out
-        assert page.records, clause(cid, "a page with a next_cursor is not empty", page)
+        assert page.records, clause(
+            "MS-LIST-2", f"a page with a next_cursor is not empty{why}", page
+        )
         cursor = page.next_cursor
-    raise AssertionError(clause(cid, "pagination terminates", "more than 10000 pages"))
+    raise AssertionError(
+        clause("MS-LIST-2", f"pagination terminates{why}", "more than 10000 pages")
+    )
 
 
 async def _raises(
@@ -363,8 +387,10 @@ async def _raises(
     except exc_type as exc:
         return exc
     except Exception as exc:
-        raise AssertionError(clause(cid, rule, f"{type(exc).__name__}: {exc}")) from exc
-    raise AssertionError(clause(cid, rule, f"no error; returned {result!r}"))
+        raise AssertionError(
+            clause(cid, rule, outcome(exc), want=Shown(exc_type.__name__))
+        ) from exc
+    raise AssertionError(clause(cid, rule, outcome(None, result), want=Shown(exc_type.__name__)))
 
 
 # ------------------------------------------------- operations for the grids
@@ -493,7 +519,11 @@ class MemoryStoreContract:
         )
         page = await store.list(CANARY_OWNER)
         assert len(page.records) == 2, clause(
-            "MS-CANARY-1", "canary records are visible in the test that wrote them", page
+            "MS-CANARY-1",
+            "canary records are visible in the test that wrote them",
+            len(page.records),
+            want=2,
+            detail=page,
         )
 
     async def test_canary_fresh_store_is_empty(self, store: MemoryStore) -> None:
@@ -506,14 +536,22 @@ class MemoryStoreContract:
         for owner in (CANARY_OWNER, OWNER, OTHER):
             page = await store.list(owner)
             assert not page.records, clause(
-                "MS-CANARY-1", f"a fresh store has no records of {owner!r}", _page_ids(page)
+                "MS-CANARY-1",
+                f"a fresh store has no records of {owner!r}",
+                _page_ids(page),
+                want=Shown("nothing"),
             )
             hits = await store.search(owner, _vec(dim, 1.0, 1.0), limit=5)
             assert not hits, clause(
-                "MS-CANARY-1", f"a fresh store finds nothing of {owner!r}", _ids(hits)
+                "MS-CANARY-1",
+                f"a fresh store finds nothing of {owner!r}",
+                _ids(hits),
+                want=Shown("nothing"),
             )
         got = await store.get(CANARY_OWNER, "canary-1")
-        assert got is None, clause("MS-CANARY-1", "a fresh store has no canary record", got)
+        assert got is None, clause(
+            "MS-CANARY-1", "a fresh store has no canary record", got, want=None
+        )
 
     # ------------------------------------------------------------------ add
 
@@ -555,7 +593,9 @@ class MemoryStoreContract:
         await store.add([rec])
         assert_same_record("MS-ADD-1", await store.get(rec.owner, rec.id), rec)
         listed = await store.list(rec.owner)
-        assert len(listed.records) == 1, clause("MS-ADD-1", "list shows the record", listed)
+        assert len(listed.records) == 1, clause(
+            "MS-ADD-1", "list shows the record", len(listed.records), want=1, detail=listed
+        )
         assert_same_record("MS-ADD-1", listed.records[0], rec)
 
     async def test_add_duplicate_of_stored_id_is_rejected(self, store: MemoryStore) -> None:
@@ -574,7 +614,11 @@ class MemoryStoreContract:
             "MS-ADD-2", "a rejected duplicate leaves the stored record unchanged", got
         )
         assert got.content == "original", clause(
-            "MS-ADD-2", "a rejected duplicate leaves the stored record unchanged", got
+            "MS-ADD-2",
+            "a rejected duplicate leaves the stored record unchanged",
+            got.content,
+            want="original",
+            detail=got,
         )
 
     async def test_add_duplicate_within_batch_is_rejected(self, store: MemoryStore) -> None:
@@ -590,7 +634,7 @@ class MemoryStoreContract:
         if self.capabilities.atomic_batches:
             got = await store.get(OWNER, "twice")
             assert got is None, clause(
-                "MS-ADD-4", "a batch rejected for a duplicate writes nothing", got
+                "MS-ADD-4", "a batch rejected for a duplicate writes nothing", got, want=None
             )
 
     async def test_add_atomic_batch_writes_nothing_on_duplicate(self, store: MemoryStore) -> None:
@@ -611,11 +655,14 @@ class MemoryStoreContract:
         for rid in ("new-1", "new-2"):
             got = await store.get(OWNER, rid)
             assert got is None, clause(
-                "MS-ADD-4", f"a batch rejected for a duplicate writes nothing ({rid})", got
+                "MS-ADD-4",
+                f"a batch rejected for a duplicate writes nothing ({rid})",
+                got,
+                want=None,
             )
         page = await store.list(OWNER)
         assert _page_ids(page) == ["existing"], clause(
-            "MS-ADD-4", "only the pre-existing record remains", _page_ids(page)
+            "MS-ADD-4", "only the pre-existing record remains", _page_ids(page), want=["existing"]
         )
 
     async def test_add_concurrent_duplicates_exactly_one_wins(self, store: MemoryStore) -> None:
@@ -639,12 +686,20 @@ class MemoryStoreContract:
         wins = await asyncio.gather(*(attempt(r) for r in contenders))
         winners = [r.content for r, won in zip(contenders, wins, strict=True) if won]
         assert len(winners) == 1, clause(
-            "MS-ADD-5", "exactly one of concurrent adds of one id succeeds", winners
+            "MS-ADD-5",
+            "exactly one of concurrent adds of one id succeeds",
+            len(winners),
+            want=1,
+            detail=winners,
         )
         got = await store.get(OWNER, "race")
         assert got is not None, clause("MS-ADD-5", "the winner's record is the one stored", got)
         assert got.content == winners[0], clause(
-            "MS-ADD-5", "the winner's record is the one stored", got
+            "MS-ADD-5",
+            "the winner's record is the one stored",
+            got.content,
+            want=winners[0],
+            detail=got,
         )
 
     async def test_add_empty_batch_is_noop(self, store: MemoryStore) -> None:
@@ -652,7 +707,9 @@ class MemoryStoreContract:
         simply return (no empty MULTI/INSERT errors)."""
         await store.add([])
         page = await store.list(OWNER)
-        assert not page.records, clause("MS-ADD-6", "an empty batch writes nothing", page)
+        assert not page.records, clause(
+            "MS-ADD-6", "an empty batch writes nothing", page, want=Shown("nothing")
+        )
 
     async def test_add_same_id_for_two_owners_in_one_batch(self, store: MemoryStore) -> None:
         """When this fails, your duplicate check keys on id alone: key on (owner, id)."""
@@ -669,7 +726,11 @@ class MemoryStoreContract:
                 "MS-ADD-7", f"both owners have their record ({owner!r})", got
             )
             assert got.owner == owner, clause(
-                "MS-ADD-7", f"both owners have their record ({owner!r})", got
+                "MS-ADD-7",
+                f"both owners have their record ({owner!r})",
+                got.owner,
+                want=owner,
+                detail=got,
             )
 
     async def test_add_large_batch(self, store: MemoryStore) -> None:
@@ -681,7 +742,9 @@ class MemoryStoreContract:
         ]
         await store.add(batch)
         listed = await _all_pages(store, OWNER, limit=100, cid="MS-ADD-8")
-        assert len(listed) == 300, clause("MS-ADD-8", "a batch of 300 is stored", len(listed))
+        assert len(listed) == 300, clause(
+            "MS-ADD-8", "a batch of 300 is stored", len(listed), want=300
+        )
 
     # ------------------------------------------------------------------ get
 
@@ -693,15 +756,19 @@ class MemoryStoreContract:
             await store.add([_rec(store, "missing-not"), _rec(store, "missing", owner=OTHER)])
         for rid in ("missing", "missing-", "missing*"):
             got = await store.get(OWNER, rid)
-            assert got is None, clause("MS-GET-1", "get of a missing id returns None", got)
+            assert got is None, clause(
+                "MS-GET-1", "get of a missing id returns None", got, want=None
+            )
 
     async def test_get_after_delete_returns_none(self, store: MemoryStore) -> None:
         """When this fails, delete left the record readable (a cache? a soft delete?)."""
         await store.add([_rec(store, "gone")])
         deleted = await store.delete(OWNER, "gone")
-        assert deleted is True, clause("MS-DEL-1", "delete of a stored id returns True", deleted)
+        assert deleted is True, clause(
+            "MS-DEL-1", "delete of a stored id returns True", deleted, want=True
+        )
         got = await store.get(OWNER, "gone")
-        assert got is None, clause("MS-GET-2", "get after delete returns None", got)
+        assert got is None, clause("MS-GET-2", "get after delete returns None", got, want=None)
 
     # --------------------------------------------------------------- update
 
@@ -726,18 +793,25 @@ class MemoryStoreContract:
         assert_same_record("MS-UPD-1", await store.get(OWNER, "u1"), new)
         hits = await store.search(OWNER, _vec(dim, 0.0, 1.0), limit=1)
         assert _ids(hits) == ["u1"], clause(
-            "MS-UPD-1", "search uses the updated vector", [(h.record.id, h.score) for h in hits]
+            "MS-UPD-1",
+            "search uses the updated vector",
+            _ids(hits),
+            want=["u1"],
+            detail=[(h.record.id, h.score) for h in hits],
         )
         assert hits[0].score > 1 - SCORE_TOL, clause(
             "MS-UPD-1", "search uses the updated vector", [(h.record.id, h.score) for h in hits]
         )
         old_ns = await store.list(OWNER, namespace=NS)
         assert _page_ids(old_ns) == ["u2"], clause(
-            "MS-UPD-1", "the old namespace no longer lists the record", _page_ids(old_ns)
+            "MS-UPD-1",
+            "the old namespace no longer lists the record",
+            _page_ids(old_ns),
+            want=["u2"],
         )
         new_kind = await store.list(OWNER, kinds=["kind-new"])
         assert _page_ids(new_kind) == ["u1"], clause(
-            "MS-UPD-1", "the new kind lists the record", _page_ids(new_kind)
+            "MS-UPD-1", "the new kind lists the record", _page_ids(new_kind), want=["u1"]
         )
 
     @pytest.mark.parametrize("where", ["empty-store", "other-owner-has-it"])
@@ -752,14 +826,18 @@ class MemoryStoreContract:
             store.update(_rec(store, "nope", content="created by update?")),
         )
         got = await store.get(OWNER, "nope")
-        assert got is None, clause("MS-UPD-2", "a failed update creates nothing", got)
+        assert got is None, clause("MS-UPD-2", "a failed update creates nothing", got, want=None)
         if where == "other-owner-has-it":
             theirs = await store.get(OTHER, "nope")
             assert theirs is not None, clause(
                 "MS-UPD-2", "the other owner's record is untouched", theirs
             )
             assert theirs.content == "content of nope", clause(
-                "MS-UPD-2", "the other owner's record is untouched", theirs
+                "MS-UPD-2",
+                "the other owner's record is untouched",
+                theirs.content,
+                want="content of nope",
+                detail=theirs,
             )
 
     async def test_update_after_delete_raises_not_found(self, store: MemoryStore) -> None:
@@ -781,26 +859,30 @@ class MemoryStoreContract:
         dim = _dim(store)
         await store.add([_rec(store, "del"), _rec(store, "keep", vector=_angle(dim, 30))])
         first = await store.delete(OWNER, "del")
-        assert first is True, clause("MS-DEL-1", "delete of a stored id returns True", first)
+        assert first is True, clause(
+            "MS-DEL-1", "delete of a stored id returns True", first, want=True
+        )
         second = await store.delete(OWNER, "del")
-        assert second is False, clause("MS-DEL-1", "a second delete returns False", second)
+        assert second is False, clause(
+            "MS-DEL-1", "a second delete returns False", second, want=False
+        )
         page = await store.list(OWNER)
         assert _page_ids(page) == ["keep"], clause(
-            "MS-DEL-1", "a deleted record is not listed", _page_ids(page)
+            "MS-DEL-1", "a deleted record is not listed", _page_ids(page), want=["keep"]
         )
         hits = await store.search(OWNER, _vec(dim, 1.0), limit=10)
         assert _ids(hits) == ["keep"], clause(
-            "MS-DEL-1", "a deleted record is not found by search", _ids(hits)
+            "MS-DEL-1", "a deleted record is not found by search", _ids(hits), want=["keep"]
         )
 
     async def test_delete_missing_returns_false(self, store: MemoryStore) -> None:
         """When this fails, delete raised or claimed to delete a record that did not exist."""
         assert await store.delete(OWNER, "never") is False, clause(
-            "MS-DEL-5", "delete of a missing id returns False", True
+            "MS-DEL-5", "delete of a missing id returns False", True, want=False
         )
         await store.add([_rec(store, "never", owner=OTHER)])
         assert await store.delete(OWNER, "never") is False, clause(
-            "MS-DEL-5", "delete of an id only another owner has returns False", True
+            "MS-DEL-5", "delete of an id only another owner has returns False", True, want=False
         )
         assert await store.get(OTHER, "never") is not None, clause(
             "MS-DEL-5", "the other owner's record survives", None
@@ -820,11 +902,11 @@ class MemoryStoreContract:
             n = await store.delete_scope(OWNER, kinds=["no-such-kind"])
         else:
             n = await store.delete_scope(OTHER if case == "other-owner" else OWNER)
-        assert n == 0, clause("MS-DEL-2", "delete_scope with no match returns 0", n)
+        assert n == 0, clause("MS-DEL-2", "delete_scope with no match returns 0", n, want=0)
         remaining = sorted(r.id for r in await _all_pages(store, OWNER))
         want = [] if case == "empty-store" else ["a", "b"]
         assert remaining == want, clause(
-            "MS-DEL-2", "a no-match delete_scope deletes nothing", remaining
+            "MS-DEL-2", "a no-match delete_scope deletes nothing", remaining, want=want
         )
 
     async def test_delete_scope_owner_removes_only_that_owner(self, store: MemoryStore) -> None:
@@ -840,14 +922,20 @@ class MemoryStoreContract:
         theirs = [_rec(store, "m1", owner=OTHER), _rec(store, "t", owner=prefix_owner)]
         await store.add(mine + theirs)
         n = await store.delete_scope(OWNER)
-        assert n == 3, clause("MS-DEL-3", "delete_scope(owner) returns the number deleted", n)
+        assert n == 3, clause(
+            "MS-DEL-3", "delete_scope(owner) returns the number deleted", n, want=3
+        )
         for r in mine:
             got = await store.get(OWNER, r.id)
-            assert got is None, clause("MS-DEL-3", "nothing of the owner is left in get", got)
+            assert got is None, clause(
+                "MS-DEL-3", "nothing of the owner is left in get", got, want=None
+            )
         left = _page_ids(await store.list(OWNER))
-        assert left == [], clause("MS-DEL-3", "nothing of the owner is left in list", left)
+        assert left == [], clause("MS-DEL-3", "nothing of the owner is left in list", left, want=[])
         hits = await store.search(OWNER, _vec(dim, 1.0), limit=10)
-        assert hits == [], clause("MS-DEL-3", "nothing of the owner is left in search", _ids(hits))
+        assert hits == [], clause(
+            "MS-DEL-3", "nothing of the owner is left in search", _ids(hits), want=[]
+        )
         for r in theirs:
             got = await store.get(r.owner, r.id)
             assert got is not None, clause(
@@ -879,26 +967,42 @@ class MemoryStoreContract:
         gone = {r.id for r in records if doomed(r)}
         kept = {r.id for r in records if not doomed(r)}
         n = await store.delete_scope(OWNER, namespace=namespace, kinds=kinds)
-        assert n == len(gone), clause("MS-DEL-4", "delete_scope returns the count", (n, len(gone)))
+        assert n == len(gone), clause(
+            "MS-DEL-4", "delete_scope returns the count", n, want=len(gone)
+        )
         for rid in sorted(gone):
             got = await store.get(OWNER, rid)
-            assert got is None, clause("MS-DEL-4", "nothing of the scope is left in get", rid)
+            assert got is None, clause(
+                "MS-DEL-4", "nothing of the scope is left in get", got, want=None, detail=rid
+            )
         listed = {r.id for r in await _all_pages(store, OWNER, cid="MS-DEL-4")}
         assert listed == kept, clause(
-            "MS-DEL-4", "list shows exactly the records outside the scope", sorted(listed ^ kept)
+            "MS-DEL-4",
+            "list shows exactly the records outside the scope",
+            sorted(listed),
+            want=sorted(kept),
         )
         for query in (_vec(dim, 1.0), _vec(dim, 0.0, 1.0)):
             hits = await store.search(OWNER, query, limit=len(records))
             found = set(_ids(hits))
             assert not found & gone, clause(
-                "MS-DEL-4", "nothing of the scope is findable by search", sorted(found & gone)
+                "MS-DEL-4",
+                "nothing of the scope is findable by search",
+                sorted(found & gone),
+                want=Shown("nothing"),
             )
             assert found == kept, clause(
-                "MS-DEL-4", "search finds every record outside the scope", sorted(kept - found)
+                "MS-DEL-4",
+                "search finds every record outside the scope",
+                sorted(found),
+                want=sorted(kept),
             )
             scoped = await store.search(OWNER, query, namespace=namespace, kinds=kinds)
             assert scoped == [], clause(
-                "MS-DEL-4", "a search restricted to the deleted scope is empty", _ids(scoped)
+                "MS-DEL-4",
+                "a search restricted to the deleted scope is empty",
+                _ids(scoped),
+                want=[],
             )
 
     # ---------------------------------------------------------------- scope
@@ -918,12 +1022,19 @@ class MemoryStoreContract:
         )
         page = await store.list(OWNER)
         assert _page_ids(page) == ["seed"], clause(
-            "MS-SCOPE-1", "a call rejected for a blank scope changes nothing", _page_ids(page)
+            "MS-SCOPE-1",
+            "a call rejected for a blank scope changes nothing",
+            _page_ids(page),
+            want=["seed"],
         )
         got = await store.get(OWNER, "seed")
         assert got is not None, clause("MS-SCOPE-1", "the seed record is unchanged", got)
         assert got.content == "content of seed", clause(
-            "MS-SCOPE-1", "the seed record is unchanged", got
+            "MS-SCOPE-1",
+            "the seed record is unchanged",
+            got.content,
+            want="content of seed",
+            detail=got,
         )
 
     @pytest.mark.parametrize("op", ["search", "list", "delete_scope"])
@@ -935,19 +1046,28 @@ class MemoryStoreContract:
         if op == "search":
             hits = await store.search(OWNER, _vec(dim, 1.0), kinds=[])
             assert hits == [], clause(
-                "MS-SCOPE-2", "search with kinds=[] finds nothing", _ids(hits)
+                "MS-SCOPE-2", "search with kinds=[] finds nothing", _ids(hits), want=[]
             )
         elif op == "list":
             page = await store.list(OWNER, kinds=[])
             assert not page.records, clause(
-                "MS-SCOPE-2", "list with kinds=[] lists nothing", _page_ids(page)
+                "MS-SCOPE-2",
+                "list with kinds=[] lists nothing",
+                _page_ids(page),
+                want=Shown("nothing"),
             )
         else:
             n = await store.delete_scope(OWNER, kinds=[])
-            assert n == 0, clause("MS-SCOPE-2", "delete_scope with kinds=[] deletes nothing", n)
+            assert n == 0, clause(
+                "MS-SCOPE-2", "delete_scope with kinds=[] deletes nothing", n, want=0
+            )
             left = _page_ids(await store.list(OWNER))
             assert sorted(left) == ["k1", "k2"], clause(
-                "MS-SCOPE-2", "delete_scope with kinds=[] leaves every record", left
+                "MS-SCOPE-2",
+                "delete_scope with kinds=[] leaves every record",
+                sorted(left),
+                want=["k1", "k2"],
+                detail=left,
             )
 
     # ------------------------------------------------------------ isolation
@@ -970,24 +1090,41 @@ class MemoryStoreContract:
                 "MS-ISO-1", f"get({owner!r}, {rid!r}) returns that owner's record", got
             )
             assert got.content == want, clause(
-                "MS-ISO-1", f"get({owner!r}, {rid!r}) returns that owner's record", got
+                "MS-ISO-1",
+                f"get({owner!r}, {rid!r}) returns that owner's record",
+                got.content,
+                want=want,
+                detail=got,
             )
             assert got.owner == owner, clause(
-                "MS-ISO-1", f"get({owner!r}, {rid!r}) returns that owner's record", got
+                "MS-ISO-1",
+                f"get({owner!r}, {rid!r}) returns that owner's record",
+                got.owner,
+                want=owner,
+                detail=got,
             )
         hits_a = await store.search(owner_a, q, limit=10)
         assert [(h.record.owner, h.record.id) for h in hits_a] == [(owner_a, rid)], clause(
             "MS-ISO-2",
             "search returns only the owner's records",
             [(h.record.owner, h.record.id) for h in hits_a],
+            want=[(owner_a, rid)],
         )
         hits_b = await store.search(owner_b, q, limit=10)
         assert sorted(_ids(hits_b)) == sorted([rid, "b-only"]), clause(
-            "MS-ISO-2", "search returns only the owner's records", _ids(hits_b)
+            "MS-ISO-2",
+            "search returns only the owner's records",
+            sorted(_ids(hits_b)),
+            want=sorted([rid, "b-only"]),
+            detail=_ids(hits_b),
         )
         page_a = await store.list(owner_a)
         assert [(r.owner, r.id) for r in page_a.records] == [(owner_a, rid)], clause(
-            "MS-ISO-3", "list returns only the owner's records", page_a.records
+            "MS-ISO-3",
+            "list returns only the owner's records",
+            [(r.owner, r.id) for r in page_a.records],
+            want=[(owner_a, rid)],
+            detail=page_a.records,
         )
         await store.update(attrs.evolve(a, content="A2"))
         got_b = await store.get(owner_b, rid)
@@ -995,24 +1132,35 @@ class MemoryStoreContract:
             "MS-ISO-4", "update of one owner's record leaves the other's", got_b
         )
         assert got_b.content == "B", clause(
-            "MS-ISO-4", "update of one owner's record leaves the other's", got_b
+            "MS-ISO-4",
+            "update of one owner's record leaves the other's",
+            got_b.content,
+            want="B",
+            detail=got_b,
         )
         deleted = await store.delete(owner_a, "b-only")
         assert deleted is False, clause(
-            "MS-ISO-5", "delete cannot reach another owner's record", deleted
+            "MS-ISO-5", "delete cannot reach another owner's record", deleted, want=False
         )
         assert await store.get(owner_b, "b-only") is not None, clause(
             "MS-ISO-5", "the other owner's record survives delete", None
         )
         n = await store.delete_scope(owner_a)
-        assert n == 1, clause("MS-ISO-6", "delete_scope counts only the owner's records", n)
+        assert n == 1, clause("MS-ISO-6", "delete_scope counts only the owner's records", n, want=1)
         left_b = sorted(_page_ids(await store.list(owner_b)))
         assert left_b == sorted([rid, "b-only"]), clause(
-            "MS-ISO-6", "delete_scope leaves other owners' records", left_b
+            "MS-ISO-6",
+            "delete_scope leaves other owners' records",
+            left_b,
+            want=sorted([rid, "b-only"]),
         )
         hits_b = await store.search(owner_b, q, limit=10)
         assert len(hits_b) == 2, clause(
-            "MS-ISO-6", "other owners' records stay searchable", _ids(hits_b)
+            "MS-ISO-6",
+            "other owners' records stay searchable",
+            len(hits_b),
+            want=2,
+            detail=_ids(hits_b),
         )
 
     async def test_hostile_ids_never_collide(self, store: MemoryStore) -> None:
@@ -1026,15 +1174,27 @@ class MemoryStoreContract:
         for h in hostile:
             got = await store.get(OWNER, h)
             assert got is not None, clause("MS-ISO-7", f"id {h!r} reads back its own record", got)
-            assert got.id == h, clause("MS-ISO-7", f"id {h!r} reads back its own record", got)
+            assert got.id == h, clause(
+                "MS-ISO-7", f"id {h!r} reads back its own record", got.id, want=h, detail=got
+            )
             assert got.content == f"content={h!r}", clause(
-                "MS-ISO-7", f"id {h!r} reads back its own record", got
+                "MS-ISO-7",
+                f"id {h!r} reads back its own record",
+                got.content,
+                want=f"content={h!r}",
+                detail=got,
             )
         deleted = await store.delete(OWNER, "x*")
-        assert deleted is True, clause("MS-ISO-7", "delete of the id 'x*' returns True", deleted)
+        assert deleted is True, clause(
+            "MS-ISO-7", "delete of the id 'x*' returns True", deleted, want=True
+        )
         left = sorted(_page_ids(await store.list(OWNER, limit=100)))
         assert left == sorted(h for h in hostile if h != "x*"), clause(
-            "MS-ISO-7", "deleting 'x*' deletes only that id", sorted(set(hostile) - set(left))
+            "MS-ISO-7",
+            "deleting 'x*' deletes only that id",
+            left,
+            want=sorted(h for h in hostile if h != "x*"),
+            detail=sorted(set(hostile) - set(left)),
         )
 
     @pytest.mark.parametrize(("first", "second"), LOOKALIKE_OWNERS, ids=repr)
@@ -1059,22 +1219,33 @@ class MemoryStoreContract:
             got = await store.get(owner, "same")
             assert got is not None, clause(cid, f"get({owner!r}) returns that owner's record", got)
             assert got.owner == owner, clause(
-                cid, f"get({owner!r}) returns that owner's record", got.owner
+                cid, f"get({owner!r}) returns that owner's record", got.owner, want=owner
             )
             assert got.content == f"of {owner!r}", clause(
-                cid, f"get({owner!r}) returns that owner's record", got.content
+                cid,
+                f"get({owner!r}) returns that owner's record",
+                got.content,
+                want=f"of {owner!r}",
             )
             listed = [(r.owner, r.content) for r in (await store.list(owner)).records]
             assert listed == [(owner, f"of {owner!r}")], clause(
-                cid, f"list({owner!r}) holds only that owner's record", listed
+                cid,
+                f"list({owner!r}) holds only that owner's record",
+                listed,
+                want=[(owner, f"of {owner!r}")],
             )
             hits = await store.search(owner, _vec(dim, 1.0, 1.0), limit=5)
             found = [(h.record.owner, h.record.content) for h in hits]
             assert found == [(owner, f"of {owner!r}")], clause(
-                cid, f"search({owner!r}) finds only that owner's record", found
+                cid,
+                f"search({owner!r}) finds only that owner's record",
+                found,
+                want=[(owner, f"of {owner!r}")],
             )
         removed = await store.delete_scope(first)
-        assert removed == 1, clause(cid, f"delete_scope({first!r}) removes one record", removed)
+        assert removed == 1, clause(
+            cid, f"delete_scope({first!r}) removes one record", removed, want=1
+        )
         kept = await store.get(second, "same")
         assert kept is not None, clause(
             cid, f"delete_scope({first!r}) leaves {second!r}'s record", kept
@@ -1098,16 +1269,21 @@ class MemoryStoreContract:
             got = await store.get(OWNER, rid)
             assert got is not None, clause(cid, f"get of id {rid!r} returns its own record", got)
             assert (got.id, got.content) == (rid, f"id {rid!r}"), clause(
-                cid, f"get of id {rid!r} returns its own record", (got.id, got.content)
+                cid,
+                f"get of id {rid!r} returns its own record",
+                (got.id, got.content),
+                want=(rid, f"id {rid!r}"),
             )
         deleted = await store.delete(OWNER, first)
-        assert deleted is True, clause(cid, f"delete of id {first!r} returns True", deleted)
+        assert deleted is True, clause(
+            cid, f"delete of id {first!r} returns True", deleted, want=True
+        )
         survivor = await store.get(OWNER, second)
         assert survivor is not None, clause(
             cid, f"deleting id {first!r} leaves id {second!r}", survivor
         )
         assert survivor.id == second, clause(
-            cid, f"deleting id {first!r} leaves id {second!r}", survivor.id
+            cid, f"deleting id {first!r} leaves id {second!r}", survivor.id, want=second
         )
 
     async def test_hostile_namespace_filter_is_literal(self, store: MemoryStore) -> None:
@@ -1121,15 +1297,21 @@ class MemoryStoreContract:
         for i, n in enumerate(namespaces):
             page = await store.list(OWNER, namespace=n)
             assert _page_ids(page) == [f"r{i}"], clause(
-                "MS-ISO-8", f"list(namespace={n!r}) matches that namespace only", _page_ids(page)
+                "MS-ISO-8",
+                f"list(namespace={n!r}) matches that namespace only",
+                _page_ids(page),
+                want=[f"r{i}"],
             )
             hits = await store.search(OWNER, _vec(dim, 1.0), namespace=n)
             assert _ids(hits) == [f"r{i}"], clause(
-                "MS-ISO-8", f"search(namespace={n!r}) matches that namespace only", _ids(hits)
+                "MS-ISO-8",
+                f"search(namespace={n!r}) matches that namespace only",
+                _ids(hits),
+                want=[f"r{i}"],
             )
         count = await store.delete_scope(OWNER, namespace="*")
         assert count == 1, clause(
-            "MS-ISO-8", "delete_scope(namespace='*') deletes one record", count
+            "MS-ISO-8", "delete_scope(namespace='*') deletes one record", count, want=1
         )
 
     async def test_hostile_kinds_filter_is_literal(self, store: MemoryStore) -> None:
@@ -1141,14 +1323,20 @@ class MemoryStoreContract:
         for i, k in enumerate(kinds):
             page = await store.list(OWNER, kinds=[k])
             assert _page_ids(page) == [f"r{i}"], clause(
-                "MS-ISO-9", f"list(kinds=[{k!r}]) matches that kind only", _page_ids(page)
+                "MS-ISO-9",
+                f"list(kinds=[{k!r}]) matches that kind only",
+                _page_ids(page),
+                want=[f"r{i}"],
             )
             hits = await store.search(OWNER, _vec(dim, 1.0), kinds=[k])
             assert _ids(hits) == [f"r{i}"], clause(
-                "MS-ISO-9", f"search(kinds=[{k!r}]) matches that kind only", _ids(hits)
+                "MS-ISO-9",
+                f"search(kinds=[{k!r}]) matches that kind only",
+                _ids(hits),
+                want=[f"r{i}"],
             )
         n = await store.delete_scope(OWNER, kinds=["k|j", "*"])
-        assert n == 1, clause("MS-ISO-9", "delete_scope(kinds=['k|j', '*']) deletes one", n)
+        assert n == 1, clause("MS-ISO-9", "delete_scope(kinds=['k|j', '*']) deletes one", n, want=1)
 
     # --------------------------------------------------------------- search
 
@@ -1170,15 +1358,18 @@ class MemoryStoreContract:
         expected = await self._angles_fixture(store)
         hits = await store.search(OWNER, _vec(dim, 2.0), limit=10)
         want = sorted(expected, key=lambda rid: -expected[rid])
-        assert _ids(hits) == want, clause("MS-SEARCH-1", "results by score descending", _ids(hits))
+        assert _ids(hits) == want, clause(
+            "MS-SEARCH-1", "results by score descending", _ids(hits), want=want
+        )
         for h in hits:
             assert -1.0 - 1e-6 <= h.score <= 1.0 + 1e-6, clause(
-                "MS-SEARCH-2", "scores lie in [-1, 1]", h.score
+                "MS-SEARCH-2", "scores lie in [-1, 1]", h.score, want=Shown("in [-1, 1]")
             )
             assert abs(h.score - expected[h.record.id]) <= SCORE_TOL, clause(
                 "MS-SEARCH-2",
                 f"the score of {h.record.id} is its cosine similarity regardless of norms",
-                (h.score, expected[h.record.id]),
+                h.score,
+                want=expected[h.record.id],
             )
 
     @pytest.mark.parametrize("limit", [10, 4, 2])
@@ -1195,7 +1386,7 @@ class MemoryStoreContract:
         hits = await store.search(OWNER, _vec(dim, 1.0), limit=limit)
         want = (["best", *sorted(tied), "worst"])[:limit]
         assert _ids(hits) == want, clause(
-            "MS-SEARCH-3", "equal scores are ordered by id ascending", _ids(hits)
+            "MS-SEARCH-3", "equal scores are ordered by id ascending", _ids(hits), want=want
         )
 
     @pytest.mark.parametrize("min_score", [0.95, 0.3, -0.6, -1.0])
@@ -1209,7 +1400,10 @@ class MemoryStoreContract:
             (r for r, s in expected.items() if s >= min_score), key=lambda r: -expected[r]
         )
         assert _ids(hits) == want, clause(
-            "MS-SEARCH-4", f"min_score={min_score} keeps exactly scores >= it", _ids(hits)
+            "MS-SEARCH-4",
+            f"min_score={min_score} keeps exactly scores >= it",
+            _ids(hits),
+            want=want,
         )
 
     @pytest.mark.parametrize("limit", [1, 2, 5])
@@ -1220,7 +1414,7 @@ class MemoryStoreContract:
         hits = await store.search(OWNER, _vec(dim, 1.0), limit=limit)
         want = sorted(expected, key=lambda r: -expected[r])[:limit]
         assert _ids(hits) == want, clause(
-            "MS-SEARCH-5", f"limit={limit} returns the best", _ids(hits)
+            "MS-SEARCH-5", f"limit={limit} returns the best", _ids(hits), want=want
         )
 
     @pytest.mark.parametrize("limit", [0, -1])
@@ -1241,7 +1435,10 @@ class MemoryStoreContract:
         await store.add([_rec(store, f"f{i}", vector=_angle(dim, 20 * i)) for i in range(3)])
         hits = await store.search(OWNER, _vec(dim, 1.0), limit=50)
         assert _ids(hits) == ["f0", "f1", "f2"], clause(
-            "MS-SEARCH-7", "fewer matches than limit returns each match once", _ids(hits)
+            "MS-SEARCH-7",
+            "fewer matches than limit returns each match once",
+            _ids(hits),
+            want=["f0", "f1", "f2"],
         )
 
     @pytest.mark.parametrize("by", ["namespace", "kinds", "namespace+kinds", "min_score"])
@@ -1274,7 +1471,7 @@ class MemoryStoreContract:
             hits = await store.search(OWNER, q, limit=3, namespace="target", min_score=0.6)
             want = ["near-ns", "near-both"]
         assert _ids(hits) == want, clause(
-            "MS-SEARCH-8", f"the {by} filter applies inside the query", _ids(hits)
+            "MS-SEARCH-8", f"the {by} filter applies inside the query", _ids(hits), want=want
         )
 
     async def test_search_unknown_owner_is_empty(self, store: MemoryStore) -> None:
@@ -1282,7 +1479,9 @@ class MemoryStoreContract:
         other owners' records."""
         await store.add([_rec(store, "x", owner=OTHER)])
         hits = await store.search(OWNER, _vec(_dim(store), 1.0))
-        assert hits == [], clause("MS-SEARCH-9", "an owner without records finds nothing", hits)
+        assert hits == [], clause(
+            "MS-SEARCH-9", "an owner without records finds nothing", hits, want=[]
+        )
 
     async def test_search_returns_complete_records(self, store: MemoryStore) -> None:
         """When this fails, search decodes records differently from get (missing
@@ -1299,7 +1498,9 @@ class MemoryStoreContract:
         )
         await store.add([rec])
         hits = await store.search(OWNER, _vec(dim, 1.0))
-        assert len(hits) == 1, clause("MS-SEARCH-10", "the record is found", _ids(hits))
+        assert len(hits) == 1, clause(
+            "MS-SEARCH-10", "the record is found", len(hits), want=1, detail=_ids(hits)
+        )
         assert_same_record("MS-SEARCH-10", hits[0].record, rec)
 
     # ----------------------------------------------------------------- list
@@ -1318,10 +1519,10 @@ class MemoryStoreContract:
         want = [r.id for r in await self._list_fixture(store)]
         page = await store.list(OWNER, limit=50)
         assert _page_ids(page) == want, clause(
-            "MS-LIST-1", "list orders by created_at desc, then id desc", _page_ids(page)
+            "MS-LIST-1", "list orders by created_at desc, then id desc", _page_ids(page), want=want
         )
         assert page.next_cursor is None, clause(
-            "MS-LIST-2", "next_cursor is None on the last page", page.next_cursor
+            "MS-LIST-2", "next_cursor is None on the last page", page.next_cursor, want=None
         )
 
     @pytest.mark.parametrize("limit", [1, 3, 4, 5, 12])
@@ -1337,21 +1538,27 @@ class MemoryStoreContract:
             page = await store.list(OWNER, limit=limit, cursor=cursor)
             pages += 1
             assert len(page.records) <= limit, clause(
-                "MS-LIST-2", f"a page holds at most limit={limit}", len(page.records)
+                "MS-LIST-2",
+                f"a page holds at most limit={limit}",
+                len(page.records),
+                want=Shown(f"<= {limit}"),
             )
             got.extend(_page_ids(page))
             if page.next_cursor is None:
                 break
             assert len(page.records) == limit, clause(
-                "MS-LIST-2", "every page but the last is full", len(page.records)
+                "MS-LIST-2", "every page but the last is full", len(page.records), want=limit
             )
             cursor = page.next_cursor
             assert pages <= len(want), clause("MS-LIST-2", "pagination terminates", pages)
         assert got == want, clause(
-            "MS-LIST-2", "pages concatenate to the full order, each record once", got
+            "MS-LIST-2", "pages concatenate to the full order, each record once", got, want=want
         )
         assert pages == max(1, math.ceil(len(want) / limit)), clause(
-            "MS-LIST-2", "the last page (even when exactly full) has next_cursor None", pages
+            "MS-LIST-2",
+            "the last page (even when exactly full) has next_cursor None",
+            pages,
+            want=max(1, math.ceil(len(want) / limit)),
         )
 
     async def test_list_pagination_stable_while_adding(self, store: MemoryStore) -> None:
@@ -1378,14 +1585,21 @@ class MemoryStoreContract:
                 ]
             )
         ids = [r.id for r in seen]
-        assert len(ids) == len(set(ids)), clause(
-            "MS-LIST-3", "no record appears twice across pages", ids
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        assert not twice, clause(
+            "MS-LIST-3", "no record appears twice across pages", twice, want=[], detail=ids
         )
         missing = [i for i in pre_ids if i not in ids]
-        assert not missing, clause("MS-LIST-3", "no pre-existing record is skipped", missing)
+        assert not missing, clause(
+            "MS-LIST-3", "no pre-existing record is skipped", missing, want=Shown("nothing")
+        )
         keys = [(r.created_at, r.id) for r in seen]
+        ordered = sorted(seen, key=lambda r: (r.created_at, r.id), reverse=True)
         assert keys == sorted(keys, reverse=True), clause(
-            "MS-LIST-3", "pages continue in list order after the cursor", ids
+            "MS-LIST-3",
+            "pages continue in list order after the cursor",
+            ids,
+            want=[r.id for r in ordered],
         )
 
     async def test_list_filters(self, store: MemoryStore) -> None:
@@ -1412,7 +1626,7 @@ class MemoryStoreContract:
                 )
             ]
             assert got == want, clause(
-                "MS-LIST-4", f"list(namespace={namespace!r}, kinds={kinds!r}) pages", got
+                "MS-LIST-4", f"list(namespace={namespace!r}, kinds={kinds!r}) pages", got, want=want
             )
 
     @pytest.mark.parametrize("limit", [0, -5])
@@ -1430,10 +1644,14 @@ class MemoryStoreContract:
         await store.add([_rec(store, "x", owner=OTHER)])
         page = await store.list(OWNER)
         assert page.records == (), clause(
-            "MS-LIST-6", "an owner without records gets an empty last page", page
+            "MS-LIST-6", "an owner without records gets an empty last page", page, want=()
         )
         assert page.next_cursor is None, clause(
-            "MS-LIST-6", "an owner without records gets an empty last page", page
+            "MS-LIST-6",
+            "an owner without records gets an empty last page",
+            page.next_cursor,
+            want=None,
+            detail=page,
         )
 
     async def test_list_rejects_malformed_cursor(self, store: MemoryStore) -> None:
@@ -1459,7 +1677,12 @@ class MemoryStoreContract:
             InvalidInput,
             store.list(OWNER, cursor=cursor),  # type: ignore[arg-type]
         )
-        assert "cursor" in str(exc), clause("MS-LIST-8", "the message names `cursor`", exc)
+        assert "cursor" in str(exc), clause(
+            "MS-LIST-8",
+            "the message names `cursor`",
+            str(exc),
+            want=Shown("a message containing 'cursor'"),
+        )
 
     @pytest.mark.parametrize("limit", [MAX_LIMIT + 1, 2**63, True])
     async def test_limits_above_the_maximum_are_invalid(
@@ -1479,12 +1702,23 @@ class MemoryStoreContract:
             exc = await _raises(
                 "MS-BOUND-1", f"{name}(limit={limit!r}) raises InvalidInput", InvalidInput, call()
             )
-            assert "limit" in str(exc), clause("MS-BOUND-1", "the message names `limit`", exc)
+            assert "limit" in str(exc), clause(
+                "MS-BOUND-1",
+                "the message names `limit`",
+                str(exc),
+                want=Shown("a message containing 'limit'"),
+            )
         hits = await store.search(OWNER, _vec(_dim(store), 1.0), limit=MAX_LIMIT)
-        assert _ids(hits) == ["a"], clause("MS-BOUND-1", "search(limit=MAX_LIMIT)", _ids(hits))
+        assert _ids(hits) == ["a"], clause(
+            "MS-BOUND-1", "search(limit=MAX_LIMIT)", _ids(hits), want=["a"]
+        )
         page = await store.list(OWNER, limit=MAX_LIMIT)
         assert [r.id for r in page.records] == ["a"], clause(
-            "MS-BOUND-1", "list(limit=MAX_LIMIT) is accepted", page
+            "MS-BOUND-1",
+            "list(limit=MAX_LIMIT) is accepted",
+            [r.id for r in page.records],
+            want=["a"],
+            detail=page,
         )
 
     @pytest.mark.parametrize(
@@ -1503,9 +1737,14 @@ class MemoryStoreContract:
             InvalidInput,
             store.add([bad]),
         )
-        assert field in str(exc), clause("MS-BOUND-2", f"the message names {field}", exc)
+        assert field in str(exc), clause(
+            "MS-BOUND-2",
+            f"the message names {field}",
+            str(exc),
+            want=Shown(f"a message containing {field!r}"),
+        )
         page = await store.list(OWNER)
-        assert page.records == (), clause("MS-BOUND-2", "nothing is written", page)
+        assert page.records == (), clause("MS-BOUND-2", "nothing is written", page, want=())
 
     async def test_ids_at_the_maximum_round_trip(self, store: MemoryStore) -> None:
         """When this fails, the backend cannot hold MAX_ID_BYTES in every id field
@@ -1516,17 +1755,22 @@ class MemoryStoreContract:
         await store.add([rec])
         assert_same_record("MS-BOUND-3", await store.get(owner, rid), rec)
         page = await store.list(owner, namespace=namespace, kinds=[kind])
-        assert _page_ids(page) == [rid], clause("MS-BOUND-3", "list finds it", page)
+        assert _page_ids(page) == [rid], clause(
+            "MS-BOUND-3", "list finds it", _page_ids(page), want=[rid], detail=page
+        )
         hits = await store.search(owner, _vec(_dim(store), 1.0), namespace=namespace, kinds=[kind])
-        assert _ids(hits) == [rid], clause("MS-BOUND-3", "search finds it", _ids(hits))
+        assert _ids(hits) == [rid], clause("MS-BOUND-3", "search finds it", _ids(hits), want=[rid])
         if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
             found = await store.search_text(owner, "zebra", namespace=namespace, kinds=[kind])
-            assert _ids(found) == [rid], clause("MS-BOUND-3", "search_text finds it", _ids(found))
+            assert _ids(found) == [rid], clause(
+                "MS-BOUND-3", "search_text finds it", _ids(found), want=[rid]
+            )
         changed = attrs.evolve(rec, content="changed")
         await store.update(changed)
         assert_same_record("MS-BOUND-3", await store.get(owner, rid), changed)
         assert await store.delete(owner, rid), clause("MS-BOUND-3", "delete finds it")
-        assert await store.get(owner, rid) is None, clause("MS-BOUND-3", "delete removes it")
+        left = await store.get(owner, rid)
+        assert left is None, clause("MS-BOUND-3", "delete removes it", left, want=None)
 
     async def test_ids_over_the_maximum_are_invalid(self, store: MemoryStore) -> None:
         """When this fails, an id over MAX_ID_BYTES reaches the engine (PostgreSQL
@@ -1570,7 +1814,9 @@ class MemoryStoreContract:
             await expect_too_long("MS-BOUND-4", field, call())
         assert_same_record("MS-BOUND-4", await store.get(OWNER, "seed"), seed)
         page = await store.list(OWNER)
-        assert _page_ids(page) == ["seed"], clause("MS-BOUND-4", "nothing is written", page)
+        assert _page_ids(page) == ["seed"], clause(
+            "MS-BOUND-4", "nothing is written", _page_ids(page), want=["seed"], detail=page
+        )
 
     # ------------------------------------------------------------ dimension
 
@@ -1589,7 +1835,10 @@ class MemoryStoreContract:
         )
         page = await store.list(OWNER)
         assert not page.records, clause(
-            "MS-DIM-1", "a batch with a wrongly sized vector writes nothing", _page_ids(page)
+            "MS-DIM-1",
+            "a batch with a wrongly sized vector writes nothing",
+            _page_ids(page),
+            want=Shown("nothing"),
         )
 
     @pytest.mark.parametrize("delta", [1, -1])
@@ -1642,7 +1891,7 @@ class MemoryStoreContract:
             try:
                 got = await other.get(OWNER, "after-close")
                 assert got is None, clause(
-                    "MS-CLOSE-4", "an add rejected after close is not persisted", got
+                    "MS-CLOSE-4", "an add rejected after close is not persisted", got, want=None
                 )
             finally:
                 await other.close()
@@ -1684,11 +1933,16 @@ class MemoryStoreContract:
         results = await asyncio.gather(*tasks, return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         assert not errors, clause(
-            "MS-CLOSE-3", "a write racing close succeeds or raises StoreClosed", errors[:3]
+            "MS-CLOSE-3",
+            "a write racing close succeeds or raises StoreClosed",
+            errors[:3],
+            want=Shown("nothing"),
         )
         closed_at = log.index(("closed", ""))
         late = [rid for kind, rid in log[closed_at:] if kind == "ok"]
-        assert not late, clause("MS-CLOSE-3", "no write completes after close returned", late)
+        assert not late, clause(
+            "MS-CLOSE-3", "no write completes after close returned", late, want=Shown("nothing")
+        )
         ok = {rid for kind, rid in log if kind == "ok"}
         rejected = {rid for kind, rid in log if kind == "rejected"}
         await asyncio.sleep(0.05)
@@ -1701,7 +1955,11 @@ class MemoryStoreContract:
             for rid in sorted(rejected):
                 got = await other.get(OWNER, rid)
                 assert got is None, clause(
-                    "MS-CLOSE-3", "a write rejected by close is never persisted", rid
+                    "MS-CLOSE-3",
+                    "a write rejected by close is never persisted",
+                    got,
+                    want=None,
+                    detail=rid,
                 )
         finally:
             await other.close()
@@ -1749,7 +2007,9 @@ class MemoryStoreContract:
             ]
         )
         hits = await kw.search_text(OWNER, "zebra")
-        assert _ids(hits)[:1] == ["k1"], clause("MS-KW-1", "a content term is found", _ids(hits))
+        assert _ids(hits)[:1] == ["k1"], clause(
+            "MS-KW-1", "a content term is found", _ids(hits)[:1], want=["k1"], detail=_ids(hits)
+        )
         assert "k2" not in _ids(hits) or hits[-1].score < hits[0].score, clause(
             "MS-KW-1", "a record without the term does not tie with one with it", _ids(hits)
         )
@@ -1763,12 +2023,17 @@ class MemoryStoreContract:
         rec = _rec(store, "c1", content="plain words only", context="earlier turn: aardvark")
         await store.add([rec, _rec(store, "c2", content="nothing here")])
         hits = await kw.search_text(OWNER, "aardvark")
-        assert _ids(hits)[:1] == ["c1"], clause("MS-KW-2", "a context term is found", _ids(hits))
+        assert _ids(hits)[:1] == ["c1"], clause(
+            "MS-KW-2", "a context term is found", _ids(hits)[:1], want=["c1"], detail=_ids(hits)
+        )
         assert hits[0].record.content == "plain words only", clause(
-            "MS-KW-3", "context is never returned as content", hits[0].record.content
+            "MS-KW-3",
+            "context is never returned as content",
+            hits[0].record.content,
+            want="plain words only",
         )
         assert hits[0].record.context == rec.context, clause(
-            "MS-KW-3", "context round-trips separately", hits[0].record.context
+            "MS-KW-3", "context round-trips separately", hits[0].record.context, want=rec.context
         )
 
     @pytest.mark.parametrize(("owner_a", "owner_b", "rid"), _ISOLATION_CASES[:6])
@@ -1787,7 +2052,13 @@ class MemoryStoreContract:
         )
         hits = await kw.search_text(owner_a, "zebra", limit=10)
         assert [(h.record.owner, h.record.content) for h in hits] == [(owner_a, "zebra in a")], (
-            clause("MS-KW-4", "keyword search returns only the owner's records", _ids(hits))
+            clause(
+                "MS-KW-4",
+                "keyword search returns only the owner's records",
+                [(h.record.owner, h.record.content) for h in hits],
+                want=[(owner_a, "zebra in a")],
+                detail=_ids(hits),
+            )
         )
 
     async def test_keyword_filters(self, store: MemoryStore) -> None:
@@ -1807,11 +2078,17 @@ class MemoryStoreContract:
             ]
         )
         got = set(_ids(await kw.search_text(OWNER, "zebra", limit=2, namespace="target")))
-        assert got == {"in-ns", "in-both"}, clause("MS-KW-5", "namespace filter", sorted(got))
+        assert got == {"in-ns", "in-both"}, clause(
+            "MS-KW-5", "namespace filter", sorted(got), want=sorted({"in-ns", "in-both"})
+        )
         got = set(_ids(await kw.search_text(OWNER, "zebra", limit=2, kinds=["wanted"])))
-        assert got == {"in-kind", "in-both"}, clause("MS-KW-5", "kinds filter", sorted(got))
+        assert got == {"in-kind", "in-both"}, clause(
+            "MS-KW-5", "kinds filter", sorted(got), want=sorted({"in-kind", "in-both"})
+        )
         got = set(_ids(await kw.search_text(OWNER, "zebra", namespace="target", kinds=["wanted"])))
-        assert got == {"in-both"}, clause("MS-KW-5", "namespace + kinds filter", sorted(got))
+        assert got == {"in-both"}, clause(
+            "MS-KW-5", "namespace + kinds filter", sorted(got), want=sorted({"in-both"})
+        )
 
     async def test_keyword_deleted_not_findable(self, store: MemoryStore) -> None:
         """When this fails, the full-text index keeps deleted documents."""
@@ -1827,7 +2104,9 @@ class MemoryStoreContract:
         await store.delete_scope(OWNER, namespace="gone")
         await store.delete(OWNER, "d4")
         got = _ids(await kw.search_text(OWNER, "zebra"))
-        assert got == ["d3"], clause("MS-KW-6", "deleted records are not findable", got)
+        assert got == ["d3"], clause(
+            "MS-KW-6", "deleted records are not findable", got, want=["d3"]
+        )
 
     async def test_keyword_more_terms_rank_higher(self, store: MemoryStore) -> None:
         """When this fails, the ranking does not reward matching terms (check the
@@ -1843,11 +2122,18 @@ class MemoryStoreContract:
         hits = await kw.search_text(OWNER, "giraffe kiwi")
         ids = _ids(hits)
         assert ids[:2] == ["b-both", "a-one"], clause(
-            "MS-KW-7", "a record with more query terms ranks higher", ids
+            "MS-KW-7",
+            "a record with more query terms ranks higher",
+            ids[:2],
+            want=["b-both", "a-one"],
+            detail=ids,
         )
         scores = [h.score for h in hits]
         assert scores == sorted(scores, reverse=True), clause(
-            "MS-KW-7", "scores are descending (higher is better)", scores
+            "MS-KW-7",
+            "scores are descending (higher is better)",
+            scores,
+            want=sorted(scores, reverse=True),
         )
 
     @pytest.mark.parametrize(
@@ -1863,7 +2149,11 @@ class MemoryStoreContract:
         await store.add([_rec(store, "case", content=content), _rec(store, "other", content="x")])
         hits = await kw.search_text(OWNER, query)
         assert _ids(hits)[:1] == ["case"], clause(
-            "MS-KW-9", f"search_text({query!r}) finds {content!r}", _ids(hits)
+            "MS-KW-9",
+            f"search_text({query!r}) finds {content!r}",
+            _ids(hits)[:1],
+            want=["case"],
+            detail=_ids(hits),
         )
 
     async def test_keyword_folds_unicode_case_as_the_oracle(self, store: MemoryStore) -> None:
@@ -1880,7 +2170,7 @@ class MemoryStoreContract:
             got = _ids(await kw.search_text(OWNER, query))
             want = [f"u{i}"] if found else []
             rule = f"search_text({query!r}) {'finds' if found else 'does not find'} {content!r}"
-            assert got == want, clause("MS-KW-13", rule, got)
+            assert got == want, clause("MS-KW-13", rule, got, want=want)
 
     @property_settings(max_examples=15)
     # Pinned: a final capital sigma lowers to "ς", so "οδοσ" does not find "ΟΔΟΣ"
@@ -1923,7 +2213,8 @@ class MemoryStoreContract:
                     "MS-KW-14",
                     f"search_text({query!r}) over {[r.content for r in records]!r} finds "
                     "what the oracle finds",
-                    {"got": got, "oracle": want},
+                    got,
+                    want=want,
                 )
         finally:
             await store.delete_scope(owner)
@@ -1964,7 +2255,9 @@ class MemoryStoreContract:
             )
 
         base = await rankings()
-        assert len(base[0]) == 4, clause("MS-KW-12", "four of five records match", base[0])
+        assert len(base[0]) == 4, clause(
+            "MS-KW-12", "four of five records match", len(base[0]), want=4, detail=base[0]
+        )
         assert len({s for _, s in base[0]}) > 1, clause(
             "MS-KW-12", "the owner's records rank with distinct scores", base[0]
         )
@@ -2035,7 +2328,10 @@ class MemoryStoreContract:
         query = words + " " * (MAX_QUERY_BYTES - len(words.encode()) - 6) + " zebra"
         hits = await kw.search_text(OWNER, query)
         assert _ids(hits) == ["z"], clause(
-            "MS-KW-10", "a MAX_QUERY_BYTES query finds its last word's record", _ids(hits)
+            "MS-KW-10",
+            "a MAX_QUERY_BYTES query finds its last word's record",
+            _ids(hits),
+            want=["z"],
         )
 
     async def test_keyword_query_bounds(self, store: MemoryStore) -> None:
@@ -2054,9 +2350,16 @@ class MemoryStoreContract:
                 InvalidInput,
                 kw.search_text(OWNER, query),
             )
-            assert "query" in str(exc), clause("MS-KW-11", "the message names `query`", exc)
+            assert "query" in str(exc), clause(
+                "MS-KW-11",
+                "the message names `query`",
+                str(exc),
+                want=Shown("a message containing 'query'"),
+            )
         hits = await kw.search_text(OWNER, long_word)
-        assert hits == [], clause("MS-KW-11", "an over-long word matches nothing", _ids(hits))
+        assert hits == [], clause(
+            "MS-KW-11", "an over-long word matches nothing", _ids(hits), want=[]
+        )
 
     # -------------------------------------------------------- owner listing
 
@@ -2070,12 +2373,16 @@ class MemoryStoreContract:
         await store.add([_rec(store, f"r{i}", owner=o) for i, o in enumerate(names)])
         await store.add([_rec(store, "r-again", owner=OWNER, namespace="other")])
         got = await store.owners()
-        assert got == sorted(names), clause("MS-OWN-1", "every owner once, sorted", got)
+        assert got == sorted(names), clause(
+            "MS-OWN-1", "every owner once, sorted", got, want=sorted(names)
+        )
         await store.delete_scope("Zeta")
         await store.delete(OTHER, f"r{names.index(OTHER)}")
         got = await store.owners()
         want = sorted(set(names) - {"Zeta", OTHER})
-        assert got == want, clause("MS-OWN-1", "an owner without records is not listed", got)
+        assert got == want, clause(
+            "MS-OWN-1", "an owner without records is not listed", got, want=want
+        )
 
     # -------------------------------------------------------- state machine
 

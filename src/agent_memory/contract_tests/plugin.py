@@ -6,7 +6,10 @@ Importing `agent_memory.contract_tests` already registers its modules for
 assertion rewriting (so diffs are shown); this plugin additionally prints, at
 the end of the run, every failed contract test under the clause it exists for
 (primary), apart from tests that failed on an incidental check of another
-clause (secondary), and every skip reason of a contract test.
+clause (secondary), and every skip reason of a contract test. A failure whose
+message names no clause (an exception the adapter raised inside a test, a bare
+assert) is reported with the test's clause and rule prefixed:
+`[MS-ADD-5] <rule>; raised DuplicateRecord: ...`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,11 @@ from typing import Any
 import pytest
 
 import agent_memory.contract_tests  # noqa: F401  (registers assertion rewriting)
-from agent_memory.contract_tests._support import CLAUSE_IN_TEXT, primary_clauses
+from agent_memory.contract_tests._support import (
+    CLAUSE_IN_TEXT,
+    attribute_failure,
+    primary_clauses,
+)
 
 _KEY = pytest.StashKey[dict[str, tuple[str, ...]]]()
 
@@ -28,6 +35,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if fn is not None and fn.__module__.startswith("agent_memory.contract_tests."):
             found[item.nodeid] = primary_clauses(fn)
     config.stash[_KEY] = found
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Prefix the crash message of a contract test that failed without naming a
+    clause with the test's clause and rule (the summary, junit and the
+    conformance report all read that message)."""
+    outcome = yield
+    report = outcome.get_result()
+    fn = getattr(item, "function", None)
+    if report.when != "call" or not report.failed or fn is None:
+        return
+    if not fn.__module__.startswith("agent_memory.contract_tests."):
+        return
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if crash is None or not isinstance(message, str):
+        return
+    attributed = attribute_failure(fn, message)
+    if attributed is None:
+        return
+    crash.message = attributed
+    add = getattr(report.longrepr, "addsection", None)
+    if add is not None:
+        add("contract clause", attributed.split(";", 1)[0])
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

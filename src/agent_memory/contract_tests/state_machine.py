@@ -33,8 +33,10 @@ from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.contract_tests._support import (
     BASE_TIME,
     PORT_TIMING,
+    Shown,
     assert_same_record,
     clause,
+    outcome,
     shrink_budget,
 )
 from agent_memory.contract_tests.capabilities import Capabilities
@@ -131,7 +133,9 @@ class _StoreVsOracle(RuleBasedStateMachine):
     def _same_outcome(self, op: str, got: object, want: object) -> None:
         if isinstance(want, _Failed) or isinstance(got, _Failed):
             same = isinstance(want, _Failed) and isinstance(got, _Failed) and got.type is want.type
-            assert same, clause("MS-SM-1", f"{op}: the store agrees with the oracle", (got, want))
+            assert same, clause(
+                "MS-SM-1", f"{op}: the store agrees with the oracle", got, want=want
+            )
 
     def _vector(self, comps: Sequence[int]) -> npt.NDArray[np.float32]:
         v = np.zeros(self.dim, dtype=np.float32)
@@ -189,7 +193,9 @@ class _StoreVsOracle(RuleBasedStateMachine):
         got = self._run(self.store.get(owner, rid))
         want = self._run(self.oracle.get(owner, rid))
         if want is None:
-            assert got is None, clause("MS-SM-1", f"get({rid!r}): the oracle has none", got)
+            assert got is None, clause(
+                "MS-SM-1", f"get({rid!r}): the oracle has none", got, want=None
+            )
         else:
             assert_same_record("MS-SM-1", got, want)
 
@@ -204,7 +210,7 @@ class _StoreVsOracle(RuleBasedStateMachine):
         owner = self.owners[owner_i]
         got, want = self._both(self.store.delete(owner, rid), self.oracle.delete(owner, rid))
         assert got == want, clause(
-            "MS-SM-1", f"delete({rid!r}) returns the oracle's flag", (got, want)
+            "MS-SM-1", f"delete({rid!r}) returns the oracle's flag", got, want=want
         )
 
     @rule(
@@ -251,7 +257,8 @@ class _StoreVsOracle(RuleBasedStateMachine):
         assert [(r.id, r.content) for r in got] == [(r.id, r.content) for r in want], clause(
             "MS-SM-1",
             f"list (pages of {page}) agrees with the oracle",
-            ([r.id for r in got], [r.id for r in want]),
+            [r.id for r in got],
+            want=[r.id for r in want],
         )
 
     @rule(owner_i=_owner_idx, namespace=_namespace_filter, kinds=_kinds_filter)
@@ -262,7 +269,7 @@ class _StoreVsOracle(RuleBasedStateMachine):
             self.oracle.delete_scope(owner, namespace=namespace, kinds=kinds),
         )
         assert got == want, clause(
-            "MS-SM-1", "delete_scope deletes as many records as the oracle", (got, want)
+            "MS-SM-1", "delete_scope deletes as many records as the oracle", got, want=want
         )
         q = self._vector([1, -1, 1, -1])
         hits = self._run(self.store.search(owner, q, limit=50))
@@ -311,37 +318,56 @@ def _check_search(
     same scores within SCORE_TOL, the store's own order score desc then id asc."""
     want = {h.record.id: h.score for h in full}
     ids = [h.record.id for h in got]
-    assert len(ids) == len(set(ids)), clause("MS-SM-1", "search returns each record once", ids)
-    assert len(got) <= limit, clause("MS-SM-1", f"search returns at most limit={limit}", ids)
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    assert not twice, clause(
+        "MS-SM-1", "search returns each record once", twice, want=[], detail=ids
+    )
+    assert len(got) <= limit, clause(
+        "MS-SM-1", f"search returns at most limit={limit}", ids, want=Shown(f"<= {limit} ids")
+    )
     for h in got:
         rid = h.record.id
         assert rid in want, clause(
-            "MS-SM-1", "search returns only records the oracle would (owner, filters)", rid
+            "MS-SM-1",
+            "search returns only records the oracle would (owner, filters)",
+            rid,
+            want=Shown(f"one of {sorted(want)!r}"),
         )
         assert abs(h.score - want[rid]) <= SCORE_TOL, clause(
-            "MS-SM-1", f"the score of {rid!r} agrees with the oracle", (h.score, want[rid])
+            "MS-SM-1", f"the score of {rid!r} agrees with the oracle", h.score, want=want[rid]
         )
         assert min_score is None or want[rid] >= min_score - SCORE_TOL, clause(
             "MS-SM-1", f"min_score={min_score} excludes {rid!r}", want[rid]
         )
     for a, b in itertools.pairwise(got):
         assert a.score >= b.score - SCORE_TOL, clause(
-            "MS-SM-1", "search orders by score descending", (a.score, b.score)
+            "MS-SM-1",
+            "search orders by score descending",
+            [a.score, b.score],
+            want=[b.score, a.score],
         )
         if a.score == b.score and want[a.record.id] == want[b.record.id]:
             assert a.record.id < b.record.id, clause(
-                "MS-SM-1", "equal scores are ordered by id ascending", (a.record.id, b.record.id)
+                "MS-SM-1",
+                "equal scores are ordered by id ascending",
+                [a.record.id, b.record.id],
+                want=[b.record.id, a.record.id],
             )
     certain = {r for r, s in want.items() if min_score is None or s >= min_score + SCORE_TOL}
     missed = certain - set(ids)
     if len(got) < limit:
         assert not missed, clause(
-            "MS-SM-1", "search with room left returns every matching record", sorted(missed)
+            "MS-SM-1",
+            "search with room left returns every matching record",
+            sorted(missed),
+            want=Shown("nothing"),
         )
     elif got:
         worst = min(h.score for h in got)
         better = sorted(r for r in missed if want[r] > worst + SCORE_TOL)
-        assert not better, clause("MS-SM-1", "search skipped better records", better)
+        assert not better, clause(
+            "MS-SM-1", "search skipped better records", better, want=Shown("nothing")
+        )
 
 
 async def run_against_oracle(
@@ -367,6 +393,8 @@ async def run_against_oracle(
         stateful_step_count=step_count,
         suppress_health_check=suppressed,
         max_examples=examples,
+        # One failure, shrunk, under MS-SM-1: not an ExceptionGroup of several.
+        report_multiple_bugs=False,
     )
 
     def factory() -> _StoreVsOracle:
@@ -374,4 +402,30 @@ async def run_against_oracle(
 
     machine = cast(type[RuleBasedStateMachine], factory)  # any zero-arg factory works
     with shrink_budget():
-        await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)
+        try:
+            await asyncio.to_thread(run_state_machine_as_test, machine, settings=config)
+        except Exception as exc:
+            raise AssertionError(_report(exc)) from exc
+
+
+#: MS-SM-1's rule, as a failure that names no assertion of its own shows it.
+SM_RULE = "random operation sequences agree with the in-memory oracle"
+
+
+def _report(exc: BaseException) -> str:
+    """The state machine's failure as one message: the MS-SM-1 assertion (or the
+    exception the adapter raised, under MS-SM-1's rule), then the shrunk step
+    sequence hypothesis attached to it."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, AssertionError) and first.startswith("[MS-SM-1]"):
+        head = text
+    else:
+        head = clause("MS-SM-1", SM_RULE, outcome(exc), want=Shown("no error"))
+    notes = [str(n) for n in getattr(exc, "__notes__", ())]
+    steps = "\n".join(notes).strip()
+    if not steps:
+        return head
+    return f"{head}\nshrunk steps (store vs oracle):\n{steps}"

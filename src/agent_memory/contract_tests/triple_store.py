@@ -167,7 +167,7 @@ class TripleStoreContract:
         When this fails, check that add/query work at all (TS-ADD-1, TS-Q-1).
         """
         added = await triples.add([_t("canary", "is", "here", owner=CANARY_OWNER)])
-        assert added == 1, clause("TS-CANARY-1", "the canary triple is stored", added)
+        assert added == 1, clause("TS-CANARY-1", "the canary triple is stored", added, want=1)
 
     # -- add -------------------------------------------------------------------
 
@@ -178,12 +178,16 @@ class TripleStoreContract:
         object) -- insert-if-absent, never an upsert of source/created_at.
         """
         first = await triples.add([_t("s", "p", "o", source="first"), _t("s", "p", "o2")])
-        assert first == 2, clause("TS-ADD-1", "two new triples count 2", first)
+        assert first == 2, clause("TS-ADD-1", "two new triples count 2", first, want=2)
         again = await triples.add([_t("s", "p", "o", at=5, source="second")])
-        assert again == 0, clause("TS-ADD-1", "a stored triple counts 0", again)
+        assert again == 0, clause("TS-ADD-1", "a stored triple counts 0", again, want=0)
         got = await triples.query("o", subject="s", object="o")
         assert [(t.source, t.created_at) for t in got] == [("first", BASE_TIME)], clause(
-            "TS-ADD-1", "the first source and created_at are kept", got
+            "TS-ADD-1",
+            "the first source and created_at are kept",
+            [(t.source, t.created_at) for t in got],
+            want=[("first", BASE_TIME)],
+            detail=got,
         )
 
     async def test_add_same_in_batch(self, triples: TripleStore) -> None:
@@ -193,9 +197,9 @@ class TripleStoreContract:
         DO NOTHING, or a de-duplicated batch).
         """
         added = await triples.add([_t("s", "p", "o"), _t("s", "p", "o", source="x")])
-        assert added == 1, clause("TS-ADD-2", "a repeat inside a batch counts once", added)
+        assert added == 1, clause("TS-ADD-2", "a repeat inside a batch counts once", added, want=1)
         got = await triples.query("o")
-        assert len(got) == 1, clause("TS-ADD-2", "it is stored once", got)
+        assert len(got) == 1, clause("TS-ADD-2", "it is stored once", len(got), want=1, detail=got)
 
     async def test_same_fact_other_loop_is_new(self, triples: TripleStore) -> None:
         """The loop is part of the identity: one fact in two loops is two triples.
@@ -203,7 +207,7 @@ class TripleStoreContract:
         When this fails, check that the loop column is in the unique key.
         """
         added = await triples.add([_t("s", "p", "o", loop="l1"), _t("s", "p", "o", loop="l2")])
-        assert added == 2, clause("TS-ADD-1", "one fact in two loops is two triples", added)
+        assert added == 2, clause("TS-ADD-1", "one fact in two loops is two triples", added, want=2)
 
     # -- round trip ------------------------------------------------------------
 
@@ -225,7 +229,7 @@ class TripleStoreContract:
         )
         await triples.add([t])
         got = await triples.query(t.owner, loop=t.loop, subject=text)
-        assert got == [t], clause("TS-RT-1", "the triple reads back unchanged", got)
+        assert got == [t], clause("TS-RT-1", "the triple reads back unchanged", got, want=[t])
 
     # -- query -----------------------------------------------------------------
 
@@ -245,16 +249,26 @@ class TripleStoreContract:
         )
         by_subject = _spo(await triples.query("o", subject="alice"))
         assert by_subject == [("alice", "knows", "bob"), ("alice", "likes", "tea")], clause(
-            "TS-Q-1", "query by subject", by_subject
+            "TS-Q-1",
+            "query by subject",
+            by_subject,
+            want=[("alice", "knows", "bob"), ("alice", "likes", "tea")],
         )
         by_object = _spo(await triples.query("o", object="bob"))
         assert by_object == [("alice", "knows", "bob"), ("carol", "likes", "bob")], clause(
-            "TS-Q-1", "query by object", by_object
+            "TS-Q-1",
+            "query by object",
+            by_object,
+            want=[("alice", "knows", "bob"), ("carol", "likes", "bob")],
         )
         both = _spo(await triples.query("o", predicate="likes", object="bob"))
-        assert both == [("carol", "likes", "bob")], clause("TS-Q-1", "filters combine", both)
+        assert both == [("carol", "likes", "bob")], clause(
+            "TS-Q-1", "filters combine", both, want=[("carol", "likes", "bob")]
+        )
         everything = await triples.query("o")
-        assert len(everything) == 4, clause("TS-Q-1", "no filter: all", everything)
+        assert len(everything) == 4, clause(
+            "TS-Q-1", "no filter: all", len(everything), want=4, detail=everything
+        )
 
     async def test_query_order_and_limit(self, triples: TripleStore) -> None:
         """Newest first, then loop, subject, predicate, object ascending; limit after.
@@ -283,9 +297,11 @@ class TripleStoreContract:
             ("l", "a", "q", "x"),
             ("l", "b", "p", "x"),
         ]
-        assert got == expected, clause("TS-Q-2", "triple order", got)
+        assert got == expected, clause("TS-Q-2", "triple order", got, want=expected)
         limited = [(t.loop, t.subject) for t in await triples.query("o", limit=3)]
-        assert limited == [e[:2] for e in expected[:3]], clause("TS-Q-2", "limit", limited)
+        assert limited == [e[:2] for e in expected[:3]], clause(
+            "TS-Q-2", "limit", limited, want=[e[:2] for e in expected[:3]]
+        )
 
     @pytest.mark.parametrize("pattern", ["a%", "a_", "*", "?", "[x]", "\\", "A"])
     async def test_filters_are_literal(self, triples: TripleStore, pattern: str) -> None:
@@ -297,7 +313,9 @@ class TripleStoreContract:
         await triples.add([_t(s, "p", "o") for s in stored])
         got = _spo(await triples.query("o", subject=pattern))
         expected = [(pattern, "p", "o")] if pattern in stored else []
-        assert got == expected, clause("TS-Q-3", f"subject={pattern!r} is literal", got)
+        assert got == expected, clause(
+            "TS-Q-3", f"subject={pattern!r} is literal", got, want=expected
+        )
 
     # -- isolation -------------------------------------------------------------
 
@@ -315,13 +333,21 @@ class TripleStoreContract:
             ]
         )
         a_all = await triples.query("a")
-        assert len(a_all) == 2, clause("TS-ISO-1", "loop=None spans the owner's loops", a_all)
+        assert len(a_all) == 2, clause(
+            "TS-ISO-1", "loop=None spans the owner's loops", len(a_all), want=2, detail=a_all
+        )
         a_one = await triples.query("a", loop="b:c")
-        assert _spo(a_one) == [("s", "p", "o")], clause("TS-ISO-1", "loop narrows", a_one)
+        assert _spo(a_one) == [("s", "p", "o")], clause(
+            "TS-ISO-1", "loop narrows", _spo(a_one), want=[("s", "p", "o")], detail=a_one
+        )
         other = await triples.query("a:b")
-        assert [t.loop for t in other] == ["c"], clause("TS-ISO-1", "owners isolated", other)
+        assert [t.loop for t in other] == ["c"], clause(
+            "TS-ISO-1", "owners isolated", [t.loop for t in other], want=["c"], detail=other
+        )
         nobody = await triples.query("a", loop="b")
-        assert nobody == [], clause("TS-ISO-1", "a loop name prefix matches nothing", nobody)
+        assert nobody == [], clause(
+            "TS-ISO-1", "a loop name prefix matches nothing", nobody, want=[]
+        )
 
     # -- walks -----------------------------------------------------------------
 
@@ -344,7 +370,10 @@ class TripleStoreContract:
         await self._chain(triples)
         got = _steps(await triples.neighbours("o", "a", loop="l"))
         assert got == [(1, "x", "to", "a"), (1, "a", "to", "b")], clause(
-            "TS-WALK-1", "one hop, both directions, triple order", got
+            "TS-WALK-1",
+            "one hop, both directions, triple order",
+            got,
+            want=[(1, "x", "to", "a"), (1, "a", "to", "b")],
         )
 
     async def test_walk_k_hops(self, triples: TripleStore) -> None:
@@ -361,9 +390,22 @@ class TripleStoreContract:
             (1, "d", "to", "a"),
             (2, "c", "to", "d"),
             (2, "b", "to", "c"),
-        ], clause("TS-WALK-2", "two hops over every loop", got)
+        ], clause(
+            "TS-WALK-2",
+            "two hops over every loop",
+            got,
+            want=[
+                (1, "x", "to", "a"),
+                (1, "a", "to", "b"),
+                (1, "d", "to", "a"),
+                (2, "c", "to", "d"),
+                (2, "b", "to", "c"),
+            ],
+        )
         far = _steps(await triples.neighbours("o", "a", hops=8))
-        assert len(far) == 5, clause("TS-WALK-2", "a cycle terminates, triples once", far)
+        assert len(far) == 5, clause(
+            "TS-WALK-2", "a cycle terminates, triples once", len(far), want=5, detail=far
+        )
 
     async def test_walk_loop_limit_unknown(self, triples: TripleStore) -> None:
         """loop narrows the walk, limit cuts it, an unknown node walks to nothing.
@@ -377,13 +419,26 @@ class TripleStoreContract:
             ("a", "to", "b"),
             ("b", "to", "c"),
             ("c", "to", "d"),
-        ], clause("TS-WALK-3", "loop applies at every hop", in_loop)
+        ], clause(
+            "TS-WALK-3",
+            "loop applies at every hop",
+            [s[1:] for s in in_loop],
+            want=[
+                ("x", "to", "a"),
+                ("a", "to", "b"),
+                ("b", "to", "c"),
+                ("c", "to", "d"),
+            ],
+            detail=in_loop,
+        )
         limited = _steps(await triples.neighbours("o", "a", hops=3, limit=2))
-        assert len(limited) == 2, clause("TS-WALK-3", "limit", limited)
+        assert len(limited) == 2, clause("TS-WALK-3", "limit", len(limited), want=2, detail=limited)
         none = await triples.neighbours("o", "nowhere", hops=3)
-        assert none == [], clause("TS-WALK-3", "unknown node", none)
+        assert none == [], clause("TS-WALK-3", "unknown node", none, want=[])
         other_owner = await triples.neighbours("someone-else", "a", hops=3)
-        assert other_owner == [], clause("TS-WALK-3", "walks stay in the owner", other_owner)
+        assert other_owner == [], clause(
+            "TS-WALK-3", "walks stay in the owner", other_owner, want=[]
+        )
 
     # -- delete ----------------------------------------------------------------
 
@@ -401,15 +456,19 @@ class TripleStoreContract:
             ]
         )
         one = await triples.delete_scope("o", loop="l1")
-        assert one == 2, clause("TS-DEL-1", "one loop's triples", one)
+        assert one == 2, clause("TS-DEL-1", "one loop's triples", one, want=2)
         left = _spo(await triples.query("o"))
-        assert left == [("s", "p", "3")], clause("TS-DEL-1", "the other loop stays", left)
+        assert left == [("s", "p", "3")], clause(
+            "TS-DEL-1", "the other loop stays", left, want=[("s", "p", "3")]
+        )
         rest = await triples.delete_scope("o")
-        assert rest == 1, clause("TS-DEL-1", "the owner's remaining triples", rest)
+        assert rest == 1, clause("TS-DEL-1", "the owner's remaining triples", rest, want=1)
         none = await triples.delete_scope("o")
-        assert none == 0, clause("TS-DEL-1", "nothing left: 0", none)
+        assert none == 0, clause("TS-DEL-1", "nothing left: 0", none, want=0)
         other = await triples.query("other")
-        assert len(other) == 1, clause("TS-DEL-1", "other owners untouched", other)
+        assert len(other) == 1, clause(
+            "TS-DEL-1", "other owners untouched", len(other), want=1, detail=other
+        )
 
     # -- validation ------------------------------------------------------------
 
@@ -444,7 +503,9 @@ class TripleStoreContract:
             "TS-INPUT-1", rule, InvalidInput, triples.neighbours("o", "s", limit=-1)
         )
         stored = await triples.query("o")
-        assert stored == [], clause("TS-INPUT-1", "nothing of a bad batch is stored", stored)
+        assert stored == [], clause(
+            "TS-INPUT-1", "nothing of a bad batch is stored", stored, want=[]
+        )
 
     async def test_ids_at_and_over_the_maximum(self, triples: TripleStore) -> None:
         """When this fails at the maximum, the backend cannot hold MAX_ID_BYTES in
@@ -453,14 +514,16 @@ class TripleStoreContract:
         (`Triple`'s validators, again in `check_triples`)."""
         owner, loop, s, p, o = (max_id(f"ts-{f}") for f in ("owner", "loop", "s", "p", "o"))
         fact = _t(s, p, o, owner=owner, loop=loop)
-        assert await triples.add([fact]) == 1, clause("TS-INPUT-2", "a maximal triple is stored")
+        n = await triples.add([fact])
+        assert n == 1, clause("TS-INPUT-2", "a maximal triple is stored", n, want=1)
         got = await triples.query(owner, loop=loop, subject=s, predicate=p, object=o)
-        assert got == [fact], clause("TS-INPUT-2", "query by every field finds it", got)
-        walked = [step.triple for step in await triples.neighbours(owner, o, loop=loop)]
-        assert walked == [fact], clause("TS-INPUT-2", "a walk finds it", walked)
-        assert await triples.delete_scope(owner, loop=loop) == 1, clause(
-            "TS-INPUT-2", "delete_scope deletes it"
+        assert got == [fact], clause(
+            "TS-INPUT-2", "query by every field finds it", got, want=[fact]
         )
+        walked = [step.triple for step in await triples.neighbours(owner, o, loop=loop)]
+        assert walked == [fact], clause("TS-INPUT-2", "a walk finds it", walked, want=[fact])
+        n = await triples.delete_scope(owner, loop=loop)
+        assert n == 1, clause("TS-INPUT-2", "delete_scope deletes it", n, want=1)
         long = max_id("ts-over") + "x"
         good = _t("a", "b", "c", owner="over")
         with attrs.validators.disabled():
@@ -480,7 +543,9 @@ class TripleStoreContract:
         for field, call in calls:
             await expect_too_long("TS-INPUT-2", field, call())
         left = await triples.query("over")
-        assert left == [], clause("TS-INPUT-2", "a batch with an over-long id stores nothing", left)
+        assert left == [], clause(
+            "TS-INPUT-2", "a batch with an over-long id stores nothing", left, want=[]
+        )
 
     # -- oracle ----------------------------------------------------------------
 
@@ -503,19 +568,27 @@ class TripleStoreContract:
         oracle = InMemoryTripleStore()
         want_added = await oracle.add(batch)
         added = await triples.add(batch)
-        assert added == want_added, clause("TS-ORACLE-1", "add count", added)
+        assert added == want_added, clause("TS-ORACLE-1", "add count", added, want=want_added)
         for loop in (None, "l1"):
             got = await triples.query(owner, loop=loop, subject=start)
             want = await oracle.query(owner, loop=loop, subject=start)
-            assert got == want, clause("TS-ORACLE-1", f"query(subject, loop={loop})", got)
+            assert got == want, clause(
+                "TS-ORACLE-1", f"query(subject, loop={loop})", got, want=want
+            )
             got_all = await triples.query(owner, loop=loop, limit=5)
             want_all = await oracle.query(owner, loop=loop, limit=5)
-            assert got_all == want_all, clause("TS-ORACLE-1", "query(limit=5)", got_all)
+            assert got_all == want_all, clause(
+                "TS-ORACLE-1", "query(limit=5)", got_all, want=want_all
+            )
             walked = await triples.neighbours(owner, start, hops=hops, loop=loop)
             want_walk = await oracle.neighbours(owner, start, hops=hops, loop=loop)
-            assert walked == want_walk, clause("TS-ORACLE-1", f"walk hops={hops}", walked)
+            assert walked == want_walk, clause(
+                "TS-ORACLE-1", f"walk hops={hops}", walked, want=want_walk
+            )
         deleted = await triples.delete_scope(owner)
-        assert deleted == want_added, clause("TS-ORACLE-1", "delete_scope count", deleted)
+        assert deleted == want_added, clause(
+            "TS-ORACLE-1", "delete_scope count", deleted, want=want_added
+        )
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -547,7 +620,9 @@ class TripleStoreContract:
             got = _spo(await other.query("o"))
         finally:
             await other.close()
-        assert got == [("s", "p", "o")], clause("TS-SHARED-1", "the other handle sees it", got)
+        assert got == [("s", "p", "o")], clause(
+            "TS-SHARED-1", "the other handle sees it", got, want=[("s", "p", "o")]
+        )
 
     # -- owner listing -------------------------------------------------------
 
@@ -560,11 +635,15 @@ class TripleStoreContract:
         await triples.add([_t("s", "p", o, owner=o) for o in names])
         await triples.add([_t("s", "p", "o2", owner="b", loop="l2")])
         got = await triples.owners()
-        assert got == sorted(names), clause("TS-OWN-1", "every owner once, sorted", got)
+        assert got == sorted(names), clause(
+            "TS-OWN-1", "every owner once, sorted", got, want=sorted(names)
+        )
         await triples.delete_scope("Z")
         got = await triples.owners()
         want = sorted(set(names) - {"Z"})
-        assert got == want, clause("TS-OWN-1", "an owner without triples is not listed", got)
+        assert got == want, clause(
+            "TS-OWN-1", "an owner without triples is not listed", got, want=want
+        )
 
     # -- canary (last) ---------------------------------------------------------
 
@@ -574,4 +653,4 @@ class TripleStoreContract:
         When this fails, fix the fixture: yield a fresh or emptied store per test.
         """
         got = await triples.query(CANARY_OWNER)
-        assert got == [], clause("TS-CANARY-1", "the fixture yields an empty store", got)
+        assert got == [], clause("TS-CANARY-1", "the fixture yields an empty store", got, want=[])

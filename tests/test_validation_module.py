@@ -1,0 +1,104 @@
+"""`agent_memory.validation`, the one import an adapter author needs for the
+argument checks: the very functions the built-in adapters call (so the typed
+errors are the same), importable on the base install."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agent_memory.validation as public
+from agent_memory.adapters._common import validation as adapter_checks
+from agent_memory.domain import errors, records
+from agent_memory.domain import validation as domain_checks
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_export_is_the_function_the_adapters_use() -> None:
+    """When this fails, a name of `agent_memory.validation` is a copy (or is
+    missing): it must be the same object the built-in adapters import, so a
+    third-party adapter raises exactly their errors."""
+    assert sorted(public.__all__) == sorted(set(public.__all__)), "duplicate names"
+    for name in adapter_checks.__all__:
+        assert getattr(public, name) is getattr(adapter_checks, name), name
+    wanted = {
+        "MAX_ID_BYTES", "MAX_LIMIT", "MAX_TTL", "MAX_QUERY_BYTES", "MAX_QUERY_WORD_BYTES",
+        "require_scope", "require_id", "require_no_nul", "require_text", "require_utc",
+        "require_limit", "require_ttl", "require_positive", "as_vector",
+    }  # fmt: skip
+    for name in wanted:
+        assert getattr(public, name) is getattr(domain_checks, name), name
+    assert public.require_dimension is records.require_dimension
+    for name in ("InvalidInput", "ScopeRequired", "DimensionMismatch", "DuplicateRecord"):
+        assert getattr(public, name) is getattr(errors, name), name
+    assert set(public.__all__) >= set(adapter_checks.__all__) | wanted | {"require_dimension"}
+    assert all(hasattr(public, name) for name in public.__all__)
+
+
+def test_the_checks_raise_the_typed_errors() -> None:
+    """When this fails, a re-exported check no longer raises the documented type."""
+    with pytest.raises(public.ScopeRequired):
+        public.require_scope("  ", "owner")
+    with pytest.raises(public.InvalidInput, match=r"record\.id"):
+        public.require_id("a\x00b", "record.id")
+    with pytest.raises(public.InvalidInput, match="attributes"):
+        public.require_no_nul({"k": ["ok", "x\x00"]}, "attributes")
+    with pytest.raises(public.InvalidInput, match="limit"):
+        public.require_limit(public.MAX_LIMIT + 1)
+    with pytest.raises(public.InvalidInput, match="ttl"):
+        public.require_ttl(timedelta(0))
+    space = records.EmbeddingSpace(model="m", dimension=3)
+    with pytest.raises(public.DimensionMismatch):
+        public.require_dimension(space, np.zeros(4, dtype=np.float32))
+
+
+@settings(max_examples=50)
+@given(st.text(max_size=200))
+def test_ids_over_the_bound_are_refused(text: str) -> None:
+    """Property: `require_id` accepts exactly the non-blank, NUL-free texts of at
+    most MAX_ID_BYTES bytes of UTF-8 (surrogate-free), else raises InvalidInput."""
+    padded = text * 4  # most examples cross the bound once repeated
+    for value in (text, padded):
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            size = -1
+        ok = value.strip() != "" and "\x00" not in value and 0 <= size <= public.MAX_ID_BYTES
+        if ok:
+            assert public.require_id(value, "id") == value
+        else:
+            with pytest.raises(public.InvalidInput):
+                public.require_id(value, "id")
+
+
+def test_importable_on_the_base_install() -> None:
+    """When this fails, `agent_memory.validation` pulls in pytest, hypothesis or a
+    backend driver: an adapter author must get the checks from the base install."""
+    code = (
+        "import sys\n"
+        "BLOCKED = ('pytest', '_pytest', 'pytest_asyncio', 'hypothesis', 'redis',\n"
+        "           'psycopg', 'psycopg_pool', 'qdrant_client', 'pymilvus', 'nats')\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from agent_memory.validation import *\n"
+        "import agent_memory.validation as v\n"
+        "assert len(v.__all__) > 30\n"
+        "loaded = [m for m in sys.modules if m.split('.')[0] in BLOCKED]\n"
+        "assert not loaded, loaded\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

@@ -24,6 +24,16 @@ The dataset (CC BY-NC 4.0) is read from its path and never copied:
         [--url memory://|sqlite://|milvus+lite://|postgresql+embedded://|redis+embedded://|<URL>]
         [--modes bm25,lexical,vector,hybrid]
         [--embedder hashing|semantic|minilm] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
+    python benchmarks/locomo.py --cv [--no-minilm]
+
+`--cv` is leave-one-conversation-out cross-validation on memory://: for each
+knob (rule, word list, weight, and MiniLM at a few vector weights), R@10 with it
+on minus off on each held-back conversation, every other knob at its default,
+with the mean, the minimum and the number of folds it helps; then the estimate
+of choosing every knob (and the embedder) on the other conversations and scoring
+the held-back one. A knob stays on by default only when it helps in at least 4
+of 5 folds and on average (docs/retrieval.md). Session-level R@k (`sR@k`): the
+share of a question's evidence sessions that hold one of the top-k turns.
 """
 
 from __future__ import annotations
@@ -49,7 +59,7 @@ from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.lexical import STOPWORDS
 from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
 from agent_memory.ports.models import Embedder
-from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
+from agent_memory.services.retrieval import ConversationTurn, HybridRetriever, default_config
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo-dev.json"
@@ -232,6 +242,8 @@ def make_embedder(name: str) -> Embedder:
 
 async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Scores]:
     embedder = make_embedder(args.embedder)
+    if args.vector_weight is None:
+        args.vector_weight = default_config(embedder.space).vector_weight
     config = RetrievalConfig(
         fusion=FusionMethod(args.fusion),
         rrf_k=args.rrf_k,
@@ -391,6 +403,12 @@ class Knob:
 # Each knob's gain is "on minus off" with every other knob at its default.
 KNOBS = (
     Knob("speaker bonus", {"speaker_weight": 0.4}, {"speaker_weight": 0.0}),
+    Knob(
+        "dates (month and year in context + date bonus)",
+        {"date_weight": 0.3, "context_dates": True},
+        {"date_weight": 0.0, "context_dates": False},
+        off_index="nodates",
+    ),
     Knob("date bonus", {"date_weight": 0.3}, {"date_weight": 0.0}),
     Knob(
         "month and year in context",
@@ -406,9 +424,9 @@ KNOBS = (
     Knob("query variants", {"query_variants": True}, {"query_variants": False}),
     Knob("category members", {"category_members": True}, {"category_members": False}),
     Knob("hashing vectors 0.2", {"vector_weight": 0.2}, {"vector_weight": 0.0}),
-    Knob("MiniLM, vector weight 0.2", {"vector_weight": 0.2}, {}, on_index="minilm"),
     Knob("MiniLM, vector weight 0.3", {"vector_weight": 0.3}, {}, on_index="minilm"),
     Knob("MiniLM, vector weight 0.4", {"vector_weight": 0.4}, {}, on_index="minilm"),
+    Knob("MiniLM, vector weight 0.5", {"vector_weight": 0.5}, {}, on_index="minilm"),
 )
 
 
@@ -462,9 +480,9 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
     held-back one. Each conversation is indexed once per index kind."""
     from agent_memory.adapters.memory.embedder import HashingEmbedder
 
-    default = RetrievalConfig()
-    samples = data[: args.limit or None]
     embedders: dict[str, Any] = {"hashing": _CachedEmbedder(HashingEmbedder(256))}
+    default = default_config(embedders["hashing"].space)
+    samples = data[: args.limit or None]
     if any(k.on_index == "minilm" for k in KNOBS) and not args.no_minilm:
         embedders["minilm"] = _CachedEmbedder(make_embedder("minilm"))
     stores = {
@@ -609,7 +627,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=d.fusion.value)
     p.add_argument("--rrf-k", type=float, default=d.rrf_k)
     p.add_argument("--lexical-weight", type=float, default=d.lexical_weight)
-    p.add_argument("--vector-weight", type=float, default=d.vector_weight)
+    p.add_argument(
+        "--vector-weight",
+        type=float,
+        default=None,
+        help="default: the embedder's (default_config: 0.2 for hashing, 0.4 otherwise)",
+    )
     p.add_argument("--candidates", type=int, default=d.candidates)
     p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
     p.add_argument("--window", type=int, default=d.context_window)

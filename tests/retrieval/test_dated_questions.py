@@ -82,6 +82,7 @@ def test_as_of_favours_the_latest_day_up_to_the_end_and_nothing_after(
 )
 @example(month=(2023, 10), offsets=[-40, -3, 5, 20])  # a turn in the month and after it
 @example(month=(2023, 10), offsets=[-60, 1, 2])  # the latest state told months before
+@example(month=(2000, 1), offsets=[1, -31])  # "2000" in the query matched February 2000
 async def test_as_of_ranks_the_latest_turn_before_the_month_s_end_above_later_ones(
     month: tuple[int, int], offsets: list[int]
 ) -> None:

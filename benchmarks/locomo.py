@@ -24,6 +24,16 @@ The dataset (CC BY-NC 4.0) is read from its path and never copied:
         [--url memory://|sqlite://|milvus+lite://|postgresql+embedded://|redis+embedded://|<URL>]
         [--modes bm25,lexical,vector,hybrid]
         [--embedder hashing|semantic|minilm] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
+    python benchmarks/locomo.py --cv [--no-minilm]
+
+`--cv` is leave-one-conversation-out cross-validation on memory://: for each
+knob (rule, word list, weight, and MiniLM at a few vector weights), R@10 with it
+on minus off on each held-back conversation, every other knob at its default,
+with the mean, the minimum and the number of folds it helps; then the estimate
+of choosing every knob (and the embedder) on the other conversations and scoring
+the held-back one. A knob stays on by default only when it helps in at least 4
+of 5 folds and on average (docs/retrieval.md). Session-level R@k (`sR@k`): the
+share of a question's evidence sessions that hold one of the top-k turns.
 """
 
 from __future__ import annotations
@@ -42,17 +52,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from agent_memory.bootstrap.connect import open_stores
 from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.lexical import STOPWORDS
 from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
 from agent_memory.ports.models import Embedder
-from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
+from agent_memory.services.retrieval import ConversationTurn, HybridRetriever, default_config
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = REPO / ".." / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10, 25)
+SESSION_KS = (5, 10)
 _EVIDENCE = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 _DATE = re.compile(r"(\d{1,2}):(\d{2})\s*(am|pm)\s+on\s+(\d{1,2})\s+(\w+),?\s+(\d{4})", re.I)
 _MONTH_NAMES = "january february march april may june july august september october november"
@@ -102,6 +115,19 @@ def conversation_turns(conv: dict[str, Any]) -> list[ConversationTurn]:
             )
         n += 1
     return turns
+
+
+def session_of(dia_id: str) -> str:
+    """`"D8:6"` -> `"D8"`: the session a turn belongs to."""
+    return dia_id.split(":", 1)[0]
+
+
+def session_recall(ranked: Sequence[str], gold: set[str], k: int) -> float:
+    """Session-level recall at k: the share of the gold turns' sessions that hold
+    at least one of the top-k turns (the granularity most published LoCoMo
+    retrieval numbers use)."""
+    wanted = {session_of(g) for g in gold}
+    return len(wanted & {session_of(d) for d in ranked[:k]}) / len(wanted)
 
 
 def questions(sample: dict[str, Any], known: set[str]) -> Iterator[tuple[str, int, set[str]]]:
@@ -187,6 +213,8 @@ class Scores:
                 row[f"R@{k}"] += len(gold & set(ranked[:k])) / len(gold)
             row["hit@10"] += 1.0 if gold & set(ranked[:10]) else 0.0
             row["MRR"] += rr
+            for k in SESSION_KS:
+                row[f"sR@{k}"] += session_recall(ranked, gold, k)
             self.counts[key] += 1
 
     def metric(self, key: Any, name: str) -> float:
@@ -214,6 +242,8 @@ def make_embedder(name: str) -> Embedder:
 
 async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Scores]:
     embedder = make_embedder(args.embedder)
+    if args.vector_weight is None:
+        args.vector_weight = default_config(embedder.space).vector_weight
     config = RetrievalConfig(
         fusion=FusionMethod(args.fusion),
         rrf_k=args.rrf_k,
@@ -331,7 +361,7 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"{'on' if args.query_variants else 'off'}, category members "
         f"{'on' if args.category_members else 'off'}, date weight {args.date_weight}"
     )
-    metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"]
+    metrics = [f"R@{k}" for k in KS] + ["hit@10", "MRR"] + [f"sR@{k}" for k in SESSION_KS]
     print("| category | n | metric | " + " | ".join(modes) + " |")
     print("| --- | --- | --- | " + " | ".join("---" for _ in modes) + " |")
     first = results[modes[0]]
@@ -354,6 +384,234 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         print(f"| R@10 vs {'bm25-ref' if 'bm25-ref' in results else 'bm25'} | | ratio | {ratios} |")
 
 
+# --- leave-one-conversation-out cross-validation (`--cv`) -----------------------
+
+
+@attrs.frozen
+class Knob:
+    """One rule, word list or weight, as the config values with it on and off;
+    `index` names the index a setting needs ("minilm": MiniLM vectors, "nodates":
+    no month and year in the context), None when the default index serves."""
+
+    name: str
+    on: dict[str, Any]
+    off: dict[str, Any]
+    on_index: str | None = None
+    off_index: str | None = None
+
+
+# Each knob's gain is "on minus off" with every other knob at its default.
+KNOBS = (
+    Knob("speaker bonus", {"speaker_weight": 0.4}, {"speaker_weight": 0.0}),
+    Knob(
+        "dates (month and year in context + date bonus)",
+        {"date_weight": 0.3, "context_dates": True},
+        {"date_weight": 0.0, "context_dates": False},
+        off_index="nodates",
+    ),
+    Knob("date bonus", {"date_weight": 0.3}, {"date_weight": 0.0}),
+    Knob(
+        "month and year in context",
+        {"context_dates": True},
+        {"context_dates": False},
+        off_index="nodates",
+    ),
+    Knob("length prior", {"length_weight": 0.3}, {"length_weight": 0.0}),
+    Knob("list-session penalty", {"list_session_penalty": 0.1}, {"list_session_penalty": 0.0}),
+    Knob("list candidates 200", {"list_candidates": 200}, {"list_candidates": 100}),
+    Knob("session prior", {"session_weight": 0.5}, {"session_weight": 0.0}),
+    Knob("reply prior", {"reply_weight": 0.05}, {"reply_weight": 0.0}),
+    Knob("query variants", {"query_variants": True}, {"query_variants": False}),
+    Knob("category members", {"category_members": True}, {"category_members": False}),
+    Knob("hashing vectors 0.2", {"vector_weight": 0.2}, {"vector_weight": 0.0}),
+    Knob("MiniLM, vector weight 0.3", {"vector_weight": 0.3}, {}, on_index="minilm"),
+    Knob("MiniLM, vector weight 0.4", {"vector_weight": 0.4}, {}, on_index="minilm"),
+    Knob("MiniLM, vector weight 0.5", {"vector_weight": 0.5}, {}, on_index="minilm"),
+)
+
+
+class _CachedEmbedder:
+    """An embedder that embeds each distinct text once (queries repeat across
+    the knob runs)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def space(self) -> Any:
+        return self._inner.space
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        todo = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        if todo:
+            for text, vector in zip(todo, await self._inner.embed(todo), strict=True):
+                self._cache[text] = vector
+        return np.stack([self._cache[t] for t in texts])
+
+
+Setting = tuple[str, tuple[tuple[str, Any], ...]]  # (index, config overrides)
+
+
+def _setting(index: str | None, overrides: dict[str, Any], default: RetrievalConfig) -> Setting:
+    """A run's identity: its index and the overrides that differ from `default`.
+    Without an index named, the hashing index with or without the dates in the
+    context, as the overrides say."""
+    if index is None:
+        dates = overrides.get("context_dates", default.context_dates)
+        index = "default" if dates else "nodates"
+    changed = tuple(sorted((k, v) for k, v in overrides.items() if getattr(default, k) != v))
+    return (index, changed)
+
+
+def _default_is_on(knob: Knob, default: RetrievalConfig) -> bool:
+    if knob.on_index == "minilm":
+        return False  # the embedder is the benchmark's, hashing unless --embedder minilm
+    return all(getattr(default, k) == v for k, v in knob.on.items())
+
+
+async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    """Leave-one-conversation-out over the conversations: each knob's gain (R@10
+    on minus off, the rest at the defaults) on each held-back conversation, with
+    the mean, min and the folds it helps; then the estimate of choosing every
+    knob (and the embedder) on the other conversations and scoring the
+    held-back one. Each conversation is indexed once per index kind."""
+    from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+    embedders: dict[str, Any] = {"hashing": _CachedEmbedder(HashingEmbedder(256))}
+    default = default_config(embedders["hashing"].space)
+    samples = data[: args.limit or None]
+    if any(k.on_index == "minilm" for k in KNOBS) and not args.no_minilm:
+        embedders["minilm"] = _CachedEmbedder(make_embedder("minilm"))
+    stores = {
+        name: await open_stores("memory://", space=e.space, settings=Settings())
+        for name, e in embedders.items()
+    }
+    # per setting, per conversation: (category, R@10, session R@10) per question
+    scores: dict[Setting, list[list[tuple[int, float, float]]]] = {}
+    convs: list[tuple[str, list[ConversationTurn], list[tuple[str, int, set[str]]], Any]] = []
+    t0 = time.perf_counter()
+    try:
+        for sample in samples:
+            owner = f"locomo-{sample['sample_id']}"
+            turns = conversation_turns(sample["conversation"])
+            dia = {t.id: str(t.attributes["dia_id"]) for t in turns}
+            asked = max(t.at for t in turns)
+            qs = list(questions(sample, set(dia.values())))
+            convs.append((owner, turns, qs, asked))
+            for index, embedder_name, extra in (
+                ("default", "hashing", {}),
+                ("nodates", "hashing", {"context_dates": False}),
+                ("minilm", "minilm", {}),
+            ):
+                if embedder_name not in embedders:
+                    continue
+                cfg = attrs.evolve(default, **extra)
+                retriever = HybridRetriever(
+                    stores[embedder_name].store, embedders[embedder_name], cfg
+                )
+                await retriever.add_conversation(f"{owner}-{index}", turns, namespace="context")
+        print(f"# indexed in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+        async def run_setting(setting: Setting, only: Sequence[int] | None = None) -> None:
+            index, changed = setting
+            embedder_name = "minilm" if index == "minilm" else "hashing"
+            cfg = attrs.evolve(default, **dict(changed))
+            retriever = HybridRetriever(stores[embedder_name].store, embedders[embedder_name], cfg)
+            rows = scores.setdefault(setting, [[] for _ in convs])
+            for i, (owner, turns, qs, asked) in enumerate(convs):
+                if (only is not None and i not in only) or rows[i]:
+                    continue
+                dia = {t.id: str(t.attributes["dia_id"]) for t in turns}
+                for question, category, gold in qs:
+                    got = await retriever.retrieve(
+                        f"{owner}-{index}", question, limit=25, reference=asked
+                    )
+                    ranked = [dia[h.record.id] for h in got.hits]
+                    r10 = len(gold & set(ranked[:10])) / len(gold)
+                    rows[i].append((category, r10, session_recall(ranked, gold, 10)))
+
+        def value(setting: Setting, conv: int, col: int = 1) -> float:
+            rows = scores[setting][conv]
+            return 100.0 * sum(r[col] for r in rows) / len(rows)
+
+        def pooled(setting: Setting, folds: Sequence[int]) -> float:
+            rows = [r for i in folds for r in scores[setting][i]]
+            return 100.0 * sum(r[1] for r in rows) / len(rows)
+
+        base = _setting(None, {}, default)
+        await run_setting(base)
+        pairs: list[tuple[Knob, Setting, Setting]] = []
+        for knob in KNOBS:
+            if knob.on_index == "minilm" and "minilm" not in embedders:
+                continue
+            on = _setting(knob.on_index, knob.on, default)
+            off = _setting(knob.off_index, knob.off, default)
+            await run_setting(on)
+            await run_setting(off)
+            pairs.append((knob, on, off))
+        print(f"# knob runs done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+
+        n = len(convs)
+        ids = [c[0].removeprefix("locomo-") for c in convs]
+        print(
+            f"Leave-one-conversation-out, R@10 (turns) over categories 1-4, memory://, "
+            f"{n} folds; gain = R@10 with the knob on minus off on the held-back "
+            "conversation, every other knob at its default"
+        )
+        print("| knob | default | " + " | ".join(ids) + " | mean | min | helps |")
+        print("| --- | --- | " + " | ".join("---" for _ in ids) + " | --- | --- | --- |")
+        for knob, on, off in pairs:
+            gains = [value(on, i) - value(off, i) for i in range(n)]
+            helps = sum(1 for g in gains if g > 0)
+            state = "on" if _default_is_on(knob, default) else "off"
+            cells = " | ".join(f"{g:+.1f}" for g in gains)
+            print(
+                f"| {knob.name} | {state} | {cells} | {sum(gains) / n:+.2f} | "
+                f"{min(gains):+.1f} | {helps}/{n} |"
+            )
+        cells = " | ".join(f"{value(base, i):.1f}" for i in range(n))
+        sess = " | ".join(f"{value(base, i, 2):.1f}" for i in range(n))
+        mean_default = sum(value(base, i) for i in range(n)) / n
+        mean_sess = sum(value(base, i, 2) for i in range(n)) / n
+        print(f"| default R@10 | | {cells} | {mean_default:.1f} | | |")
+        print(f"| default session R@10 | | {sess} | {mean_sess:.1f} | | |")
+
+        # choose every knob (and the embedder) on the other folds, score the held-back one
+        chosen_cells = []
+        for held in range(n):
+            train = [i for i in range(n) if i != held]
+            overrides: dict[str, Any] = {}
+            embedder: tuple[float, dict[str, Any]] | None = None
+            for knob, on, off in pairs:
+                if knob.on_index == "minilm":
+                    # the embedder: hashing or MiniLM at the weight that did best
+                    if pooled(on, train) > max(pooled(off, train), (embedder or (0.0, {}))[0]):
+                        embedder = (pooled(on, train), knob.on)
+                    continue
+                better = pooled(on, train) > pooled(off, train)
+                overrides.update(knob.on if better else knob.off)
+            index: str | None = None
+            if embedder is not None:
+                # the MiniLM index holds the dates in the context
+                index = "minilm"
+                overrides.update(embedder[1], context_dates=True)
+            chosen = _setting(index, overrides, default)
+            await run_setting(chosen, only=[held])
+            chosen_cells.append(value(chosen, held))
+        cells = " | ".join(f"{v:.1f}" for v in chosen_cells)
+        print(
+            f"| chosen on the other folds | | {cells} | {sum(chosen_cells) / n:.1f} | "
+            f"{min(chosen_cells):.1f} | |"
+        )
+        print(f"# ran in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    finally:
+        for st in stores.values():
+            await st.close()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo JSON (never copied)")
@@ -369,7 +627,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=d.fusion.value)
     p.add_argument("--rrf-k", type=float, default=d.rrf_k)
     p.add_argument("--lexical-weight", type=float, default=d.lexical_weight)
-    p.add_argument("--vector-weight", type=float, default=d.vector_weight)
+    p.add_argument(
+        "--vector-weight",
+        type=float,
+        default=None,
+        help="default: the embedder's (default_config: 0.2 for hashing, 0.4 otherwise)",
+    )
     p.add_argument("--candidates", type=int, default=d.candidates)
     p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
     p.add_argument("--window", type=int, default=d.context_window)
@@ -412,10 +675,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         default="last-session",
         help="when the questions are asked: the conversation's last session, or now",
     )
+    p.add_argument(
+        "--cv",
+        action="store_true",
+        help="leave-one-conversation-out: each knob's gain per held-back conversation "
+        "(memory:// only)",
+    )
+    p.add_argument("--no-minilm", action="store_true", help="--cv without the MiniLM runs")
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
     data = json.loads(Path(args.data).read_text())
+    if args.cv:
+        asyncio.run(cross_validate(args, data))
+        return
     stop: Callable[[], None] | None = None
     if args.url in ("postgresql+embedded://", "redis+embedded://"):
         # a throw-away server from the test suite's helpers

@@ -170,8 +170,9 @@ def test_ambiguous_words_are_not_months_without_a_time_word() -> None:
     ref = date(2023, 10, 24)
     assert parse_dates("What may I ask, did Sam march on?", ref) == ()
     assert parse_dates("in May", ref) == (DateRange(date(2023, 5, 1), date(2023, 5, 31)),)
+    # the 7 days before the named day, not the day itself
     assert parse_dates("Where was Sam in the week before 16 November 2023?", ref) == (
-        DateRange(date(2023, 11, 16), date(2023, 11, 16)),
+        DateRange(date(2023, 11, 9), date(2023, 11, 15)),
     )
 
 

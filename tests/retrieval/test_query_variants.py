@@ -89,8 +89,7 @@ async def test_the_turn_told_in_the_past_tense_is_found(store: MemoryStore) -> N
     await HybridRetriever(store, EMBEDDER, plain).add_conversation("alice", TURNS)
     question = "What did they draw?"
     assert "told" not in await _lexical(store, plain, question)
-    varied = RetrievalConfig(context_window=0, context_self_weight=1)
-    assert varied.query_variants
+    varied = RetrievalConfig(context_window=0, context_self_weight=1, query_variants=True)
     assert (await _lexical(store, varied, question))[0] == "told"
     # a list question keeps its words: its answers are spread over sessions and
     # the added forms only widen its already deep pool

@@ -116,7 +116,8 @@ class VectorOnlyStore:
 
 
 async def _indexed(store: MemoryStore, config: RetrievalConfig | None = None) -> HybridRetriever:
-    retriever = HybridRetriever(store, EMBEDDER, config)
+    # both rankings: the hashing embedder's default config has no vector ranking
+    retriever = HybridRetriever(store, EMBEDDER, config or RetrievalConfig(vector_weight=0.2))
     await retriever.add_conversation(OWNER, conversation())
     return retriever
 
@@ -365,3 +366,14 @@ async def test_the_session_prior_brings_the_best_matchs_session_forward(
     assert await order("What happened at Kestrel Ridge?", 0.0) == ["a1", "b1"]
     # a list question spreads over sessions instead: no prior for it
     assert await order("What activities did they do at Kestrel Ridge?", 0.5) == ["a1", "b1"]
+
+
+def test_the_default_config_follows_the_embedder_space() -> None:
+    """The hashing embedder's vectors only break ties: a smaller vector weight
+    than a semantic space's, which keeps `RetrievalConfig()`'s."""
+    from agent_memory.adapters._common.minilm import MINILM_SPACE
+    from agent_memory.services.retrieval import HASHING_VECTOR_WEIGHT, default_config
+
+    assert default_config(EMBEDDER.space).vector_weight == HASHING_VECTOR_WEIGHT
+    assert default_config(MINILM_SPACE) == RetrievalConfig()
+    assert 0 < HASHING_VECTOR_WEIGHT < RetrievalConfig().vector_weight

@@ -18,7 +18,14 @@ Recognised (case-insensitive; "st/nd/rd/th" ordinals and commas allowed):
 - a season: `summer 2021` (northern meteorological: Jun-Aug);
 - a year: `2022` (1900-2099 standing alone);
 - relative: `today`, `yesterday`, `tomorrow`, `last/this/next week|weekend|month|year`,
-  `N days|weeks|months|years ago` (digits or number words, "a"), `last Friday`.
+  `last/this/next summer|spring|autumn|fall|winter` (winter: December-February),
+  `N days|weeks|months|years ago` (digits or number words, "a"), `last Friday`,
+  `the day|week|weekend|month before|after` alone (against the reference);
+- modifiers of a date that follows them: `the week before 16 November 2023`,
+  `three days after May 8`, `the first weekend of October`, `the second week of
+  November`, `the last Friday of May 2023`, `the beginning|middle|end of
+  October 2023`, `early|mid|late October`; and `as of <date>`: a state at that
+  time (`DateRange.as_of`), which `date_match` reads as "the latest before it".
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ __all__ = [
     "MONTH_NAMES",
     "DateRange",
     "date_match",
+    "date_spans",
     "event_time_words",
     "parse_dates",
     "range_words",
@@ -77,6 +85,10 @@ _NUMBERS = {
     "few": 3,
 }
 _SEASONS = {"spring": (3, 5), "summer": (6, 8), "autumn": (9, 11), "fall": (9, 11)}
+_ORDINALS = {
+    **{"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5},
+    **{"1st": 1, "2nd": 2, "3rd": 3, "4th": 4, "5th": 5, "last": -1, "final": -1},
+}
 # a month name alone is a date only after one of these (and always for the
 # unambiguous names): "in May", "during March", but not "may I", "march on"
 _TIME_PREPOSITIONS = frozenset(
@@ -137,7 +149,32 @@ _AGO = re.compile(
 _LAST_NEXT = re.compile(
     r"(?<!\w)(?P<which>last|this|next|past)\s+(?P<unit>week(?:end)?|month|year|"
     + "|".join(_WEEKDAYS)
-    + r")(?!\w)",
+    + r"|spring|summer|autumn|fall|winter)(?!\w)",
+    re.I,
+)
+# "the week before" with no date after it: against the reference
+_SHIFT_ALONE = re.compile(
+    r"(?<!\w)the\s+(?P<unit>day|week(?:end)?|month)\s+(?P<dir>before|after)(?!\w)", re.I
+)
+# modifiers of the date right after them (matched on the text before it)
+_AS_OF = re.compile(r"(?<!\w)as\s+of\s+(?:the\s+)?$", re.I)
+_SHIFT = re.compile(
+    r"(?<!\w)(?:(?:the|a)\s+(?P<unit>day|week(?:end)?|month)|"
+    + _NUMBER
+    + r"\s+(?P<units>day|week|month)s?)\s+(?P<dir>before|after|prior\s+to)\s+(?:the\s+)?$",
+    re.I,
+)
+_ORDINAL_OF = re.compile(
+    r"(?<!\w)(?:the\s+)?(?P<ord>"
+    + "|".join(_ORDINALS)
+    + r")\s+(?P<unit>week(?:end)?|"
+    + "|".join(_WEEKDAYS)
+    + r")\s+(?:of|in)\s+$",
+    re.I,
+)
+_PART_OF = re.compile(
+    r"(?<!\w)(?:(?:the\s+)?(?P<part>beginning|start|middle|end)\s+of|(?P<early>early|mid|late))"
+    r"[\s-]+$",
     re.I,
 )
 _SINGLE_DAY = re.compile(r"(?<!\w)(?P<w>today|yesterday|tomorrow|tonight)(?!\w)", re.I)
@@ -146,10 +183,13 @@ _PRECEDING_WORD = re.compile(r"(\w+)\W*$")
 
 @frozen(order=True)
 class DateRange:
-    """Days `start` to `end`, both included (`start <= end`)."""
+    """Days `start` to `end`, both included (`start <= end`). `as_of`: the text
+    asks for a state at that time ("as of October 2023"), so what was said up to
+    its end counts, the latest most, and nothing after it."""
 
     start: date
     end: date
+    as_of: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.start > self.end:
@@ -221,6 +261,8 @@ def _relative(match: re.Match[str], reference: date) -> DateRange | None:
     if unit == "year":
         year = reference.year + step
         return DateRange(date(year, 1, 1), date(year, 12, 31))
+    if unit in _SEASONS or unit == "winter":
+        return _relative_season(unit, step, reference)
     weekday = _WEEKDAYS.index(unit)
     if step < 0:
         back = (reference.weekday() - weekday) % 7 or 7
@@ -231,6 +273,127 @@ def _relative(match: re.Match[str], reference: date) -> DateRange | None:
     else:
         d = reference + timedelta(days=weekday - reference.weekday())
     return DateRange(d, d)
+
+
+def _season_in(name: str, year: int) -> DateRange:
+    """The season `name` of `year`; winter is December of `year` to February."""
+    if name == "winter":
+        return DateRange(date(year, 12, 1), _month_range(year + 1, 2).end)
+    return _season(name, year)
+
+
+def _relative_season(name: str, step: int, reference: date) -> DateRange:
+    """ "last summer": the latest one over before `reference`; "this summer": the
+    one of the reference's year (the winter holding it, or the coming one);
+    "next summer": the first one starting after `reference`."""
+    if step < 0:
+        year = reference.year
+        while _season_in(name, year).end >= reference:
+            year -= 1
+        return _season_in(name, year)
+    if step > 0:
+        year = reference.year - 1
+        while _season_in(name, year).start <= reference:
+            year += 1
+        return _season_in(name, year)
+    if name == "winter" and reference.month <= 2:
+        return _season_in(name, reference.year - 1)
+    return _season_in(name, reference.year)
+
+
+def _shift_alone(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "the week before" with no date after it: the days before (after) `reference`."""
+    return _shifted(DateRange(reference, reference), m["unit"].lower(), 1, m["dir"].lower())
+
+
+def _shifted(r: DateRange, unit: str, n: int, direction: str) -> DateRange | None:
+    """The `n` days/weeks/months before `r` starts (after it ends); a weekend:
+    the Saturday and Sunday before (after)."""
+    before = not direction.startswith("after")
+    if unit == "weekend":
+        if before:
+            saturday = r.start - timedelta(days=(r.start.weekday() - 5) % 7 or 7)
+        else:
+            saturday = r.end + timedelta(days=(5 - r.end.weekday()) % 7 or 7)
+        return DateRange(saturday, saturday + timedelta(days=1))
+    if unit == "month":
+        if before:
+            return DateRange(_add_months(r.start, -n), r.start - timedelta(days=1))
+        return DateRange(r.end + timedelta(days=1), _add_months(r.end, n))
+    days = n * (7 if unit == "week" else 1)
+    if before:
+        return DateRange(r.start - timedelta(days=days), r.start - timedelta(days=1))
+    return DateRange(r.end + timedelta(days=1), r.end + timedelta(days=days))
+
+
+def _is_month(r: DateRange) -> bool:
+    return (
+        r.start.day == 1
+        and r.start.replace(day=1) == r.end.replace(day=1)
+        and (r.end + timedelta(days=1)).day == 1
+    )
+
+
+def _ordinal_of(r: DateRange, ordinal: int, unit: str) -> DateRange | None:
+    """The first (second, …, last) week, weekend or weekday of the month `r`: a
+    week is days 1-7, 8-14, … (the last: the final 7 days); a weekend is a
+    Saturday of the month and the Sunday after it."""
+    if unit == "week":
+        if ordinal < 0:
+            return DateRange(r.end - timedelta(days=6), r.end)
+        start = r.start + timedelta(days=7 * (ordinal - 1))
+        return DateRange(start, min(start + timedelta(days=6), r.end)) if start <= r.end else None
+    weekday = 5 if unit == "weekend" else _WEEKDAYS.index(unit)
+    if ordinal < 0:
+        first = r.end - timedelta(days=(r.end.weekday() - weekday) % 7)
+    else:
+        first = r.start + timedelta(days=(weekday - r.start.weekday()) % 7 + 7 * (ordinal - 1))
+    if first > r.end:
+        return None
+    end = first + timedelta(days=1) if unit == "weekend" else first
+    return DateRange(first, end)
+
+
+def _part_of(r: DateRange, part: str) -> DateRange:
+    """The beginning (days 1-10), middle (11-20) or end (21-last) of a month."""
+    if part in ("beginning", "start", "early"):
+        return DateRange(r.start, r.start + timedelta(days=9))
+    if part in ("middle", "mid"):
+        return DateRange(r.start + timedelta(days=10), r.start + timedelta(days=19))
+    return DateRange(r.start + timedelta(days=20), r.end)
+
+
+def _modified(text: str, start: int, r: DateRange) -> tuple[int, DateRange]:
+    """Apply the modifiers written right before a date (`text[:start]`), the
+    nearest first: "as of the end of October 2023" is the end of October, as
+    of then. The new start of the span and the range."""
+    while True:
+        before = text[:start]
+        m = _AS_OF.search(before)
+        if m and not r.as_of:
+            start, r = m.start(), DateRange(r.start, r.end, as_of=True)
+            continue
+        if r.as_of:
+            return start, r
+        m = _SHIFT.search(before)
+        if m:
+            unit = (m["unit"] or m["units"]).lower()
+            n = _number(m["n"]) if m["n"] else 1
+            got = _shifted(r, unit, n, m["dir"].lower())
+            if got is not None:
+                start, r = m.start(), got
+                continue
+        m = _ORDINAL_OF.search(before)
+        if m and _is_month(r):
+            got = _ordinal_of(r, _ORDINALS[m["ord"].lower()], m["unit"].lower())
+            if got is not None:
+                start, r = m.start(), got
+                continue
+        m = _PART_OF.search(before)
+        if m and _is_month(r):
+            start, r = m.start(), _part_of(r, (m["part"] or m["early"]).lower())
+            continue
+        return start, r
 
 
 def _ago(match: re.Match[str], reference: date) -> DateRange | None:
@@ -306,6 +469,7 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_SEASON_YEAR, _season_of_year),
     (_AGO, _ago),
     (_LAST_NEXT, _relative),
+    (_SHIFT_ALONE, _shift_alone),
     (_SINGLE_DAY, _single_day),
     (_MONTH_ALONE, _month_alone),
     (_YEAR_ALONE, _year_alone),
@@ -342,10 +506,16 @@ def parse_dates(text: str, reference: date) -> tuple[DateRange, ...]:
     written or asked; a datetime counts by its date). Unrecognised or impossible
     dates ("31 February", arithmetic past year 9999) are skipped: this never
     raises for any `text`."""
+    return tuple(dict.fromkeys(r for _, r in date_spans(text, reference)))
+
+
+def date_spans(text: str, reference: date) -> list[tuple[tuple[int, int], DateRange]]:
+    """`parse_dates` with where each range is written: `((start, end), range)` in
+    text order, the span including its modifiers ("as of", "the week before")."""
     if isinstance(reference, datetime):
         reference = reference.date()
     taken: list[tuple[int, int]] = []
-    found: list[tuple[int, DateRange]] = []
+    found: list[tuple[int, int, DateRange]] = []
     for m, build in _scan(text):
         start, end = m.span()
         if any(start < e and s < end for s, e in taken):
@@ -356,9 +526,49 @@ def parse_dates(text: str, reference: date) -> tuple[DateRange, ...]:
             continue
         if got is not None:  # an impossible date ("0 January") leaves its span to others
             taken.append((start, end))
-            found.append((start, got))
-    found.sort(key=lambda pair: pair[0])
-    return tuple(dict.fromkeys(r for _, r in found))
+            found.append((start, end, got))
+    # the modifiers written before a date ("the week before", "as of") join it;
+    # a date inside another's modifier ("the week before" standing for the
+    # reference's week) is that modifier's, not a date of its own
+    joined: list[tuple[int, int, DateRange]] = []
+    for start, end, got in found:
+        try:
+            new_start, got = _modified(text, start, got)
+        except (ValueError, OverflowError, KeyError):
+            new_start = start
+        joined.append((new_start, end, got))
+    kept = [
+        (start, end, got)
+        for i, (start, end, got) in enumerate(joined)
+        if not any(j != i and s <= start and end <= e for j, (s, e, _) in enumerate(joined))
+    ]
+    kept.sort(key=lambda item: item[0])
+    return [((start, end), r) for start, end, r in _between(text, kept)]
+
+
+_BETWEEN = re.compile(r"(?<!\w)(?:between|from)\s+$", re.I)
+_AND = re.compile(r",?\s*(?:and|to|until|till|-|\u2013)\s*", re.I)
+
+
+def _between(
+    text: str, found: list[tuple[int, int, DateRange]]
+) -> list[tuple[int, int, DateRange]]:
+    """ "between August 11 and August 15 2023", "from May 1 to May 9": one range
+    from the first date's start to the second's end (when that is not earlier)."""
+    out: list[tuple[int, int, DateRange]] = []
+    i = 0
+    while i < len(found):
+        start, end, r = found[i]
+        if i + 1 < len(found) and not r.as_of:
+            m = _BETWEEN.search(text[:start])
+            nxt_start, nxt_end, nxt = found[i + 1]
+            if m and _AND.fullmatch(text[end:nxt_start]) and nxt.end >= r.start and not nxt.as_of:
+                out.append((m.start(), nxt_end, DateRange(r.start, nxt.end)))
+                i += 2
+                continue
+        out.append((start, end, r))
+        i += 1
+    return out
 
 
 def event_time_words(at: datetime | date) -> str:
@@ -391,9 +601,18 @@ def date_match(
     """How well `day` (a record's event time) fits the named ranges, in [0, 1]:
     1 inside a range or up to `grace_days` after its end (what happened on a day
     is usually told on it or soon after), then halving every `half_life_days`
-    further away on either side; the best range counts. 0 without ranges."""
+    further away on either side; the best range counts. 0 without ranges. An
+    `as_of` range: 0 after its end; up to it, from 1 on its last day down towards
+    0.5 (the excess halving every half-life back): the latest state counts most."""
     best = 0.0
     for r in ranges:
+        if r.as_of:
+            # a state as of then: nothing said after counts; up to its end, the
+            # later the better (never below half)
+            if day <= r.end:
+                back = (r.end - day).days
+                best = max(best, 0.5 + 0.5 * float(0.5 ** (back / half_life_days)))
+            continue
         if day < r.start:
             distance = float((r.start - day).days)
         else:

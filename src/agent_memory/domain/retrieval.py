@@ -102,10 +102,13 @@ def _count(name: str, minimum: int) -> Any:
 
 @frozen
 class RetrievalConfig:
-    """Every knob of hybrid retrieval. The defaults were chosen on the LoCoMo
-    development split (docs/retrieval.md): lexical evidence dominates, the vector
-    ranking breaks ties and rescues paraphrases; recency and importance are off
-    (a benchmark of old conversations has no use for them) but available.
+    """Every knob of hybrid retrieval. A rule is on by default only when it
+    helps in at least 4 of 5 held-back conversations of a leave-one-out
+    cross-validation on the LoCoMo development split (docs/retrieval.md):
+    lexical evidence dominates, the vector ranking breaks ties and rescues
+    paraphrases (its weight suits a semantic embedder; `services.retrieval.
+    default_config` lowers it for the hashing one); recency and importance are
+    off (a benchmark of old conversations has no use for them) but available.
 
     - `fusion`, `rrf_k`: fusion method and the RRF rank offset;
     - `lexical_weight`, `vector_weight`: weight of each ranking (0 drops it);
@@ -163,7 +166,7 @@ class RetrievalConfig:
     fusion: FusionMethod = field(default=FusionMethod.SCORE, converter=FusionMethod)
     rrf_k: float = field(default=60.0, validator=_positive("rrf_k"))
     lexical_weight: float = field(default=1.0, validator=_non_negative("lexical_weight"))
-    vector_weight: float = field(default=0.2, validator=_non_negative("vector_weight"))
+    vector_weight: float = field(default=0.4, validator=_non_negative("vector_weight"))
     recency_weight: float = field(default=0.0, validator=_non_negative("recency_weight"))
     recency_half_life_days: float = field(
         default=30.0,
@@ -184,7 +187,7 @@ class RetrievalConfig:
         default=0.1, validator=_non_negative("list_session_penalty")
     )
     session_weight: float = field(default=0.5, validator=_non_negative("session_weight"))
-    reply_weight: float = field(default=0.05, validator=_non_negative("reply_weight"))
+    reply_weight: float = field(default=0.0, validator=_non_negative("reply_weight"))
     feedback_docs: int = field(default=3, validator=_count("feedback_docs", 1))
     feedback_terms: int = field(default=5, validator=_count("feedback_terms", 1))
     feedback_weight: float = field(default=0.0, validator=_non_negative("feedback_weight"))
@@ -193,7 +196,7 @@ class RetrievalConfig:
     length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
     length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
     candidates: int = field(default=100, validator=_count("candidates", 1))
-    list_candidates: int = field(default=200, validator=_count("list_candidates", 1))
+    list_candidates: int = field(default=100, validator=_count("list_candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
     context_self_weight: int = field(
         default=2,
@@ -669,29 +672,31 @@ def _new_words(groups: Iterable[Iterable[str]], asked: set[str]) -> list[str]:
 # instead ("What pets does Nate have?" — "my dog"): general knowledge of the
 # topics people tell each other about, written by hand; a member is one word
 # (multi-word members are listed by their words). "key[, key ...]: members",
-# a key of one or two words.
+# a key of one or two words. No member may come from a benchmark's answers
+# (those the development split's answers named, such as cobbler or taekwondo,
+# were removed): the table is judged by cross-validation (docs/retrieval.md).
 _CATEGORY_MEMBERS = """
-pet: dog puppy cat kitten turtle fish hamster rabbit bunny parrot bird snake lizard guinea
+pet: dog puppy cat kitten fish hamster rabbit bunny parrot bird snake lizard guinea
   pig horse;
-animal: dog cat horse bird turtle fish rabbit cow sheep goat pig chicken duck deer bear wolf
+animal: dog cat horse bird fish rabbit cow sheep goat pig chicken duck deer bear wolf
   fox lion tiger elephant monkey;
 instrument: guitar piano violin drums ukulele flute saxophone cello trumpet keyboard
-  clarinet harp banjo bass;
+  harp banjo bass;
 sport: basketball football soccer baseball tennis golf hockey volleyball swimming running
   cycling boxing skiing surfing skateboarding climbing rugby;
-martial art: karate taekwondo kickboxing judo jiu jitsu kung fu boxing wrestling mma aikido;
-activity: hiking camping swimming running painting drawing pottery reading cooking baking
+martial art: karate judo jiu jitsu kung fu boxing wrestling mma aikido;
+activity: hiking camping swimming running painting drawing reading cooking baking
   gardening yoga dancing photography fishing surfing skiing cycling biking knitting singing
   volunteering traveling;
-hobby: hiking camping swimming running painting drawing pottery reading writing cooking
+hobby: hiking camping swimming running painting drawing reading writing cooking
   baking gardening yoga dancing photography fishing surfing skiing cycling knitting singing
   gaming;
-pastime: hiking camping swimming running painting drawing pottery reading writing cooking
+pastime: hiking camping swimming running painting drawing reading writing cooking
   baking gardening yoga dancing photography fishing gaming;
 interest: hiking camping painting drawing reading writing cooking music art photography
   gaming movies travel;
-art: painting drawing sculpture pottery photography poetry sketch mural canvas;
-craft: pottery knitting sewing woodworking jewelry candles quilting crochet;
+art: painting drawing sculpture photography poetry sketch mural canvas;
+craft: knitting sewing woodworking jewelry candles quilting crochet;
 country: spain england france italy germany japan china canada mexico brazil india australia
   greece ireland scotland portugal netherlands sweden norway thailand korea vietnam peru
   argentina egypt turkey;
@@ -703,10 +708,10 @@ state: california texas florida york washington oregon colorado arizona nevada h
 food: pizza pasta sushi tacos burger salad soup cake cookies pie bread curry noodles steak
   chicken sandwich;
 dish: pizza pasta sushi tacos burger salad soup curry noodles steak lasagna stew;
-dessert: cake cookies pie ice cream brownies cupcakes pudding chocolate cobbler tart;
+dessert: cake cookies pie ice cream brownies cupcakes pudding chocolate tart;
 drink, beverage: coffee tea juice smoothie wine beer soda lemonade cocktail;
 cuisine: italian mexican chinese thai indian japanese french greek korean vietnamese;
-game: chess monopoly poker scrabble fortnite minecraft zelda mario rpg;
+game: chess monopoly poker scrabble fortnite minecraft zelda mario ;
 genre: rock jazz pop classical hip hop country blues folk metal fantasy mystery romance
   thriller horror comedy drama;
 relative: mom dad mother father sister brother son daughter kids husband wife grandma
@@ -716,10 +721,10 @@ flower: rose sunflower tulip lily daisy orchid;
 plant: tree flower herb succulent cactus fern vegetable tomato;
 job, career, profession: teacher nurse doctor engineer lawyer chef counselor manager banker
   artist writer developer designer;
-event: party concert festival parade fair conference workshop wedding fundraiser tournament
-  marathon race show exhibition meetup;
+event: party concert festival conference workshop wedding fundraiser tournament
+  marathon race exhibition meetup;
 destination: beach mountains lake park museum island forest;
-exercise, workout: running yoga gym weights pilates cardio swimming cycling lifting;
+exercise, workout: running yoga gym pilates cardio swimming cycling lifting;
 language: english spanish french german italian chinese japanese korean;
 holiday: christmas thanksgiving easter halloween birthday;
 clothing, clothes: shirt dress hoodie jacket shoes jeans sweater hat;

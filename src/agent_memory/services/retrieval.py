@@ -19,9 +19,9 @@ from typing import Any
 
 from attrs import field, frozen
 
-from agent_memory.domain.dates import event_time_words, parse_dates, range_words
+from agent_memory.domain.dates import date_spans, event_time_words, range_words
 from agent_memory.domain.errors import InvalidInput, UnsupportedBackend
-from agent_memory.domain.records import MemoryRecord, ScoredRecord
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, ScoredRecord
 from agent_memory.domain.retrieval import (
     Ranking,
     RetrievalConfig,
@@ -49,7 +49,25 @@ from agent_memory.domain.validation import (
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import KeywordSearch, MemoryStore
 
-__all__ = ["ConversationTurn", "HybridRetriever", "Retrieval"]
+__all__ = ["ConversationTurn", "HybridRetriever", "Retrieval", "default_config"]
+
+#: the model prefix of the dependency-free hashing embedder's spaces
+_HASHING_MODEL = "agent-memory/hashing"
+
+
+#: the vector weight for the hashing embedder's vectors, weaker than a model's
+HASHING_VECTOR_WEIGHT = 0.2
+
+
+def default_config(space: EmbeddingSpace) -> RetrievalConfig:
+    """The default configuration for vectors of `space`: `RetrievalConfig()`,
+    whose vector weight (0.4) suits a semantic embedder (MiniLM), with the
+    smaller `HASHING_VECTOR_WEIGHT` for the hashing embedder, whose vectors only
+    break ties (both chosen by leave-one-conversation-out cross-validation,
+    docs/retrieval.md)."""
+    if space.model.startswith(_HASHING_MODEL):
+        return RetrievalConfig(vector_weight=HASHING_VECTOR_WEIGHT)
+    return RetrievalConfig()
 
 
 @frozen
@@ -82,7 +100,8 @@ class Retrieval:
 
 
 class HybridRetriever:
-    """Lexical + vector retrieval fused by `RetrievalConfig`."""
+    """Lexical + vector retrieval fused by `RetrievalConfig` (without one, the
+    `default_config` of the embedder's space)."""
 
     def __init__(
         self,
@@ -100,7 +119,7 @@ class HybridRetriever:
             )
         self._store = store
         self._embedder = embedder
-        self._config = config if config is not None else RetrievalConfig()
+        self._config = config if config is not None else default_config(embedder.space)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._keyword: KeywordSearch | None = store if isinstance(store, KeywordSearch) else None
 
@@ -214,13 +233,18 @@ class HybridRetriever:
             wanted = RetrievalMode.VECTOR
 
         now = self._clock.now()
-        ranges = parse_dates(query, reference if reference is not None else now.date())
+        spans = date_spans(query, reference if reference is not None else now.date())
+        ranges = tuple(dict.fromkeys(r for _, r in spans))
         lexical: list[ScoredRecord] = []
         vector: list[ScoredRecord] = []
-        keywords = query
+        # "as of <date>" asks for the state then, which was told before it: the
+        # date's words would match what was said in that month or year, later
+        # turns included, so they leave the keyword query (the date bonus reads it)
+        keywords = _without(query, [span for span, r in spans if r.as_of])
         if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
             if ranges and config.context_dates:
-                keywords = _extended(keywords, [range_words(r) for r in ranges])
+                words = [range_words(r) for r in ranges if not r.as_of]
+                keywords = _extended(keywords, words)
             if config.query_variants and not listing:
                 keywords = _extended(keywords, query_variants(query))
             if config.category_members and listing:
@@ -315,6 +339,19 @@ def _extended(keywords: str, words: Sequence[str]) -> str:
     """`keywords` with `words` added, unless that would pass the query size limit."""
     longer = " ".join([keywords, *words])
     return longer if words and len(longer.encode()) <= MAX_QUERY_BYTES else keywords
+
+
+def _without(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """`text` with the `spans` cut out (the query itself when nothing is left)."""
+    if not spans:
+        return text
+    kept, at = [], 0
+    for start, end in sorted(spans):
+        kept.append(text[at:start])
+        at = max(at, end)
+    kept.append(text[at:])
+    out = " ".join(" ".join(kept).split())
+    return out if out.strip(" ?.!,") else text
 
 
 def _length(record: MemoryRecord) -> int:

@@ -168,7 +168,7 @@ async def test_exporting_an_open_memory_includes_its_triples(
         def broken(url: str, settings: Settings) -> None:
             raise UnsupportedBackend("the triple store's extra is missing")
 
-        monkeypatch.setattr("agent_memory.bootstrap.portability._triples_for", broken)
+        monkeypatch.setattr("agent_memory.bootstrap.portability.open_triple_store", broken)
         with pytest.warns(UserWarning, match="triples not exported"):
             partial = await export(m, str(tmp_path / "p.jsonl"))
     assert "triples" in partial.unexported

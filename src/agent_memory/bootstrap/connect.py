@@ -39,6 +39,7 @@ from agent_memory.bootstrap.settings import (
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
+from agent_memory.ports.storage import TripleStore
 from agent_memory.services.observability import Observability
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "configured_embedder",
     "connect",
     "open_stores",
+    "open_triple_store",
     "reading_space",
     "redact",
     "scheme_of",
@@ -197,6 +199,33 @@ async def open_stores(
         backend=family,
         details=parts.get("details", {}),
     )
+
+
+async def open_triple_store(url: str, settings: Settings) -> TripleStore | None:
+    """The graph triple store of the deployment `url` names (for Qdrant and
+    Milvus, the coordination URL's): memory, SQLite or PostgreSQL; None for a
+    backend that stores no triples (Redis). The caller closes it."""
+    url = coordination_url(url, settings) or url
+    family = scheme_of(url)
+    if family == "memory":
+        from agent_memory.adapters.memory import InMemoryTripleStore
+
+        return InMemoryTripleStore()
+    if family == "sqlite":
+        from agent_memory.adapters.sqlite import path_from_url
+        from agent_memory.adapters.sqlite.triples import SqliteTripleStore
+
+        path, _options = path_from_url(url)
+        return SqliteTripleStore(path)
+    if family == "postgres":
+        _require_extra("postgres")
+        from agent_memory.adapters.postgres import PostgresDatabase, schema_for_deployment
+        from agent_memory.adapters.postgres.triples import PostgresTripleStore
+
+        url = url.replace("postgres://", "postgresql://", 1)
+        database = PostgresDatabase(url, schema=schema_for_deployment(settings.deployment))
+        return PostgresTripleStore(database, owns_database=True)
+    return None
 
 
 def configured_embedder(settings: Settings) -> Embedder:

@@ -26,6 +26,7 @@ from agent_memory.bootstrap.connect import (
     configured_embedder,
     coordination_url,
     open_stores,
+    open_triple_store,
     reading_space,
     redact,
     scheme_of,
@@ -92,30 +93,6 @@ class MigrateSummary:
 # -- opening ports ----------------------------------------------------------------------
 
 
-async def _triples_for(url: str, settings: Settings) -> TripleStore | None:
-    """The graph triple store a storage URL serves (None for redis)."""
-    url = coordination_url(url, settings) or url
-    family = scheme_of(url)
-    if family == "memory":
-        from agent_memory.adapters.memory import InMemoryTripleStore
-
-        return InMemoryTripleStore()
-    if family == "sqlite":
-        from agent_memory.adapters.sqlite import path_from_url
-        from agent_memory.adapters.sqlite.triples import SqliteTripleStore
-
-        path, _options = path_from_url(url)
-        return SqliteTripleStore(path)
-    if family == "postgres":
-        from agent_memory.adapters.postgres import PostgresDatabase, schema_for_deployment
-        from agent_memory.adapters.postgres.triples import PostgresTripleStore
-
-        url = url.replace("postgres://", "postgresql://", 1)
-        database = PostgresDatabase(url, schema=schema_for_deployment(settings.deployment))
-        return PostgresTripleStore(database, owns_database=True)
-    return None
-
-
 @contextlib.asynccontextmanager
 async def open_ports(
     url: str, *, space: EmbeddingSpace, settings: Settings | None = None
@@ -132,7 +109,7 @@ async def open_ports(
         if coord_url is not None:
             coord = await open_stores(coord_url, space=space, settings=settings)
             closing.append(coord)
-        triples = await _triples_for(url, settings)
+        triples = await open_triple_store(url, settings)
         if triples is not None:
             closing.append(triples)
         yield Ports(
@@ -178,7 +155,7 @@ async def _memory_ports(memory: Memory) -> AsyncIterator[_Source]:
     url = memory.storage_url()
     if scheme_of(url) != "memory":  # memory:// triples live with whoever created them
         try:
-            triples = await _triples_for(url, memory.settings)
+            triples = await open_triple_store(url, memory.settings)
         except Exception as exc:
             unexported["triples"] = f"the triple store cannot be opened: {exc}"
     try:

@@ -29,10 +29,10 @@ from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.bootstrap import (
     Settings,
     connect,
-    coordination_url,
     default_sqlite_url,
     scheme_of,
 )
+from agent_memory.bootstrap.connect import open_triple_store as open_deployment_triples
 from agent_memory.domain.errors import UnsupportedBackend
 from agent_memory.entrypoints.processor.config import ProcessorConfig, load_config
 from agent_memory.ports.storage import TripleStore
@@ -69,29 +69,12 @@ def processor_settings(config: ProcessorConfig, env: Mapping[str, str] | None = 
 
 async def open_triple_store(url: str, settings: Settings) -> TripleStore:
     """A `TripleStore` on the backend `url` names (memory, sqlite or postgresql)."""
-    url = coordination_url(url, settings) or url
-    family = scheme_of(url)
-    if family == "memory":
-        from agent_memory.adapters.memory import InMemoryTripleStore
-
-        return InMemoryTripleStore()
-    if family == "sqlite":
-        from agent_memory.adapters.sqlite import path_from_url
-        from agent_memory.adapters.sqlite.triples import SqliteTripleStore
-
-        path, _options = path_from_url(url)
-        return SqliteTripleStore(path)
-    if family == "postgres":
-        from agent_memory.adapters.postgres import PostgresDatabase, schema_for_deployment
-        from agent_memory.adapters.postgres.triples import PostgresTripleStore
-
-        if url.startswith("postgres://"):
-            url = url.replace("postgres://", "postgresql://", 1)
-        database = PostgresDatabase(url, schema=schema_for_deployment(settings.deployment))
-        return PostgresTripleStore(database, owns_database=True)
-    raise UnsupportedBackend(
-        f"graph triples are stored on memory, sqlite or postgresql, not {family}"
-    )
+    triples = await open_deployment_triples(url, settings)
+    if triples is None:
+        raise UnsupportedBackend(
+            f"graph triples are stored on memory, sqlite or postgresql, not {scheme_of(url)}"
+        )
+    return triples
 
 
 async def run_processor(nats_url: str | None, config_path: str | None, url: str | None) -> int:

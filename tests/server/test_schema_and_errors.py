@@ -107,3 +107,37 @@ def test_new_key_prints_a_usable_entry(capsys: pytest.CaptureFixture[str]) -> No
     assert found.tenant.name == "acme"
     assert found.read_only is True
     assert ring.authenticate(key + "x") is None
+
+
+def test_new_key_can_be_admin_and_bound_to_one_user(capsys: pytest.CaptureFixture[str]) -> None:
+    from agent_memory.entrypoints.cli import main
+
+    assert main(["serve", "--new-key", "acme", "--admin", "--bind-user", "alice"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    key = out[0].rsplit(" ", 1)[1]
+    entry = json.loads(out[1].split(": ", 1)[1])
+    found = KeyRing(text=json.dumps({"keys": [entry]})).authenticate(key)
+    assert found is not None
+    assert (found.admin, found.user, found.read_only) == (True, "alice", False)
+    plain = KeyRing(text=json.dumps({"keys": [{"id": "p", "tenant": "t", "sha256": "a" * 64}]}))
+    assert plain.authenticate("x") is None  # a plain entry parses, defaults below
+    (parsed,) = plain._keys.values()
+    assert (parsed.admin, parsed.user) == (False, None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({"admin": "yes"}, "'admin'"),
+        ({"user": ""}, "'user'"),
+        ({"user": 7}, "'user'"),
+        ({"user": "a\x00b"}, "'user'"),
+        ({"role": "x"}, "unknown fields"),
+    ],
+)
+def test_bad_admin_or_user_fields_are_named(extra: dict[str, object], named: str) -> None:
+    from agent_memory.domain.errors import ConfigurationError
+
+    entry = {"id": "k", "tenant": "acme", "sha256": "b" * 64, **extra}
+    with pytest.raises(ConfigurationError, match=named):
+        KeyRing(text=json.dumps({"keys": [entry]}))

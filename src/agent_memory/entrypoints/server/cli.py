@@ -41,6 +41,14 @@ def add_arguments(parser: Any) -> None:
         help="print a new API key for TENANT and its key-file entry, then exit",
     )
     parser.add_argument("--read-only", action="store_true", help="with --new-key: a read-only key")
+    parser.add_argument(
+        "--admin", action="store_true", help="with --new-key: may read the tenant's audit trail"
+    )
+    parser.add_argument(
+        "--bind-user",
+        metavar="USER_ID",
+        help="with --new-key: bind the key to this one user id of the tenant",
+    )
     parser.add_argument("--openapi", action="store_true", help="print the OpenAPI schema and exit")
 
 
@@ -60,6 +68,12 @@ def run_serve(args: Any) -> int:
         key = new_key()
         entry = {"id": f"{tenant.name}-{hash_key(key)[:8]}", "tenant": tenant.name,
                  "sha256": hash_key(key), "read_only": bool(args.read_only)}  # fmt: skip
+        if args.admin:
+            entry["admin"] = True
+        if args.bind_user is not None:
+            from agent_memory.domain.validation import require_id
+
+            entry["user"] = require_id(args.bind_user, "--bind-user")
         print(f"key (shown once, give it to the caller): {key}")
         print(f"key-file entry: {json.dumps(entry)}")
         return 0

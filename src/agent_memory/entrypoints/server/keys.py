@@ -4,9 +4,13 @@ The key file (or the `AGENT_MEMORY_SERVER_KEYS` variable, same JSON) holds only
 SHA-256 digests of the keys, never a key:
 
     {"keys": [{"id": "acme-app", "tenant": "acme", "sha256": "<64 hex>",
-               "read_only": false, "revoked": false, "rate": 20, "burst": 40}]}
+               "read_only": false, "revoked": false, "rate": 20, "burst": 40,
+               "admin": false, "user": "alice"}]}
 
-(`rate`/`burst` are optional per-key overrides of the server's rate limit.)
+(`rate`/`burst` are optional per-key overrides of the server's rate limit;
+`admin` lets a key read its tenant's audit trail; `user` binds a key to one
+user id of its tenant: every user call made with it acts on that user only,
+and naming another user is refused.)
 
 Keys are 256-bit random tokens (`new_key()`), so one SHA-256 is the right
 hash: a slow password hash buys nothing against a key nobody can guess, and
@@ -30,7 +34,8 @@ from typing import Any
 
 from attrs import frozen
 
-from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.errors import ConfigurationError, InvalidInput
+from agent_memory.domain.validation import require_id
 from agent_memory.entrypoints.server.tenancy import Tenant
 
 __all__ = ["ENV_KEYS", "ENV_KEYS_FILE", "ApiKey", "KeyRing", "hash_key", "new_key"]
@@ -61,6 +66,10 @@ class ApiKey:
     rate: float | None = None
     """Requests per second for this key (None: the server's `--rate`)."""
     burst: int | None = None
+    admin: bool = False
+    """May read the tenant's audit trail (`GET /v1/audit`)."""
+    user: str | None = None
+    """Bound to this one user id of the tenant (None: any user of the tenant)."""
 
 
 def _parse(document: Any, source: str) -> dict[str, ApiKey]:
@@ -72,7 +81,17 @@ def _parse(document: Any, source: str) -> dict[str, ApiKey]:
         where = f"{source}: keys[{i}]"
         if not isinstance(entry, Mapping):
             raise ConfigurationError(f"{where}: an object is required")
-        unknown = set(entry) - {"id", "tenant", "sha256", "read_only", "revoked", "rate", "burst"}
+        unknown = set(entry) - {
+            "id",
+            "tenant",
+            "sha256",
+            "read_only",
+            "revoked",
+            "rate",
+            "burst",
+            "admin",
+            "user",
+        }
         if unknown:
             raise ConfigurationError(f"{where}: unknown fields {sorted(unknown)}")
         key_id, digest = entry.get("id"), entry.get("sha256")
@@ -90,12 +109,20 @@ def _parse(document: Any, source: str) -> dict[str, ApiKey]:
         if burst is not None and (isinstance(burst, bool) or not isinstance(burst, int)
                                   or burst < 1):  # fmt: skip
             raise ConfigurationError(f"{where}: 'burst' must be an integer >= 1")
+        admin, user = entry.get("admin", False), entry.get("user")
+        if not isinstance(admin, bool):
+            raise ConfigurationError(f"{where}: 'admin' is a boolean")
+        if user is not None:
+            try:
+                user = require_id(user, "user")
+            except InvalidInput as exc:
+                raise ConfigurationError(f"{where}: 'user' {exc}") from None
         ids.add(key_id)
         if revoked:
             continue
         tenant = Tenant(str(entry.get("tenant", "")))
         out[digest.lower()] = ApiKey(
-            key_id, tenant, read_only, None if rate is None else float(rate), burst
+            key_id, tenant, read_only, None if rate is None else float(rate), burst, admin, user
         )
     return out
 

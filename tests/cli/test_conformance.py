@@ -107,11 +107,16 @@ def write(path: Path, source: str) -> Path:
 # ------------------------------------------------------------------ preflight
 
 
-def test_a_non_store_fails_preflight_in_seconds_naming_what_is_missing(tmp_path: Path) -> None:
-    """`--factory builtins:object` used to report 323 skips and PASS."""
+def test_a_non_store_fails_preflight_before_any_test_naming_what_is_missing(
+    tmp_path: Path,
+) -> None:
+    """`--factory builtins:object` used to report 323 skips and PASS. Preflight
+    stops it before the suite is collected (no pytest output at all), which is
+    what keeps it fast; no wall-clock bound is asserted (a loaded machine)."""
     run = conformance("--factory", "builtins:object", cwd=tmp_path, timeout=60)
     assert run.code == EXIT_PREFLIGHT, run.tail()
-    assert run.seconds < 5, run.tail()
+    for pytest_output in ("collected", "passed", "skipped", "test session starts"):
+        assert pytest_output not in run.out + run.err, run.tail()
     assert "serves none of the ports" in run.err
     for needed in ("missing space, add, get", "ping", "append", "acquire", "delete_prefix"):
         assert needed in run.err, run.tail()

@@ -5,6 +5,7 @@ other user. Against a real `agent-memory serve` with its own key file."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,6 +14,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agent_memory.domain.errors import PermissionDenied
+from agent_memory.entrypoints.server.keys import KeyRing, hash_key, new_key
+from agent_memory.entrypoints.server.tenancy import Tenant
 from server.live import LiveServer, unique
 
 PERMISSION = "tag:agent-memory,2025:problem/permission-denied"
@@ -163,3 +167,30 @@ def test_no_other_id_passes_the_binding(clients: dict[str, httpx.Client], user: 
         assert r.status_code == 200, r.text
     else:
         _refused(r)
+
+
+@given(user=others, other=others)
+@example(user="alice", other="alice ")
+@example(user="alice", other="t/x/u/alice")
+def test_a_bound_tenant_admits_its_user_only(user: str, other: str) -> None:
+    """The pure property under the endpoints: the bound tenant stores its user
+    exactly where the unbound one does, and refuses (and hides) every other."""
+    free, bound = Tenant("acme"), Tenant("acme", user)
+    assert bound.owner(user) == free.owner(user)
+    assert bound.user_of(free.owner(user)) == user
+    if other != user:
+        with pytest.raises(PermissionDenied) as refused:
+            bound.owner(other)
+        assert refused.value.field == "user_id"
+        assert bound.user_of(free.owner(other)) is None
+    assert bound.domain("ops") == free.domain("ops")  # agent memory stays the tenant's
+
+
+def test_the_key_file_binds_the_tenant() -> None:
+    token = new_key()
+    entry = {"id": "k", "tenant": "acme", "sha256": hash_key(token), "user": "alice"}
+    key = KeyRing(text=json.dumps({"keys": [entry]})).authenticate(token)
+    assert key is not None
+    assert (key.user, key.tenant.user, key.tenant.name) == ("alice", "alice", "acme")
+    with pytest.raises(PermissionDenied):
+        key.tenant.owner("bob")

@@ -185,6 +185,7 @@ async def test_streamable_http(tmp_path: Path) -> None:
         url,
         "--transport",
         "http",
+        "--no-auth",  # one local user on loopback; keys: test_mcp_keys.py
         "--port",
         str(port),
         stdout=errlog,

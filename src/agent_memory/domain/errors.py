@@ -17,6 +17,7 @@ __all__ = [
     "ModelError",
     "ModelTimeout",
     "NotFound",
+    "PermissionDenied",
     "ScopeRequired",
     "SearchModuleMissing",
     "StorageCorrupted",
@@ -121,6 +122,17 @@ class LeaseNotHeld(AgentMemoryError, PermissionError):
         self.key = key
         self.owner = owner
         self.holder = holder
+
+
+class PermissionDenied(AgentMemoryError, PermissionError):
+    """The caller's credentials do not allow this call: a read-only API key
+    asking to write, or a key bound to one user naming another. `field` names
+    the refused argument (e.g. `user_id`), or is None when the call itself is."""
+
+    def __init__(self, problem: str, field: str | None = None) -> None:
+        super().__init__(f"{field}: {problem}" if field else problem)
+        self.field = field
+        self.problem = problem
 
 
 class ConfigurationError(AgentMemoryError, ValueError):

@@ -120,12 +120,13 @@ def _parser() -> argparse.ArgumentParser:
         help="run the MCP server for one store URL (extra: mcp)",
         description="Serve user memory (remember, recall, forget, search_memories), agent "
         "steps and planning context as MCP tools, and the user profile as a resource "
-        "(docs/integrations.md). stdio by default; --transport http for streamable HTTP.",
+        "(docs/integrations.md). stdio by default (one local user); --transport http for "
+        "streamable HTTP with the API keys of `serve` (tenant from the key, optionally bound "
+        "to one user).",
     )
-    mcp.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
-    mcp.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
+    from agent_memory.entrypoints.mcp.cli import add_arguments as add_mcp_arguments
+
+    add_mcp_arguments(mcp)
 
     from agent_memory.entrypoints.cli.portability import add_parsers
 
@@ -180,7 +181,12 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "mcp":
         from agent_memory.entrypoints.mcp.cli import run_mcp
 
-        return run_mcp(args.url, args.transport, args.host, args.port)
+        def load_keys(path: str | None) -> object:
+            from agent_memory.entrypoints.server.keys import KeyRing
+
+            return KeyRing.from_env(path)
+
+        return run_mcp(args, load_keys)
     if args.command == "processor":
         from agent_memory.entrypoints.processor.cli import run_processor
 

@@ -2,45 +2,63 @@
 
 One server serves one store URL. Tools are thin calls into the services:
 
-| tool | service call |
-| --- | --- |
-| `remember` | `memory.users.reconcile` (ADD / UPDATE / CONTRADICT / DUPLICATE) |
-| `recall` | `memory.users.recall` |
-| `forget` | `memory.users.forget` / `forget_fact` (returns the receipt) |
-| `search_memories` | `memory.store.search` on the user's facts |
-| `record_steps` | `memory.agents.request(...).record(steps)` |
-| `planning_context` | `memory.agents.request(...).planning_context()` |
+| tool | service call | key |
+| --- | --- | --- |
+| `remember` | `memory.users.reconcile` (ADD / UPDATE / CONTRADICT / DUPLICATE) | writes |
+| `recall` | `memory.users.recall` | reads |
+| `forget` | `memory.users.forget` / `forget_fact` (returns the receipt) | writes |
+| `search_memories` | `memory.store.search` on the user's facts | reads |
+| `record_steps` | `memory.agents.request(...).record(steps)` | writes |
+| `planning_context` | `memory.agents.request(...).planning_context()` (signal, claims) | writes |
 
 Resource `user-profile://{user_id}/{namespace}`: the `<user_profile>` view.
 
-Scoping: every user tool requires `user_id`, the owner of the facts; the server
-trusts it. A host serving several users maps each of its authenticated users
-to one stable id and passes it on every call (never the model's choice), or
-starts one server per user. Errors come back as a tool result with
-`is_error` and a JSON body `{"error": {"type", "message", "field"}}`; arguments
-outside the HTTP schema's bounds (ids <= 1,024 characters, a fact <= 100,000,
-a request text <= 1,000,000, <= 100 facts or steps) or of the wrong type are
-an `InvalidInput` body naming the field, like the service's own checks.
+Identity. Over stdio (and over HTTP with `--no-auth`, loopback only) the
+server has one local user: `user_id` and `domain` are used as given, and the
+server trusts them. Built with `keys` (the HTTP service's `KeyRing`: one key
+file, one format), every HTTP request carries `Authorization: Bearer <key>`,
+checked by the SDK's own bearer middleware (`TokenVerifier`; a missing,
+unknown or revoked key is a 401 before any tool runs, and a session is bound
+to the key that opened it). The tenant comes from the key: user ids and
+domains are mapped through the key's tenant exactly as `agent-memory serve`
+does (`t/<tenant>/u/<user>`, `t/<tenant>/d/<domain>`), so no id can reach
+another tenant's data; a key bound to one user refuses any other `user_id`
+(`PermissionDenied`, field `user_id`), and a read-only key refuses the writing
+tools. `_identity()` is the one place a call's key id and tenant are known.
+
+Errors come back as a tool result with `is_error` and a JSON body
+`{"error": {"type", "message", "field"}}`; arguments outside the HTTP schema's
+bounds (ids <= 1,024 characters, a fact <= 100,000, a request text <=
+1,000,000, <= 100 facts or steps) or of the wrong type are an `InvalidInput`
+body naming the field, like the service's own checks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
+from attrs import frozen
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field, ValidationError
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError
 
-from agent_memory.bootstrap import Memory, connect
-from agent_memory.domain.errors import AgentMemoryError, InvalidInput
+from agent_memory.bootstrap import Memory, Settings, connect
+from agent_memory.domain.errors import AgentMemoryError, InvalidInput, PermissionDenied
 from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.domain.validation import require_id, require_limit, require_scope
+from agent_memory.domain.views.encoding import encode_text
 from agent_memory.entrypoints.bounds import (
     MAX_BATCH,
     Action,
@@ -52,7 +70,7 @@ from agent_memory.entrypoints.bounds import (
     Text,
 )
 
-__all__ = ["build_server"]
+__all__ = ["ApiKeys", "Identity", "build_server"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -61,7 +79,8 @@ UserId = Annotated[
     Id,
     Field(
         description="The user the facts belong to: the host's stable id for its "
-        "authenticated user (never chosen by the model).",
+        "authenticated user (never chosen by the model). With a key bound to one "
+        "user, that user's id; any other is refused.",
     ),
 ]
 Namespace = Annotated[
@@ -87,12 +106,24 @@ class StepIn(BaseModel):
     failure_cause: Text | None = Field(default=None, description="Why it failed, if it did.")
 
 
-def _error(exc: BaseException) -> ToolError:
+def _body(exc: BaseException) -> dict[str, Any]:
     body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     field = getattr(exc, "field", None)
     if isinstance(field, str):
         body["field"] = field
-    return ToolError(json.dumps({"error": body}, ensure_ascii=False))
+    return {"error": body}
+
+
+def _error(exc: BaseException) -> ToolError:
+    return ToolError(json.dumps(_body(exc), ensure_ascii=False))
+
+
+def _resource_error(exc: BaseException) -> MCPError:
+    """A resource read that fails: a JSON-RPC error whose message is the typed
+    body (and `data` the same body); invalid params for the caller's mistakes."""
+    code = INVALID_PARAMS if isinstance(exc, InvalidInput | PermissionDenied) else INTERNAL_ERROR
+    body = _body(exc)
+    return MCPError(code, json.dumps(body, ensure_ascii=False), data=body)
 
 
 def _invalid(tool: str, exc: ValidationError) -> ToolError:
@@ -120,6 +151,112 @@ class _Server(MCPServer[Any]):
             raise
 
 
+class Scoping(Protocol):
+    """How a caller's ids map to stored scopes: a key's tenant
+    (`agent_memory.entrypoints.server.Tenant`), or the local identity."""
+
+    @property
+    def name(self) -> str: ...
+    def owner(self, user_id: object) -> str: ...
+    def domain(self, domain: object) -> str: ...
+    def user_of(self, owner: str | None) -> str | None: ...
+    def domain_of(self, stored: str) -> str | None: ...
+
+
+class _Key(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def tenant(self) -> Scoping: ...
+    @property
+    def read_only(self) -> bool: ...
+
+
+class ApiKeys(Protocol):
+    """The accepted keys: `agent_memory.entrypoints.server.KeyRing` (the key file
+    of `agent-memory serve`)."""
+
+    def authenticate(self, token: str) -> _Key | None: ...
+
+
+class _LocalScope:
+    """One local user (stdio, `--no-auth`): ids are stored as given."""
+
+    name = "local"
+
+    def owner(self, user_id: object) -> str:
+        return require_id(user_id, "user_id")
+
+    def domain(self, domain: object) -> str:
+        return require_scope(domain, "domain")
+
+    def user_of(self, owner: str | None) -> str | None:
+        return owner
+
+    def domain_of(self, stored: str) -> str | None:
+        return stored
+
+
+@frozen
+class Identity:
+    """Who a tool call acts for: the key (None: the local user) and its tenant."""
+
+    key_id: str | None
+    tenant: Scoping
+    read_only: bool = False
+
+
+LOCAL = Identity(None, _LocalScope())
+
+
+class _KeyToken(AccessToken):
+    """The SDK's access token, carrying the key it was verified as."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+    key: Any = Field(default=None, exclude=True, repr=False)
+
+
+class _KeyVerifier:
+    """The SDK's `TokenVerifier` over the API keys: the SDK's bearer middleware
+    answers 401 for a missing, unknown or revoked key before any tool runs."""
+
+    def __init__(self, keys: ApiKeys) -> None:
+        self._keys = keys
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        key = self._keys.authenticate(token)
+        if key is None:
+            return None
+        # client_id is the session owner: a session opened with one key is
+        # "not found" for any other. The token itself is not kept.
+        return _KeyToken(token="", client_id=key.id, scopes=[], key=key)
+
+
+def _identity(local: Identity | None) -> Identity:
+    """The identity of the current tool call: the API key of its HTTP request
+    (the SDK carries the request's context into the tool), else the local user
+    when the server has no keys. The one place a call's key id and tenant are
+    known (see `_acting`)."""
+    token = get_access_token()
+    if isinstance(token, _KeyToken) and token.key is not None:
+        key: _Key = token.key
+        return Identity(key.id, key.tenant, key.read_only)
+    if local is not None:
+        return local
+    raise PermissionDenied("an API key is required")  # keys configured, none presented
+
+
+def _acting(who: Identity) -> contextlib.AbstractContextManager[Any]:
+    """Around each tool call, with its identity known.
+    AUDIT: wire `agent_memory.services.audit.acting_as(who.key_id, who.tenant.name)` here."""
+    return contextlib.nullcontext()
+
+
+def _failures(failures: Iterable[Any]) -> list[dict[str, str]]:
+    """Stage failures without their messages (they may quote stored scopes)."""
+    return [{"operation": f.operation, "error": f.error_type} for f in failures]
+
+
 class _Holder:
     memory: Memory | None = None
 
@@ -129,23 +266,53 @@ class _Holder:
         return self.memory
 
 
-async def _guard(call: Callable[[], Awaitable[_T]]) -> _T:
-    """Typed errors become structured tool errors; anything else too, without a traceback."""
+async def _guard(
+    local: Identity | None,
+    call: Callable[[Identity], Awaitable[_T]],
+    *,
+    writes: bool = False,
+    resource: bool = False,
+) -> _T:
+    """Resolve the caller, refuse a read-only key on a writing tool, run the
+    call. Typed errors become structured tool errors (JSON-RPC errors for a
+    resource); anything else too, without a traceback to the client."""
+    wrap = _resource_error if resource else _error
     try:
-        return await call()
-    except ToolError:
+        who = _identity(local)
+        if writes and who.read_only:
+            raise PermissionDenied("this API key may only read")
+        with _acting(who):
+            return await call(who)
+    except (ToolError, MCPError):
         raise
     except AgentMemoryError as exc:
-        raise _error(exc) from None
+        raise wrap(exc) from None
     except Exception as exc:
         _log.exception("tool failed")
-        raise _error(exc) from None
+        raise wrap(exc) from None
 
 
-def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCPServer[Any]:
-    """The MCP server for one store URL (opened on start, closed on stop), or
-    for an already connected `memory` (left open)."""
+# The SDK's bearer middleware needs an OAuth issuer URL in its settings; with a
+# token verifier and no authorization server or resource metadata it is never
+# used or published (the keys come from the key file, not from OAuth).
+_UNUSED_ISSUER = "http://localhost"
+
+
+def build_server(
+    url: str | None = None,
+    *,
+    memory: Memory | None = None,
+    keys: ApiKeys | None = None,
+    settings: Settings | None = None,
+) -> MCPServer[Any]:
+    """The MCP server for one store URL (opened on start with `settings`,
+    closed on stop), or for an already connected `memory` (left open).
+
+    Without `keys`: one local user (stdio), ids used as given. With `keys`
+    (over streamable HTTP): every request needs a Bearer key; each call acts
+    within the key's tenant, for its bound user if it has one."""
     holder = _Holder()
+    local = None if keys is not None else LOCAL
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
@@ -153,19 +320,26 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
             holder.memory = memory
             yield
             return
-        async with connect(url) as opened:
+        async with connect(url, settings=settings) as opened:
             holder.memory = opened
             try:
                 yield
             finally:
                 holder.memory = None
 
+    auth: dict[str, Any] = {}
+    if keys is not None:
+        auth = {
+            "token_verifier": _KeyVerifier(keys),
+            "auth": AuthSettings(issuer_url=AnyHttpUrl(_UNUSED_ISSUER), resource_server_url=None),
+        }
     server: MCPServer[Any] = _Server(
         "agent-memory",
         instructions="Shared memory for agents: private user facts (remember, recall, "
         "forget, search_memories) and episodic agent memory (record_steps, planning_context). "
         "Pass the host's user id on every user tool.",
         lifespan=lifespan,
+        **auth,
     )
 
     @server.tool(
@@ -178,8 +352,8 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         namespace: Namespace,
         facts: Annotated[list[FactIn], Field(max_length=MAX_BATCH)],
     ) -> dict[str, Any]:
-        async def run() -> dict[str, Any]:
-            require_id(user_id, "user_id")
+        async def run(who: Identity) -> dict[str, Any]:
+            owner = who.tenant.owner(user_id)
             require_scope(namespace, "namespace")
             if not facts:
                 raise InvalidInput("facts", "at least one fact is required")
@@ -188,14 +362,14 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
                 for f in facts
             ]
             report = await holder.get().users.reconcile(
-                user_id=user_id, namespace=namespace, candidates=candidates
+                user_id=owner, namespace=namespace, candidates=candidates
             )
             return {
                 "operations": report.details.get("operations", {}),
-                "failures": list(report.failures),
+                "failures": _failures(report.failures),
             }
 
-        return await _guard(run)
+        return await _guard(local, run, writes=True)
 
     @server.tool(
         description="Recall a user's facts relevant to a request: identity facts always, "
@@ -206,9 +380,9 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         namespace: Namespace,
         request: Annotated[Text, Field(description="The user's current request.")] = "",
     ) -> dict[str, Any]:
-        async def run() -> dict[str, Any]:
+        async def run(who: Identity) -> dict[str, Any]:
             facts, report = await holder.get().users.recall(
-                user_id=user_id, namespace=namespace, request=request
+                user_id=who.tenant.owner(user_id), namespace=namespace, request=request
             )
             return {
                 "facts": [
@@ -220,10 +394,10 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
                     }
                     for f in facts
                 ],
-                "failures": list(report.failures),
+                "failures": _failures(report.failures),
             }
 
-        return await _guard(run)
+        return await _guard(local, run)
 
     @server.tool(
         description="Forget a user: everything (no namespace, no fact_id), one namespace, "
@@ -234,29 +408,36 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         namespace: Annotated[Id | None, Field(description="Only this namespace.")] = None,
         fact_id: Annotated[Id | None, Field(description="Only this fact (its id).")] = None,
     ) -> dict[str, Any]:
-        async def run() -> dict[str, Any]:
-            users = holder.get().users
+        async def run(who: Identity) -> dict[str, Any]:
+            users, scope = holder.get().users, who.tenant
+            owner = scope.owner(user_id)
             if fact_id is not None and namespace is not None:
                 raise InvalidInput("fact_id", "give namespace or fact_id, not both")
             if fact_id is not None:
-                receipt = await users.forget_fact(user_id, fact_id)
+                receipt = await users.forget_fact(owner, fact_id)
             else:
-                receipt = await users.forget(user_id, namespace)
+                receipt = await users.forget(owner, namespace)
             return {
-                "user_id": receipt.user_id,
+                "user_id": user_id,
                 "namespace": receipt.namespace,
                 "facts": receipt.facts,
                 "events": receipt.events,
                 "cache_entries": receipt.cache_entries,
                 "derived": [
-                    {"kind": d.kind, "scope": d.scope, "key": d.key, "count": d.count}
+                    {
+                        "kind": d.kind,
+                        "scope": scope.domain_of(d.scope) or scope.user_of(d.scope) or "",
+                        "key": d.key,
+                        "count": d.count,
+                    }
                     for d in receipt.derived
                 ],
-                "failures": list(receipt.failures),
+                # what failed and its error type; the message may quote stored scopes
+                "failures": [":".join(f.split(":")[:2]) for f in receipt.failures],
                 "complete": receipt.complete,
             }
 
-        return await _guard(run)
+        return await _guard(local, run, writes=True)
 
     @server.tool(
         description="Search a user's stored facts by meaning (cosine similarity), best first."
@@ -267,12 +448,12 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         namespace: Annotated[Id | None, Field(description="Only this namespace.")] = None,
         limit: Annotated[int, Field(strict=True, ge=1, le=100)] = 10,
     ) -> dict[str, Any]:
-        async def run() -> dict[str, Any]:
-            require_id(user_id, "user_id")
+        async def run(who: Identity) -> dict[str, Any]:
+            owner = who.tenant.owner(user_id)
             require_limit(limit)
             memory = holder.get()
             (vector,) = await memory.embedder.embed([query])
-            hits = await memory.store.search(user_id, vector, limit=limit, namespace=namespace)
+            hits = await memory.store.search(owner, vector, limit=limit, namespace=namespace)
             return {
                 "results": [
                     {
@@ -286,7 +467,7 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
                 ]
             }
 
-        return await _guard(run)
+        return await _guard(local, run)
 
     @server.tool(
         description="Record the steps an agent executed for a request, as episodic events "
@@ -299,7 +480,9 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         steps: Annotated[list[StepIn], Field(max_length=MAX_BATCH)],
         user_id: Annotated[Id | None, Field(description="The user the request served.")] = None,
     ) -> dict[str, Any]:
-        async def run() -> dict[str, Any]:
+        async def run(who: Identity) -> dict[str, Any]:
+            scope = who.tenant
+            owner = None if user_id is None else scope.owner(user_id)
             parsed = [
                 Step(
                     action=s.action,
@@ -310,21 +493,22 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
                 for s in steps
             ]
             async with holder.get().agents.request(
-                agent=agent, domain=domain, request_id=request_id, user_id=user_id
+                agent=agent, domain=scope.domain(domain), request_id=request_id, user_id=owner
             ) as req:
                 report = await req.record(parsed)
             return {
                 "recorded": int(report.details.get("events_written", 0)),
                 "steps": int(report.details.get("steps", len(parsed))),
-                "failures": list(report.failures),
+                "failures": _failures(report.failures),
             }
 
-        return await _guard(run)
+        return await _guard(local, run, writes=True)
 
     @server.tool(
         description="The planning context for an agent about to act in a domain: the "
         "<agent_memory> view (recent events, digest, knowledge, an entity's history) and the "
-        "<agent_coordination> view (who else is working on what)."
+        "<agent_coordination> view (who else is working on what). Announces the agent's "
+        "activity and claims the entity while it is built."
     )
     async def planning_context(
         agent: Annotated[Id, Field(description="The agent's name.")],
@@ -334,21 +518,26 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         entity_id: Annotated[Id | None, Field(description="e.g. 'web-1'")] = None,
         doing: Annotated[Doing, Field(description="What the agent is about to do.")] = "",
     ) -> dict[str, Any]:
-        async def run() -> dict[str, Any]:
+        async def run(who: Identity) -> dict[str, Any]:
             if (entity_type is None) != (entity_id is None):
                 raise InvalidInput("entity_id", "give both entity_type and entity_id, or neither")
             entities = [Entity(entity_type, entity_id)] if entity_type and entity_id else []
+            stored = who.tenant.domain(domain)
             async with holder.get().agents.request(
-                agent=agent, domain=domain, request_id=request_id, entities=entities, doing=doing
+                agent=agent, domain=stored, request_id=request_id, entities=entities, doing=doing
             ) as req:
                 context = await req.planning_context()
+            views = _unscoped(
+                {"agent_memory": context.agent_memory, "coordination": context.coordination},
+                {encode_text(stored): encode_text(domain)},
+            )
             return {
-                "agent_memory": context.agent_memory,
-                "agent_coordination": context.coordination,
-                "failures": list(context.report.failures),
+                "agent_memory": views["agent_memory"],
+                "agent_coordination": views["coordination"],
+                "failures": _failures(context.report.failures),
             }
 
-        return await _guard(run)
+        return await _guard(local, run, writes=True)
 
     @server.resource(
         "user-profile://{user_id}/{namespace}",
@@ -357,12 +546,24 @@ def build_server(url: str | None = None, *, memory: Memory | None = None) -> MCP
         mime_type="text/plain",
     )
     async def user_profile(user_id: str, namespace: str) -> str:
-        async def run() -> str:
+        async def run(who: Identity) -> str:
             view = await holder.get().users.profile(
-                user_id=require_id(user_id, "user_id"), namespace=namespace, request=""
+                user_id=who.tenant.owner(user_id), namespace=namespace, request=""
             )
             return view.text
 
-        return await _guard(run)
+        return await _guard(local, run, resource=True)
 
     return server
+
+
+def _unscoped(texts: Mapping[str, str], stored_to_plain: Mapping[str, str]) -> dict[str, str]:
+    """Views as the caller sees them: the stored (tenant-prefixed) domain
+    replaced by the caller's own, as the HTTP service does."""
+    out = {}
+    for name, text in texts.items():
+        for stored, plain in stored_to_plain.items():
+            if stored != plain:
+                text = text.replace(stored, plain)
+        out[name] = text
+    return out

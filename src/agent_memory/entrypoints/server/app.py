@@ -67,7 +67,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
     for code, desc in (
         (400, "Malformed body (not JSON, not UTF-8)"),
         (401, "Missing, unknown or revoked API key"),
-        (403, "A read-only key tried to write"),
+        (403, "A read-only key tried to write, or a user-bound key named another user"),
         (413, "Body over the size limit"),
         (415, "Body not application/json"),
         (422, "Body or query does not match the schema, or a value the library refuses"),

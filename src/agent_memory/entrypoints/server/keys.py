@@ -120,7 +120,7 @@ def _parse(document: Any, source: str) -> dict[str, ApiKey]:
         ids.add(key_id)
         if revoked:
             continue
-        tenant = Tenant(str(entry.get("tenant", "")))
+        tenant = Tenant(str(entry.get("tenant", "")), user)
         out[digest.lower()] = ApiKey(
             key_id, tenant, read_only, None if rate is None else float(rate), burst, admin, user
         )

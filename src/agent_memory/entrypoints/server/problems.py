@@ -23,6 +23,7 @@ from agent_memory.domain.errors import (
     ModelError,
     ModelTimeout,
     NotFound,
+    PermissionDenied,
     StorageCorrupted,
     StoreClosed,
 )
@@ -36,6 +37,7 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "malformed-body": (400, "The request body is not valid JSON in UTF-8"),
     "unauthenticated": (401, "A valid API key is required"),
     "read-only-key": (403, "This API key may only read"),
+    "permission-denied": (403, "This API key may not do this"),
     "not-found": (404, "No such resource"),
     "method-not-allowed": (405, "Method not allowed"),
     "conflict": (409, "The request conflicts with the current state"),
@@ -98,6 +100,10 @@ def from_library_error(exc: AgentMemoryError) -> Problem:
         return Problem(
             "invalid-input", f"{exc.field}: {_short(exc.problem)}", field=_short(exc.field)
         )
+    if isinstance(exc, PermissionDenied):  # a user-bound key naming another user
+        if exc.field is None:
+            return Problem("permission-denied", str(exc))
+        return Problem("permission-denied", str(exc), field=exc.field)
     if isinstance(exc, DimensionMismatch):
         return Problem("invalid-input", f"vector dimension: expected {exc.expected}")
     if isinstance(exc, NotFound):

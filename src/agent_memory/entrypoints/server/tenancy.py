@@ -10,6 +10,12 @@ caller's id holds: the set of scopes of two tenants (and of users and domains
 of one tenant) are disjoint, and no id, however adversarial (`/`, `t/other/u/`,
 `: * { } | @`, unicode), can name another tenant's scope. Callers never see the
 prefix: responses carry their own ids back.
+
+A key bound to one user (`"user"` in the key file) sees its tenant through a
+`Tenant` with that `user`: `owner` then admits only that one user id and
+refuses any other with `PermissionDenied` naming the field, and `user_of`
+shows no other user's id. Domains stay the tenant's: agent memory is shared by
+the tenant's agents whichever user they serve.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import re
 
 from attrs import field, frozen
 
-from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.errors import ConfigurationError, PermissionDenied
 from agent_memory.domain.validation import require_id, require_scope
 
 __all__ = ["TENANT_PATTERN", "Tenant"]
@@ -38,6 +44,8 @@ class Tenant:
     """One tenant's mapping between caller ids and stored scopes."""
 
     name: str = field(validator=_check_tenant)  # type: ignore[assignment]
+    user: str | None = None
+    """The one user id a user-bound key may name (None: any user of the tenant)."""
 
     @property
     def _users(self) -> str:
@@ -48,8 +56,12 @@ class Tenant:
         return f"t/{self.name}/d/"
 
     def owner(self, user_id: object) -> str:
-        """The stored owner of a caller's user id (validated: non-blank, no NUL)."""
-        return self._users + require_id(user_id, "user_id")
+        """The stored owner of a caller's user id (validated: non-blank, no NUL;
+        for a user-bound key, the bound user id only)."""
+        checked = require_id(user_id, "user_id")
+        if self.user is not None and checked != self.user:
+            raise PermissionDenied("this API key is bound to another user", "user_id")
+        return self._users + checked
 
     def domain(self, domain: object) -> str:
         """The stored domain of a caller's domain (validated: non-blank, no NUL)."""
@@ -58,7 +70,8 @@ class Tenant:
     def user_of(self, owner: str | None) -> str | None:
         """The caller's user id of a stored owner; None when it is not this tenant's."""
         if owner is not None and owner.startswith(self._users):
-            return owner[len(self._users) :]
+            user = owner[len(self._users) :]
+            return user if self.user is None or user == self.user else None
         return None
 
     def domain_of(self, stored: str) -> str | None:

@@ -38,6 +38,7 @@ from agent_memory.entrypoints.server.problems import Problem, from_library_error
 from agent_memory.entrypoints.server.ratelimit import RateLimiter
 from agent_memory.entrypoints.server.sessions import Sessions, finish
 from agent_memory.entrypoints.server.tenancy import Tenant
+from agent_memory.services.coordination import Coordinator
 from agent_memory.services.reports import StageReport
 from agent_memory.services.user_memory import ForgetReceipt
 
@@ -59,6 +60,8 @@ class ServerConfig:
     """An agent request untouched this long is finished (claims released)."""
     max_open_requests: int = 1000
     """Open agent requests per tenant."""
+    ui: bool = False
+    """Serve the inspector page at /ui (`serve --ui`)."""
 
 
 _PROBLEM = {"model": s.ProblemOut, "content": {"application/problem+json": {}}}
@@ -439,6 +442,79 @@ def create_app(
         return s.KnowledgeSearchOut(
             results=[s.KnowledgeOut(id=k.id, content=k.content, score=k.score) for k in items]
         )
+
+    # -- inspection (read-only; what the inspector page shows) ---------------------------
+    @app.get("/v1/domains", tags=["inspect"], summary="Domains with open agent requests")
+    async def domains(who: Reader) -> s.DomainsOut:
+        """The caller's domains that have agent requests open on this server
+        (the `/v1/requests` of this process), with how many; sorted by name."""
+        counts: dict[str, int] = {}
+        for entry in sessions.open_of(who.tenant.name):
+            own = who.tenant.domain_of(entry.request.domain)
+            if own is not None:
+                counts[own] = counts.get(own, 0) + 1
+        return s.DomainsOut(
+            domains=[s.DomainOut(domain=d, open_requests=n) for d, n in sorted(counts.items())]
+        )
+
+    @app.get("/v1/activity", tags=["inspect"], summary="A domain's active agents and claims")
+    async def activity(
+        who: Reader, domain: Annotated[str, Query(min_length=1, max_length=1024)]
+    ) -> s.ActivityOut:
+        """Live activity signals and investigation claims of every agent in the
+        domain (from the lease store: other servers' and library callers' too)."""
+        mem = memory()
+        ttl = mem.agents.options.signal_ttl
+        coordinator = Coordinator(mem.leases, who.tenant.domain(domain), ttl)
+        signals, claims = await coordinator.active_signals(), await coordinator.active_claims()
+        return s.ActivityOut(
+            signals=[
+                s.SignalOut(
+                    agent=x.agent,
+                    request_id=x.request_id,
+                    doing=x.doing,
+                    status=x.status,
+                    started_at=x.started_at,
+                    entities=[s.EntityBody(type=e.type, id=e.id) for e in x.entities],
+                )
+                for x in signals
+            ],
+            claims=[
+                s.HeldClaimOut(
+                    entity=s.EntityBody(type=e.type, id=e.id),
+                    holder_agent=agent,
+                    holder_request_id=request_id,
+                    since=since,
+                )
+                for e, agent, request_id, since in claims
+            ],
+        )
+
+    @app.get("/v1/digest", tags=["inspect"], summary="A domain's digest")
+    async def digest(
+        who: Reader, domain: Annotated[str, Query(min_length=1, max_length=1024)]
+    ) -> s.DigestOut:
+        """The digest the planning view would show now (cached, or compacted
+        from the event window), with its decision path and coverage."""
+        compactor = memory().agents.compactor
+        if compactor is None:
+            raise Problem("not-supported", "digests are off on this server")
+        stored = who.tenant.domain(domain)
+        result = await compactor.digest(stored)
+        text = result.digest
+        if text is not None:
+            text = text.replace(encode_text(stored), encode_text(domain))
+        return s.DigestOut(
+            digest=text,
+            path=str(result.path.value),
+            coverage=str(result.coverage.value),
+            raw_events=len(result.raw_events),
+        )
+
+    if config.ui:
+        from agent_memory.entrypoints.server.ui import mount
+
+        mount(app)
 
     return Guard(app, max_body_bytes=config.max_body_bytes)
 

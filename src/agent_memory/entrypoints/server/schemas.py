@@ -280,3 +280,47 @@ class ProblemOut(BaseModel):
     request_id: str | None = None
     errors: list[dict[str, Any]] | None = None
     field: str | None = None
+
+
+# -- inspection (what the inspector page reads) ----------------------------------
+class DomainOut(_Out):
+    domain: str
+    open_requests: int
+
+
+class DomainsOut(_Out):
+    """Domains with agent requests open on this server, for the caller's tenant."""
+
+    domains: list[DomainOut]
+
+
+class SignalOut(_Out):
+    agent: str
+    request_id: str
+    doing: str
+    status: str
+    started_at: AwareDatetime | None
+    entities: list[EntityBody]
+
+
+class HeldClaimOut(_Out):
+    entity: EntityBody
+    holder_agent: str
+    holder_request_id: str
+    since: AwareDatetime | None
+
+
+class ActivityOut(_Out):
+    """Active agents (activity signals) and investigation claims of a domain."""
+
+    signals: list[SignalOut]
+    claims: list[HeldClaimOut]
+
+
+class DigestOut(_Out):
+    """A domain's digest (null when compaction fell back to the raw events)."""
+
+    digest: str | None
+    path: str
+    coverage: str
+    raw_events: int

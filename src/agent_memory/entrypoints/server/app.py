@@ -25,7 +25,7 @@ from pydantic import AwareDatetime
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_memory.bootstrap import Memory, connect
-from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, StoreClosed
 from agent_memory.domain.records import Entity, MemoryRecord
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
@@ -217,7 +217,7 @@ def create_app(
             conversation=body.conversation,
             wait=True,
         )
-        return s.ReportOut(report=_report(report, who.tenant))
+        return s.ReportOut(report=_report(_stored(report), who.tenant))
 
     @app.post("/v1/users/remember", tags=["users"], summary="Remember given facts")
     async def remember(body: s.RememberBody, who: Writer) -> s.ReportOut:
@@ -237,7 +237,7 @@ def create_app(
             namespace=body.namespace,
             candidates=candidates,
         )
-        return s.ReportOut(report=_report(report, who.tenant))
+        return s.ReportOut(report=_report(_stored(report), who.tenant))
 
     @app.post("/v1/users/profile", tags=["users"], summary="The <user_profile> view")
     async def profile(body: s.ProfileBody, who: Reader) -> s.ProfileOut:
@@ -375,7 +375,7 @@ def create_app(
         ]
         async with entry.lock:
             report = await entry.request.record(parsed)
-        return s.ReportOut(report=_report(report, who.tenant))
+        return s.ReportOut(report=_report(_stored(report), who.tenant))
 
     @app.post("/v1/requests/finish", tags=["agents"], summary="Finish an agent request")
     async def finish_request(body: s.FinishBody, who: Writer) -> s.ReportOut:
@@ -534,6 +534,33 @@ def _plain(_inst: object, _field: object, value: Any) -> Any:
     if hasattr(value, "value") and isinstance(value.value, str):  # enums
         return value.value
     return value
+
+
+def _stored(report: StageReport) -> StageReport:
+    """The report of a write, when the write was stored. The services are
+    fail-open: a stage that could not reach the backend reports the failure and
+    returns. For a write that is no acknowledgement, so the answer is the
+    `503 backend-unavailable` problem (retrying is safe: facts are reconciled
+    with what was stored, steps are idempotent by id) and a `200` always means
+    stored."""
+    unavailable = _names(BackendUnavailable) | _names(StoreClosed)
+    if any(f.error_type in unavailable for f in report.failures):
+        raise Problem(
+            "backend-unavailable",
+            f"{report.stage}: the backend is unavailable; not stored",
+            headers={"Retry-After": "1"},
+        )
+    return report
+
+
+def _names(cls: type) -> set[str]:
+    """The class's name and its subclasses' (adapters subclass the library's errors)."""
+    names, todo = set(), [cls]
+    while todo:
+        c = todo.pop()
+        names.add(c.__name__)
+        todo.extend(c.__subclasses__())
+    return names
 
 
 def _report(report: StageReport, tenant: Tenant) -> s.Report:

@@ -16,9 +16,10 @@ its own id) and search while the embedded PostgreSQL server (durable default
 settings) is SIGKILLed, postmaster and backends, and restarted on the same data
 directory. Targets: every call made while the backend is down is answered
 `503` with the `backend-unavailable` problem document; no call outlasts the
-client timeout (10 s); no other kind of answer at any time; the service answers
-again after the restart; every acknowledged write (a `200`) is readable
-afterwards.
+client's request timeout (`--timeout`, 30 s for the whole call: latency under
+this load on a busy 2-core machine reaches 15 s at p99 without any failure);
+no other kind of answer at any time; the service answers again after the
+restart; every acknowledged write (a `200`) is readable afterwards.
 
 Loopback only. The test suite runs `run_load` for a few seconds and a short
 kill run (tests/server/test_load_smoke.py) and checks the counts, never a time.
@@ -165,7 +166,7 @@ async def run_kill(
     kill_at: float,
     gap: float,
     after: float = 2.0,
-    timeout: float = 10.0,
+    timeout: float = 30.0,
 ) -> dict[str, Any]:
     """`clients` clients of one tenant write (a fact for a user of its own, a step
     with its own id) and read (search) for `duration` seconds; at `kill_at` s
@@ -187,8 +188,9 @@ async def run_kill(
         entry: dict[str, Any] = {"op": op, "start": started}
         calls.append(entry)
         try:
-            r = await http.request(method, path, **kw)
-        except httpx.TimeoutException:
+            async with asyncio.timeout(timeout):  # the whole call, not each read
+                r = await http.request(method, path, **kw)
+        except (TimeoutError, httpx.TimeoutException):
             entry.update(end=time.monotonic(), outcome="timeout")
             return None
         except httpx.HTTPError as exc:
@@ -285,6 +287,10 @@ async def run_kill(
         c["outcome"] for c in calls if c.get("outcome") not in ("ok", "503 backend-unavailable")
     )
     durations = [c["end"] - c["start"] for c in calls if "end" in c]
+    slowest = {p: 0.0 for p in phases}
+    for c in calls:
+        if "end" in c:
+            slowest[phase(c)] = max(slowest[phase(c)], round(c["end"] - c["start"], 2))
     return {
         "seconds": round(elapsed, 1),
         "requests": len(calls),
@@ -301,6 +307,8 @@ async def run_kill(
         "timeouts": sum(1 for c in calls if c.get("outcome") == "timeout"),
         "unexpected": dict(bad),
         "max_call_s": round(max(durations, default=0.0), 2),
+        "slowest_call_s": slowest,
+        "timeout_s": timeout,
         "recovered_after_s": None if first_ok is None else round(first_ok - back_t, 2),
         "acked_facts": len(facts),
         "acked_steps": sum(len(v) for v in steps.values()),
@@ -384,7 +392,7 @@ def kill_run(
     duration: float,
     gap: float,
     kill_at: float | None = None,
-    timeout: float = 10.0,
+    timeout: float = 30.0,
 ) -> dict[str, Any]:
     """An embedded PostgreSQL (durable defaults) behind a server; `run_kill` with
     the postmaster and its backends SIGKILLed at `kill_at` (default: a third of
@@ -429,6 +437,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--kill-duration", type=float, default=30.0, help="0: no kill run")
     parser.add_argument("--gap", type=float, default=8.0, help="seconds the backend stays dead")
+    parser.add_argument("--timeout", type=float, default=30.0, help="kill run: request timeout")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
     args = parser.parse_args()
     backends = {"all": BACKENDS, "none": ()}.get(args.backend, (args.backend,))
@@ -469,18 +478,25 @@ def main() -> int:
                   f"| {r['errors']} | {r['isolation_breaks']} |")  # fmt: skip
         bad = any(r["errors"] or r["isolation_breaks"] for r in results.values())
     if args.kill_duration > 0:
-        k = kill_run(clients=args.clients, duration=args.kill_duration, gap=args.gap)
+        k = kill_run(
+            clients=args.clients, duration=args.kill_duration, gap=args.gap, timeout=args.timeout
+        )
         results["postgres-kill"] = k
         print(
             f"\nPostgreSQL SIGKILLed at {args.kill_duration / 3:.0f} s "
             f"of {args.kill_duration:.0f} s, "
-            f"{args.clients} clients, down {k['backend_down_s']} s (client timeout 10 s)"
+            f"{args.clients} clients, down {k['backend_down_s']} s "
+            f"(request timeout {k['timeout_s']:.0f} s)"
         )
-        print("| requests | calls while down | of them 503 problem | timeouts | unexpected "
-              "| slowest s | first ok after restart s | acked writes | unreadable |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|---|")
-        print(f"| {k['requests']} | {k['down_calls']} | {k['down_503']} | {k['timeouts']} "
-              f"| {sum(k['unexpected'].values())} | {k['max_call_s']} | {k['recovered_after_s']} "
+        s = k["slowest_call_s"]
+        print("| requests | 503 problems | calls while down | of them 503 | timeouts | unexpected "
+              "| slowest s (before / around the outage / after) | first ok after restart s "
+              "| acked writes | unreadable |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| {k['requests']} | {k['outage_503']} | {k['down_calls']} | {k['down_503']} "
+              f"| {k['timeouts']} | {sum(k['unexpected'].values())} "
+              f"| {s['before']} / {max(s['transition'], s['down'])} / {s['after']} "
+              f"| {k['recovered_after_s']} "
               f"| {k['acked_facts'] + k['acked_steps']} "
               f"| {k['unreadable_facts'] + k['unreadable_steps']} |")  # fmt: skip
         bad = bad or not kill_ok(k)

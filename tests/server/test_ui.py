@@ -206,7 +206,7 @@ async def test_inspector_end_to_end_in_chromium(ui: LiveServer, tmp_path: Path) 
         async with launch_chromium() as browser:
             page = await browser.new_page()
             await page.goto(ui.base + "/ui")
-            await _login(page, ui, "a")
+            await _login(page, ui, "a-admin")  # admin: the screenshot shows the audit trail
 
             # Domains: the open request's domain, its agent, claim and events.
             await page.wait_for(f"!!document.querySelector('#domains [data-domain=\"{domain}\"]')")

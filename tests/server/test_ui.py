@@ -161,6 +161,35 @@ def test_read_endpoints_are_tenant_scoped(ui: LiveServer) -> None:
             assert httpx.get(ui.base + path, params={"domain": domain}).status_code == 401
 
 
+def test_search_modes(ui: LiveServer) -> None:
+    user = unique("carol-")
+    _seed(ui, user, ["Carol drinks oolong tea", "Carol cycles to work", "Carol owns a cat"])
+    with _api(ui, "a") as a, _api(ui, "b") as b:
+        for mode in ("hybrid", "lexical", "vector"):
+            r = a.post("/v1/users/search", json={"user_id": user, "query": "oolong", "mode": mode})
+            assert r.status_code == 200, r.text
+            out = r.json()
+            assert out["mode"] == mode
+            assert out["fallback"] is None  # SQLite has keyword search
+            assert out["results"][0]["fact"]["content"] == "Carol drinks oolong tea", (mode, out)
+            other = b.post(
+                "/v1/users/search", json={"user_id": user, "query": "oolong", "mode": mode}
+            )
+            assert other.json()["results"] == []
+        lexical = a.post(
+            "/v1/users/search", json={"user_id": user, "query": "oolong", "mode": "lexical"}
+        ).json()
+        assert [h["fact"]["content"] for h in lexical["results"]] == ["Carol drinks oolong tea"]
+        r = a.post("/v1/users/search", json={"user_id": user, "query": "x", "mode": "fuzzy"})
+        assert r.status_code == 422
+        r = a.post(
+            "/v1/users/search",
+            json={"user_id": user, "query": "x", "mode": "hybrid", "min_score": 0.5},
+        )
+        assert r.status_code == 422
+        assert "min_score" in r.json()["detail"]
+
+
 # -- the page in Chromium -------------------------------------------------------------------
 async def _login(page: Page, server: LiveServer, key: str) -> None:
     if await page.eval("!document.getElementById('logout').hidden"):
@@ -233,6 +262,8 @@ async def test_inspector_end_to_end_in_chromium(ui: LiveServer, tmp_path: Path) 
             await _submit(page, "search-form", "results")
             hits = await _rows(page, "results")
             assert hits[0][1] == "Ada prefers green tea in the morning", hits
+            mode = await page.eval("document.getElementById('search-mode').textContent")
+            assert mode.startswith("hybrid retrieval"), mode
             fact_id = await page.eval("document.querySelector('#results tbody tr').dataset.factId")
             forget = f'#results tr[data-fact-id="{fact_id}"] button'
             await page.click(forget)

@@ -40,6 +40,7 @@ from agent_memory.entrypoints.server.sessions import Sessions, finish
 from agent_memory.entrypoints.server.tenancy import Tenant
 from agent_memory.services.coordination import Coordinator
 from agent_memory.services.reports import StageReport
+from agent_memory.services.retrieval import HybridRetriever
 from agent_memory.services.user_memory import ForgetReceipt
 
 __all__ = ["ServerConfig", "create_app"]
@@ -265,15 +266,28 @@ def create_app(
 
     @app.post("/v1/users/search", tags=["users"], summary="Search a user's facts")
     async def search(body: s.SearchBody, who: Reader) -> s.SearchOut:
-        """Facts by cosine similarity to the query, best first."""
+        """Facts best first: by cosine similarity to the query (`mode: vector`),
+        or by lexical and vector rankings fused (`hybrid`, see docs/retrieval.md)."""
         users = memory().users
         owner = who.tenant.owner(body.user_id)
+        if body.mode != "vector":
+            if body.min_score is not None:
+                raise Problem("validation-failed", "min_score applies to mode 'vector' only")
+            found = await HybridRetriever(users.store, users.embedder).retrieve(
+                owner, body.query, limit=body.limit, mode=body.mode, namespace=body.namespace
+            )
+            return s.SearchOut(
+                results=[s.ScoredFact(score=h.score, fact=_fact(h.record)) for h in found.hits],
+                mode=found.mode.value,
+                fallback=found.fallback,
+            )
         (vector,) = await users.embedder.embed([body.query])
         hits = await users.store.search(
             owner, vector, limit=body.limit, namespace=body.namespace, min_score=body.min_score
         )
         return s.SearchOut(
-            results=[s.ScoredFact(score=h.score, fact=_fact(h.record)) for h in hits]
+            results=[s.ScoredFact(score=h.score, fact=_fact(h.record)) for h in hits],
+            mode="vector",
         )
 
     @app.post("/v1/users/forget", tags=["users"], summary="Forget a user, with a receipt")

@@ -116,6 +116,10 @@ class SearchBody(_In):
     namespace: Id | None = None
     limit: Limit = 10
     min_score: Score | None = None
+    """Vector mode only: the cosine similarity a fact needs."""
+    mode: Literal["vector", "hybrid", "lexical"] = "vector"
+    """`vector`: cosine similarity; `hybrid`: lexical (BM25) and vector rankings
+    fused; `lexical`: keyword search only (backends with keyword search)."""
 
 
 class ScoredFact(_Out):
@@ -125,6 +129,9 @@ class ScoredFact(_Out):
 
 class SearchOut(_Out):
     results: list[ScoredFact]
+    mode: str
+    """The mode used (hybrid falls back to vector without keyword search)."""
+    fallback: str | None = None
 
 
 class ForgetBody(_In):

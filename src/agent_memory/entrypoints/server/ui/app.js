@@ -167,10 +167,11 @@ async function search() {
   const query = $("query").value.trim();
   if (!user || !query) return;
   showError("user-error", null);
-  const req = { user_id: user, query, limit: 10 };
+  const req = { user_id: user, query, limit: 10, mode: "hybrid" };
   if (ns) req.namespace = ns;
   try {
     const out = await api("POST", "/v1/users/search", req);
+    $("search-mode").textContent = out.mode + " retrieval" + (out.fallback ? " (" + out.fallback + ")" : "");
     const tbody = body("results");
     for (const hit of out.results) {
       const f = hit.fact;

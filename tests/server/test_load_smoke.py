@@ -1,10 +1,11 @@
-"""A few seconds of benchmarks/server_load.py on SQLite and on Redis: counts
-only (0 errors, 0 isolation breaks), never a timing. The 60-second run and its
-table live in docs/server.md."""
+"""A few seconds of benchmarks/server_load.py on SQLite and on Redis (counts
+only: 0 errors, 0 isolation breaks) and a short kill run on PostgreSQL; never a
+timing. The 60-second runs and their tables live in docs/server.md."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -54,3 +55,12 @@ async def test_short_load_has_no_errors_and_no_isolation_breaks(
     assert result["errors"] == 0, result["error_kinds"]
     assert result["isolation_breaks"] == 0
     assert set(result["ops"]) >= {"recall", "record", "search"}, result["ops"]
+
+
+def test_backend_killed_mid_load_gives_503_problems_and_loses_no_acknowledged_write() -> None:
+    """PostgreSQL SIGKILLed under 10 clients and restarted: the calls meanwhile
+    are 503 backend-unavailable problems (none other, none hanging past the
+    client timeout), the service recovers, every acknowledged write is readable."""
+    bench = _bench()
+    k = bench.kill_run(clients=10, duration=3.0, kill_at=1.0, gap=0.5)
+    assert bench.kill_ok(k), json.dumps(k, indent=1)

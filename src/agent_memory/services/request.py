@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from types import TracebackType
 
+import attrs
 from attrs import define, field
 
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
@@ -163,6 +164,7 @@ class MemoryRequest:
             claim_ttl=memory.options.claim_ttl,
         )
         self._started = memory.clock.now()
+        self._steps = 0  # steps recorded so far: numbers the ones without an id
         self._status = "active"
         self._suspended = False
 
@@ -382,6 +384,14 @@ class MemoryRequest:
     async def record(self, steps: Sequence[Step]) -> StageReport:
         """Record the executed steps as events (fail-open; the report says what happened)."""
         report = self._report("memory-record")
+        # A step without an id gets "<request>#<n>", n counted over the whole
+        # request: numbered per call, the second call's first step would reuse
+        # the first call's id and the (idempotent) event log would drop it.
+        first, self._steps = self._steps, self._steps + len(steps)
+        steps = [
+            s if s.id is not None else attrs.evolve(s, id=f"{self.request_id}#{first + i}")
+            for i, s in enumerate(steps)
+        ]
         with self._m.observability.span(
             f"{_HOOK}.after_execution.memory-record", domain=self.domain, agent=self.agent
         ) as span:

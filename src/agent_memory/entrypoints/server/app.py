@@ -25,7 +25,7 @@ from pydantic import AwareDatetime
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_memory.bootstrap import Memory, connect
-from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, StoreClosed
 from agent_memory.domain.records import Entity, MemoryRecord
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
@@ -38,7 +38,9 @@ from agent_memory.entrypoints.server.problems import Problem, from_library_error
 from agent_memory.entrypoints.server.ratelimit import RateLimiter
 from agent_memory.entrypoints.server.sessions import Sessions, finish
 from agent_memory.entrypoints.server.tenancy import Tenant
+from agent_memory.services.coordination import Coordinator
 from agent_memory.services.reports import StageReport
+from agent_memory.services.retrieval import HybridRetriever
 from agent_memory.services.user_memory import ForgetReceipt
 
 __all__ = ["ServerConfig", "create_app"]
@@ -59,6 +61,8 @@ class ServerConfig:
     """An agent request untouched this long is finished (claims released)."""
     max_open_requests: int = 1000
     """Open agent requests per tenant."""
+    ui: bool = False
+    """Serve the inspector page at /ui (`serve --ui`)."""
 
 
 _PROBLEM = {"model": s.ProblemOut, "content": {"application/problem+json": {}}}
@@ -214,7 +218,7 @@ def create_app(
             conversation=body.conversation,
             wait=True,
         )
-        return s.ReportOut(report=_report(report, who.tenant))
+        return s.ReportOut(report=_report(_stored(report), who.tenant))
 
     @app.post("/v1/users/remember", tags=["users"], summary="Remember given facts")
     async def remember(body: s.RememberBody, who: Writer) -> s.ReportOut:
@@ -234,7 +238,7 @@ def create_app(
             namespace=body.namespace,
             candidates=candidates,
         )
-        return s.ReportOut(report=_report(report, who.tenant))
+        return s.ReportOut(report=_report(_stored(report), who.tenant))
 
     @app.post("/v1/users/profile", tags=["users"], summary="The <user_profile> view")
     async def profile(body: s.ProfileBody, who: Reader) -> s.ProfileOut:
@@ -262,15 +266,28 @@ def create_app(
 
     @app.post("/v1/users/search", tags=["users"], summary="Search a user's facts")
     async def search(body: s.SearchBody, who: Reader) -> s.SearchOut:
-        """Facts by cosine similarity to the query, best first."""
+        """Facts best first: by cosine similarity to the query (`mode: vector`),
+        or by lexical and vector rankings fused (`hybrid`, see docs/retrieval.md)."""
         users = memory().users
         owner = who.tenant.owner(body.user_id)
+        if body.mode != "vector":
+            if body.min_score is not None:
+                raise Problem("validation-failed", "min_score applies to mode 'vector' only")
+            found = await HybridRetriever(users.store, users.embedder).retrieve(
+                owner, body.query, limit=body.limit, mode=body.mode, namespace=body.namespace
+            )
+            return s.SearchOut(
+                results=[s.ScoredFact(score=h.score, fact=_fact(h.record)) for h in found.hits],
+                mode=found.mode.value,
+                fallback=found.fallback,
+            )
         (vector,) = await users.embedder.embed([body.query])
         hits = await users.store.search(
             owner, vector, limit=body.limit, namespace=body.namespace, min_score=body.min_score
         )
         return s.SearchOut(
-            results=[s.ScoredFact(score=h.score, fact=_fact(h.record)) for h in hits]
+            results=[s.ScoredFact(score=h.score, fact=_fact(h.record)) for h in hits],
+            mode="vector",
         )
 
     @app.post("/v1/users/forget", tags=["users"], summary="Forget a user, with a receipt")
@@ -372,7 +389,7 @@ def create_app(
         ]
         async with entry.lock:
             report = await entry.request.record(parsed)
-        return s.ReportOut(report=_report(report, who.tenant))
+        return s.ReportOut(report=_report(_stored(report), who.tenant))
 
     @app.post("/v1/requests/finish", tags=["agents"], summary="Finish an agent request")
     async def finish_request(body: s.FinishBody, who: Writer) -> s.ReportOut:
@@ -440,6 +457,79 @@ def create_app(
             results=[s.KnowledgeOut(id=k.id, content=k.content, score=k.score) for k in items]
         )
 
+    # -- inspection (read-only; what the inspector page shows) ---------------------------
+    @app.get("/v1/domains", tags=["inspect"], summary="Domains with open agent requests")
+    async def domains(who: Reader) -> s.DomainsOut:
+        """The caller's domains that have agent requests open on this server
+        (the `/v1/requests` of this process), with how many; sorted by name."""
+        counts: dict[str, int] = {}
+        for entry in sessions.open_of(who.tenant.name):
+            own = who.tenant.domain_of(entry.request.domain)
+            if own is not None:
+                counts[own] = counts.get(own, 0) + 1
+        return s.DomainsOut(
+            domains=[s.DomainOut(domain=d, open_requests=n) for d, n in sorted(counts.items())]
+        )
+
+    @app.get("/v1/activity", tags=["inspect"], summary="A domain's active agents and claims")
+    async def activity(
+        who: Reader, domain: Annotated[str, Query(min_length=1, max_length=1024)]
+    ) -> s.ActivityOut:
+        """Live activity signals and investigation claims of every agent in the
+        domain (from the lease store: other servers' and library callers' too)."""
+        mem = memory()
+        ttl = mem.agents.options.signal_ttl
+        coordinator = Coordinator(mem.leases, who.tenant.domain(domain), ttl)
+        signals, claims = await coordinator.active_signals(), await coordinator.active_claims()
+        return s.ActivityOut(
+            signals=[
+                s.SignalOut(
+                    agent=x.agent,
+                    request_id=x.request_id,
+                    doing=x.doing,
+                    status=x.status,
+                    started_at=x.started_at,
+                    entities=[s.EntityBody(type=e.type, id=e.id) for e in x.entities],
+                )
+                for x in signals
+            ],
+            claims=[
+                s.HeldClaimOut(
+                    entity=s.EntityBody(type=e.type, id=e.id),
+                    holder_agent=agent,
+                    holder_request_id=request_id,
+                    since=since,
+                )
+                for e, agent, request_id, since in claims
+            ],
+        )
+
+    @app.get("/v1/digest", tags=["inspect"], summary="A domain's digest")
+    async def digest(
+        who: Reader, domain: Annotated[str, Query(min_length=1, max_length=1024)]
+    ) -> s.DigestOut:
+        """The digest the planning view would show now (cached, or compacted
+        from the event window), with its decision path and coverage."""
+        compactor = memory().agents.compactor
+        if compactor is None:
+            raise Problem("not-supported", "digests are off on this server")
+        stored = who.tenant.domain(domain)
+        result = await compactor.digest(stored)
+        text = result.digest
+        if text is not None:
+            text = text.replace(encode_text(stored), encode_text(domain))
+        return s.DigestOut(
+            digest=text,
+            path=str(result.path.value),
+            coverage=str(result.coverage.value),
+            raw_events=len(result.raw_events),
+        )
+
+    if config.ui:
+        from agent_memory.entrypoints.server.ui import mount
+
+        mount(app)
+
     return Guard(app, max_body_bytes=config.max_body_bytes)
 
 
@@ -458,6 +548,33 @@ def _plain(_inst: object, _field: object, value: Any) -> Any:
     if hasattr(value, "value") and isinstance(value.value, str):  # enums
         return value.value
     return value
+
+
+def _stored(report: StageReport) -> StageReport:
+    """The report of a write, when the write was stored. The services are
+    fail-open: a stage that could not reach the backend reports the failure and
+    returns. For a write that is no acknowledgement, so the answer is the
+    `503 backend-unavailable` problem (retrying is safe: facts are reconciled
+    with what was stored, steps are idempotent by id) and a `200` always means
+    stored."""
+    unavailable = _names(BackendUnavailable) | _names(StoreClosed)
+    if any(f.error_type in unavailable for f in report.failures):
+        raise Problem(
+            "backend-unavailable",
+            f"{report.stage}: the backend is unavailable; not stored",
+            headers={"Retry-After": "1"},
+        )
+    return report
+
+
+def _names(cls: type) -> set[str]:
+    """The class's name and its subclasses' (adapters subclass the library's errors)."""
+    names, todo = set(), [cls]
+    while todo:
+        c = todo.pop()
+        names.add(c.__name__)
+        todo.extend(c.__subclasses__())
+    return names
 
 
 def _report(report: StageReport, tenant: Tenant) -> s.Report:

@@ -36,6 +36,9 @@ def add_arguments(parser: Any) -> None:
     )
     parser.add_argument("--drain-timeout", type=float, default=30.0, help="shutdown drain (s)")
     parser.add_argument(
+        "--ui", action="store_true", help="also serve the inspector page at /ui (same API keys)"
+    )
+    parser.add_argument(
         "--new-key",
         metavar="TENANT",
         help="print a new API key for TENANT and its key-file entry, then exit",
@@ -93,6 +96,7 @@ def run_serve(args: Any) -> int:
         rate=args.rate,
         burst=args.burst,
         idle_timeout=args.idle_timeout,
+        ui=bool(args.ui),
     )
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     return asyncio.run(_serve(args, config, keys))

@@ -116,6 +116,10 @@ class SearchBody(_In):
     namespace: Id | None = None
     limit: Limit = 10
     min_score: Score | None = None
+    """Vector mode only: the cosine similarity a fact needs."""
+    mode: Literal["vector", "hybrid", "lexical"] = "vector"
+    """`vector`: cosine similarity; `hybrid`: lexical (BM25) and vector rankings
+    fused; `lexical`: keyword search only (backends with keyword search)."""
 
 
 class ScoredFact(_Out):
@@ -125,6 +129,9 @@ class ScoredFact(_Out):
 
 class SearchOut(_Out):
     results: list[ScoredFact]
+    mode: str
+    """The mode used (hybrid falls back to vector without keyword search)."""
+    fallback: str | None = None
 
 
 class ForgetBody(_In):
@@ -280,3 +287,47 @@ class ProblemOut(BaseModel):
     request_id: str | None = None
     errors: list[dict[str, Any]] | None = None
     field: str | None = None
+
+
+# -- inspection (what the inspector page reads) ----------------------------------
+class DomainOut(_Out):
+    domain: str
+    open_requests: int
+
+
+class DomainsOut(_Out):
+    """Domains with agent requests open on this server, for the caller's tenant."""
+
+    domains: list[DomainOut]
+
+
+class SignalOut(_Out):
+    agent: str
+    request_id: str
+    doing: str
+    status: str
+    started_at: AwareDatetime | None
+    entities: list[EntityBody]
+
+
+class HeldClaimOut(_Out):
+    entity: EntityBody
+    holder_agent: str
+    holder_request_id: str
+    since: AwareDatetime | None
+
+
+class ActivityOut(_Out):
+    """Active agents (activity signals) and investigation claims of a domain."""
+
+    signals: list[SignalOut]
+    claims: list[HeldClaimOut]
+
+
+class DigestOut(_Out):
+    """A domain's digest (null when compaction fell back to the raw events)."""
+
+    digest: str | None
+    path: str
+    coverage: str
+    raw_events: int

@@ -46,6 +46,9 @@ class Sessions:
     def count(self, tenant: str) -> int:
         return sum(1 for t, _ in self._open if t == tenant)
 
+    def open_of(self, tenant: str) -> list[OpenRequest]:
+        return [v for (t, _), v in self._open.items() if t == tenant]
+
     def has(self, tenant: str, request_id: str) -> bool:
         return (tenant, request_id) in self._open
 

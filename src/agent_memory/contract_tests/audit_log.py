@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
@@ -128,7 +128,7 @@ async def _all(log: AuditLog, limit: int, **filters: Any) -> list[AuditEntry]:
     pytest.fail(clause("AL-PAGE-1", "paging ends (next_cursor None on the last page)"))
 
 
-def _ids(entries: list[AuditEntry]) -> list[str]:
+def _ids(entries: Sequence[AuditEntry]) -> list[str]:
     return [e.id for e in entries]
 
 

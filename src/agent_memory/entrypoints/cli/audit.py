@@ -62,7 +62,8 @@ def _line(entry: AuditEntry) -> str:
     return f"{entry.as_json()['at']}  {entry.operation:<16} {subject:<20} {who:<20} {counts}"
 
 
-async def run_audit(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+async def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = sys.stdout if out is None else out
     from agent_memory.bootstrap.connect import connect
 
     limit = args.limit

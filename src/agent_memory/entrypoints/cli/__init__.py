@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--factory",
         help="package.module:callable returning EMPTY store(s) (one port, or a mapping "
-        "with keys store/events/leases/cache); it may carry `capabilities` and `reopen(obj)`",
+        "with keys store/events/leases/cache/audit); it may carry `capabilities` and `reopen(obj)`",
     )
     conf.add_argument(
         "--keep",

@@ -26,7 +26,7 @@ from datetime import datetime
 from typing import Any
 
 from agent_memory.domain.audit import LIBRARY_CALLER, AuditEntry, AuditPage
-from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.domain.errors import AuditNotRecorded
 from agent_memory.domain.validation import require_id
 from agent_memory.ports.models import Clock
 from agent_memory.ports.storage import AuditLog
@@ -66,21 +66,6 @@ def current_caller() -> str:
 def current_tenant() -> str:
     """The tenant audit entries name now ("" outside `acting_as`)."""
     return _ACTOR.get((LIBRARY_CALLER, ""))[1]
-
-
-class AuditNotRecorded(AgentMemoryError, RuntimeError):
-    """The operation happened but its audit entry could not be written.
-
-    `entry` is the entry to append again (`AuditLog.append` is idempotent by id);
-    `result` is what the operation returned (its receipt or summary)."""
-
-    def __init__(self, entry: AuditEntry, result: Any, cause: BaseException) -> None:
-        super().__init__(
-            f"{entry.operation} completed but its audit entry {entry.id} was not recorded: "
-            f"{type(cause).__name__}: {cause}; append exc.entry again once the backend is back"
-        )
-        self.entry = entry
-        self.result = result
 
 
 def _visible_subject(subject: str | None, tenant: str) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_memory.domain.errors import (
     AgentMemoryError,
+    AuditNotRecorded,
     BackendUnavailable,
     ConfigurationError,
     DimensionMismatch,
@@ -26,7 +27,6 @@ from agent_memory.domain.errors import (
     StorageCorrupted,
     StoreClosed,
 )
-from agent_memory.services.audit import AuditNotRecorded
 
 __all__ = ["PROBLEM_TYPES", "Problem", "from_library_error", "problem_type"]
 

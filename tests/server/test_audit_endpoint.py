@@ -5,11 +5,14 @@ other keys get a typed 403; paging by `before` repeats nothing."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 
 import httpx
 import pytest
 
+from agent_memory import AuditNotRecorded
+from agent_memory.domain.audit import AuditEntry
+from agent_memory.entrypoints.server.problems import from_library_error
 from server.live import LiveServer, unique
 
 SECRET = "Quokka-91c2-marmalade"
@@ -115,3 +118,15 @@ def test_openapi_lists_the_endpoint(server: LiveServer) -> None:
     schema = httpx.get(server.base + "/v1/openapi.json", timeout=30).json()
     operation = schema["paths"]["/v1/audit"]["get"]
     assert "403" in operation["responses"]
+
+
+def test_an_unrecorded_audit_entry_is_a_typed_500_naming_the_entry() -> None:
+    """The forget happened; the problem says so and names the entry, no content."""
+    entry = AuditEntry(
+        id="e-1", at=datetime.now(UTC), operation="forget_user", tenant="acme",
+        subject="ana", counts={"facts": 2}, caller="acme-app",
+    )  # fmt: skip
+    problem = from_library_error(AuditNotRecorded(entry, None, OSError("disk full")))
+    assert (problem.slug, problem.status) == ("audit-not-recorded", 500)
+    assert "forget_user completed" in problem.detail
+    assert "e-1" in problem.detail

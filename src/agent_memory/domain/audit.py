@@ -129,7 +129,7 @@ class AuditEntry:
     subject: str | None = field(validator=_check_subject)
     """The data subject's user id (the tenant's own, unprefixed), None when the
     operation concerns no single subject (an import, a re-embed, a migration)."""
-    counts: Mapping[str, int] = field(converter=_counts)
+    counts: Mapping[str, int] = field(converter=_counts, hash=False)
     """What the receipt counted, by name (e.g. facts=3, events=12)."""
     caller: str = field(validator=_check_id("caller"))
     """The API key id that asked, or "library"."""

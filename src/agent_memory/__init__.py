@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from agent_memory.bootstrap import Connecting, Memory, Settings, connect
 from agent_memory.domain.errors import (
     AgentMemoryError,
+    AuditNotRecorded,
     BackendUnavailable,
     ConfigurationError,
     DimensionMismatch,
@@ -81,6 +82,7 @@ __all__ = [  # noqa: RUF022 - entry points first, then records, errors, protocol
     "MAX_ID_BYTES",
     # errors
     "AgentMemoryError",
+    "AuditNotRecorded",
     "BackendUnavailable",
     "ConfigurationError",
     "DimensionMismatch",

@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "import",
     "migrate",
     "reembed",
+    "audit",
 )
 
 

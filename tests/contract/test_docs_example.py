@@ -20,7 +20,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-a-backend.md"
 CONTRACTS = Path(__file__).resolve().parents[2] / "src" / "agent_memory" / "contract_tests"
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 #: A clause id as the contract modules write it: MS-ADD-1, EL-UNTIL-2, C-RT-1...
-_CLAUSE_ID = re.compile(r"(?<![\w-])(?:MS|EL|LS|C|TS)-[A-Z]+-[0-9]+(?!\.\.|[\w-])")
+_CLAUSE_ID = re.compile(r"(?<![\w-])(?:MS|EL|LS|C|TS|AL)-[A-Z]+-[0-9]+(?!\.\.|[\w-])")
 
 
 def _example_code() -> str:

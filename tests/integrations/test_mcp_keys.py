@@ -388,3 +388,28 @@ def test_http_without_keys_refuses_to_start(
         assert message in err, (args, err)
         assert "Traceback" not in err
     assert not (tmp_path / "x.db").exists()  # nothing was opened
+
+
+async def test_a_forget_over_mcp_is_audited_as_its_key_and_tenant(
+    mcp_server: McpServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The audit entry of a forget made through MCP names the key that made it
+    and the key's tenant, and the caller-visible user id (never the stored scope)."""
+    mark = uuid.uuid4().hex[:8]
+    user = f"dora-{mark}"
+    async with session_as(mcp_server, "A") as a:
+        await ok(a, "remember", user_id=user, namespace="n", facts=fact(f"User {mark} rows"))
+        receipt = await ok(a, "forget", user_id=user)
+    capsys.readouterr()
+    url = f"sqlite:///{mcp_server.root / 'mcp.db'}"
+    assert await asyncio.to_thread(main, ["audit", "--url", url, "--tenant", "a", "--json"]) == 0
+    entries = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line]
+    mine = [e for e in entries if e.get("subject") == user]
+    assert len(mine) == 1, entries
+    assert (mine[0]["operation"], mine[0]["caller"], mine[0]["tenant"]) == (
+        "forget_user",
+        "key-A",
+        "a",
+    ), mine[0]
+    assert receipt["facts"] in mine[0]["counts"].values(), (mine[0], receipt)
+    assert mark not in json.dumps({k: v for k, v in mine[0].items() if k != "subject"})

@@ -332,7 +332,6 @@ async def test_inspector_end_to_end_in_chromium(ui: LiveServer, tmp_path: Path) 
             api.post("/v1/requests/finish", json={"request_id": rid})
 
 
-@pytest.mark.xfail(strict=True, reason="needs GET /v1/audit (audit trail)")
 async def test_inspector_audit_trail_in_chromium(ui: LiveServer) -> None:
     user = unique("bob-")
     _seed(ui, user, ["Bob keeps bees"])

@@ -198,6 +198,7 @@ async def open_stores(
         cache=parts["cache"],
         backend=family,
         details=parts.get("details", {}),
+        audit=parts.get("audit"),
     )
 
 

@@ -13,8 +13,10 @@ from attrs import define, field
 
 from agent_memory.bootstrap.settings import MODEL_FALLBACK, Settings
 from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.time import SystemClock
 from agent_memory.ports.models import Embedder, LanguageModel
-from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.ports.storage import AuditLog, Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.services.audit import AuditTrail
 from agent_memory.services.observability import Observability
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ __all__ = ["Memory", "Stores"]
 
 @define
 class Stores:
-    """The four storage ports from one URL (some may be the same object)."""
+    """The storage ports from one URL (some may be the same object)."""
 
     store: MemoryStore
     events: EventLog | None
@@ -34,10 +36,12 @@ class Stores:
     cache: Cache | None
     backend: str
     details: dict[str, str] = field(factory=dict)
+    audit: AuditLog | None = None
+    """The audit trail (every backend that serves events serves one)."""
 
     async def close(self) -> None:
         seen: set[int] = set()
-        for part in (self.store, self.events, self.leases, self.cache):
+        for part in (self.store, self.events, self.leases, self.cache, self.audit):
             if part is not None and id(part) not in seen:
                 seen.add(id(part))
                 await part.close()
@@ -133,6 +137,24 @@ class Memory:
         if cache is None:
             raise ConfigurationError(f"{self.url} serves no cache")
         return cache
+
+    @property
+    def audit_log(self) -> AuditLog:
+        """The audit trail's port (`ConfigurationError` when the backend serves none)."""
+        log = self._coordination().audit
+        if log is None:
+            raise ConfigurationError(f"{self.url} serves no audit log")
+        return log
+
+    @property
+    def audit(self) -> AuditTrail:
+        """The audit trail (`memory.audit.page()`, `memory.audit.entries()`): one
+        entry per forget, delete_scope, import with replace, re-embed switch and
+        migration (docs/audit.md)."""
+        if "audit" not in self._services:
+            self._services["audit"] = AuditTrail(self._coordination().audit, SystemClock())
+        trail: AuditTrail = self._services["audit"]
+        return trail
 
     async def close(self) -> None:
         users: UserMemory | None = self._services.get("users")

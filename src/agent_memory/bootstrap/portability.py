@@ -36,6 +36,7 @@ from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import TripleStore
+from agent_memory.services.audit import AuditTrail
 from agent_memory.services.portability.errors import PortabilityError, VerificationFailed
 from agent_memory.services.portability.format import ExportReader, open_export, read_header
 from agent_memory.services.portability.reembed import (
@@ -119,6 +120,7 @@ async def open_ports(
             leases=coord.leases,
             triples=triples,
             backend=scheme_of(url),
+            audit=coord.audit,
         )
     finally:
         for part in reversed(closing):
@@ -135,6 +137,7 @@ def ports_of(memory: Memory, triples: TripleStore | None = None) -> Ports:
         leases=coord.leases,
         triples=triples,
         backend=memory.stores.backend,
+        audit=coord.audit,
     )
 
 
@@ -318,6 +321,10 @@ async def import_file(
         summary.check_seconds = checked
         with contextlib.suppress(FileNotFoundError):
             os.remove(_progress_path(path))
+        if replace:
+            await AuditTrail(ports.audit, clock or _Utc()).record(
+                "import_replace", subject=None, counts=summary.audit_counts(), result=summary
+            )
         return summary
 
     if isinstance(target, str):
@@ -374,6 +381,12 @@ async def migrate(
                     owner_counts=exported.owners, skip=skipped,
                 )  # fmt: skip
                 problems += [f"{port} not copied: {why}" for port, why in found.unexported.items()]
+                counts = {f"exported_{k}": v for k, v in exported.counts.items()}
+                counts.update(imported.audit_counts())
+                counts["problems"] = len(problems)
+                await AuditTrail(target.audit, _Utc()).record(
+                    "migrate", subject=None, counts=counts, result=imported
+                )
             verifying = time.perf_counter() - started
     summary = MigrateSummary(
         exported=exported.counts, imported=imported, sampled=len(kept), problems=problems,
@@ -482,8 +495,18 @@ async def reembed(
                         switched_at=datetime.now(UTC),
                     ),
                 )
-                if drop_old:
-                    await drop_space(old.store)
+                dropped = await drop_space(old.store) if drop_old else 0
+                await AuditTrail(old.audit, _Utc()).record(
+                    "reembed_switch",
+                    subject=None,
+                    counts={
+                        "owners": summary.owners,
+                        "records": summary.records,
+                        "embedded": summary.embedded,
+                        "dropped": dropped,
+                    },
+                    result=summary,
+                )
             return summary
     finally:
         closer = getattr(embedder, "aclose", None)

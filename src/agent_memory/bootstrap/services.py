@@ -178,6 +178,7 @@ def user_memory_service(
         cache=memory.cache,
         options=user_memory_options(memory),
         observability=observability or memory.observability,
+        audit=memory.audit,
     )
 
 

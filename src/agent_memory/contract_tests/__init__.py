@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agent_memory.ports.capabilities import Capabilities, ConformanceFactory
 
 if TYPE_CHECKING:
+    from agent_memory.contract_tests.audit_log import AuditLogContract, AuditNeighbours
     from agent_memory.contract_tests.cache import CacheContract
     from agent_memory.contract_tests.event_log import EventLogContract
     from agent_memory.contract_tests.lease_store import LeaseStoreContract
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from agent_memory.contract_tests.triple_store import TripleStoreContract
 
 __all__ = [
+    "AuditLogContract",
+    "AuditNeighbours",
     "CacheContract",
     "Capabilities",
     "ConformanceFactory",
@@ -51,6 +54,8 @@ __all__ = [
 ]
 
 _CLASSES = {
+    "AuditLogContract": "audit_log",
+    "AuditNeighbours": "audit_log",
     "CacheContract": "cache",
     "EventLogContract": "event_log",
     "LeaseStoreContract": "lease_store",
@@ -61,6 +66,7 @@ _CLASSES = {
 #: The modules whose asserts pytest rewrites (full diffs in failures).
 REWRITTEN = (
     "_support",
+    "audit_log",
     "cache",
     "event_log",
     "lease_store",

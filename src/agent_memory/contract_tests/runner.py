@@ -26,7 +26,9 @@ A URL's throw-away deployments come from a `Deployments` the caller passes in
 ports, domain and the memory oracle only.
 
 A factory is called once per test and must return EMPTY stores: one port
-object, or a mapping with any of the keys `store`, `events`, `leases`, `cache`.
+object, or a mapping with any of the keys `store`, `events`, `leases`, `cache`,
+`audit` (with `events` and `store` beside it, the audit log's erasure clauses
+run through them).
 It may carry `capabilities` (a `Capabilities`, or a mapping port ->
 `Capabilities`) and `reopen(obj)`, which returns (or awaits to) a second handle
 on the data of `obj`; without `reopen` the close-race clauses skip.
@@ -93,6 +95,7 @@ PORTS = {
     "events": ("EventLogContract", "event_log", "event log"),
     "leases": ("LeaseStoreContract", "leases", "lease store"),
     "cache": ("CacheContract", "cache", "cache"),
+    "audit": ("AuditLogContract", "audit_log", "audit log"),
 }
 
 #: What each of our backends declares (the same values its own test suite uses).
@@ -132,7 +135,8 @@ class Deployments(Protocol):
         ...
 
     async def open(self, url: str, deployment: str, *, space: EmbeddingSpace) -> Any:
-        """The stores (`store`, `events`, `leases`, `cache`, `close()`) of one deployment."""
+        """The stores (`store`, `events`, `leases`, `cache`, `audit`, `close()`) of one
+        deployment (`audit` may be None)."""
         ...
 
     async def drop(self, url: str, deployment: str) -> None:
@@ -148,9 +152,15 @@ class Deployments(Protocol):
 
 
 def _protocols() -> dict[str, type]:
-    from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+    from agent_memory.ports.storage import AuditLog, Cache, EventLog, LeaseStore, MemoryStore
 
-    return {"store": MemoryStore, "events": EventLog, "leases": LeaseStore, "cache": Cache}
+    return {
+        "store": MemoryStore,
+        "events": EventLog,
+        "leases": LeaseStore,
+        "cache": Cache,
+        "audit": AuditLog,
+    }
 
 
 def _members(proto: type) -> dict[str, bool]:
@@ -314,6 +324,7 @@ class Target:
         self.keep = keep
         self.ports: list[str] = []
         self._handles: dict[int, tuple[str, str]] = {}
+        self._neighbours: dict[int, tuple[Any, Any]] = {}
         self._deployments: set[tuple[str, str]] = set()
         self._declared = self._declared_capabilities()
 
@@ -398,7 +409,8 @@ class Target:
             raise PreflightError(
                 f"opening {_redact(self.url)}: {type(exc).__name__}: {exc}"
             ) from None
-        parts = {p: getattr(stores, p) for p in PORTS if getattr(stores, p) is not None}
+        parts = {p: getattr(stores, p, None) for p in PORTS}
+        parts = {p: obj for p, obj in parts.items() if obj is not None}
         self.ports = list(parts)
         reached = False
         try:
@@ -472,13 +484,22 @@ class Target:
         self._deployments.add((url, deployment))
         return url, deployment
 
-    async def _open_url(self, url: str, deployment: str, port: str) -> Any:
+    async def _open_url(
+        self, url: str, deployment: str, port: str, *, neighbours: bool = True
+    ) -> Any:
         stores = await self._url_backend().open(url, deployment, space=_SPACE)
         chosen = getattr(stores, port)
+        # The audit log's contract erases users through its deployment's event
+        # log and store (its `neighbours`): those stay open until cleanup.
+        keep = ("events", "store") if port == "audit" and neighbours else ()
         for other in PORTS:
-            part = getattr(stores, other)
+            part = getattr(stores, other, None)
+            if other in keep and part is not None:
+                continue
             if other != port and part is not None and part is not chosen:
                 await part.close()
+        if keep:
+            self._neighbours[id(chosen)] = (stores.events, stores.store)
         return chosen
 
     async def open(self, port: str) -> Any:
@@ -487,6 +508,9 @@ class Target:
             obj = made.get(port) if isinstance(made, Mapping) else made
             if obj is None:  # the preflight saw this port: the factory changed its mind
                 raise PreflightError(f"the factory returned no {port} this time")
+            beside = made if isinstance(made, Mapping) else {}
+            if port == "audit" and None not in (beside.get("events"), beside.get("store")):
+                self._neighbours[id(obj)] = (beside["events"], beside["store"])
             return obj
         url, deployment = self._fresh_url()
         obj = await self._open_url(url, deployment, port)
@@ -506,12 +530,26 @@ class Target:
         url, deployment = self._handles[id(obj)]
 
         async def url_reopen() -> Any:
-            return await self._open_url(url, deployment, port)
+            return await self._open_url(url, deployment, port, neighbours=False)
 
         return url_reopen
 
+    def neighbours(self, obj: Any) -> Any:
+        """The `AuditNeighbours` (event log and store of the same deployment) of an
+        audit log, or None when the target gave none (those clauses then skip)."""
+        found = self._neighbours.get(id(obj))
+        if found is None:
+            return None
+        from agent_memory.contract_tests.audit_log import AuditNeighbours
+
+        return AuditNeighbours(events=found[0], store=found[1])
+
     async def cleanup(self, port: str, obj: Any) -> None:
         await obj.close()
+        kept = self._neighbours.pop(id(obj), None)
+        if kept is not None and self.factory is None:
+            for part in dict.fromkeys(kept):  # one object may serve both
+                await part.close()
         handle = self._handles.pop(id(obj), None)
         if handle is not None:
             await self._drop(*handle)
@@ -576,7 +614,16 @@ class Test_{port}({contract}):
     @pytest.fixture
     def reopen(self, {fixture}):
         return TARGET.reopener({port!r}, {fixture})
-"""
+{extra}"""
+
+#: Fixtures only one port's contract has.
+_EXTRA_FIXTURES = {
+    "audit": """
+    @pytest.fixture
+    def neighbours(self, audit_log):
+        return TARGET.neighbours(audit_log)
+""",
+}
 
 # The suite's own timing rules (per-port deadlines, no endless shrinking) come
 # from the contract modules; this only keeps hypothesis from writing a
@@ -804,7 +851,9 @@ def _run_pytest(
 
     for port in target.ports:
         contract, fixture, _ = PORTS[port]
-        source = _MODULE.format(contract=contract, port=port, fixture=fixture)
+        source = _MODULE.format(
+            contract=contract, port=port, fixture=fixture, extra=_EXTRA_FIXTURES.get(port, "")
+        )
         (workdir / f"test_conformance_{port}.py").write_text(textwrap.dedent(source))
     (workdir / "conftest.py").write_text(textwrap.dedent(_CONFTEST))
     (workdir / "pytest.ini").write_text(

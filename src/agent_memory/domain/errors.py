@@ -6,8 +6,11 @@ errors the ports document; `agent_memory.ports.errors` re-exports them.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "AgentMemoryError",
+    "AuditNotRecorded",
     "BackendUnavailable",
     "ConfigurationError",
     "DimensionMismatch",
@@ -149,3 +152,18 @@ class ModelError(AgentMemoryError, RuntimeError):
 
 class ModelTimeout(ModelError, TimeoutError):
     """A model call exceeded its timeout."""
+
+
+class AuditNotRecorded(AgentMemoryError, RuntimeError):
+    """An audited operation happened but its audit entry could not be written.
+
+    `entry` is the `AuditEntry` to append again (`AuditLog.append` is idempotent
+    by id); `result` is what the operation returned (its receipt or summary)."""
+
+    def __init__(self, entry: Any, result: Any, cause: BaseException) -> None:
+        super().__init__(
+            f"{entry.operation} completed but its audit entry {entry.id} was not recorded: "
+            f"{type(cause).__name__}: {cause}; append exc.entry again once the backend is back"
+        )
+        self.entry = entry
+        self.result = result

@@ -2,6 +2,7 @@
 
 from agent_memory.ports.models import Clock, Embedder, LanguageModel, Tokenizer
 from agent_memory.ports.storage import (
+    AuditLog,
     Cache,
     EventLog,
     KeywordSearch,
@@ -11,6 +12,7 @@ from agent_memory.ports.storage import (
 )
 
 __all__ = [
+    "AuditLog",
     "Cache",
     "Clock",
     "Embedder",

@@ -2,6 +2,7 @@
 
 from agent_memory.domain.errors import (
     AgentMemoryError,
+    AuditNotRecorded,
     BackendUnavailable,
     ConfigurationError,
     DimensionMismatch,
@@ -20,6 +21,7 @@ from agent_memory.domain.errors import (
 
 __all__ = [
     "AgentMemoryError",
+    "AuditNotRecorded",
     "BackendUnavailable",
     "ConfigurationError",
     "DimensionMismatch",

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 from attrs import frozen
 
+from agent_memory.domain.audit import AuditEntry, AuditPage
 from agent_memory.domain.records import (
     EmbeddingSpace,
     Entity,
@@ -54,6 +55,7 @@ from agent_memory.domain.records import (
 from agent_memory.domain.triples import Triple, WalkStep
 
 __all__ = [
+    "AuditLog",
     "Cache",
     "CacheEntry",
     "CacheListing",
@@ -357,6 +359,43 @@ class TripleStore(Protocol):
 
     async def delete_scope(self, owner: str, *, loop: str | None = None) -> int:
         """Delete the owner's triples (of one loop, or all); the count."""
+        ...
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class AuditLog(Protocol):
+    """The audit trail (`agent_memory.domain.audit`): one entry per forget,
+    delete_scope, import with replace, re-embed switch and migration, holding
+    ids and counts only. Served by every backend that serves events, in storage
+    of its own: nothing that erases user data (`EventLog.erase_user`,
+    `MemoryStore.delete_scope`, `Cache.delete_prefix`) ever deletes an entry,
+    and entries never expire."""
+
+    async def append(self, entry: AuditEntry) -> bool:
+        """Store one entry, idempotent by `entry.id` (a retry after a lost reply
+        stores nothing twice): True when newly stored, False when an entry with
+        that id was already there (it is kept unchanged). A non-`AuditEntry`
+        raises `InvalidInput` naming `entry`."""
+        ...
+
+    async def list(
+        self,
+        *,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        """Entries newest first by `at`, ties by `id` descending (code point),
+        keyset-paginated by an opaque cursor (`next_cursor`, None on the last
+        page): an entry appended while a reader pages is never returned twice,
+        and every entry that existed when paging began is returned once.
+        `tenant` keeps one tenant's entries ("" the library's own; None every
+        tenant); `since` keeps entries with `at >= since` (aware datetime)."""
         ...
 
     async def ping(self) -> None: ...

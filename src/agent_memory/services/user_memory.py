@@ -61,6 +61,7 @@ from agent_memory.domain.views import (
 )
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, MemoryStore, TripleStore
+from agent_memory.services.audit import AuditTrail
 from agent_memory.services.background import BackgroundReports
 from agent_memory.services.compaction import invalidate_digest
 from agent_memory.services.graph_memory import forget_checkpoints
@@ -209,8 +210,10 @@ class UserMemory:
         options: UserMemoryOptions | None = None,
         triples: TripleStore | None = None,
         observability: Observability | None = None,
+        audit: AuditTrail | None = None,
     ) -> None:
         self.observability = observability or Observability()
+        self.audit = audit if audit is not None else AuditTrail(None, clock)
         self.store = store
         self.triples = triples
         self.embedder = embedder
@@ -715,7 +718,9 @@ class UserMemory:
                 facts = await self.store.delete_scope(user_id, namespace=namespace)
             except Exception as exc:
                 failures.append(_failure("store", exc))
-            return ForgetReceipt(user_id, namespace, facts=facts, failures=tuple(failures))
+            receipt = ForgetReceipt(user_id, namespace, facts=facts, failures=tuple(failures))
+            await self._audit("forget_namespace", receipt)
+            return receipt
         # Lineage first, from stored data: what the user's events fed.
         mine: list[Event] = []
         domains: list[str] = []
@@ -752,7 +757,7 @@ class UserMemory:
                     failures.append(_failure(f"digest {domain}", exc))
         derived.extend(await self._forget_fragments(user_id, mine, domains, failures))
         derived.extend(await self._forget_graph(user_id, failures))
-        return ForgetReceipt(
+        receipt = ForgetReceipt(
             user_id,
             None,
             facts=facts,
@@ -761,6 +766,35 @@ class UserMemory:
             derived=tuple(derived),
             failures=tuple(failures),
         )
+        await self._audit("forget_user", receipt)
+        return receipt
+
+    async def _audit(self, operation: str, receipt: ForgetReceipt) -> None:
+        """The audit entry of a forget: the receipt's counts, no content."""
+        counts: Counter[str] = Counter(
+            facts=receipt.facts, events=receipt.events, cache_entries=receipt.cache_entries
+        )
+        for item in receipt.derived:
+            counts[item.kind if item.kind.endswith("s") else item.kind + "s"] += item.count
+        counts["failures"] = len(receipt.failures)
+        await self.audit.record(
+            operation, subject=receipt.user_id, counts=dict(counts), result=receipt
+        )
+
+    async def delete_scope(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> int:
+        """`MemoryStore.delete_scope` with an audit entry (`delete_scope`, subject
+        the owner, `records` the count): the store's own call writes none."""
+        removed = await self.store.delete_scope(owner, namespace=namespace, kinds=kinds)
+        await self.audit.record(
+            "delete_scope", subject=owner, counts={"records": removed}, result=removed
+        )
+        return removed
 
     async def _forget_fragments(
         self, user_id: str, mine: Sequence[Event], domains: Sequence[str], failures: list[str]
@@ -814,8 +848,11 @@ class UserMemory:
         try:
             removed = int(await self.store.delete(user_id, fact_id))
         except Exception as exc:
-            return ForgetReceipt(user_id, None, failures=(_failure("store", exc),))
-        return ForgetReceipt(user_id, None, facts=removed)
+            receipt = ForgetReceipt(user_id, None, failures=(_failure("store", exc),))
+        else:
+            receipt = ForgetReceipt(user_id, None, facts=removed)
+        await self._audit("forget_fact", receipt)
+        return receipt
 
     async def facts(self, *, user_id: str, namespace: str | None = None) -> list[MemoryRecord]:
         """Every stored fact of the user (for inspection and tests)."""

@@ -3,6 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
+from agent_memory.adapters.memory.audit import InMemoryAuditLog, MemoryAuditBackend
 from agent_memory.adapters.memory.cache import InMemoryCache, MemoryCacheBackend
 from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.adapters.memory.events import InMemoryEventLog, MemoryEventBackend
@@ -14,11 +15,13 @@ from agent_memory.ports.models import Clock
 
 __all__ = [
     "HashingEmbedder",
+    "InMemoryAuditLog",
     "InMemoryCache",
     "InMemoryEventLog",
     "InMemoryLeaseStore",
     "InMemoryMemoryStore",
     "InMemoryTripleStore",
+    "MemoryAuditBackend",
     "MemoryBackend",
     "MemoryCacheBackend",
     "MemoryEventBackend",
@@ -31,6 +34,7 @@ __all__ = [
 _SHARED: dict[
     str, tuple[MemoryBackend, MemoryEventBackend, MemoryLeaseBackend, MemoryCacheBackend]
 ] = {}
+_SHARED_AUDIT: dict[str, MemoryAuditBackend] = {}
 
 
 async def open_stores(
@@ -58,5 +62,6 @@ async def open_stores(
         "events": InMemoryEventLog(retention=retention, clock=clock, backend=event_b),
         "leases": InMemoryLeaseStore(clock=clock, backend=lease_b),
         "cache": InMemoryCache(clock=clock, backend=cache_b),
+        "audit": InMemoryAuditLog(backend=_SHARED_AUDIT.setdefault(key, MemoryAuditBackend())),
         "details": {"backend": "memory", "shared_as": url},
     }

@@ -13,6 +13,7 @@ from typing import Any
 from agent_memory.adapters._common.index_options import IndexOptions, split_index_options
 from agent_memory.adapters.postgres._database import PostgresDatabase, schema_for_deployment
 from agent_memory.adapters.postgres._migrations import SCHEMA_VERSION
+from agent_memory.adapters.postgres.audit import PostgresAuditLog
 from agent_memory.adapters.postgres.cache import PostgresCache
 from agent_memory.adapters.postgres.events import PostgresEventLog
 from agent_memory.adapters.postgres.leases import PostgresLeaseStore
@@ -22,6 +23,7 @@ from agent_memory.ports.models import Clock
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PostgresAuditLog",
     "PostgresCache",
     "PostgresDatabase",
     "PostgresEventLog",
@@ -65,6 +67,7 @@ async def open_stores(
         events = PostgresEventLog(database, retention=retention, clock=clock, owns_database=True)
         leases = PostgresLeaseStore(database, clock=clock, owns_database=True)
         cache = PostgresCache(database, clock=clock, owns_database=True)
+        audit = PostgresAuditLog(database, owns_database=True)
         details = {
             "backend": "postgres",
             "schema": database.schema,
@@ -75,4 +78,11 @@ async def open_stores(
     except BaseException:
         await database.close()
         raise
-    return {"store": store, "events": events, "leases": leases, "cache": cache, "details": details}
+    return {
+        "store": store,
+        "events": events,
+        "leases": leases,
+        "cache": cache,
+        "audit": audit,
+        "details": details,
+    }

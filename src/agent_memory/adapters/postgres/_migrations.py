@@ -99,10 +99,26 @@ def _v2(schema: str) -> list[sql.Composed]:
     ]
 
 
+def _v3(schema: str) -> list[sql.Composed]:
+    """The audit trail (`audit.py`): a table no erase touches."""
+    audit = sql.Identifier(schema, "audit_log")
+    return [
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {} ("
+            ' id text COLLATE "C" PRIMARY KEY, at timestamptz NOT NULL,'
+            ' tenant text COLLATE "C" NOT NULL, entry jsonb NOT NULL)'
+        ).format(audit),
+        sql.SQL("CREATE INDEX IF NOT EXISTS audit_log_order ON {} (at DESC, id DESC)").format(
+            audit
+        ),
+    ]
+
+
 # (version, description, builder). Append only; never edit an applied migration.
 MIGRATIONS: tuple[tuple[int, str, _Builder], ...] = (
     (1, "spaces registry, events, leases, cache", _v1),
     (2, "event retention by recorded_at", _v2),
+    (3, "audit trail", _v3),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

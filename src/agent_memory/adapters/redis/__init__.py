@@ -9,6 +9,7 @@ from agent_memory.adapters._common.index_options import IndexOptions, split_inde
 from agent_memory.adapters.redis._client import connect, is_cluster_url
 from agent_memory.adapters.redis._handle import SharedClient
 from agent_memory.adapters.redis._keys import SCHEMA_VERSION, KeySchema
+from agent_memory.adapters.redis.audit import RedisAuditLog
 from agent_memory.adapters.redis.cache import RedisCache
 from agent_memory.adapters.redis.events import RedisEventLog
 from agent_memory.adapters.redis.leases import RedisLeaseStore
@@ -20,6 +21,7 @@ from agent_memory.ports.models import Clock
 __all__ = [
     "SCHEMA_VERSION",
     "KeySchema",
+    "RedisAuditLog",
     "RedisCache",
     "RedisEventLog",
     "RedisLeaseStore",
@@ -134,5 +136,6 @@ async def open_stores(
         "events": RedisEventLog(shared, deployment=deployment, retention=retention, clock=clock),
         "leases": RedisLeaseStore(shared, deployment=deployment, **lease_options),
         "cache": RedisCache(shared, deployment=deployment),
+        "audit": RedisAuditLog(shared, deployment=deployment),
         "details": details,
     }

@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from attrs import frozen
 
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, Synchronous
+from agent_memory.adapters.sqlite.audit import SqliteAuditLog
 from agent_memory.adapters.sqlite.cache import SqliteCache
 from agent_memory.adapters.sqlite.events import DEFAULT_RETENTION, SqliteEventLog
 from agent_memory.adapters.sqlite.leases import SqliteLeaseStore
@@ -26,6 +27,7 @@ _log = logging.getLogger(__name__)
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SqliteAuditLog",
     "SqliteCache",
     "SqliteEventLog",
     "SqliteLeaseStore",
@@ -150,6 +152,9 @@ async def open_stores(
         "events": stores.events,
         "leases": stores.leases,
         "cache": stores.cache,
+        "audit": SqliteAuditLog(
+            path, busy_timeout=busy_timeout, synchronous=cast(Synchronous, synchronous)
+        ),
         "details": {
             "backend": "sqlite",
             "path": path,

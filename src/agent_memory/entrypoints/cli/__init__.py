@@ -1,4 +1,4 @@
-"""The `agent-memory` command: demo, doctor, conformance, reflect, processor.
+"""The `agent-memory` command: demo, doctor, conformance, reflect, processor, audit.
 
 Every subcommand validates configuration first (`AGENT_MEMORY_*`). Exit codes:
 0 success; 1 a runtime failure (a backend unreachable, a failed stage), shown as
@@ -95,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--factory",
         help="package.module:callable returning EMPTY store(s) (one port, or a mapping "
-        "with keys store/events/leases/cache); it may carry `capabilities` and `reopen(obj)`",
+        "with keys store/events/leases/cache/audit); it may carry `capabilities` and `reopen(obj)`",
     )
     conf.add_argument(
         "--keep",
@@ -131,6 +131,10 @@ def _parser() -> argparse.ArgumentParser:
     from agent_memory.entrypoints.cli.portability import add_parsers
 
     add_parsers(sub)  # export, import, migrate, reembed
+
+    from agent_memory.entrypoints.cli.audit import add_parser as add_audit_parser
+
+    add_audit_parser(sub)
     return parser
 
 
@@ -174,6 +178,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         from agent_memory.entrypoints.cli.portability import run
 
         return run(args)
+    if args.command == "audit":
+        from agent_memory.entrypoints.cli.audit import run_audit
+
+        return asyncio.run(run_audit(args))
     if args.command == "serve":
         from agent_memory.entrypoints.server.cli import run_serve
 

@@ -69,6 +69,7 @@ from agent_memory.entrypoints.bounds import (
     Query,
     Text,
 )
+from agent_memory.services.audit import acting_as
 
 __all__ = ["ApiKeys", "Identity", "build_server"]
 
@@ -247,9 +248,13 @@ def _identity(local: Identity | None) -> Identity:
 
 
 def _acting(who: Identity) -> contextlib.AbstractContextManager[Any]:
-    """Around each tool call, with its identity known.
-    AUDIT: wire `agent_memory.services.audit.acting_as(who.key_id, who.tenant.name)` here."""
-    return contextlib.nullcontext()
+    """Around each tool call, with its identity known: audit entries written
+    by the call (a forget) name the key and its tenant. Without a key (stdio,
+    `--no-auth`) they name the caller "mcp" and no tenant, as the scopes are the
+    caller's ids as given."""
+    if who.key_id is None:
+        return acting_as("mcp")
+    return acting_as(who.key_id, who.tenant.name)
 
 
 def _failures(failures: Iterable[Any]) -> list[dict[str, str]]:

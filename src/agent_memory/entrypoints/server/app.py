@@ -38,6 +38,7 @@ from agent_memory.entrypoints.server.problems import Problem, from_library_error
 from agent_memory.entrypoints.server.ratelimit import RateLimiter
 from agent_memory.entrypoints.server.sessions import Sessions, finish
 from agent_memory.entrypoints.server.tenancy import Tenant
+from agent_memory.services.audit import acting_as
 from agent_memory.services.coordination import Coordinator
 from agent_memory.services.reports import StageReport
 from agent_memory.services.retrieval import HybridRetriever
@@ -139,7 +140,7 @@ def create_app(
     async def caller(
         request: Request,
         creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-    ) -> Caller:
+    ) -> AsyncIterator[Caller]:
         key = keys.authenticate(creds.credentials) if creds is not None else None
         if key is None:
             raise Problem("unauthenticated", headers={"WWW-Authenticate": "Bearer"})
@@ -148,15 +149,23 @@ def create_app(
         wait = limiter.take(key.id, key.rate, key.burst)
         if wait is not None:
             raise Problem("rate-limited", headers={"Retry-After": limiter.retry_after(wait)})
-        return Caller(key)
+        # Audit entries written while this request runs name its key and tenant.
+        with acting_as(key.id, key.tenant.name):
+            yield Caller(key)
 
     async def writer(who: Annotated[Caller, Depends(caller)]) -> Caller:
         if who.key.read_only:
             raise Problem("read-only-key")
         return who
 
+    async def admin(who: Annotated[Caller, Depends(caller)]) -> Caller:
+        if not who.key.admin:
+            raise Problem("admin-required")
+        return who
+
     Reader = Annotated[Caller, Depends(caller)]
     Writer = Annotated[Caller, Depends(writer)]
+    Admin = Annotated[Caller, Depends(admin)]
 
     # -- errors -----------------------------------------------------------------
     def problem_response(request: Request, problem: Problem) -> JSONResponse:
@@ -304,6 +313,27 @@ def create_app(
         if receipt.complete and receipt.facts == 0:
             raise Problem("not-found", "no such fact")
         return _receipt(receipt, body.user_id)
+
+    # -- audit trail ------------------------------------------------------------------------
+    @app.get(
+        "/v1/audit",
+        tags=["audit"],
+        summary="The tenant's audit trail (admin keys only)",
+        responses={403: {**_PROBLEM, "description": "The key is not an admin key"}},
+    )
+    async def audit(
+        who: Admin,
+        limit: Annotated[int, Query(ge=1, le=200)] = 50,
+        before: Annotated[str | None, Query(min_length=1, max_length=4096)] = None,
+    ) -> s.AuditOut:
+        """Entries of the key's own tenant, newest first: every forget,
+        delete_scope, import with replace, re-embed switch and migration, with
+        counts and the caller's key id; never user content. `before` is the
+        `next` of the previous page."""
+        page = await memory().audit.page(tenant=who.tenant.name, limit=limit, cursor=before)
+        return s.AuditOut(
+            entries=[s.AuditEntryOut(**e.as_json()) for e in page.entries], next=page.next_cursor
+        )
 
     # -- agent requests -------------------------------------------------------------------
     @app.post("/v1/requests", tags=["agents"], status_code=201, summary="Start an agent request")

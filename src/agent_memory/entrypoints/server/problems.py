@@ -14,6 +14,7 @@ from typing import Any
 
 from agent_memory.domain.errors import (
     AgentMemoryError,
+    AuditNotRecorded,
     BackendUnavailable,
     ConfigurationError,
     DimensionMismatch,
@@ -38,6 +39,7 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "unauthenticated": (401, "A valid API key is required"),
     "read-only-key": (403, "This API key may only read"),
     "permission-denied": (403, "This API key may not do this"),
+    "admin-required": (403, "This API key may not read the audit trail"),
     "not-found": (404, "No such resource"),
     "method-not-allowed": (405, "Method not allowed"),
     "conflict": (409, "The request conflicts with the current state"),
@@ -48,6 +50,7 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "rate-limited": (429, "Too many requests for this API key"),
     "too-many-open-requests": (429, "Too many agent requests are open for this tenant"),
     "internal-error": (500, "Internal error"),
+    "audit-not-recorded": (500, "The operation completed but its audit entry was not recorded"),
     "not-supported": (501, "The configured backend does not serve this"),
     "model-failed": (502, "The language model or embedder failed"),
     "backend-unavailable": (503, "The storage backend is unavailable"),
@@ -110,6 +113,11 @@ def from_library_error(exc: AgentMemoryError) -> Problem:
         return Problem("not-found", "no such record")
     if isinstance(exc, DuplicateRecord | LeaseNotHeld):
         return Problem("conflict", type(exc).__name__)
+    if isinstance(exc, AuditNotRecorded):
+        return Problem(
+            "audit-not-recorded",
+            f"{exc.entry.operation} completed; audit entry {exc.entry.id} not recorded",
+        )
     if isinstance(exc, StorageCorrupted):
         return Problem("internal-error", "storage is damaged; see the server log")
     if isinstance(exc, BackendUnavailable | StoreClosed):

@@ -164,6 +164,30 @@ class Receipt(_Out):
     complete: bool
 
 
+# -- audit trail -----------------------------------------------------------------
+class AuditEntryOut(_Out):
+    """One audit entry: ids and counts, never user content."""
+
+    id: str
+    at: str
+    """When, ISO-8601 in UTC (`...Z`)."""
+    operation: str
+    """forget_user, forget_namespace, forget_fact, delete_scope, import_replace,
+    reembed_switch or migrate."""
+    tenant: str
+    subject: str | None
+    """The data subject's user id as the tenant sends it (None: no single subject)."""
+    counts: dict[str, int]
+    caller: str
+    """The API key id that asked, or "library"."""
+
+
+class AuditOut(_Out):
+    entries: list[AuditEntryOut]
+    next: str | None
+    """Pass as `before` for the next (older) page; None on the last page."""
+
+
 # -- agent requests --------------------------------------------------------------
 class StartBody(_In):
     agent: Id

@@ -22,6 +22,7 @@ from agent_memory.domain.triples import Triple
 from agent_memory.domain.validation import MAX_LIMIT
 from agent_memory.ports.models import Clock
 from agent_memory.ports.storage import (
+    AuditLog,
     Cache,
     CacheListing,
     EventLog,
@@ -127,6 +128,8 @@ class Ports:
     leases: LeaseStore | None = None
     triples: TripleStore | None = None
     backend: str = "unknown"
+    audit: AuditLog | None = None
+    """Where an import with replace (and a migration) records its audit entry."""
 
 
 @define
@@ -165,6 +168,16 @@ class ImportSummary:
     """Time the bulk-load session spent building the deferred index at its end."""
     skipped_ports: dict[str, int] = field(factory=dict)
     """Ports left out on purpose (`skip=`) and how many of the file's items that left out."""
+
+    def audit_counts(self) -> dict[str, int]:
+        """What an audit entry records of this import: items written, updated
+        (replaced), unchanged and skipped, over every kind."""
+        return {
+            "written": sum(self.written.values()),
+            "updated": sum(self.updated.values()),
+            "unchanged": sum(self.unchanged.values()),
+            "skipped": sum(self.skipped.values()),
+        }
 
     def applied(self, kind: str) -> int:
         return self.written[kind] + self.updated[kind] + self.unchanged[kind]

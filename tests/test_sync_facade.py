@@ -14,6 +14,7 @@ import pytest
 
 import background
 from agent_memory import ConfigurationError, Entity, Event, Step
+from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.sync import connect
 
 
@@ -41,6 +42,16 @@ def test_script_round_trip_on_sqlite(tmp_path: Path) -> None:
         memory.users.extract(user_id="u1", namespace="n", conversation="I'm vegan", wait=True)
         receipt = memory.users.forget("u1")
         assert (receipt.facts, receipt.events) == (1, 1)
+        memory.users.reconcile(
+            user_id="u2", namespace="n", candidates=[FactCandidate("User likes tea", "preference")]
+        )
+        assert memory.users.delete_scope("u2") == 1
+        entries = memory.audit.entries()
+        assert [(e.operation, e.subject) for e in entries] == [
+            ("delete_scope", "u2"),
+            ("forget_user", "u1"),
+        ]
+        assert memory.audit.page(limit=1).entries == (entries[0],)
     with connect(f"sqlite:///{tmp_path / 'm.db'}") as again:
         assert again.events.window("k8s", since=now - timedelta(hours=1), limit=5).events == ()
 

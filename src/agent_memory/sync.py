@@ -33,6 +33,7 @@ import numpy.typing as npt
 
 from agent_memory.bootstrap import Memory, Settings
 from agent_memory.bootstrap import connect as _connect
+from agent_memory.domain.audit import AuditEntry, AuditPage
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import (
     EmbeddingSpace,
@@ -49,6 +50,7 @@ from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.domain.views import Fact, KnowledgeItem, RenderedView
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.services.audit import AuditTrail
 from agent_memory.services.coordination import ClaimResult
 from agent_memory.services.observability import Observability
 from agent_memory.services.planning import PlanningContext
@@ -314,6 +316,41 @@ class SyncUsers:
     def facts(self, *, user_id: str, namespace: str | None = None) -> list[MemoryRecord]:
         return self._run(self.wrapped.facts(user_id=user_id, namespace=namespace))
 
+    def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        return self._run(self.wrapped.delete_scope(owner, namespace=namespace, kinds=kinds))
+
+
+class SyncAudit:
+    """Blocking `Memory.audit` (the audit trail): a page at a time, or all entries."""
+
+    def __init__(self, audit: AuditTrail, loop: _LoopThread) -> None:
+        self.wrapped = audit
+        self._loop = loop
+
+    def page(
+        self,
+        *,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        return self._loop.run(
+            self.wrapped.page(tenant=tenant, since=since, limit=limit, cursor=cursor)
+        )
+
+    def entries(
+        self, *, tenant: str | None = None, since: datetime | None = None, limit: int | None = None
+    ) -> list[AuditEntry]:
+        """Every entry (or the newest `limit`), newest first."""
+
+        async def collect() -> list[AuditEntry]:
+            return [e async for e in self.wrapped.entries(tenant=tenant, since=since, limit=limit)]
+
+        return self._loop.run(collect())
+
 
 class SyncRequest:
     """Blocking `MemoryRequest`: use it as a (plain) context manager."""
@@ -411,7 +448,7 @@ class SyncAgents:
 
 class SyncMemory:
     """Blocking access to the stores (`store`, `events`, `leases`, `cache`) and the
-    services (`agents`, `users`); `memory` is the async `Memory` underneath."""
+    services (`agents`, `users`, `audit`); `memory` is the async `Memory` underneath."""
 
     def __init__(self, memory: Memory, loop: _LoopThread) -> None:
         self.memory = memory
@@ -422,6 +459,7 @@ class SyncMemory:
         self.cache = SyncCache(memory.cache, loop)
         self.agents = SyncAgents(memory.agents, loop)
         self.users = SyncUsers(memory.users, loop)
+        self.audit = SyncAudit(memory.audit, loop)
 
     @property
     def url(self) -> str:

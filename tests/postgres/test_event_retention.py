@@ -66,7 +66,7 @@ async def test_version_1_schemas_migrate_to_the_recorded_at_index(postgres_url: 
                 )
             ).fetchone()
             assert versions is not None
-            assert versions[0] == SCHEMA_VERSION == 2
+            assert versions[0] == SCHEMA_VERSION == 3
             found = _indexes(conn, schema)
             assert "events_recorded" in found
             assert "events_time" not in found

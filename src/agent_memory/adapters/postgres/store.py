@@ -74,11 +74,14 @@ from agent_memory.domain.validation import (
 )
 
 __all__ = [
+    "COLUMNS",
     "DEFAULT_EF_CONSTRUCTION",
     "DEFAULT_EF_SEARCH",
     "DEFAULT_EXACT_THRESHOLD",
     "DEFAULT_M",
     "PostgresMemoryStore",
+    "hits_decoder",
+    "records_decoder",
 ]
 
 # HNSW defaults (docs/postgres.md, "Vector index": measured recall and latency).
@@ -159,6 +162,13 @@ def _hits(rows: Sequence[Sequence[Any]], hits: Sequence[tuple[int, float]]) -> l
     loop, then paired with their scores in another (no call per hit)."""
     records = _records_decoder()([rows[i] for i, _ in hits])
     return _hits_decoder()(zip(records, [score for _, score in hits], strict=True))
+
+
+# The records table's columns and the row decoders `search` uses, for code that
+# reads the table directly with the same decoding (benchmarks/postgres_overhead.py).
+COLUMNS = _COLUMNS
+records_decoder = _records_decoder
+hits_decoder = _hits_decoder
 
 
 def _dump_attributes(attributes: dict[str, Any]) -> Json:
@@ -339,10 +349,9 @@ class PostgresMemoryStore(PostgresHandle):
                 dropped = not await self._hnsw_indexes(conn, table)
                 if not dropped and expected > 0:
                     cur = await conn.execute(
-                        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) AS s").format(
-                            table
-                        ),
-                        (expected + 1,),
+                        sql.SQL("SELECT coalesce(sum(n), 0) FROM {}").format(
+                            self._db.counts_table(self._space)
+                        )
                     )
                     row = await cur.fetchone()
                     dropped = expected >= (int(row[0]) if row is not None else 0)
@@ -409,6 +418,9 @@ class PostgresMemoryStore(PostgresHandle):
                     sql.Literal(self._hnsw[1]),
                 )
             )
+            # Fresh statistics, or the planner may skip the new index (it sees
+            # an empty or tiny table and prefers a scan plus sort).
+            await conn.execute(sql.SQL("ANALYZE {}").format(table))
 
     async def _existing(
         self, conn: psycopg.AsyncConnection[Any], table: sql.Identifier, batch: list[MemoryRecord]
@@ -515,15 +527,23 @@ class PostgresMemoryStore(PostgresHandle):
     ) -> sql.Composed:
         where = _filters(namespace, kinds)
         return sql.SQL(
-            "WITH n AS (SELECT count(*) AS n FROM"
-            " (SELECT 1 FROM {t} WHERE {w} LIMIT %(probe)s) s)"
-            " (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) <= %(threshold)s"
-            "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
+            "WITH n AS (SELECT coalesce(sum(n), 0) AS n FROM {n} WHERE {w})"
+            " (SELECT {rc} FROM (SELECT id FROM {t} WHERE {w}"
+            "   ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s) AS e"
+            "  JOIN {t} AS r ON r.owner = %(owner)s AND r.id = e.id"
+            "  WHERE (SELECT n FROM n) <= %(threshold)s)"
             " UNION ALL"
-            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) > %(threshold)s"
+            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS approx"
+            "  WHERE (SELECT n FROM n) > %(threshold)s"
             "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
-        ).format(t=table, w=where, c=_COLS)
+        ).format(
+            t=table,
+            w=where,
+            c=_COLS,
+            rc=sql.SQL(", ").join(sql.Identifier("r", c) for c in _COLUMNS),
+            n=self._db.counts_table(self._space),
+        )
 
     def search_params(
         self,
@@ -541,7 +561,6 @@ class PostgresMemoryStore(PostgresHandle):
             "k": limit + _SLACK,
             "candidates": limit + max(2 * limit, 100),
             "threshold": self._exact_threshold,
-            "probe": self._exact_threshold + 1,
         }
 
     async def search(

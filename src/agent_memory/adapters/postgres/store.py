@@ -528,9 +528,8 @@ class PostgresMemoryStore(PostgresHandle):
         where = _filters(namespace, kinds)
         return sql.SQL(
             "WITH n AS (SELECT coalesce(sum(n), 0) AS n FROM {n} WHERE {w})"
-            " (SELECT {rc} FROM (SELECT id FROM {t} WHERE {w}"
+            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s) AS e"
-            "  JOIN {t} AS r ON r.owner = %(owner)s AND r.id = e.id"
             "  WHERE (SELECT n FROM n) <= %(threshold)s)"
             " UNION ALL"
             " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
@@ -541,7 +540,6 @@ class PostgresMemoryStore(PostgresHandle):
             t=table,
             w=where,
             c=_COLS,
-            rc=sql.SQL(", ").join(sql.Identifier("r", c) for c in _COLUMNS),
             n=self._db.counts_table(self._space),
         )
 

@@ -10,8 +10,9 @@ starts, GC as in production):
   records; `postgres_search_exact`: one holding 500; both below the default
   exact threshold, so both are ranked exactly). Ours: `store.search(owner, q,
   limit=10)` (validation, pool checkout, the one search statement: the owner's
-  size from the counts table, then the exact or the HNSW branch, `limit + 16`
-  rows; the exact float32 re-rank of those rows, 10 `ScoredRecord`s decoded).
+  size from the counts table, then the exact or the HNSW branch, `limit + 2`
+  rows (more only on near-ties); the exact float32 re-rank of those rows, 10
+  `ScoredRecord`s decoded).
   Baseline: the SQL a user would write for the same answer,
   `SELECT <columns>, embedding <=> %s FROM <table> WHERE owner = %s
   ORDER BY embedding <=> %s, id LIMIT 10`, run with psycopg (binary), its rows

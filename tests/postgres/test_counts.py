@@ -32,6 +32,7 @@ from agent_memory.adapters.postgres import PostgresDatabase, PostgresMemoryStore
 from agent_memory.adapters.postgres._database import _space_ddl
 from agent_memory.adapters.postgres._migrations import MIGRATIONS, SCHEMA_VERSION
 from agent_memory.domain.errors import DuplicateRecord, NotFound
+from agent_memory.domain.ranking import cosine_scores, normalise_rows, top_k
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from postgres.conftest import OpenDatabase
 
@@ -353,3 +354,48 @@ async def test_bulk_add_leaves_statistics_for_the_index(open_database: OpenDatab
             sql.SQL("DELETE FROM {} WHERE identity = %s").format(db.table("spaces")),
             (space.identity,),
         )
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 2**16), copies=st.integers(12, 60), limit=st.integers(1, 10))
+async def test_near_ties_beyond_the_fetched_rows_are_found(
+    open_database: OpenDatabase, seed: int, copies: int, limit: int
+) -> None:
+    """Scaled copies of one vector tie in exact arithmetic, but pgvector's and
+    numpy's float32 cosines break the tie differently in the last bits: the
+    search must fetch past `limit + 2` rows until no row left out can enter the
+    top `limit` (by float32 score, then id) of the owner's rows."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal(DIM).astype(np.float32)
+    scales = rng.uniform(0.01, 100.0, copies).astype(np.float32)
+    others = rng.standard_normal((20, DIM)).astype(np.float32)
+    vectors = [base * s for s in scales] + list(others)
+    order = rng.permutation(len(vectors))
+    records = [
+        MemoryRecord(
+            owner="ties",
+            id=f"t{int(j):03d}",
+            namespace="ns",
+            kind="fact",
+            content="x",
+            vector=vectors[i],
+            created_at=AT,
+            updated_at=AT,
+        )
+        for j, i in enumerate(order)
+    ]
+    db = await open_database()
+    store = PostgresMemoryStore(db, SPACE)
+    await store.delete_scope("ties")
+    await store.add(records)
+    # The answer over every row, with the very scoring `search` uses (the
+    # in-memory store normalises at write time, so its last bits differ).
+    ids = [r.id for r in records]
+    matrix = normalise_rows(np.array([r.vector for r in records]))
+    for q in (base, base + 0.01 * rng.standard_normal(DIM).astype(np.float32)):
+        got = await store.search("ties", q, limit=limit)
+        want = top_k(cosine_scores(matrix, q), ids, limit)
+        assert [h.record.id for h in got] == [ids[i] for i, _ in want]
+    await store.delete_scope("ties")

@@ -7,13 +7,18 @@ interleaved, median of the per-pair ratios, inputs built before the clock
 starts, GC as in production):
 
 - search (`postgres_search_index`: an owner holding 4,000 of the 10,000
-  records, the HNSW path; `postgres_search_exact`: one holding 500, the exact
-  path). Ours: `store.search(owner, q, limit=10)` (validation, pool checkout,
-  the one search statement, exact float32 re-rank of the candidates, records
-  decoded). Baseline: the very same statement and parameters
-  (`store.search_statement`, `store.search_params`: the same server-side work,
-  including the candidates kept to settle ties) run directly with psycopg,
-  fetched as tuples, the first 10 kept.
+  records; `postgres_search_exact`: one holding 500; both below the default
+  exact threshold, so both are ranked exactly). Ours: `store.search(owner, q,
+  limit=10)` (validation, pool checkout, the one search statement: the owner's
+  size from the counts table, then the exact or the HNSW branch, `limit + 2`
+  rows (more only on near-ties); the exact float32 re-rank of those rows, 10
+  `ScoredRecord`s decoded).
+  Baseline: the SQL a user would write for the same answer,
+  `SELECT <columns>, embedding <=> %s FROM <table> WHERE owner = %s
+  ORDER BY embedding <=> %s, id LIMIT 10`, run with psycopg (binary), its rows
+  decoded into the same `ScoredRecord`s (`MemoryRecord` by the adapter's own
+  row decoder, score `1 - distance`) -- the most competent direct code: no
+  size check, no candidates beyond the 10, no re-rank.
 - window read (`postgres_window_read`, limit 50 of 10,000). Ours:
   `events.window(domain, since, limit=50)`. Baseline: the same statement
   (`window_statement`, `n` = 51 rows: the 51st says whether the limit cut the
@@ -53,17 +58,20 @@ from typing import Any
 import numpy as np
 import psycopg
 from _harness import compare_async
+from psycopg import sql
 
 from agent_memory.adapters.postgres import (
     PostgresDatabase,
     PostgresEventLog,
     PostgresMemoryStore,
 )
+from agent_memory.adapters.postgres._vector import PgVector
 from agent_memory.adapters.postgres.events import (
     append_statement,
     encode_entity,
     window_statement,
 )
+from agent_memory.adapters.postgres.store import COLUMNS, hits_decoder, records_decoder
 from agent_memory.domain.records import EmbeddingSpace, Entity, Event, MemoryRecord
 
 DIM = 128
@@ -240,18 +248,26 @@ class Bench:
     def search_sides(
         self, owner: str, queries: list[np.ndarray[Any, Any]]
     ) -> tuple[Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]]]:
-        """(ours, baseline): the n-th call of each searches `queries[n]` (cycling)."""
+        """(ours, baseline): the n-th call of each searches `queries[n]` (cycling).
+        Both return 10 `ScoredRecord`s."""
         store, raw = self.store, self.raw
-        statement = store.search_statement(self.table, None, None)
+        statement = sql.SQL(
+            "SELECT {c}, embedding <=> %(q)b FROM {t} WHERE owner = %(owner)s"
+            " ORDER BY embedding <=> %(q)b, id LIMIT %(k)s"
+        ).format(c=sql.SQL(", ").join(sql.Identifier(c) for c in COLUMNS), t=self.table)
+        text = sql.SQL(statement.as_string())
+        records, hits = records_decoder(), hits_decoder()
         ours_q, base_q = cycle(queries), cycle(queries)
 
         async def ours() -> Any:
             return await store.search(owner, next(ours_q), limit=SEARCH_LIMIT)
 
         async def baseline() -> Any:
-            params = store.search_params(owner, next(base_q), SEARCH_LIMIT, None, None)
-            cur = await raw.execute(statement, params, binary=True)
-            return (await cur.fetchall())[:SEARCH_LIMIT]
+            params = {"owner": owner, "q": PgVector(next(base_q)), "k": SEARCH_LIMIT}
+            cur = await raw.execute(text, params, binary=True)
+            rows = await cur.fetchall()
+            found = records([row[:-1] for row in rows])
+            return hits(zip(found, [1.0 - row[-1] for row in rows], strict=True))
 
         return ours, baseline
 

@@ -66,7 +66,7 @@ async def test_version_1_schemas_migrate_to_the_recorded_at_index(postgres_url: 
                 )
             ).fetchone()
             assert versions is not None
-            assert versions[0] == SCHEMA_VERSION >= 2  # 3 added the audit trail
+            assert versions[0] == SCHEMA_VERSION >= 2  # 3: the audit trail, 4: record counts
             found = _indexes(conn, schema)
             assert "events_recorded" in found
             assert "events_time" not in found

@@ -47,7 +47,12 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters.postgres._codec import register_json_loaders
-from agent_memory.adapters.postgres._migrations import MIGRATION_LOCK, SCHEMA_VERSION, migrate
+from agent_memory.adapters.postgres._migrations import (
+    MIGRATION_LOCK,
+    SCHEMA_VERSION,
+    counts_table,
+    migrate,
+)
 from agent_memory.adapters.postgres._vector import register_vector
 from agent_memory.domain.errors import (
     BackendUnavailable,
@@ -199,6 +204,7 @@ class PostgresDatabase:
         self._vector_oid: int | None = None
         self._open_lock = asyncio.Lock()
         self._spaces: dict[str, sql.Identifier] = {}
+        self._counts: dict[str, sql.Identifier] = {}
         self._statements: dict[Hashable, sql.SQL] = {}
         self._closed = False
         self._refs = 0
@@ -487,7 +493,7 @@ class PostgresDatabase:
             if int(row[0]) != space.dimension:
                 raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")
             table = self.table(str(row[1]))
-            self._spaces[space.identity] = table
+            self._known(space, str(row[1]))
             return table
         async with self.connection() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -501,7 +507,8 @@ class PostgresDatabase:
             if row is not None:
                 if int(row[0]) != space.dimension:
                     raise DimensionMismatch(space.dimension, int(row[0]), "postgres table")
-                table = self.table(str(row[1]))
+                name = str(row[1])
+                table = self.table(name)
             else:
                 for statement in _space_ddl(self._schema, name, space.dimension, text_config, hnsw):
                     await conn.execute(statement)
@@ -512,8 +519,17 @@ class PostgresDatabase:
                     ).format(self.table("spaces")),
                     (space.identity, space.model, space.dimension, space.revision, name),
                 )
-        self._spaces[space.identity] = table
+        self._known(space, name)
         return table
+
+    def _known(self, space: EmbeddingSpace, name: str) -> None:
+        self._spaces[space.identity] = self.table(name)
+        self._counts[space.identity] = self.table(counts_table(name))
+
+    def counts_table(self, space: EmbeddingSpace) -> sql.Identifier:
+        """The counts table (records per owner, namespace and kind, kept by
+        triggers) of a space whose table `space_table` has returned."""
+        return self._counts[space.identity]
 
 
 def _space_ddl(
@@ -567,6 +583,10 @@ def _space_ddl(
                 ),
             )
         )
+    # Last: the counts table and its triggers (migration 4).
+    statements.append(
+        sql.SQL("SELECT {}({})").format(sql.Identifier(schema, "install_counts"), sql.Literal(name))
+    )
     return statements
 
 

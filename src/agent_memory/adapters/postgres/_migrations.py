@@ -14,7 +14,7 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "migrate"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "counts_table", "migrate"]
 
 # A fixed 64-bit key for pg_advisory_xact_lock (the ASCII of "agmemmig").
 MIGRATION_LOCK = 0x61676D656D6D6967
@@ -114,11 +114,106 @@ def _v3(schema: str) -> list[sql.Composed]:
     ]
 
 
+# The trigger function keeping a space's record counts (`<table>_counts`: rows per
+# owner, namespace and kind) in step with its records table, in the writing
+# statement's own transaction. One statement-level trigger per event, reading the
+# statement's transition tables: a COPY of 5,000 rows is one upsert of a few
+# counter rows, not 5,000. The upsert takes the counter rows' locks in key order,
+# so concurrent writers wait for each other instead of deadlocking; a counter that
+# reaches zero is deleted. TRUNCATE empties the counts.
+_COUNT_RECORDS = """
+CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        EXECUTE format('DELETE FROM %s', TG_ARGV[0]);
+        RETURN NULL;
+    END IF;
+    EXECUTE format(
+        'INSERT INTO %s AS c (owner, namespace, kind, n)'
+        ' SELECT owner, namespace, kind, sum(d) FROM (%s) AS p'
+        ' GROUP BY owner, namespace, kind HAVING sum(d) <> 0'
+        ' ORDER BY owner, namespace, kind'
+        ' ON CONFLICT (owner, namespace, kind) DO UPDATE SET n = c.n + excluded.n',
+        TG_ARGV[0],
+        CASE TG_OP
+            WHEN 'INSERT' THEN 'SELECT owner, namespace, kind, 1 AS d FROM new_rows'
+            WHEN 'DELETE' THEN 'SELECT owner, namespace, kind, -1 AS d FROM old_rows'
+            ELSE 'SELECT owner, namespace, kind, 1 AS d FROM new_rows'
+                 ' UNION ALL SELECT owner, namespace, kind, -1 FROM old_rows'
+        END);
+    IF TG_OP <> 'INSERT' THEN
+        EXECUTE format(
+            'DELETE FROM %s AS c USING (SELECT DISTINCT owner FROM old_rows) AS o'
+            ' WHERE c.owner = o.owner AND c.n <= 0',
+            TG_ARGV[0]);
+    END IF;
+    RETURN NULL;
+END
+$body$
+"""
+
+# Give the records table `tbl` its counts table and triggers, and count the rows
+# it already holds (under a lock that waits for, and then holds off, writers).
+_INSTALL_COUNTS = """
+CREATE OR REPLACE FUNCTION {fn}(tbl text) RETURNS void LANGUAGE plpgsql AS $body$
+DECLARE
+    t text := format('%I.%I', {schema}, tbl);
+    c text := format('%I.%I', {schema}, left(tbl || '_counts', 63));
+    f text := format('%I.%I', {schema}, 'count_records');
+BEGIN
+    EXECUTE format('LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE', t);
+    EXECUTE format(
+        'CREATE TABLE IF NOT EXISTS %s (owner text COLLATE "C" NOT NULL,'
+        ' namespace text COLLATE "C" NOT NULL, kind text COLLATE "C" NOT NULL,'
+        ' n bigint NOT NULL, PRIMARY KEY (owner, namespace, kind))', c);
+    EXECUTE format('DROP TRIGGER IF EXISTS count_insert ON %s', t);
+    EXECUTE format('DROP TRIGGER IF EXISTS count_delete ON %s', t);
+    EXECUTE format('DROP TRIGGER IF EXISTS count_update ON %s', t);
+    EXECUTE format('DROP TRIGGER IF EXISTS count_truncate ON %s', t);
+    EXECUTE format('CREATE TRIGGER count_insert AFTER INSERT ON %s'
+        ' REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION %s(%L)', t, f, c);
+    EXECUTE format('CREATE TRIGGER count_delete AFTER DELETE ON %s'
+        ' REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION %s(%L)', t, f, c);
+    EXECUTE format('CREATE TRIGGER count_update AFTER UPDATE ON %s'
+        ' REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %s(%L)', t, f, c);
+    EXECUTE format('CREATE TRIGGER count_truncate AFTER TRUNCATE ON %s'
+        ' FOR EACH STATEMENT EXECUTE FUNCTION %s(%L)', t, f, c);
+    EXECUTE format('DELETE FROM %s', c);
+    EXECUTE format('INSERT INTO %s (owner, namespace, kind, n)'
+        ' SELECT owner, namespace, kind, count(*) FROM %s GROUP BY owner, namespace, kind', c, t);
+END
+$body$
+"""
+
+
+def _v4(schema: str) -> list[sql.Composed]:
+    """Record counts per owner, namespace and kind, kept by triggers: a search
+    decides between the exact scan and the HNSW index from them instead of
+    counting the owner's rows on every call. Existing space tables are counted
+    here, once."""
+    return [
+        sql.SQL(_COUNT_RECORDS).format(fn=sql.Identifier(schema, "count_records")),
+        sql.SQL(_INSTALL_COUNTS).format(
+            fn=sql.Identifier(schema, "install_counts"), schema=sql.Literal(schema)
+        ),
+        sql.SQL("SELECT {}(table_name) FROM {}").format(
+            sql.Identifier(schema, "install_counts"), sql.Identifier(schema, "spaces")
+        ),
+    ]
+
+
+def counts_table(table_name: str) -> str:
+    """The counts table of the records table `table_name` (as `install_counts` names it)."""
+    return f"{table_name}_counts"[:63]
+
+
 # (version, description, builder). Append only; never edit an applied migration.
 MIGRATIONS: tuple[tuple[int, str, _Builder], ...] = (
     (1, "spaces registry, events, leases, cache", _v1),
     (2, "event retention by recorded_at", _v2),
     (3, "audit trail", _v3),
+    (4, "record counts per owner, namespace and kind (triggers)", _v4),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -9,9 +9,11 @@ threshold): small scopes are ranked exactly (`ORDER BY distance, id`), large
 ones through the HNSW index with iterative scans, so owner/namespace/kind
 filters are applied inside the index scan and the limit is still met; the
 index yields `limit + max(2 * limit, 100)` candidates, ranked exactly in SQL.
-Either way the statement returns `limit + 16` rows, re-ranked with the
+Either way the statement returns `limit + 2` rows, re-ranked with the
 domain's float32 cosine (`domain.ranking`), so scores and tie order agree with
-every other backend.
+every other backend; when a row left out could still beat one of them (scores
+within twice pgvector's float32 error: near-ties), the statement runs again
+for four times as many rows.
 
 Keyword search is BM25 (k1, b) computed in SQL over the tsvector: the query's
 lexemes are OR-ed (`to_tsvector` of the user text, so no query syntax can
@@ -74,11 +76,14 @@ from agent_memory.domain.validation import (
 )
 
 __all__ = [
+    "COLUMNS",
     "DEFAULT_EF_CONSTRUCTION",
     "DEFAULT_EF_SEARCH",
     "DEFAULT_EXACT_THRESHOLD",
     "DEFAULT_M",
     "PostgresMemoryStore",
+    "hits_decoder",
+    "records_decoder",
 ]
 
 # HNSW defaults (docs/postgres.md, "Vector index": measured recall and latency).
@@ -107,9 +112,13 @@ _COLUMNS = (
 )
 # MemoryRecord fields in `_COLUMNS` order (the vector lives in `embedding`).
 _RECORD_FIELDS = tuple("vector" if c == "embedding" else c for c in _COLUMNS)
-# Rows beyond `limit` the statement returns for the exact float32 re-rank, so that
-# last-bit differences between pgvector's and numpy's cosine cannot drop a hit.
-_SLACK = 16
+# Rows beyond `limit` the statement returns for the exact float32 re-rank. Every
+# row is wider than its vector (content, attributes), so the statement returns
+# few; `search` asks again for more when the rows could hide a hit (`_settled`).
+_SLACK = 2
+# A bound on |pgvector's cosine - numpy's float32 cosine| (pgvector sums in
+# float32: about dimension * 2^-24 at worst, 1.2e-4 at 2,000 dimensions).
+_COSINE_ERROR = 2e-4
 _COLS = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
 # COPY column types, in `_COLUMNS` order; the vector's oid (index 6) is only
 # known once the database is open.
@@ -159,6 +168,24 @@ def _hits(rows: Sequence[Sequence[Any]], hits: Sequence[tuple[int, float]]) -> l
     loop, then paired with their scores in another (no call per hit)."""
     records = _records_decoder()([rows[i] for i, _ in hits])
     return _hits_decoder()(zip(records, [score for _, score in hits], strict=True))
+
+
+# The records table's columns and the row decoders `search` uses, for code that
+# reads the table directly with the same decoding (benchmarks/postgres_overhead.py).
+COLUMNS = _COLUMNS
+records_decoder = _records_decoder
+hits_decoder = _hits_decoder
+
+
+def _settled(scores: npt.NDArray[np.float32], limit: int, min_score: float | None) -> bool:
+    """Whether rows the statement did not return (all ranked after these by
+    pgvector) cannot be among the `limit` best by the float32 score: each of
+    them scores at most the lowest score here plus twice the cosine error, so
+    they cannot reach the `limit`-th best score here (nor `min_score`)."""
+    bar = -np.inf if min_score is None else float(min_score)
+    if scores.shape[0] >= limit:
+        bar = max(bar, float(np.partition(scores, -limit)[-limit]))
+    return float(scores.min()) + 2 * _COSINE_ERROR < bar
 
 
 def _dump_attributes(attributes: dict[str, Any]) -> Json:
@@ -339,10 +366,9 @@ class PostgresMemoryStore(PostgresHandle):
                 dropped = not await self._hnsw_indexes(conn, table)
                 if not dropped and expected > 0:
                     cur = await conn.execute(
-                        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} LIMIT %s) AS s").format(
-                            table
-                        ),
-                        (expected + 1,),
+                        sql.SQL("SELECT coalesce(sum(n), 0) FROM {}").format(
+                            self._db.counts_table(self._space)
+                        )
                     )
                     row = await cur.fetchone()
                     dropped = expected >= (int(row[0]) if row is not None else 0)
@@ -409,6 +435,9 @@ class PostgresMemoryStore(PostgresHandle):
                     sql.Literal(self._hnsw[1]),
                 )
             )
+            # Fresh statistics, or the planner may skip the new index (it sees
+            # an empty or tiny table and prefers a scan plus sort).
+            await conn.execute(sql.SQL("ANALYZE {}").format(table))
 
     async def _existing(
         self, conn: psycopg.AsyncConnection[Any], table: sql.Identifier, batch: list[MemoryRecord]
@@ -515,15 +544,21 @@ class PostgresMemoryStore(PostgresHandle):
     ) -> sql.Composed:
         where = _filters(namespace, kinds)
         return sql.SQL(
-            "WITH n AS (SELECT count(*) AS n FROM"
-            " (SELECT 1 FROM {t} WHERE {w} LIMIT %(probe)s) s)"
-            " (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) <= %(threshold)s"
-            "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
+            "WITH n AS (SELECT coalesce(sum(n), 0) AS n FROM {n} WHERE {w})"
+            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
+            "   ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s) AS e"
+            "  WHERE (SELECT n FROM n) <= %(threshold)s)"
             " UNION ALL"
-            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w} AND (SELECT n FROM n) > %(threshold)s"
+            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS approx"
+            "  WHERE (SELECT n FROM n) > %(threshold)s"
             "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
-        ).format(t=table, w=where, c=_COLS)
+        ).format(
+            t=table,
+            w=where,
+            c=_COLS,
+            n=self._db.counts_table(self._space),
+        )
 
     def search_params(
         self,
@@ -532,16 +567,19 @@ class PostgresMemoryStore(PostgresHandle):
         limit: int,
         namespace: str | None,
         kinds: list[str] | None,
+        fetch: int | None = None,
     ) -> dict[str, Any]:
+        """The statement's parameters; `fetch` rows (default `limit + 2`)."""
+        if fetch is None:
+            fetch = limit + _SLACK
         return {
             "owner": owner,
             "namespace": namespace,
             "kinds": kinds,
             "q": PgVector(query),
-            "k": limit + _SLACK,
+            "k": fetch,
             "candidates": limit + max(2 * limit, 100),
             "threshold": self._exact_threshold,
-            "probe": self._exact_threshold + 1,
         }
 
     async def search(
@@ -559,18 +597,24 @@ class PostgresMemoryStore(PostgresHandle):
                 owner, vector, limit, namespace, kinds, min_score, self._space
             )
             table = self._table if self._table is not None else await self._tbl()
-            rows = await self._db.fetch_all(
-                self.search_statement(table, namespace, wanted),
-                self.search_params(owner, query, limit, namespace, wanted),
-                binary=True,
-            )
-            if not rows:
-                return []
-            ids = [r[1] for r in rows]  # `id` is text: already a str
-            # np.array, not np.stack: the same float32 matrix, built without
-            # np.stack's per-array Python checks.
-            matrix = normalise_rows(np.array([r[6] for r in rows]))
-            scores = cosine_scores(matrix, query)
+            statement = self.search_statement(table, namespace, wanted)
+            fetch = limit + _SLACK
+            while True:
+                rows = await self._db.fetch_all(
+                    statement,
+                    self.search_params(owner, query, limit, namespace, wanted, fetch),
+                    binary=True,
+                )
+                if not rows:
+                    return []
+                ids = [r[1] for r in rows]  # `id` is text: already a str
+                # np.array, not np.stack: the same float32 matrix, built without
+                # np.stack's per-array Python checks.
+                matrix = normalise_rows(np.array([r[6] for r in rows]))
+                scores = cosine_scores(matrix, query)
+                if len(rows) < fetch or _settled(scores, limit, min_score):
+                    break
+                fetch *= 4
             hits = top_k(scores, ids, limit, min_score)
             return _hits(rows, hits)
 

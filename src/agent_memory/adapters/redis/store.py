@@ -960,7 +960,7 @@ class RedisMemoryStore(RedisHandle):
                     "oh", "TAG", "nh", "TAG", "kh", "TAG", "z", "TAG",
                     "ca", "NUMERIC",
                     "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
-                    "terms", "TEXT", "NOSTEM",
+                    "terms", "TEXT", "NOSTEM", "SORTABLE", "UNF",
                     "vec", "VECTOR", "HNSW", "10",
                     "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
                     "DISTANCE_METRIC", "COSINE",

@@ -6,14 +6,21 @@ the garbage our side creates is paid where it is created), with 10,000
 records of 10 owners in one collection:
 
 - `qdrant_add`: `store.add(batch)` (validation, duplicate check by point id,
-  payload codec, upsert) vs `client.upsert(collection, Batch(...))` of the
-  same points, converting the records to them inside the timed call with the
-  store's own batch codec (what calling qdrant-client by hand needs). Each
-  call adds a new batch of 500 records (built beforehand); each side writes to
-  its own collection, created beforehand with the store's layout.
-- `qdrant_add_prepared_points` (no target): the same, against an upsert of
-  point ids, vector matrix and payloads prepared before the clock starts (no
-  conversion of records at all).
+  payload codec with keyword terms and the exact vector, upsert) vs what a user
+  writes with qdrant-client alone: `client.upsert(collection, [PointStruct(id,
+  vector, payload), ...], wait=True)` with a uuid5 point id per (owner, id), the
+  vector as a list, and a plain payload (the record's fields as they are,
+  timestamps as ISO strings, attributes as a dict), built from the records
+  inside the timed call. It neither rejects duplicates nor stores keyword terms
+  or the exact vector: that is the work our extra pays for. Each call adds a
+  new batch of 500 records (built beforehand); each side writes to its own
+  collection, created beforehand with the store's layout.
+- `qdrant_add_store_codec` (no target): the same, against an upsert of the
+  store's own points (`Batch` of the store's ids and `batch_payloads`, keyword
+  terms and exact vector included), converted inside the timed call: what the
+  store pays beyond its payload (validation, duplicate check).
+- `qdrant_add_prepared_points` (no target): the store's points prepared before
+  the clock starts (no conversion of records at all).
 - `qdrant_search`: `store.search(owner, q, limit=10)` (owner filter, a few
   extra candidates to settle ties, exact cosine re-ranking, records decoded)
   vs `client.query_points(collection, query=q, query_filter=owner, limit=10,
@@ -85,6 +92,34 @@ async def new_store(client: AsyncQdrantClient, space: EmbeddingSpace) -> QdrantM
     return store
 
 
+# The uuid5 namespace of the plain side's point ids (any fixed namespace will do).
+_PLAIN_NS = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")
+
+
+def plain_points(chunk: list[MemoryRecord]) -> list[qm.PointStruct]:
+    """The points a user writes by hand: a deterministic id per (owner, id), the
+    vector as a list, the record's fields as a plain payload."""
+    return [
+        qm.PointStruct(
+            id=str(uuid.uuid5(_PLAIN_NS, f"{len(r.owner)}:{r.owner}{r.id}")),
+            vector=r.vector.tolist(),
+            payload={
+                "owner": r.owner,
+                "id": r.id,
+                "namespace": r.namespace,
+                "kind": r.kind,
+                "content": r.content,
+                "context": r.context,
+                "created_at": r.created_at.isoformat(),
+                "updated_at": r.updated_at.isoformat(),
+                "importance": r.importance,
+                "attributes": r.attributes,
+            },
+        )
+        for r in chunk
+    ]
+
+
 def to_points(chunk: list[MemoryRecord]) -> qm.Batch:
     """Records to the store's points, with its own batch codec."""
     matrix = np.stack([r.vector for r in chunk])
@@ -107,15 +142,20 @@ def add_sides(
     collection: str,
     ours_batches: Iterator[list[MemoryRecord]],
     direct_batches: Iterator[list[MemoryRecord]],
+    *,
+    plain: bool = True,
 ) -> tuple[Side, Side]:
     """(ours, by hand): each call adds the next batch of its iterator; the
-    direct side upserts into `collection`."""
+    direct side upserts into `collection` plain points (`plain_points`), or the
+    store's own points (`to_points`) when not `plain`."""
 
     async def ours() -> Any:
         return await store.add(next(ours_batches))
 
     async def direct() -> Any:
-        return await client.upsert(collection, points=to_points(next(direct_batches)), wait=True)
+        chunk = next(direct_batches)
+        points = plain_points(chunk) if plain else to_points(chunk)
+        return await client.upsert(collection, points=points, wait=True)
 
     return ours, direct
 
@@ -191,6 +231,17 @@ async def run(
             client, ours_store, by_hand.collection_name, iter(chunks), iter(chunks)
         )
         result = await compare_async("qdrant_add", ours, direct, rounds=rounds, target=TARGET)
+        print(result.line(), flush=True)
+
+        codec_ours, codec_direct = [await new_store(client, space) for _ in range(2)]
+        stores += [codec_ours, codec_direct]
+        ours, direct = add_sides(
+            client, codec_ours, codec_direct.collection_name, iter(chunks), iter(chunks),
+            plain=False,
+        )  # fmt: skip
+        result = await compare_async(
+            "qdrant_add_store_codec", ours, direct, rounds=rounds, target=None
+        )
         print(result.line(), flush=True)
 
         again = await new_store(client, space)

@@ -43,7 +43,15 @@ same way. Window and append are the same pipelines
 (routed per slot); the add is a pipeline of HSET to the owner's slot.
 `tests/test_benchmarks.py` runs the same equality checks on a cluster.
 
-Usage: python benchmarks/redis_overhead.py [--rounds N] [--cluster]
+Keyword vs vector (`--keyword LOCOMO_JSON`, off by default: loading takes
+minutes): `redis_keyword_vs_vector` times `store.search_text(owner, question,
+limit=10)` against `store.search(owner, q, limit=10)` on the same owner of
+20,000 turns: the LoCoMo turns (`"speaker: text"`) cycled, so texts repeat and
+scores tie heavily, each with a random 384-d vector (under the exact threshold,
+so the vector side is the exact search). Questions are LoCoMo questions, vector
+queries random. Target: keyword search at most 1.5x the vector search.
+
+Usage: python benchmarks/redis_overhead.py [--rounds N] [--cluster] [--keyword FILE]
 (REDIS_URL / REDIS_CLUSTER_URL to use your server / cluster)
 """
 
@@ -380,6 +388,63 @@ class Bench:
         return ours, direct
 
 
+KEYWORD_TURNS = 20_000
+KEYWORD_TARGET = 1.5
+
+
+def locomo_texts(path: str) -> tuple[list[str], list[str]]:
+    """Every turn (`"speaker: text"`) and every question of a LoCoMo file."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    turns: list[str] = []
+    questions: list[str] = []
+    for conv in data:
+        sessions = conv["conversation"]
+        for key in sorted(sessions):
+            if key.startswith("session_") and isinstance(sessions[key], list):
+                turns += [f"{t['speaker']}: {t['text']}" for t in sessions[key]]
+        questions += [q["question"] for q in conv["qa"]]
+    return turns, questions
+
+
+async def keyword_vs_vector(url: str, path: str, rounds: int, prefix: str) -> None:
+    """`redis_keyword_vs_vector` (see the module docstring)."""
+    turns, questions = locomo_texts(path)
+    rng = np.random.default_rng(5)
+    space = EmbeddingSpace(model="bench-keyword", dimension=384)
+    store = RedisMemoryStore.from_url(url, space, deployment="kw" + uuid.uuid4().hex[:8])
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    try:
+        vectors = rng.standard_normal((KEYWORD_TURNS, 384)).astype(np.float32)
+        for start in range(0, KEYWORD_TURNS, 1000):
+            await store.add(
+                [
+                    MemoryRecord(
+                        owner="talker", id=f"t{i:06d}", namespace="conversation",
+                        kind="turn", content=turns[i % len(turns)], vector=vectors[i],
+                        created_at=at + timedelta(seconds=i), updated_at=at + timedelta(seconds=i),
+                    )
+                    for i in range(start, min(start + 1000, KEYWORD_TURNS))
+                ]
+            )  # fmt: skip
+        texts = cycle([questions[i] for i in rng.choice(len(questions), 64, replace=False)])
+        qs = cycle(list(rng.standard_normal((64, 384)).astype(np.float32)))
+
+        async def keyword() -> Any:
+            return await store.search_text("talker", next(texts), limit=10)
+
+        async def vector() -> Any:
+            return await store.search("talker", next(qs), limit=10)
+
+        result = await compare_async(
+            f"{prefix}_keyword_vs_vector", keyword, vector, rounds=rounds, target=KEYWORD_TARGET
+        )
+        print(result.line(), flush=True)
+    finally:
+        await store.drop_index()
+        await store.close()
+
+
 def cycle(items: list[Any]) -> Iterator[Any]:
     while True:
         yield from items
@@ -439,6 +504,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--cluster", action="store_true", help="the Redis Cluster column")
+    parser.add_argument(
+        "--keyword", metavar="LOCOMO_JSON", help="also keyword vs vector search on LoCoMo turns"
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     if args.cluster:
@@ -451,6 +519,10 @@ def main() -> None:
             url = cluster.url
         try:
             asyncio.run(run(url, args.rounds, prefix="redis_cluster"))
+            if args.keyword:
+                asyncio.run(
+                    keyword_vs_vector(url, args.keyword, args.rounds // 10, "redis_cluster")
+                )
         finally:
             if cluster is not None:
                 cluster.stop()
@@ -464,6 +536,8 @@ def main() -> None:
         url = server.url
     try:
         asyncio.run(run(url, args.rounds))
+        if args.keyword:
+            asyncio.run(keyword_vs_vector(url, args.keyword, args.rounds // 10, "redis"))
     finally:
         if server is not None:
             server.close()

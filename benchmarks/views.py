@@ -3,7 +3,18 @@
 For a 200-event and a 10,000-event domain window (newest first, summaries of
 varying length, `<`/`&` in them), both sides produce the same event lines
 within the default 8,000-byte budget (`tests/views/test_views_benchmark.py`
-checks that they show the same events, byte for byte):
+checks that they show the same events, byte for byte). Two datasets:
+
+- `pod` (lines `views_<n>_...`): each event about its own pod, so no entity
+  list repeats and neither side writes a shared one;
+- `shared` (lines `views_shared_<n>_...`): events share entities (one of 4 pods
+  and the same service), so the view writes the most common entity list once
+  (`shared_entities:`) and an event carrying it reads `"shared"`; the baseline
+  finds that list the way the view does (the most common non-empty list among
+  the first 64 events, when it repeats; ties: first seen) and writes
+  `"shared"` for it too.
+
+The sides:
 
 - ours: `render_agent_memory(domain=..., as_of=..., events=window)`: validates
   the events it reads, picks the event format, encodes every text safely,
@@ -32,8 +43,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
+from itertools import islice
 
 from _harness import compare
 
@@ -43,13 +56,15 @@ from agent_memory.domain.views import render_agent_memory
 NOW = datetime(2026, 3, 2, 9, 30, tzinfo=UTC)
 BUDGET = 8000
 LOOKAHEAD = 8  # the view's LOOKAHEAD_EVENTS
+ESTIMATE = 64  # the view's _ESTIMATE_EVENTS: the shared entity list looks this far
 ACTIONS = ("deploy", "restart", "diagnose", "refund", "scale")
 _DUMPS = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def make_events(n: int) -> list[Event]:
+def make_events(n: int, *, shared: bool = False) -> list[Event]:
     """A window, newest first; each event about its own pod (no repeated entity
-    list, so neither side writes a shared one)."""
+    list, so neither side writes a shared one), or with `shared`, about one of 4
+    pods and the same service (entity lists repeat: a shared one is written)."""
     return [
         Event(
             id=f"evt-{i:06d}",
@@ -62,7 +77,11 @@ def make_events(n: int) -> list[Event]:
             occurred_at=NOW - timedelta(seconds=30 * i),
             recorded_at=NOW - timedelta(seconds=30 * i),
             origin_request_id=f"req-{i // 3}" if i % 4 else None,
-            entities=(Entity("pod", f"web-{i}"),),
+            entities=(
+                (Entity("pod", f"web-{i % 4}"), Entity("service", "payments-api"))
+                if shared
+                else (Entity("pod", f"web-{i}"),)
+            ),
         )
         for i in range(n)
     ]
@@ -93,7 +112,22 @@ def event_room(events: Sequence[Event]) -> int:
     return BUDGET - (frame - 1)
 
 
-def _line(e: Event) -> str:
+def shared_list(events: Sequence[Event]) -> tuple[Entity, ...] | None:
+    """The entity list the view writes once: the most common non-empty one among
+    the first `ESTIMATE` events, when it repeats (ties: first seen)."""
+    counts = Counter(e.entities for e in islice(events, ESTIMATE) if e.entities)
+    if not counts:
+        return None
+    best, n = counts.most_common(1)[0]
+    return best if n >= 2 else None
+
+
+def _line(e: Event, shared: tuple[Entity, ...] | None = None) -> str:
+    entities: object = (
+        "shared"
+        if shared is not None and e.entities == shared
+        else [[x.type, x.id] for x in e.entities]
+    )
     line = _DUMPS(
         [
             e.id,
@@ -104,7 +138,7 @@ def _line(e: Event) -> str:
             e.outcome,
             e.summary,
             "",
-            [[x.type, x.id] for x in e.entities],
+            entities,
         ]
     )
     return line.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
@@ -113,10 +147,11 @@ def _line(e: Event) -> str:
 def budgeted_json(events: Sequence[Event], room: int) -> str:
     out: list[str] = []
     stop = len(events)
+    shared = shared_list(events)
     for i, e in enumerate(events):
         if i >= stop:
             break
-        line = _line(e)
+        line = _line(e, shared)
         cost = len(line.encode()) + 1
         if cost > room:
             stop = min(stop, i + 1 + LOOKAHEAD)
@@ -126,8 +161,9 @@ def budgeted_json(events: Sequence[Event], room: int) -> str:
     return "\n".join(out)
 
 
-def shown_json(shown: Sequence[Event]) -> str:
-    return "\n".join(_line(e) for e in shown)
+def shown_json(shown: Sequence[Event], shared: tuple[Entity, ...] | None = None) -> str:
+    """The lines of exactly the events shown (`shared`: the list written once)."""
+    return "\n".join(_line(e, shared) for e in shown)
 
 
 def shown_events(events: Sequence[Event]) -> list[Event]:
@@ -140,15 +176,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=60)
     rounds = parser.parse_args().rounds
     windows = {n: make_events(n) for n in (200, 10_000)}
-    for n, events in windows.items():
+    datasets = [("", n, events) for n, events in windows.items()]
+    datasets += [("shared_", n, make_events(n, shared=True)) for n in (200, 10_000)]
+    for label, n, events in datasets:
         room = event_room(events)
         shown = shown_events(events)
+        shared = shared_list(events)
         # context, not a result: stdout carries only the harness lines
-        print(f"{n} events: {len(shown)} shown in {BUDGET} bytes", file=sys.stderr)
+        print(f"{label}{n} events: {len(shown)} shown in {BUDGET} bytes", file=sys.stderr)
         ours: Callable[[], object] = lambda ev=events: view(ev)  # noqa: E731
         print(
             compare(
-                f"views_{n}_vs_budgeted_json",
+                f"views_{label}{n}_vs_budgeted_json",
                 ours,
                 lambda ev=events, r=room: budgeted_json(ev, r),
                 rounds=rounds,
@@ -157,9 +196,9 @@ def main() -> None:
         )
         print(
             compare(
-                f"views_{n}_vs_shown_json",
+                f"views_{label}{n}_vs_shown_json",
                 ours,
-                lambda s=shown: shown_json(s),
+                lambda s=shown, sh=shared: shown_json(s, sh),
                 rounds=rounds,
                 target=3,
             ).line()

@@ -282,12 +282,14 @@ async def test_qdrant_add_sides_store_the_same_points() -> None:
     space = qd.EmbeddingSpace("bench", 16)
     client = qd.client_for(None)
     chunk = qd.make_records(50, 16, 3, seed=9)
-    ours_store, by_hand, prepared = [await qd.new_store(client, space) for _ in range(3)]
-    ours, direct = qd.add_sides(client, ours_store, by_hand.collection_name, iter([chunk]),
-                                iter([chunk]))  # fmt: skip
+    ours_store, codec, prepared, plain = [await qd.new_store(client, space) for _ in range(4)]
+    ours, direct = qd.add_sides(client, ours_store, codec.collection_name, iter([chunk]),
+                                iter([chunk]), plain=False)  # fmt: skip
     await ours()
     await direct()
     await qd.prepared_side(client, prepared.collection_name, iter([qd.prepare(chunk)]))()
+    _, by_hand = qd.add_sides(client, ours_store, plain.collection_name, iter(()), iter([chunk]))
+    await by_hand()
 
     async def points(name: str) -> list[tuple[Any, str, list[float]]]:
         got, _ = await client.scroll(name, limit=100, with_payload=True, with_vectors=True)
@@ -295,5 +297,19 @@ async def test_qdrant_add_sides_store_the_same_points() -> None:
 
     stored = await points(ours_store.collection_name)
     assert len(stored) == 50
-    assert stored == await points(by_hand.collection_name) == await points(prepared.collection_name)
+    assert stored == await points(codec.collection_name) == await points(prepared.collection_name)
+    # The plain side stores the same records (fields and vectors), in its own layout.
+    got, _ = await client.scroll(plain.collection_name, limit=100, with_payload=True,
+                                 with_vectors=True)  # fmt: skip
+    ours_vectors = {(p.payload["owner"], p.payload["id"]): p.vector
+                    for p in (await client.scroll(ours_store.collection_name, limit=100,
+                                                  with_vectors=True))[0]}  # fmt: skip
+    by_key = {(r.owner, r.id): r for r in chunk}
+    assert len(got) == 50
+    for p in got:
+        r = by_key[(p.payload["owner"], p.payload["id"])]
+        assert p.payload["content"] == r.content
+        assert p.payload["attributes"] == r.attributes
+        assert p.payload["created_at"] == r.created_at.isoformat()
+        assert p.vector == ours_vectors[(r.owner, r.id)]
     await client.close()

@@ -220,3 +220,38 @@ def test_the_knn_reply_is_read_by_its_marks() -> None:
     )
     seen, rows, below, odd = _knn_rows([b"-0.5", b"0", *full("z", zero), b"0.1", b"s"])
     assert (seen, rows, below, odd) == (2, [], [-0.9], True)
+
+
+async def test_the_graph_path_is_exact_where_the_graph_is_exhaustive(
+    redis_url: str, deployment: str
+) -> None:
+    """`exact_threshold=0` sends every query to the graph query (`EF_RUNTIME`,
+    no `HYBRID_POLICY`); with EF_RUNTIME above the owner's record count it is
+    exhaustive, so the answer is the oracle's (ids and scores), with another
+    owner's records in the same index (the owner filter inside the KNN query; at
+    this size the engine's own hybrid policy may score the filtered records by
+    brute force, which must agree too). When this fails, the graph query or its
+    owner filter is wrong (e.g. a query without the filter returns the other
+    owner's records)."""
+    rng = np.random.default_rng(5)
+    store = RedisMemoryStore.from_url(
+        redis_url, SPACE, deployment=deployment, exact_threshold=0, ef_runtime=600
+    )
+    oracle = InMemoryMemoryStore(SPACE)
+    mine = _records("owner", rng.standard_normal((400, DIM)).astype(np.float32))
+    other = _records("other", rng.standard_normal((400, DIM)).astype(np.float32))
+    try:
+        for s in (store, oracle):
+            await s.add(mine)
+            await s.add(other)
+        assert store.index_options.exact_threshold == 0
+        for _ in range(20):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            for limit in (1, 10, 50):
+                got = await store.search("owner", q, limit=limit)
+                want = await oracle.search("owner", q, limit=limit)
+                assert [h.record.id for h in got] == [h.record.id for h in want]
+                assert np.allclose([h.score for h in got], [h.score for h in want], atol=1e-5)
+    finally:
+        await store.drop_index()
+        await store.close()

@@ -170,15 +170,16 @@ async def _commands(store: RedisMemoryStore, name: str) -> int:
 
 
 async def test_ties_at_the_cut_need_one_query(store: RedisMemoryStore) -> None:
-    """Fifty equal records: the first `limit` ids in order, from one engine query
-    (the statistics decide, not a re-query with a doubled limit)."""
+    """Fifty equal records: the first `limit` ids in order, from two engine queries
+    (the candidates grouped by terms, then the ids of the one group that ranks; the
+    statistics decide, not a re-query with a doubled limit)."""
     ids = [f"t{i:02d}" for i in range(50)]
     await store.add([make_record(i, vector=_VEC, content="same words here") for i in reversed(ids)])
     before = await _commands(store, "FT.AGGREGATE")
     hits = await store.search_text("alice", "words", limit=7)
     assert [h.record.id for h in hits] == ids[:7]
     assert len({h.score for h in hits}) == 1
-    assert await _commands(store, "FT.AGGREGATE") - before == 1
+    assert await _commands(store, "FT.AGGREGATE") - before == 2
 
 
 class _Racing(RedisMemoryStore):
@@ -190,6 +191,13 @@ class _Racing(RedisMemoryStore):
 
     async def _text_candidates(self, *args: Any, **kwargs: Any) -> Any:
         found = await super()._text_candidates(*args, **kwargs)
+        self.calls += 1
+        if self.writes:
+            await self.update(self.writes.pop(0))
+        return found
+
+    async def _group_candidates(self, *args: Any, **kwargs: Any) -> Any:
+        found = await super()._group_candidates(*args, **kwargs)
         self.calls += 1
         if self.writes:
             await self.update(self.writes.pop(0))
@@ -264,3 +272,66 @@ async def test_search_text_without_statistics_still_ranks(store: RedisMemoryStor
     await store._r.delete(store._keys.ms_stats(store.space.identity, "alice"))
     hits = await store.search_text("alice", "apple pie")
     assert [h.record.id for h in hits] == ["y", "x"]
+
+
+_TEXTS = (
+    "apple pie",
+    "pie apple",
+    "apple apple cherry",
+    "cherry tart and pie",
+    "painted apples",
+    "pie",
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    texts=st.lists(st.sampled_from(_TEXTS), min_size=1, max_size=60),
+    ids=st.randoms(use_true_random=False),
+    limit=st.integers(1, 40),
+)
+def test_tie_heavy_text_ranks_as_the_in_process_store(
+    redis_url: str, texts: list[str], ids: Any, limit: int
+) -> None:
+    """Many records sharing a few texts (whole groups of equal scores, ids in a
+    shuffled order and of mixed case): every query and limit gives the oracle's
+    hits, order and scores, whichever group the cut falls in ('apple pie' and
+    'pie apple': two groups of equal scores)."""
+
+    async def run() -> None:
+        store = RedisMemoryStore.from_url(redis_url, SPACE, deployment="t" + uuid.uuid4().hex[:12])
+        oracle = InMemoryMemoryStore(SPACE)
+        names = [f"{'Rr'[i % 2]}{i:03d}" for i in range(len(texts))]
+        ids.shuffle(names)
+        recs = [
+            make_record(rid, vector=_VEC, content=text)
+            for rid, text in zip(names, texts, strict=True)
+        ]
+        try:
+            for s in (store, oracle):
+                await s.add(recs)
+            for query in ("apple", "pie cherry", "apple pie tart painted"):
+                got = await store.search_text("alice", query, limit=limit)
+                want = await oracle.search_text("alice", query, limit=limit)
+                assert _ranked(got) == _ranked(want), (query, limit)
+                assert [h.record for h in got] == [h.record for h in want]
+        finally:
+            await store.drop_index()
+            await store.close()
+
+    asyncio.run(run())
+
+
+def test_groups_tied_at_the_cut_are_all_taken() -> None:
+    """Records of two different texts score the same ("appl pie" and "pie appl"):
+    whichever group the engine lists first, the other one is needed too (its ids
+    may be the smaller ones); a group scoring lower is not."""
+    from agent_memory.adapters.redis.store import _needed_groups
+
+    for groups in (
+        [(b"appl pie", 5), (b"pie appl", 5), (b"appl pie tart cherri plum", 5)],
+        [(b"pie appl", 5), (b"appl pie tart cherri plum", 5), (b"appl pie", 5)],
+    ):
+        needed = _needed_groups(["appl"], groups, 15, 45, 3)
+        assert sorted(raw for _, raw in needed) == [b"appl pie", b"pie appl"]
+        assert needed[0][0] == needed[1][0]

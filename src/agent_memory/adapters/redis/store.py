@@ -213,6 +213,50 @@ end
 return {stats, table.concat(ids, '\\0'), table.concat(terms, '\\0')}
 """
 
+# KEYS: the owner's statistics. ARGV: index, query. The owner's statistics and the
+# candidates grouped by their stored terms (the engine's GROUPBY: records with equal
+# terms score equally), read in one atomic step: the distinct terms strings
+# NUL-joined and their record counts space-joined. Far fewer rows than one per
+# candidate when texts repeat, and no candidate's row reaches the script.
+_GROUPS = """
+local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[2], 'VERBATIM', 'LOAD', '1', '@terms',
+  'GROUPBY', '1', '@terms', 'REDUCE', 'COUNT', '0', 'AS', 'n', 'TIMEOUT', '0', 'DIALECT', '2')
+local stats = redis.call('HGETALL', KEYS[1])
+local terms, counts = {}, {}
+for i = 2, #res do
+  local row, t, n = res[i], nil, nil
+  for j = 1, #row - 1, 2 do
+    if row[j] == 'terms' then t = row[j + 1] elseif row[j] == 'n' then n = row[j + 1] end
+  end
+  if t and n then
+    terms[#terms + 1] = t
+    counts[#counts + 1] = n
+  end
+end
+return {stats, table.concat(terms, '\\0'), table.concat(counts, ' ')}
+"""
+
+# KEYS: the owner's statistics. ARGV: the version the groups were ranked with ("" for
+# none), index, limit, then per group its query and its FILTER expression. Per
+# group, the ids of its records (terms equal to the group's), the smallest `limit`
+# by byte order (UTF-8: code point order), NUL-joined. Nil when the version moved.
+_GROUP_IDS = """
+if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[1] then return false end
+local out = {}
+for i = 4, #ARGV - 1, 2 do
+  local res = redis.call('FT.AGGREGATE', ARGV[2], ARGV[i], 'VERBATIM', 'LOAD', '2', '@terms',
+    '@id', 'FILTER', ARGV[i + 1], 'SORTBY', '2', '@id', 'ASC', 'MAX', ARGV[3],
+    'TIMEOUT', '0', 'DIALECT', '2')
+  local ids = {}
+  for r = 2, #res do
+    local row = res[r]
+    for j = 1, #row - 1, 2 do if row[j] == 'id' then ids[#ids + 1] = row[j + 1] end end
+  end
+  out[#out + 1] = table.concat(ids, '\\0')
+end
+return out
+"""
+
 # KEYS: the owner's statistics, then records. ARGV: the version the records were
 # ranked with ("" for none), then the fields to read. Nil when the version moved.
 _FETCH = """
@@ -444,6 +488,9 @@ return 0
 
 _Hits = list[ScoredRecord]
 _Rows = list[list[bytes]]
+_Groups = list[tuple[bytes, int]]  # (terms string, record count)
+_Args = list[Any]
+_Terms = list[str]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
 # sort field where there is one: the module returns the sort field first, then the
 # RETURN fields in order, so a row's names usually equal these lists exactly.
@@ -582,6 +629,60 @@ def _rank(
     return [(s, row) for s, _, row in hits[:limit]]
 
 
+def _needed_groups(
+    terms: list[str], groups: list[tuple[bytes, int]], n: int, length: int, limit: int
+) -> list[tuple[float, bytes]]:
+    """The groups of candidates (terms string, record count) that can hold one of
+    the best `limit` records, as (score, terms string), score descending.
+
+    Every record of a group scores the same (BM25 depends only on a record's terms),
+    computed as `_rank` computes it. Groups are taken best first until they hold
+    `limit` records, then every further group tied with the last one taken: a group
+    left out scores below at least `limit` records, so none of its records can rank
+    (ties between records are broken by id, within and across the groups taken)."""
+    pairs = [(t, t.encode("utf-8", "surrogatepass")) for t in terms]
+    docs: list[tuple[dict[str, int], int]] = []
+    doc_freq = dict.fromkeys(terms, 0)
+    records = total = 0
+    for raw, count in groups:
+        tokens = raw.split(b" ") if raw else []
+        counts = {t: c for t, r in pairs if (c := tokens.count(r))}
+        docs.append((counts, len(tokens)))
+        for t in counts:
+            doc_freq[t] += count
+        records += count
+        total += count * len(tokens)
+    n = max(n, records)
+    length = max(length, total)
+    scores = bm25_scores(
+        terms, docs, total_docs=n, avg_length=length / n if n else 0.0, doc_freq=doc_freq
+    )
+    ranked = sorted(
+        ((s, raw, count) for s, (raw, count) in zip(scores, groups, strict=True) if s > 0.0),
+        key=lambda g: -g[0],
+    )
+    out: list[tuple[float, bytes]] = []
+    held = 0
+    for score, raw, count in ranked:
+        if held >= limit and score != out[-1][0]:
+            break
+        out.append((score, raw))
+        held += count
+    return out
+
+
+def _group_clause(raw: bytes) -> tuple[str, str] | None:
+    """The query (records holding all of a group's terms) and the FILTER expression
+    (terms equal to the group's) selecting one group's records; None when a term
+    could not be written as an expression's string literal (never from
+    `domain.lexical`'s terms: they hold no quote or backslash)."""
+    text = raw.decode("utf-8", "surrogatepass")
+    if '"' in text or "\\" in text or "'" in text:
+        return None
+    words = " ".join(_escape_term(t) for t in dict.fromkeys(text.split(" ")))
+    return f"@terms:({words})", f'@terms == "{text}"'
+
+
 class RedisMemoryStore(RedisHandle):
     """`MemoryStore` and `KeywordSearch` over redis.asyncio and the Search module.
 
@@ -630,6 +731,8 @@ class RedisMemoryStore(RedisHandle):
         self._delete = self._r.register_script(_DELETE)
         self._candidates = self._r.register_script(_CANDIDATES)
         self._fetch = self._r.register_script(_FETCH)
+        self._groups = self._r.register_script(_GROUPS)
+        self._group_ids = self._r.register_script(_GROUP_IDS)
         self._knn_script = self._r.register_script(_KNN)
         self._reterm = self._r.register_script(_RETERM)
         self._lexical_done = self._r.register_script(_LEXICAL_DONE)
@@ -857,7 +960,7 @@ class RedisMemoryStore(RedisHandle):
                     "oh", "TAG", "nh", "TAG", "kh", "TAG", "z", "TAG",
                     "ca", "NUMERIC",
                     "sk", "TAG", "SORTABLE", "UNF", "NOINDEX",
-                    "terms", "TEXT", "NOSTEM",
+                    "terms", "TEXT", "NOSTEM", "SORTABLE", "UNF",
                     "vec", "VECTOR", "HNSW", "10",
                     "TYPE", "FLOAT32", "DIM", str(self._space.dimension),
                     "DISTANCE_METRIC", "COSINE",
@@ -1371,7 +1474,8 @@ class RedisMemoryStore(RedisHandle):
             terms = query_terms(query)
             if not terms or (wanted is not None and not wanted):
                 return []
-            q = self._filter(owner, namespace, wanted) + " @terms:("
+            filt = self._filter(owner, namespace, wanted)
+            q = filt + " @terms:("
             q += " | ".join(_escape_term(t) for t in terms) + ")"
             cells = _Cells(namespace, wanted)
             stats = self._stats_key(owner)
@@ -1380,6 +1484,13 @@ class RedisMemoryStore(RedisHandle):
                     await self._ensure_lexical()
                 for attempt in range(self._text_attempts):
                     full = attempt == self._text_attempts - 1
+                    if not full and not self._cluster:
+                        hits = await self._text_by_groups(
+                            owner, stats, filt, q, cells, terms, limit
+                        )
+                        if hits is not None:
+                            return hits
+                        continue
                     version, n, length, rows = await self._text_candidates(
                         owner, stats, q, cells, full
                     )
@@ -1398,8 +1509,91 @@ class RedisMemoryStore(RedisHandle):
                         ]
             raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
-    #: Tries of the two-step keyword search before the one-step fallback.
+    #: Tries of the multi-step keyword search before the one-step fallback.
     _text_attempts = 3
+
+    async def _text_by_groups(
+        self,
+        owner: str,
+        stats: str,
+        filt: str,
+        query: str,
+        cells: _Cells,
+        terms: _Terms,
+        limit: int,
+    ) -> _Hits | None:
+        """The keyword search without reading every candidate: (1) the owner's
+        statistics and the candidates grouped by stored terms (`_GROUPS`), ranked
+        here by group (`_needed_groups`); (2) the smallest `limit` ids of each group
+        that can rank (`_GROUP_IDS`); (3) the best `limit` records (`_FETCH`). Steps
+        2 and 3 check the owner's version: None when a write came in between (or a
+        group cannot be selected), so the caller tries again."""
+        version, n, length, groups = await self._group_candidates(stats, query, cells)
+        if not groups:
+            return []
+        needed = _needed_groups(terms, groups, n, length, limit)
+        if not needed:
+            return []
+        args: _Args = [version, self._index, limit]
+        for _, raw in needed:
+            clause = _group_clause(raw)
+            if clause is None:
+                return None
+            head, expr = clause
+            args += [f"{filt} {head}", expr]
+        found = await self._group_ids(keys=[stats], args=args)
+        if found is None:
+            return None
+        best = sorted(
+            (-score, rid)
+            for (score, _), ids in zip(needed, found, strict=True)
+            for rid in (ids.split(b"\0") if ids else [])
+        )[:limit]
+        keys = [stats, *(self._key(owner, rid.decode("utf-8", "surrogatepass")) for _, rid in best)]
+        rows = await self._fetch(keys=keys, args=[version, *RECORD_FIELDS])
+        if rows is None:
+            return None
+        return [
+            scored(decode_record_values(values), -neg)
+            for (neg, _), values in zip(best, rows, strict=True)
+        ]
+
+    async def _group_candidates(
+        self, stats: str, query: str, cells: _Cells
+    ) -> tuple[bytes, int, int, _Groups]:
+        """In one atomic script (`_GROUPS`): the version ("" for none), the record
+        count and total length of the matching cells, and the candidates' groups
+        as (terms string, record count)."""
+        if not self._index_ready:
+            await self.ensure_index()
+        reply = await self._run_ft(self._groups, [stats], [self._index, query])
+        flat = reply[0]
+        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+        n, length = cells.totals(fields)
+        groups = (
+            [
+                (raw, int(count))
+                for raw, count in zip(reply[1].split(b"\0"), reply[2].split(b" "), strict=True)
+            ]
+            if reply[1]
+            else []
+        )
+        return fields.get(b"v") or b"", n, length, groups
+
+    async def _run_ft(self, script: Any, keys: _Args, args: _Args) -> Any:
+        """A script running FT commands on our index: a missing Search module is
+        `SearchModuleMissing`; a vanished index is recreated once."""
+        for again in (True, False):
+            try:
+                return await script(keys=keys, args=args)
+            except Exception as exc:
+                if is_unknown_command(exc):
+                    raise SearchModuleMissing(BACKEND, SEARCH_HINT) from exc
+                if not (again and is_missing_index(exc)):
+                    raise
+            self._index_ready = False
+            await self.ensure_index()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _text_candidates(
         self, owner: str, stats: str, query: str, cells: _Cells, full: bool

@@ -240,36 +240,48 @@ def make_embedder(name: str) -> Embedder:
     return HashingEmbedder(256)
 
 
+#: command-line option (argparse dest) -> RetrievalConfig field
+_ARG_FIELDS = {
+    "fusion": "fusion",
+    "rrf_k": "rrf_k",
+    "vector_weight": "vector_weight",
+    "lexical_weight": "lexical_weight",
+    "candidates": "candidates",
+    "speaker_weight": "speaker_weight",
+    "window": "context_window",
+    "self_weight": "context_self_weight",
+    "date_weight": "date_weight",
+    "date_grace": "date_grace_days",
+    "date_half_life": "date_half_life_days",
+    "context_dates": "context_dates",
+    "session_penalty": "session_penalty",
+    "diversity_reach": "diversity_reach",
+    "list_session_penalty": "list_session_penalty",
+    "list_candidates": "list_candidates",
+    "session_weight": "session_weight",
+    "length_weight": "length_weight",
+    "length_saturation": "length_saturation",
+    "feedback_docs": "feedback_docs",
+    "feedback_terms": "feedback_terms",
+    "feedback_weight": "feedback_weight",
+    "query_variants": "query_variants",
+    "reply_weight": "reply_weight",
+    "category_members": "category_members",
+}
+
+
 async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Scores]:
     embedder = make_embedder(args.embedder)
-    if args.vector_weight is None:
-        args.vector_weight = default_config(embedder.space).vector_weight
+    # every knob not given on the command line takes the embedder's default
+    # (default_config: the knobs its cross-validation kept)
+    d = default_config(embedder.space)
+    for dest, field_name in _ARG_FIELDS.items():
+        if getattr(args, dest) is None:
+            value = getattr(d, field_name)
+            setattr(args, dest, value.value if dest == "fusion" else value)
     config = RetrievalConfig(
         fusion=FusionMethod(args.fusion),
-        rrf_k=args.rrf_k,
-        vector_weight=args.vector_weight,
-        lexical_weight=args.lexical_weight,
-        candidates=args.candidates,
-        speaker_weight=args.speaker_weight,
-        context_window=args.window,
-        context_self_weight=args.self_weight,
-        date_weight=args.date_weight,
-        date_grace_days=args.date_grace,
-        date_half_life_days=args.date_half_life,
-        context_dates=args.context_dates,
-        session_penalty=args.session_penalty,
-        diversity_reach=args.diversity_reach,
-        list_session_penalty=args.list_session_penalty,
-        list_candidates=args.list_candidates,
-        session_weight=args.session_weight,
-        length_weight=args.length_weight,
-        length_saturation=args.length_saturation,
-        feedback_docs=args.feedback_docs,
-        feedback_terms=args.feedback_terms,
-        feedback_weight=args.feedback_weight,
-        query_variants=args.query_variants,
-        reply_weight=args.reply_weight,
-        category_members=args.category_members,
+        **{f: getattr(args, dest) for dest, f in _ARG_FIELDS.items() if dest != "fusion"},
     )
     plain = RetrievalConfig(
         context_window=0,
@@ -658,50 +670,50 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     p.add_argument("--modes", default="bm25-ref,bm25,lexical,vector,hybrid")
     p.add_argument("--embedder", choices=("hashing", "semantic", "minilm"), default="hashing")
-    d = RetrievalConfig()
-    p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=d.fusion.value)
-    p.add_argument("--rrf-k", type=float, default=d.rrf_k)
-    p.add_argument("--lexical-weight", type=float, default=d.lexical_weight)
+    # knob defaults: None = the embedder's default_config (printed with the run)
+    p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=None)
+    p.add_argument("--rrf-k", type=float, default=None)
+    p.add_argument("--lexical-weight", type=float, default=None)
     p.add_argument(
         "--vector-weight",
         type=float,
         default=None,
         help="default: the embedder's (default_config: 0.2 for hashing, 0.4 otherwise)",
     )
-    p.add_argument("--candidates", type=int, default=d.candidates)
-    p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
-    p.add_argument("--window", type=int, default=d.context_window)
-    p.add_argument("--self-weight", type=int, default=d.context_self_weight)
-    p.add_argument("--session-penalty", type=float, default=d.session_penalty)
-    p.add_argument("--diversity-reach", type=int, default=d.diversity_reach)
-    p.add_argument("--list-session-penalty", type=float, default=d.list_session_penalty)
-    p.add_argument("--list-candidates", type=int, default=d.list_candidates)
-    p.add_argument("--session-weight", type=float, default=d.session_weight)
-    p.add_argument("--reply-weight", type=float, default=d.reply_weight)
-    p.add_argument("--length-weight", type=float, default=d.length_weight)
-    p.add_argument("--length-saturation", type=int, default=d.length_saturation)
-    p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)
-    p.add_argument("--feedback-docs", type=int, default=d.feedback_docs)
-    p.add_argument("--feedback-terms", type=int, default=d.feedback_terms)
-    p.add_argument("--date-weight", type=float, default=d.date_weight)
-    p.add_argument("--date-grace", type=float, default=d.date_grace_days)
-    p.add_argument("--date-half-life", type=float, default=d.date_half_life_days)
+    p.add_argument("--candidates", type=int, default=None)
+    p.add_argument("--speaker-weight", type=float, default=None)
+    p.add_argument("--window", type=int, default=None)
+    p.add_argument("--self-weight", type=int, default=None)
+    p.add_argument("--session-penalty", type=float, default=None)
+    p.add_argument("--diversity-reach", type=int, default=None)
+    p.add_argument("--list-session-penalty", type=float, default=None)
+    p.add_argument("--list-candidates", type=int, default=None)
+    p.add_argument("--session-weight", type=float, default=None)
+    p.add_argument("--reply-weight", type=float, default=None)
+    p.add_argument("--length-weight", type=float, default=None)
+    p.add_argument("--length-saturation", type=int, default=None)
+    p.add_argument("--feedback-weight", type=float, default=None)
+    p.add_argument("--feedback-docs", type=int, default=None)
+    p.add_argument("--feedback-terms", type=int, default=None)
+    p.add_argument("--date-weight", type=float, default=None)
+    p.add_argument("--date-grace", type=float, default=None)
+    p.add_argument("--date-half-life", type=float, default=None)
     p.add_argument(
         "--context-dates",
         action=argparse.BooleanOptionalAction,
-        default=d.context_dates,
+        default=None,
         help="index each turn's month and year in its context",
     )
     p.add_argument(
         "--query-variants",
         action=argparse.BooleanOptionalAction,
-        default=d.query_variants,
+        default=None,
         help="add irregular verb forms and chat-register words to the keyword query",
     )
     p.add_argument(
         "--category-members",
         action=argparse.BooleanOptionalAction,
-        default=d.category_members,
+        default=None,
         help="add the members of the categories a list question names to its keyword query",
     )
     p.add_argument(

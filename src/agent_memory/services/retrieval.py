@@ -67,13 +67,11 @@ def default_config(space: EmbeddingSpace) -> RetrievalConfig:
     in at least 4 of 5 held-back conversations and on average (docs/retrieval.md):
     for the hashing embedder, whose vectors only break ties, `RetrievalConfig()`
     with the smaller `HASHING_VECTOR_WEIGHT`; for a semantic embedder (MiniLM),
-    vector weight 0.4, the reply prior (`SEMANTIC_REPLY_WEIGHT`) on, and the
-    length prior and the list-question session penalty off."""
+    vector weight 0.4, the reply prior (`SEMANTIC_REPLY_WEIGHT`) on and the
+    list-question session penalty off."""
     if space.model.startswith(_HASHING_MODEL):
         return RetrievalConfig(vector_weight=HASHING_VECTOR_WEIGHT)
-    return RetrievalConfig(
-        reply_weight=SEMANTIC_REPLY_WEIGHT, length_weight=0.0, list_session_penalty=0.0
-    )
+    return RetrievalConfig(reply_weight=SEMANTIC_REPLY_WEIGHT, list_session_penalty=0.0)
 
 
 @frozen

@@ -240,36 +240,48 @@ def make_embedder(name: str) -> Embedder:
     return HashingEmbedder(256)
 
 
+#: command-line option (argparse dest) -> RetrievalConfig field
+_ARG_FIELDS = {
+    "fusion": "fusion",
+    "rrf_k": "rrf_k",
+    "vector_weight": "vector_weight",
+    "lexical_weight": "lexical_weight",
+    "candidates": "candidates",
+    "speaker_weight": "speaker_weight",
+    "window": "context_window",
+    "self_weight": "context_self_weight",
+    "date_weight": "date_weight",
+    "date_grace": "date_grace_days",
+    "date_half_life": "date_half_life_days",
+    "context_dates": "context_dates",
+    "session_penalty": "session_penalty",
+    "diversity_reach": "diversity_reach",
+    "list_session_penalty": "list_session_penalty",
+    "list_candidates": "list_candidates",
+    "session_weight": "session_weight",
+    "length_weight": "length_weight",
+    "length_saturation": "length_saturation",
+    "feedback_docs": "feedback_docs",
+    "feedback_terms": "feedback_terms",
+    "feedback_weight": "feedback_weight",
+    "query_variants": "query_variants",
+    "reply_weight": "reply_weight",
+    "category_members": "category_members",
+}
+
+
 async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Scores]:
     embedder = make_embedder(args.embedder)
-    if args.vector_weight is None:
-        args.vector_weight = default_config(embedder.space).vector_weight
+    # every knob not given on the command line takes the embedder's default
+    # (default_config: the knobs its cross-validation kept)
+    d = default_config(embedder.space)
+    for dest, field_name in _ARG_FIELDS.items():
+        if getattr(args, dest) is None:
+            value = getattr(d, field_name)
+            setattr(args, dest, value.value if dest == "fusion" else value)
     config = RetrievalConfig(
         fusion=FusionMethod(args.fusion),
-        rrf_k=args.rrf_k,
-        vector_weight=args.vector_weight,
-        lexical_weight=args.lexical_weight,
-        candidates=args.candidates,
-        speaker_weight=args.speaker_weight,
-        context_window=args.window,
-        context_self_weight=args.self_weight,
-        date_weight=args.date_weight,
-        date_grace_days=args.date_grace,
-        date_half_life_days=args.date_half_life,
-        context_dates=args.context_dates,
-        session_penalty=args.session_penalty,
-        diversity_reach=args.diversity_reach,
-        list_session_penalty=args.list_session_penalty,
-        list_candidates=args.list_candidates,
-        session_weight=args.session_weight,
-        length_weight=args.length_weight,
-        length_saturation=args.length_saturation,
-        feedback_docs=args.feedback_docs,
-        feedback_terms=args.feedback_terms,
-        feedback_weight=args.feedback_weight,
-        query_variants=args.query_variants,
-        reply_weight=args.reply_weight,
-        category_members=args.category_members,
+        **{f: getattr(args, dest) for dest, f in _ARG_FIELDS.items() if dest != "fusion"},
     )
     plain = RetrievalConfig(
         context_window=0,
@@ -401,7 +413,7 @@ class Knob:
 
 
 # Each knob's gain is "on minus off" with every other knob at its default.
-KNOBS = (
+_RULE_KNOBS = (
     Knob("speaker bonus", {"speaker_weight": 0.4}, {"speaker_weight": 0.0}),
     Knob(
         "dates (month and year in context + date bonus)",
@@ -423,11 +435,34 @@ KNOBS = (
     Knob("reply prior", {"reply_weight": 0.05}, {"reply_weight": 0.0}),
     Knob("query variants", {"query_variants": True}, {"query_variants": False}),
     Knob("category members", {"category_members": True}, {"category_members": False}),
-    Knob("hashing vectors 0.2", {"vector_weight": 0.2}, {"vector_weight": 0.0}),
-    Knob("MiniLM, vector weight 0.3", {"vector_weight": 0.3}, {}, on_index="minilm"),
-    Knob("MiniLM, vector weight 0.4", {"vector_weight": 0.4}, {}, on_index="minilm"),
-    Knob("MiniLM, vector weight 0.5", {"vector_weight": 0.5}, {}, on_index="minilm"),
 )
+
+
+def knobs(base: str) -> tuple[Knob, ...]:
+    """The knobs judged with `base` ("hashing" or "minilm") as the default
+    embedder: the rules, the base embedder's vectors at their weight, and the
+    other embedder instead (the "other" index; `Knob.other`)."""
+    if base == "hashing":
+        return (
+            *_RULE_KNOBS,
+            Knob("hashing vectors 0.2", {"vector_weight": 0.2}, {"vector_weight": 0.0}),
+            Knob("MiniLM instead of hashing, vector weight 0.3", {"vector_weight": 0.3}, {},
+                 on_index="other"),
+            Knob("MiniLM instead of hashing, vector weight 0.4", {"vector_weight": 0.4}, {},
+                 on_index="other"),
+            Knob("MiniLM instead of hashing, vector weight 0.5", {"vector_weight": 0.5}, {},
+                 on_index="other"),
+        )  # fmt: skip
+    return (
+        *_RULE_KNOBS,
+        Knob("MiniLM vectors 0.4", {"vector_weight": 0.4}, {"vector_weight": 0.0}),
+        Knob("MiniLM vector weight 0.3 instead of 0.4", {"vector_weight": 0.3},
+             {"vector_weight": 0.4}),
+        Knob("MiniLM vector weight 0.5 instead of 0.4", {"vector_weight": 0.5},
+             {"vector_weight": 0.4}),
+        Knob("MiniLM instead of hashing (vector weight 0.2)", {}, {"vector_weight": 0.2},
+             off_index="other"),
+    )  # fmt: skip
 
 
 class _CachedEmbedder:
@@ -467,8 +502,8 @@ def _setting(index: str | None, overrides: dict[str, Any], default: RetrievalCon
 
 
 def _default_is_on(knob: Knob, default: RetrievalConfig) -> bool:
-    if knob.on_index == "minilm":
-        return False  # the embedder is the benchmark's, hashing unless --embedder minilm
+    if knob.on_index == "other":
+        return False  # the other embedder is never the default
     return all(getattr(default, k) == v for k, v in knob.on.items())
 
 
@@ -478,13 +513,22 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
     the mean, min and the folds it helps; then the estimate of choosing every
     knob (and the embedder) on the other conversations and scoring the
     held-back one. Each conversation is indexed once per index kind."""
-    from agent_memory.adapters.memory.embedder import HashingEmbedder
-
-    embedders: dict[str, Any] = {"hashing": _CachedEmbedder(HashingEmbedder(256))}
-    default = default_config(embedders["hashing"].space)
+    base_name = args.cv_embedder
+    other_name = "hashing" if base_name == "minilm" else "minilm"
+    embedders: dict[str, Any] = {"base": _CachedEmbedder(make_embedder(base_name))}
+    default = default_config(embedders["base"].space)
     samples = data[: args.limit or None]
-    if any(k.on_index == "minilm" for k in KNOBS) and not args.no_minilm:
-        embedders["minilm"] = _CachedEmbedder(make_embedder("minilm"))
+    if not (other_name == "minilm" and args.no_minilm):
+        embedders["other"] = _CachedEmbedder(make_embedder(other_name))
+    other_weight = (
+        default_config(embedders["other"].space).vector_weight if ("other" in embedders) else 0.0
+    )
+    print(
+        f"# default embedder {base_name}; the other one, {other_name}, at vector weight "
+        f"{other_weight}",
+        file=sys.stderr,
+    )
+    KNOBS = knobs(base_name)
     stores = {
         name: await open_stores("memory://", space=e.space, settings=Settings())
         for name, e in embedders.items()
@@ -502,9 +546,9 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             qs = list(questions(sample, set(dia.values())))
             convs.append((owner, turns, qs, asked))
             for index, embedder_name, extra in (
-                ("default", "hashing", {}),
-                ("nodates", "hashing", {"context_dates": False}),
-                ("minilm", "minilm", {}),
+                ("default", "base", {}),
+                ("nodates", "base", {"context_dates": False}),
+                ("other", "other", {}),
             ):
                 if embedder_name not in embedders:
                     continue
@@ -517,7 +561,7 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
 
         async def run_setting(setting: Setting, only: Sequence[int] | None = None) -> None:
             index, changed = setting
-            embedder_name = "minilm" if index == "minilm" else "hashing"
+            embedder_name = "other" if index == "other" else "base"
             cfg = attrs.evolve(default, **dict(changed))
             retriever = HybridRetriever(stores[embedder_name].store, embedders[embedder_name], cfg)
             rows = scores.setdefault(setting, [[] for _ in convs])
@@ -545,7 +589,7 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
         await run_setting(base)
         pairs: list[tuple[Knob, Setting, Setting]] = []
         for knob in KNOBS:
-            if knob.on_index == "minilm" and "minilm" not in embedders:
+            if "other" in (knob.on_index, knob.off_index) and "other" not in embedders:
                 continue
             on = _setting(knob.on_index, knob.on, default)
             off = _setting(knob.off_index, knob.off, default)
@@ -558,8 +602,8 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
         ids = [c[0].removeprefix("locomo-") for c in convs]
         print(
             f"Leave-one-conversation-out, R@10 (turns) over categories 1-4, memory://, "
-            f"{n} folds; gain = R@10 with the knob on minus off on the held-back "
-            "conversation, every other knob at its default"
+            f"default embedder {base_name}, {n} folds; gain = R@10 with the knob on minus "
+            "off on the held-back conversation, every other knob at its default"
         )
         print("| knob | default | " + " | ".join(ids) + " | mean | min | helps |")
         print("| --- | --- | " + " | ".join("---" for _ in ids) + " | --- | --- | --- |")
@@ -586,17 +630,20 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             overrides: dict[str, Any] = {}
             embedder: tuple[float, dict[str, Any]] | None = None
             for knob, on, off in pairs:
-                if knob.on_index == "minilm":
-                    # the embedder: hashing or MiniLM at the weight that did best
-                    if pooled(on, train) > max(pooled(off, train), (embedder or (0.0, {}))[0]):
-                        embedder = (pooled(on, train), knob.on)
+                if "other" in (knob.on_index, knob.off_index):
+                    # the embedder: the other one at the weight that did best, if it
+                    # beats the base one
+                    theirs, ours = (on, off) if knob.on_index == "other" else (off, on)
+                    mine = knob.on if knob.on_index == "other" else knob.off
+                    if pooled(theirs, train) > max(pooled(ours, train), (embedder or (0.0, {}))[0]):
+                        embedder = (pooled(theirs, train), mine)
                     continue
                 better = pooled(on, train) > pooled(off, train)
                 overrides.update(knob.on if better else knob.off)
             index: str | None = None
             if embedder is not None:
-                # the MiniLM index holds the dates in the context
-                index = "minilm"
+                # the other embedder's index holds the dates in the context
+                index = "other"
                 overrides.update(embedder[1], context_dates=True)
             chosen = _setting(index, overrides, default)
             await run_setting(chosen, only=[held])
@@ -623,50 +670,50 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     p.add_argument("--modes", default="bm25-ref,bm25,lexical,vector,hybrid")
     p.add_argument("--embedder", choices=("hashing", "semantic", "minilm"), default="hashing")
-    d = RetrievalConfig()
-    p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=d.fusion.value)
-    p.add_argument("--rrf-k", type=float, default=d.rrf_k)
-    p.add_argument("--lexical-weight", type=float, default=d.lexical_weight)
+    # knob defaults: None = the embedder's default_config (printed with the run)
+    p.add_argument("--fusion", choices=[f.value for f in FusionMethod], default=None)
+    p.add_argument("--rrf-k", type=float, default=None)
+    p.add_argument("--lexical-weight", type=float, default=None)
     p.add_argument(
         "--vector-weight",
         type=float,
         default=None,
         help="default: the embedder's (default_config: 0.2 for hashing, 0.4 otherwise)",
     )
-    p.add_argument("--candidates", type=int, default=d.candidates)
-    p.add_argument("--speaker-weight", type=float, default=d.speaker_weight)
-    p.add_argument("--window", type=int, default=d.context_window)
-    p.add_argument("--self-weight", type=int, default=d.context_self_weight)
-    p.add_argument("--session-penalty", type=float, default=d.session_penalty)
-    p.add_argument("--diversity-reach", type=int, default=d.diversity_reach)
-    p.add_argument("--list-session-penalty", type=float, default=d.list_session_penalty)
-    p.add_argument("--list-candidates", type=int, default=d.list_candidates)
-    p.add_argument("--session-weight", type=float, default=d.session_weight)
-    p.add_argument("--reply-weight", type=float, default=d.reply_weight)
-    p.add_argument("--length-weight", type=float, default=d.length_weight)
-    p.add_argument("--length-saturation", type=int, default=d.length_saturation)
-    p.add_argument("--feedback-weight", type=float, default=d.feedback_weight)
-    p.add_argument("--feedback-docs", type=int, default=d.feedback_docs)
-    p.add_argument("--feedback-terms", type=int, default=d.feedback_terms)
-    p.add_argument("--date-weight", type=float, default=d.date_weight)
-    p.add_argument("--date-grace", type=float, default=d.date_grace_days)
-    p.add_argument("--date-half-life", type=float, default=d.date_half_life_days)
+    p.add_argument("--candidates", type=int, default=None)
+    p.add_argument("--speaker-weight", type=float, default=None)
+    p.add_argument("--window", type=int, default=None)
+    p.add_argument("--self-weight", type=int, default=None)
+    p.add_argument("--session-penalty", type=float, default=None)
+    p.add_argument("--diversity-reach", type=int, default=None)
+    p.add_argument("--list-session-penalty", type=float, default=None)
+    p.add_argument("--list-candidates", type=int, default=None)
+    p.add_argument("--session-weight", type=float, default=None)
+    p.add_argument("--reply-weight", type=float, default=None)
+    p.add_argument("--length-weight", type=float, default=None)
+    p.add_argument("--length-saturation", type=int, default=None)
+    p.add_argument("--feedback-weight", type=float, default=None)
+    p.add_argument("--feedback-docs", type=int, default=None)
+    p.add_argument("--feedback-terms", type=int, default=None)
+    p.add_argument("--date-weight", type=float, default=None)
+    p.add_argument("--date-grace", type=float, default=None)
+    p.add_argument("--date-half-life", type=float, default=None)
     p.add_argument(
         "--context-dates",
         action=argparse.BooleanOptionalAction,
-        default=d.context_dates,
+        default=None,
         help="index each turn's month and year in its context",
     )
     p.add_argument(
         "--query-variants",
         action=argparse.BooleanOptionalAction,
-        default=d.query_variants,
+        default=None,
         help="add irregular verb forms and chat-register words to the keyword query",
     )
     p.add_argument(
         "--category-members",
         action=argparse.BooleanOptionalAction,
-        default=d.category_members,
+        default=None,
         help="add the members of the categories a list question names to its keyword query",
     )
     p.add_argument(
@@ -681,12 +728,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="leave-one-conversation-out: each knob's gain per held-back conversation "
         "(memory:// only)",
     )
+    p.add_argument(
+        "--cv-embedder",
+        choices=("hashing", "minilm"),
+        default=None,
+        help="--cv: the default embedder the knobs are judged with (default: minilm when "
+        "its wheel is installed, as connect() chooses)",
+    )
     p.add_argument("--no-minilm", action="store_true", help="--cv without the MiniLM runs")
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
     data = json.loads(Path(args.data).read_text())
     if args.cv:
+        if args.cv_embedder is None:
+            from agent_memory.bootstrap.connect import minilm_installed
+
+            installed = minilm_installed() and not args.no_minilm
+            args.cv_embedder = "minilm" if installed else "hashing"
         asyncio.run(cross_validate(args, data))
         return
     stop: Callable[[], None] | None = None

@@ -44,6 +44,22 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 TESTS = Path(__file__).resolve().parent
 
+# The suite embeds with the hashing embedder: MiniLM, the default embedder when its
+# wheel is installed, costs milliseconds a text. The variable reaches the CLI and
+# server processes tests start with this environment; `minilm_installed` below
+# covers `Settings()` built in code. Tests of the default choice undo both
+# (marker `default_embedder`, tests/retrieval/test_default_embedder.py).
+os.environ.setdefault("AGENT_MEMORY_EMBEDDER", "hashing")
+
+
+@pytest.fixture(autouse=True)
+def _hashing_embedder(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("default_embedder") is None:
+        import importlib
+
+        connect_module = importlib.import_module("agent_memory.bootstrap.connect")
+        monkeypatch.setattr(connect_module, "minilm_installed", lambda: False)
+
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """A directory in `background.DELEGATED` runs as a background job

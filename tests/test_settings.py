@@ -95,6 +95,7 @@ _BAD = {
     "fraction": ["-0.1", "1.5", "nan", "abc"],
     "url": ["not-a-url", "   "],
     "text": ["   "],
+    "embedder": ["bert", "hash ing"],
 }
 
 

@@ -369,11 +369,29 @@ async def test_the_session_prior_brings_the_best_matchs_session_forward(
 
 
 def test_the_default_config_follows_the_embedder_space() -> None:
-    """The hashing embedder's vectors only break ties: a smaller vector weight
-    than a semantic space's, which keeps `RetrievalConfig()`'s."""
+    """The knobs each embedder's cross-validation keeps (docs/retrieval.md): the
+    hashing embedder's vectors only break ties (a smaller vector weight); with a
+    semantic space (MiniLM) the reply prior passes the fold rule and the
+    list-question session penalty does not."""
     from agent_memory.adapters._common.minilm import MINILM_SPACE
-    from agent_memory.services.retrieval import HASHING_VECTOR_WEIGHT, default_config
+    from agent_memory.services.retrieval import (
+        HASHING_VECTOR_WEIGHT,
+        SEMANTIC_REPLY_WEIGHT,
+        default_config,
+    )
 
-    assert default_config(EMBEDDER.space).vector_weight == HASHING_VECTOR_WEIGHT
-    assert default_config(MINILM_SPACE) == RetrievalConfig()
+    hashing = default_config(EMBEDDER.space)
+    assert hashing == RetrievalConfig(vector_weight=HASHING_VECTOR_WEIGHT)
+    assert (hashing.reply_weight, hashing.length_weight, hashing.list_session_penalty) == (
+        0.0,
+        0.3,
+        0.1,
+    )
+    semantic = default_config(MINILM_SPACE)
+    assert semantic.vector_weight == RetrievalConfig().vector_weight
+    assert (semantic.reply_weight, semantic.length_weight, semantic.list_session_penalty) == (
+        SEMANTIC_REPLY_WEIGHT,
+        0.3,
+        0.0,
+    )
     assert 0 < HASHING_VECTOR_WEIGHT < RetrievalConfig().vector_weight

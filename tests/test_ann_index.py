@@ -160,10 +160,10 @@ def test_without_faiss_the_search_is_exact(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_settings_fill_the_defaults_and_take_every_option() -> None:
-    assert AnnSettings.of(None) == AnnSettings(100_000, 16, 100, 128)
+    assert AnnSettings.of(None) == AnnSettings(100_000, 16, 40, 200)
     options = IndexOptions(m=8, ef_construction=50, ef_search=300, exact_threshold=0)
     assert AnnSettings.of(options) == AnnSettings(0, 8, 50, 300)
-    assert AnnSettings.of(IndexOptions(ef_search=7)) == AnnSettings(100_000, 16, 100, 7)
+    assert AnnSettings.of(IndexOptions(ef_search=7)) == AnnSettings(100_000, 16, 40, 7)
 
 
 @pytest.mark.parametrize("scheme", ["memory", "sqlite"])
@@ -178,7 +178,7 @@ async def test_url_and_settings_options_round_trip(
         store = memory.store
         assert store._ann == AnnSettings(0, 8, 40, 77)  # type: ignore[attr-defined]
     async with await connect(base, embedder=HashingEmbedder(dimension=DIM)) as memory:
-        assert memory.store._ann == AnnSettings(5, 16, 100, 77)  # type: ignore[attr-defined]
+        assert memory.store._ann == AnnSettings(5, 16, 40, 77)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -52,8 +52,8 @@ _log = logging.getLogger(__name__)
 # Defaults of memory:// and SQLite (docs/scale.md has the measurements).
 DEFAULT_EXACT_THRESHOLD: Final = 100_000
 DEFAULT_M: Final = 16
-DEFAULT_EF_CONSTRUCTION: Final = 100
-DEFAULT_EF_SEARCH: Final = 128
+DEFAULT_EF_CONSTRUCTION: Final = 40
+DEFAULT_EF_SEARCH: Final = 200
 
 ANN_MISSING: Final = (
     "owners past the exact-search threshold are searched exactly: the approximate "

@@ -92,8 +92,9 @@ _SCHEMES = {
 # the coordination URL).
 _STORE_ONLY = frozenset({"qdrant", "milvus"})
 
-# Backends with an approximate vector index (their `open_stores` takes `index`).
-_INDEXED = frozenset({"redis", "postgres", "qdrant"})
+# Backends with an approximate vector index (their `open_stores` takes `index`);
+# memory and SQLite use theirs past the exact-search threshold (docs/scale.md).
+_INDEXED = frozenset({"redis", "postgres", "qdrant", "memory", "sqlite"})
 
 
 def _index_options(settings: Settings) -> Any:

@@ -217,7 +217,8 @@ class Settings:
         "HNSW_M",
         None,
         "int",
-        "HNSW graph degree M for new vector indexes (redis, postgres, qdrant; URL: hnsw_m)",
+        "HNSW graph degree M for new vector indexes (redis, postgres, qdrant, memory and sqlite"
+        " past the threshold; URL: hnsw_m)",
     )
     hnsw_ef_construction: int | None = _setting(
         "HNSW_EF_CONSTRUCTION",

@@ -123,7 +123,9 @@ class ExactIndex:
     ) -> list[tuple[int, float]]:
         """(row position, cosine score) of the best `limit` rows — score
         descending, then id ascending — among `positions` (all rows if None),
-        keeping only scores >= `min_score` when given."""
+        keeping only scores >= `min_score` when given. Positions are scored
+        the same way wherever they come from (a filter, an approximate index's
+        candidates): the order is exact over them."""
         n = self._n
         candidates = np.arange(n) if positions is None else np.asarray(positions, dtype=np.intp)
         if candidates.shape[0] == 0:
@@ -134,9 +136,14 @@ class ExactIndex:
             exact = np.zeros(candidates.shape[0], dtype=_F32)
         else:
             q64 /= norm
-            approx = self._rows[:n] @ q64.astype(_F32)  # BLAS: may round by position
-            if positions is not None:
-                approx = approx[candidates]
+            q32 = q64.astype(_F32)
+            if positions is not None and 8 * candidates.shape[0] < n:
+                # A few candidates (an approximate index's): score only those rows.
+                approx = self._rows[candidates] @ q32
+            else:
+                approx = self._rows[:n] @ q32  # BLAS: may round by position
+                if positions is not None:
+                    approx = approx[candidates]
             margin = _F32(4.0 * self._dimension * 2.0**-24 + 1e-6)
             if min_score is not None:
                 chosen = np.flatnonzero(approx >= _F32(min_score) - margin)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.adapters._common.ann import AnnIndex, AnnSettings
+from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
     check_filters,
@@ -36,21 +38,21 @@ from agent_memory.domain.validation import (
     require_id,
     require_scope,
 )
-from agent_memory.domain.vector_index import ExactIndex
 
 __all__ = ["InMemoryMemoryStore", "MemoryBackend"]
 
 
 class _OwnerIndex:
     """One owner's records plus their vectors as an incrementally kept
-    `ExactIndex` (built on the first search, then updated by every write), and
+    `AnnIndex` (exact rows, plus an HNSW graph past the exact-search threshold;
+    built on the first search, then updated by every write), and
     for keyword search their term counts (content + indexing context) with a
     postings map term -> ids and the summed length (built on the first keyword
     search, then updated by every write)."""
 
     def __init__(self) -> None:
         self.records: dict[str, MemoryRecord] = {}
-        self._vectors: ExactIndex | None = None
+        self._vectors: AnnIndex | None = None
         self._terms: dict[str, tuple[Counter[str], int]] = {}
         self._postings: dict[str, dict[str, int]] | None = None
         self._lengths: dict[str, int] = {}
@@ -106,13 +108,15 @@ class _OwnerIndex:
                 self._index(record_id)
         return self._postings, self._lengths, self._total_length
 
-    def vectors(self, dimension: int) -> ExactIndex:
+    def vectors(self, dimension: int, settings: AnnSettings) -> AnnIndex:
         if self._vectors is None:
-            index = ExactIndex(dimension)
+            index = AnnIndex(dimension, settings)
             if self.records:
                 ids = list(self.records)
                 index.add(ids, np.stack([self.records[i].vector for i in ids]))
             self._vectors = index
+        # Handles sharing a backend may differ in settings: each search uses its own.
+        self._vectors.settings = settings
         return self._vectors
 
     def terms(self, record_id: str) -> tuple[Counter[str], int]:
@@ -142,10 +146,22 @@ def _matches(record: MemoryRecord, namespace: str | None, kinds: list[str] | Non
 
 class InMemoryMemoryStore:
     """`MemoryStore` in process. Safe under concurrent asyncio tasks: every
-    operation runs without awaiting between its reads and writes."""
+    operation runs without awaiting between its reads and writes.
 
-    def __init__(self, space: EmbeddingSpace, backend: MemoryBackend | None = None) -> None:
+    `index` sets the vector search (docs/scale.md): an owner with at most
+    `exact_threshold` records (default 100,000) is searched exactly, a larger
+    one through an HNSW graph (`hnsw_m`, `hnsw_ef_construction`,
+    `hnsw_ef_search`; extra `ann`) whose candidates are re-scored exactly."""
+
+    def __init__(
+        self,
+        space: EmbeddingSpace,
+        backend: MemoryBackend | None = None,
+        *,
+        index: IndexOptions | None = None,
+    ) -> None:
         self._space = space
+        self._ann = AnnSettings.of(index)
         self._backend = backend if backend is not None else MemoryBackend()
         self._life = Lifecycle("memory store")
 
@@ -225,7 +241,7 @@ class InMemoryMemoryStore:
         index = self._owners().get(owner)
         if index is None:
             return []
-        vectors = index.vectors(self._space.dimension)
+        vectors = index.vectors(self._space.dimension, self._ann)
         positions = None
         if namespace is not None or wanted is not None:
             ids = vectors.ids

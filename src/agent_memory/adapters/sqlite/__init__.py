@@ -12,6 +12,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from attrs import frozen
 
+from agent_memory.adapters._common.index_options import (
+    INDEX_PARAMETERS,
+    IndexOptions,
+    parse_index_options,
+)
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, Synchronous
 from agent_memory.adapters.sqlite.audit import SqliteAuditLog
 from agent_memory.adapters.sqlite.cache import SqliteCache
@@ -69,11 +74,12 @@ def open_sqlite(
     clock: Clock | None = None,
     busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
     synchronous: Synchronous = "NORMAL",
+    index: IndexOptions | None = None,
 ) -> SqliteStores:
     """All four ports on the file at `path`. Nothing is opened until first use."""
     bt, sync = busy_timeout, synchronous
     return SqliteStores(
-        store=SqliteMemoryStore(path, space, busy_timeout=bt, synchronous=sync),
+        store=SqliteMemoryStore(path, space, busy_timeout=bt, synchronous=sync, index=index),
         events=SqliteEventLog(
             path, retention=retention, clock=clock, busy_timeout=bt, synchronous=sync
         ),
@@ -114,7 +120,7 @@ def path_from_url(url: str) -> tuple[str, dict[str, str]]:
             path[1:],
         )
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
-    unknown = sorted(set(options) - {"busy_timeout", "synchronous"})
+    unknown = sorted(set(options) - {"busy_timeout", "synchronous", *INDEX_PARAMETERS})
     if unknown:
         raise ConfigurationError(f"unknown SQLite URL options {unknown} in {url!r}")
     return path, options
@@ -127,10 +133,16 @@ async def open_stores(
     retention: timedelta = DEFAULT_RETENTION,
     deployment: str = "default",
     clock: Clock | None = None,
+    index: IndexOptions | None = None,
 ) -> dict[str, Any]:
     """The bootstrap hook for `sqlite:///path` URLs (options: `busy_timeout` in
-    seconds, `synchronous=NORMAL|FULL`). One file holds one deployment."""
+    seconds, `synchronous=NORMAL|FULL`, and the index parameters `exact_threshold`,
+    `hnsw_m`, `hnsw_ef_construction`, `hnsw_ef_search` of docs/scale.md, which take
+    precedence over `index`, the settings'). One file holds one deployment."""
     path, options = path_from_url(url)
+    index = parse_index_options({k: v for k, v in options.items() if k in INDEX_PARAMETERS}).merged(
+        index
+    )
     path = os.path.abspath(path)  # noqa: ASYNC240 - no I/O; a relative path is fixed now
     try:
         busy_timeout = float(options.get("busy_timeout", DEFAULT_BUSY_TIMEOUT))
@@ -146,6 +158,7 @@ async def open_stores(
         clock=clock,
         busy_timeout=busy_timeout,
         synchronous=cast(Synchronous, synchronous),
+        index=index,
     )
     return {
         "store": stores.store,

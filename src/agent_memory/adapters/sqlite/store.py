@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from agent_memory.adapters._common.ann import AnnIndex, AnnSettings
+from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
     check_filters,
     check_list_args,
@@ -109,8 +111,10 @@ class SqliteMemoryStore(SqliteHandle):
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: Synchronous = "NORMAL",
         matrix_cache_owners: int = 64,
+        index: IndexOptions | None = None,
     ) -> None:
         self._space = check_space(space)
+        self._ann = AnnSettings.of(index)
         require_positive(matrix_cache_owners, "matrix_cache_owners")
         super().__init__(
             path, "sqlite memory store", busy_timeout=busy_timeout, synchronous=synchronous
@@ -216,7 +220,7 @@ class SqliteMemoryStore(SqliteHandle):
             f"SELECT pk, id, vector FROM {t.q(t.records)} WHERE owner = ?", (owner,)
         ).fetchall()
         dim = self._space.dimension
-        index = ExactIndex(dim)
+        index = AnnIndex(dim, self._ann)
         if rows:
             blob = b"".join(r[2] for r in rows)
             if len(blob) != len(rows) * dim * 4:
@@ -228,6 +232,10 @@ class SqliteMemoryStore(SqliteHandle):
                 np.frombuffer(blob, dtype="<f4").reshape(len(rows), dim),
                 np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
             )
+        if entry is not None and isinstance(entry.index, AnnIndex):
+            # Another handle or process wrote: keep the approximate graph, brought
+            # up to date row by row from the file (no rebuild, nothing stale).
+            index.adopt(entry.index)
         self._cache[owner] = _Cached(version, index)
         self._cache.move_to_end(owner)
         while len(self._cache) > self._cache_size:

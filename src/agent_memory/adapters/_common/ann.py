@@ -1,0 +1,253 @@
+"""Approximate search for the embedded backends (memory://, SQLite) past the
+exact-search threshold: an HNSW graph (faiss-cpu, extra `ann`) proposes
+candidates, `ExactIndex` re-scores them.
+
+`AnnIndex` is an `ExactIndex` (the rows stay the source of every score) plus a
+graph over the same rows. A search of an owner with at most `exact_threshold`
+records, or with the extra missing, is the exact search, unchanged. Above the
+threshold the graph is built on the first search (the cold search pays for it),
+then kept in step by every write: an add or update inserts the new row under a
+fresh graph label, an update or delete marks the old label dead. The graph's
+`max(ef_search, limit)` best labels, minus the dead ones, are handed to
+`ExactIndex.search` as the candidate positions, so the answer is the exact
+answer over those candidates: the same float64 scores, the same order (score
+descending, then id ascending), never a deleted record and always the current
+vector of an updated one. When dead labels outnumber the live ones the graph is
+dropped and rebuilt on the next search. A filtered search (namespace, kinds)
+whose matching records are at most the threshold is exact over them; otherwise
+the graph's candidates are filtered and, when fewer than `limit` remain, asked
+for again with four times as many, up to all of them.
+
+faiss is imported on the first search that needs the graph, never at import
+time. Not thread-safe, like `ExactIndex`: one owner's index is used by one
+thread at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from agent_memory.adapters._common.index_options import IndexOptions
+from agent_memory.domain.vector_index import ExactIndex
+
+__all__ = [
+    "ANN_MISSING",
+    "DEFAULT_EF_CONSTRUCTION",
+    "DEFAULT_EF_SEARCH",
+    "DEFAULT_EXACT_THRESHOLD",
+    "DEFAULT_M",
+    "AnnIndex",
+    "AnnSettings",
+    "ann_available",
+]
+
+_log = logging.getLogger(__name__)
+
+# Defaults of memory:// and SQLite (docs/scale.md has the measurements).
+DEFAULT_EXACT_THRESHOLD: Final = 100_000
+DEFAULT_M: Final = 16
+DEFAULT_EF_CONSTRUCTION: Final = 40
+DEFAULT_EF_SEARCH: Final = 200
+
+ANN_MISSING: Final = (
+    "owners past the exact-search threshold are searched exactly: the approximate "
+    "index needs the 'ann' extra (pip install 'agent-memory[ann]')"
+)
+
+_faiss: Any = None
+_checked = False
+
+
+def ann_available() -> bool:
+    """Whether faiss (the `ann` extra) can be imported; imported on first call."""
+    global _faiss, _checked
+    if not _checked:
+        _checked = True
+        try:
+            import faiss
+
+            _faiss = faiss
+        except ImportError:
+            _faiss = None
+            _log.warning(ANN_MISSING)
+    return _faiss is not None
+
+
+@attrs.frozen
+class AnnSettings:
+    """The embedded backends' index parameters, defaults filled in."""
+
+    exact_threshold: int = DEFAULT_EXACT_THRESHOLD
+    m: int = DEFAULT_M
+    ef_construction: int = DEFAULT_EF_CONSTRUCTION
+    ef_search: int = DEFAULT_EF_SEARCH
+
+    @classmethod
+    def of(cls, options: IndexOptions | None) -> AnnSettings:
+        """`options` (validated by `IndexOptions`), its unset fields at the defaults."""
+        return cls(**(options.kwargs() if options is not None else {}))
+
+
+class AnnIndex(ExactIndex):
+    """`ExactIndex` with an HNSW graph used above `settings.exact_threshold`."""
+
+    __slots__ = ("_dead", "_graph", "_label_of", "_labels", "settings")
+
+    def __init__(self, dimension: int, settings: AnnSettings | None = None) -> None:
+        super().__init__(dimension)
+        self.settings = settings if settings is not None else AnnSettings()
+        self._graph: Any = None
+        self._labels: list[str | None] = []  # graph label -> id (None: dead)
+        self._label_of: dict[str, int] = {}
+        self._dead = 0
+
+    @property
+    def graph_built(self) -> bool:
+        return self._graph is not None
+
+    def add(
+        self,
+        ids: Sequence[str],
+        vectors: npt.NDArray[np.float32],
+        tags: npt.NDArray[np.int64] | None = None,
+    ) -> None:
+        super().add(ids, vectors, tags)
+        if self._graph is not None:
+            self._insert(ids)
+
+    def update(self, id: str, vector: npt.NDArray[np.float32]) -> None:
+        super().update(id, vector)
+        if self._graph is not None:
+            self._insert([id])
+
+    def remove(self, ids: Sequence[str]) -> None:
+        super().remove(ids)
+        if self._graph is not None:
+            for id in ids:
+                self._kill(id)
+            self._maybe_drop()
+
+    def search(
+        self,
+        query: npt.NDArray[np.float32],
+        limit: int,
+        *,
+        min_score: float | None = None,
+        positions: npt.NDArray[np.intp] | None = None,
+    ) -> list[tuple[int, float]]:
+        threshold = self.settings.exact_threshold
+        if len(self) <= threshold or (positions is not None and len(positions) <= threshold):
+            return super().search(query, limit, min_score=min_score, positions=positions)
+        q64 = query.astype(np.float64)
+        norm = float(np.sqrt(q64 @ q64))
+        if norm == 0.0 or not ann_available():
+            return super().search(query, limit, min_score=min_score, positions=positions)
+        graph = self._built()
+        q = (q64 / norm).astype(np.float32).reshape(1, -1)
+        allowed: npt.NDArray[np.bool_] | None = None
+        if positions is not None:
+            allowed = np.zeros(len(self), dtype=bool)
+            allowed[positions] = True
+        total = int(graph.ntotal)
+        want = min(max(self.settings.ef_search, limit), total)
+        while True:
+            candidates = self._candidates(graph, q, want, allowed)
+            if len(candidates) >= limit or want >= total:
+                break
+            want = min(want * 4, total)
+        return super().search(query, limit, min_score=min_score, positions=candidates)
+
+    def adopt(self, old: AnnIndex) -> None:
+        """Take over `old`'s graph (this index was reloaded after another
+        process wrote): an id whose row is unchanged keeps its label, a new or
+        changed row is inserted afresh, an id no longer here dies. Cheaper than
+        a rebuild, and never stale: every row is compared."""
+        if old._graph is None or self._graph is not None:
+            return
+        self._graph, self._labels, self._label_of, self._dead = (
+            old._graph,
+            old._labels,
+            old._label_of,
+            old._dead,
+        )
+        old._graph, old._labels, old._label_of, old._dead = None, [], {}, 0
+        for id in [id for id in self._label_of if id not in self._pos]:
+            self._kill(id)
+        kept = [id for id in self.ids if id in self._label_of]
+        if kept:
+            before = old._rows[[old._pos[id] for id in kept]]
+            now = self._rows[[self._pos[id] for id in kept]]
+            same = np.all(before == now, axis=1)
+            changed = [id for id, ok in zip(kept, same.tolist(), strict=True) if not ok]
+        else:
+            changed = []
+        fresh = [id for id in self.ids if id not in self._label_of]
+        if changed or fresh:
+            self._insert(changed + fresh)
+        self._maybe_drop()
+
+    def _candidates(
+        self,
+        graph: Any,
+        q: npt.NDArray[np.float32],
+        want: int,
+        allowed: npt.NDArray[np.bool_] | None,
+    ) -> npt.NDArray[np.intp]:
+        params = _faiss.SearchParametersHNSW()
+        params.efSearch = max(self.settings.ef_search, want)
+        _, found = graph.search(q, want, params=params)
+        labels, pos = self._labels, self._pos
+        out: list[int] = []
+        for label in found[0].tolist():
+            if label < 0:
+                continue
+            id = labels[label]
+            if id is None:
+                continue
+            at = pos[id]
+            if allowed is None or allowed[at]:
+                out.append(at)
+        return np.asarray(out, dtype=np.intp)
+
+    def _built(self) -> Any:
+        if self._graph is None:
+            graph = _faiss.IndexHNSWFlat(
+                self._dimension, self.settings.m, _faiss.METRIC_INNER_PRODUCT
+            )
+            graph.hnsw.efConstruction = self.settings.ef_construction
+            graph.hnsw.efSearch = self.settings.ef_search
+            self._graph = graph
+            self._labels, self._label_of, self._dead = [], {}, 0
+            self._insert(self.ids)
+        return self._graph
+
+    def _insert(self, ids: Sequence[str]) -> None:
+        """Give `ids` (present, rows current) fresh labels; their old ones die."""
+        fresh = list(dict.fromkeys(ids))
+        for id in fresh:
+            self._kill(id)
+        start = len(self._labels)
+        rows = self._rows[[self._pos[id] for id in fresh]]
+        self._graph.add(np.ascontiguousarray(rows, dtype=np.float32))
+        for offset, id in enumerate(fresh):
+            self._label_of[id] = start + offset
+        self._labels.extend(fresh)
+        self._maybe_drop()
+
+    def _kill(self, id: str) -> None:
+        label = self._label_of.pop(id, None)
+        if label is not None:
+            self._labels[label] = None
+            self._dead += 1
+
+    def _maybe_drop(self) -> None:
+        """Drop the graph once dead labels outnumber live ones (rebuilt on demand)."""
+        if self._dead > max(len(self), 1_000):
+            self._graph = None
+            self._labels, self._label_of, self._dead = [], {}, 0

@@ -76,6 +76,8 @@ def test_doctor_reports_a_healthy_sqlite_file(tmp_path: Path) -> None:
     assert "result: healthy" in result.stdout
     assert "sqlite_version" in result.stdout
     assert "reachable" in result.stdout
+    # faiss (the 'ann' extra) is in the test extra: past the threshold, the graph
+    assert "exact up to 100,000 records per owner, then an HNSW graph" in result.stdout
 
 
 def test_doctor_creates_nothing(tmp_path: Path) -> None:

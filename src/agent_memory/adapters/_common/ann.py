@@ -79,6 +79,20 @@ def ann_available() -> bool:
     return _faiss is not None
 
 
+def describe_search(options: IndexOptions | None) -> str:
+    """What vector search an embedded store does, for `doctor` (finds the extra
+    without importing it)."""
+    import importlib.util
+
+    settings = AnnSettings.of(options)
+    if importlib.util.find_spec("faiss") is None:
+        return "exact at any size (the 'ann' extra is not installed)"
+    return (
+        f"exact up to {settings.exact_threshold:,} records per owner, then an HNSW graph "
+        f"(faiss; M {settings.m}, ef_search {settings.ef_search}) re-scored exactly"
+    )
+
+
 @attrs.frozen
 class AnnSettings:
     """The embedded backends' index parameters, defaults filled in."""

@@ -3,6 +3,7 @@
 from datetime import timedelta
 from typing import Any
 
+from agent_memory.adapters._common.ann import describe_search
 from agent_memory.adapters._common.index_options import IndexOptions, split_index_options
 from agent_memory.adapters.memory.audit import InMemoryAuditLog, MemoryAuditBackend
 from agent_memory.adapters.memory.cache import InMemoryCache, MemoryCacheBackend
@@ -69,5 +70,5 @@ async def open_stores(
         "leases": InMemoryLeaseStore(clock=clock, backend=lease_b),
         "cache": InMemoryCache(clock=clock, backend=cache_b),
         "audit": InMemoryAuditLog(backend=_SHARED_AUDIT.setdefault(key, MemoryAuditBackend())),
-        "details": {"backend": "memory", "shared_as": url},
+        "details": {"backend": "memory", "shared_as": url, "vector_search": describe_search(index)},
     }

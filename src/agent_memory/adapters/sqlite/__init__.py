@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from attrs import frozen
 
+from agent_memory.adapters._common.ann import describe_search
 from agent_memory.adapters._common.index_options import (
     INDEX_PARAMETERS,
     IndexOptions,
@@ -175,5 +176,6 @@ async def open_stores(
             "sqlite_version": sqlite3.sqlite_version,
             "schema_version": SCHEMA_VERSION,
             "synchronous": synchronous,
+            "vector_search": describe_search(index),
         },
     }

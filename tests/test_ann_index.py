@@ -159,8 +159,26 @@ def test_without_faiss_the_search_is_exact(monkeypatch: pytest.MonkeyPatch) -> N
 # -- settings ---------------------------------------------------------------------
 
 
+@given(rows=st.integers(0, 50_000_000), ef=st.integers(1, 1000))
+def test_the_default_ef_search_grows_with_the_owner_and_a_set_one_is_kept(
+    rows: int, ef: int
+) -> None:
+    auto = AnnSettings().ef_for(rows)
+    assert 200 <= auto <= 1000
+    assert auto == (200 if rows <= 200_000 else min(1000, -(-rows // 1000)))
+    assert AnnSettings().ef_for(rows + 1000) >= auto  # never shrinks as the owner grows
+    assert AnnSettings(ef_search=ef).ef_for(rows) == ef
+
+
+def test_the_default_ef_search_at_the_measured_sizes() -> None:
+    assert [AnnSettings().ef_for(n) for n in (0, 100_000, 200_000, 500_000, 1_000_000)] == [
+        200, 200, 200, 500, 1000
+    ]  # fmt: skip
+    assert AnnSettings().ef_for(5_000_000) == 1000
+
+
 def test_settings_fill_the_defaults_and_take_every_option() -> None:
-    assert AnnSettings.of(None) == AnnSettings(100_000, 16, 40, 200)
+    assert AnnSettings.of(None) == AnnSettings(100_000, 16, 40, None)
     options = IndexOptions(m=8, ef_construction=50, ef_search=300, exact_threshold=0)
     assert AnnSettings.of(options) == AnnSettings(0, 8, 50, 300)
     assert AnnSettings.of(IndexOptions(ef_search=7)) == AnnSettings(100_000, 16, 40, 7)

@@ -54,6 +54,7 @@ DEFAULT_EXACT_THRESHOLD: Final = 100_000
 DEFAULT_M: Final = 16
 DEFAULT_EF_CONSTRUCTION: Final = 40
 DEFAULT_EF_SEARCH: Final = 200
+MAX_AUTO_EF_SEARCH: Final = 1000
 
 ANN_MISSING: Final = (
     "owners past the exact-search threshold are searched exactly: the approximate "
@@ -87,9 +88,14 @@ def describe_search(options: IndexOptions | None) -> str:
     settings = AnnSettings.of(options)
     if importlib.util.find_spec("faiss") is None:
         return "exact at any size (the 'ann' extra is not installed)"
+    ef = (
+        f"ef_search {settings.ef_search}"
+        if settings.ef_search is not None
+        else f"ef_search {DEFAULT_EF_SEARCH}, {MAX_AUTO_EF_SEARCH:,} at 1M records"
+    )
     return (
         f"exact up to {settings.exact_threshold:,} records per owner, then an HNSW graph "
-        f"(faiss; M {settings.m}, ef_search {settings.ef_search}) re-scored exactly"
+        f"(faiss; M {settings.m}, {ef}) re-scored exactly"
     )
 
 
@@ -100,12 +106,25 @@ class AnnSettings:
     exact_threshold: int = DEFAULT_EXACT_THRESHOLD
     m: int = DEFAULT_M
     ef_construction: int = DEFAULT_EF_CONSTRUCTION
-    ef_search: int = DEFAULT_EF_SEARCH
+    ef_search: int | None = None
+    """Graph candidates per search; None: `DEFAULT_EF_SEARCH`, growing with the
+    owner's size (`ef_for`)."""
 
     @classmethod
     def of(cls, options: IndexOptions | None) -> AnnSettings:
         """`options` (validated by `IndexOptions`), its unset fields at the defaults."""
         return cls(**(options.kwargs() if options is not None else {}))
+
+    def ef_for(self, rows: int) -> int:
+        """The graph candidates a search of an owner with `rows` records asks
+        for: the configured `ef_search` as given, else 200, rising with the
+        owner past 200,000 records to 1,000 at 1M (one per 1,000 records, at
+        most `MAX_AUTO_EF_SEARCH`). Measured on 1M clustered vectors (M 16,
+        ef_construction 40): recall@10 0.81 at ef 200, 0.90 at 400, 0.95 at 800,
+        0.97 at 1,600; the search stays a few milliseconds (docs/scale.md)."""
+        if self.ef_search is not None:
+            return self.ef_search
+        return max(DEFAULT_EF_SEARCH, min(MAX_AUTO_EF_SEARCH, -(-rows // 1000)))
 
 
 class AnnIndex(ExactIndex):
@@ -169,7 +188,7 @@ class AnnIndex(ExactIndex):
             allowed = np.zeros(len(self), dtype=bool)
             allowed[positions] = True
         total = int(graph.ntotal)
-        want = min(max(self.settings.ef_search, limit), total)
+        want = min(max(self.settings.ef_for(total), limit), total)
         while True:
             candidates = self._candidates(graph, q, want, allowed)
             if len(candidates) >= limit or want >= total:
@@ -214,7 +233,7 @@ class AnnIndex(ExactIndex):
         allowed: npt.NDArray[np.bool_] | None,
     ) -> npt.NDArray[np.intp]:
         params = _faiss.SearchParametersHNSW()
-        params.efSearch = max(self.settings.ef_search, want)
+        params.efSearch = max(self.settings.ef_for(int(graph.ntotal)), want)
         _, found = graph.search(q, want, params=params)
         labels, pos = self._labels, self._pos
         out: list[int] = []
@@ -235,7 +254,7 @@ class AnnIndex(ExactIndex):
                 self._dimension, self.settings.m, _faiss.METRIC_INNER_PRODUCT
             )
             graph.hnsw.efConstruction = self.settings.ef_construction
-            graph.hnsw.efSearch = self.settings.ef_search
+            graph.hnsw.efSearch = self.settings.ef_search or DEFAULT_EF_SEARCH
             self._graph = graph
             self._labels, self._label_of, self._dead = [], {}, 0
             self._insert(self.ids)

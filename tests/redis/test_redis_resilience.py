@@ -152,7 +152,11 @@ async def test_a_connection_torn_down_under_a_write_is_backend_unavailable(
         ):
             with pytest.raises(BackendUnavailable) as err:
                 await op()
-            assert "closed under" in str(err.value)
+            # Either redis-py notices the teardown itself ("Connection closed by the
+            # server before write", a ConnectionError) or the write lands on the torn
+            # transport (the bare AttributeError, translated): which one depends on
+            # the task switch; both must reach the caller as BackendUnavailable.
+            assert "closed" in str(err.value), err.value
     finally:
         await leases.close()
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from attrs import define, field
 
+from agent_memory.domain.errors import BackendUnavailable, StoreClosed
+
 __all__ = ["StageFailure", "StageReport", "fail_open"]
 
 _log = logging.getLogger(__name__)
@@ -25,6 +27,9 @@ class StageFailure:
     operation: str
     error_type: str
     message: str
+    #: the backend could not be reached (`BackendUnavailable` or `StoreClosed`, or
+    #: a subclass): nothing was stored, and retrying is the caller's remedy
+    unavailable: bool = False
 
 
 @define
@@ -40,7 +45,14 @@ class StageReport:
         return not self.failures
 
     def fail(self, operation: str, exc: BaseException) -> None:
-        self.failures.append(StageFailure(operation, type(exc).__name__, str(exc)[:500]))
+        self.failures.append(
+            StageFailure(
+                operation,
+                type(exc).__name__,
+                str(exc)[:500],
+                unavailable=isinstance(exc, BackendUnavailable | StoreClosed),
+            )
+        )
         _log.warning(
             "agent-memory %s/%s failed: %s: %s", self.stage, operation, type(exc).__name__, exc
         )

@@ -25,7 +25,7 @@ from pydantic import AwareDatetime
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_memory.bootstrap import Memory, connect
-from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, StoreClosed
+from agent_memory.domain.errors import AgentMemoryError
 from agent_memory.domain.records import Entity, MemoryRecord
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
@@ -587,24 +587,13 @@ def _stored(report: StageReport) -> StageReport:
     `503 backend-unavailable` problem (retrying is safe: facts are reconciled
     with what was stored, steps are idempotent by id) and a `200` always means
     stored."""
-    unavailable = _names(BackendUnavailable) | _names(StoreClosed)
-    if any(f.error_type in unavailable for f in report.failures):
+    if any(f.unavailable for f in report.failures):
         raise Problem(
             "backend-unavailable",
             f"{report.stage}: the backend is unavailable; not stored",
             headers={"Retry-After": "1"},
         )
     return report
-
-
-def _names(cls: type) -> set[str]:
-    """The class's name and its subclasses' (adapters subclass the library's errors)."""
-    names, todo = set(), [cls]
-    while todo:
-        c = todo.pop()
-        names.add(c.__name__)
-        todo.extend(c.__subclasses__())
-    return names
 
 
 def _report(report: StageReport, tenant: Tenant) -> s.Report:

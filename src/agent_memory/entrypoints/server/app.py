@@ -64,6 +64,9 @@ class ServerConfig:
     """Open agent requests per tenant."""
     ui: bool = False
     """Serve the inspector page at /ui (`serve --ui`)."""
+    request_timeout: float = 30.0
+    """Seconds a request may take until its response starts (`serve --request-timeout`);
+    past it the answer is `503 deadline-exceeded`."""
 
 
 _PROBLEM = {"model": s.ProblemOut, "content": {"application/problem+json": {}}}
@@ -560,7 +563,7 @@ def create_app(
 
         mount(app)
 
-    return Guard(app, max_body_bytes=config.max_body_bytes)
+    return Guard(app, max_body_bytes=config.max_body_bytes, request_timeout=config.request_timeout)
 
 
 def _domain(who: Caller, entry: Any) -> str:

@@ -36,6 +36,12 @@ def add_arguments(parser: Any) -> None:
     )
     parser.add_argument("--drain-timeout", type=float, default=30.0, help="shutdown drain (s)")
     parser.add_argument(
+        "--request-timeout",
+        type=float,
+        default=30.0,
+        help="answer 503 deadline-exceeded when a response has not started in this long (s)",
+    )
+    parser.add_argument(
         "--ui", action="store_true", help="also serve the inspector page at /ui (same API keys)"
     )
     parser.add_argument(
@@ -87,8 +93,15 @@ def run_serve(args: Any) -> int:
     for name in ("max_body_bytes", "burst"):
         if getattr(args, name) < 1:
             raise ConfigurationError(f"--{name.replace('_', '-')} must be at least 1")
-    if not args.rate > 0 or not args.idle_timeout > 0 or args.drain_timeout < 0:
-        raise ConfigurationError("--rate and --idle-timeout must be > 0, --drain-timeout >= 0")
+    if (
+        not args.rate > 0
+        or not args.idle_timeout > 0
+        or not args.request_timeout > 0
+        or args.drain_timeout < 0
+    ):
+        raise ConfigurationError(
+            "--rate, --idle-timeout and --request-timeout must be > 0, --drain-timeout >= 0"
+        )
     keys = KeyRing.from_env(args.keys)
     config = ServerConfig(
         url=args.url,
@@ -96,6 +109,7 @@ def run_serve(args: Any) -> int:
         rate=args.rate,
         burst=args.burst,
         idle_timeout=args.idle_timeout,
+        request_timeout=args.request_timeout,
         ui=bool(args.ui),
     )
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

@@ -10,12 +10,14 @@ traceback goes to the server log only.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
 import uuid
 from typing import Any
 
+from agent_memory.domain.errors import ConfigurationError
 from agent_memory.entrypoints.server.problems import Problem
 
 __all__ = ["Guard"]
@@ -37,9 +39,14 @@ def _is_json(content_type: str) -> bool:
 class Guard:
     """Wraps the app; `app` is the FastAPI app (for its OpenAPI schema)."""
 
-    def __init__(self, app: Any, *, max_body_bytes: int) -> None:
+    def __init__(self, app: Any, *, max_body_bytes: int, request_timeout: float = 30.0) -> None:
+        if not request_timeout > 0:
+            raise ConfigurationError(
+                f"request_timeout must be > 0 seconds, got {request_timeout!r}"
+            )
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.request_timeout = request_timeout
 
     def openapi(self) -> dict[str, Any]:
         schema: dict[str, Any] = self.app.openapi()
@@ -55,10 +62,19 @@ class Guard:
         state["request_id"] = request_id
         sent: dict[str, Any] = {"status": 0, "bytes": 0, "started": False}
 
+        # The deadline bounds the time to the response's start (reading the body,
+        # the handler, the backend): a hung backend answers 503 instead of holding
+        # the client. A started response (a stream) is no longer bound by it.
+        deadline = asyncio.timeout(self.request_timeout)
+        bound = [False]  # inside the deadline's block, not yet expired
+
         async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
                 sent["status"] = message["status"]
                 sent["started"] = True
+                if bound[0]:
+                    bound[0] = False
+                    deadline.reschedule(None)
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 message = {**message, "headers": headers}
@@ -68,22 +84,30 @@ class Guard:
 
         body_in = 0
         try:
-            problem, body = await self._read(scope, receive)
-            body_in = len(body)
-            if problem is not None:
-                await self._problem(send_wrapper, problem, request_id)
-            else:
-                replayed = False
-
-                async def replay() -> Message:
-                    nonlocal replayed
-                    if not replayed:
-                        replayed = True
-                        return {"type": "http.request", "body": body, "more_body": False}
-                    message: Message = await receive()  # http.disconnect
-                    return message
-
-                await self.app(scope, replay, send_wrapper)
+            try:
+                async with deadline:
+                    bound[0] = True
+                    try:
+                        body_in = await self._handle(scope, receive, send_wrapper, request_id)
+                    finally:
+                        bound[0] = False
+            except TimeoutError:
+                if not deadline.expired():
+                    raise
+                _log.warning(
+                    "request %s passed its deadline (%.1f s)", request_id, self.request_timeout
+                )
+                if not sent["started"]:
+                    await self._problem(
+                        send_wrapper,
+                        Problem(
+                            "deadline-exceeded",
+                            f"no answer within {self.request_timeout:g} s; retrying is safe "
+                            "(writes are idempotent by id, facts are reconciled)",
+                            headers={"Retry-After": "1"},
+                        ),
+                        request_id,
+                    )
         except Exception as exc:
             _log.error("unhandled %s (request %s)", type(exc).__name__, request_id, exc_info=exc)
             if not sent["started"]:
@@ -106,6 +130,25 @@ class Guard:
                     }
                 )
             )
+
+    async def _handle(self, scope: Scope, receive: Any, send: Any, request_id: str) -> int:
+        """Read the body, then answer its problem or run the app; the body's size."""
+        problem, body = await self._read(scope, receive)
+        if problem is not None:
+            await self._problem(send, problem, request_id)
+            return len(body)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            message: Message = await receive()  # http.disconnect
+            return message
+
+        await self.app(scope, replay, send)
+        return len(body)
 
     async def _read(self, scope: Scope, receive: Any) -> tuple[Problem | None, bytes]:
         """The whole body (at most the limit), or the problem that refuses it."""

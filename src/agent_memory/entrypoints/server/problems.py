@@ -55,6 +55,11 @@ PROBLEM_TYPES: dict[str, tuple[int, str]] = {
     "model-failed": (502, "The language model or embedder failed"),
     "backend-unavailable": (503, "The storage backend is unavailable"),
     "shutting-down": (503, "The server is shutting down"),
+    "deadline-exceeded": (
+        503,
+        "The request did not finish within the server's deadline; it may or may not "
+        "have taken effect",
+    ),
     "model-timeout": (504, "The language model or embedder timed out"),
 }
 

@@ -7,6 +7,7 @@ waits on the busy timeout (10 s), longer than the 1 s deadline."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -77,3 +78,47 @@ def test_a_hung_backend_answers_deadline_exceeded_and_the_retry_is_stored(
 def test_a_deadline_must_be_positive(bad: float) -> None:
     with pytest.raises(ConfigurationError, match="request_timeout"):
         Guard(object(), max_body_bytes=1, request_timeout=bad)
+
+
+def test_a_stopped_postgres_answers_within_the_deadline_and_recovers() -> None:
+    """PostgreSQL SIGSTOPped (it accepts connections, answers nothing: a
+    partitioned host): the client has its 503 at the deadline, although the
+    driver takes ten seconds or more to give up cancelling the query; once the
+    server runs again, so does the service."""
+    from servers.postgres_server import start_postgres
+
+    pg = start_postgres()
+    try:
+        server = LiveServer(
+            pg.uri,
+            {"k": {"tenant": unique("deadline-pg-")}},
+            extra_args=("--request-timeout", "1", "--rate", "1000", "--burst", "1000"),
+        ).start()
+        try:
+            user = unique("u")
+            headers = server.headers("k")
+            with httpx.Client(base_url=server.base, headers=headers, timeout=60) as client:
+                assert _remember(client, user, "User likes tea").status_code == 200
+                pg.signal_all(signal.SIGSTOP)
+                try:
+                    started = time.monotonic()
+                    r = _remember(client, user, "User likes green tea")
+                    waited = time.monotonic() - started
+                finally:
+                    pg.signal_all(signal.SIGCONT)
+                assert r.status_code == 503, r.text
+                assert r.json()["type"].endswith("/deadline-exceeded")
+                assert waited < 5, waited
+                deadline = time.monotonic() + 60
+                while True:  # the service recovers (its pool replaces the cancelled connection)
+                    again = _remember(client, user, "User likes green tea")
+                    if again.status_code == 200 or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
+                assert again.status_code == 200, again.text
+                facts = client.get("/v1/users/facts", params={"user_id": user}).json()["facts"]
+                assert "User likes green tea" in {f["content"] for f in facts}
+        finally:
+            server.close()
+    finally:
+        pg.destroy()

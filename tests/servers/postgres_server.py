@@ -94,6 +94,19 @@ class EmbeddedPostgres:
         if self.pid is not None:
             self._pg_ctl("-w", "-m", "fast", "stop")
 
+    def signal_all(self, sig: int) -> None:
+        """Send `sig` to the postmaster and every backend (SIGSTOP: a server that
+        accepts nothing and answers nothing, like a partitioned host; SIGCONT)."""
+        import psutil
+
+        pid = self.pid
+        if pid is None:
+            return
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, sig)
+
     def kill(self) -> None:
         """kill -9 the postmaster and every backend: a crash, no shutdown checkpoint."""
         import psutil

@@ -47,6 +47,8 @@ class Guard:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.request_timeout = request_timeout
+        #: handlers past their deadline, still being cancelled (kept referenced)
+        self._abandoned: set[asyncio.Future[None]] = set()
 
     def openapi(self) -> dict[str, Any]:
         schema: dict[str, Any] = self.app.openapi()
@@ -60,21 +62,21 @@ class Guard:
         request_id = uuid.uuid4().hex[:16]
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
-        sent: dict[str, Any] = {"status": 0, "bytes": 0, "started": False}
-
+        sent: dict[str, Any] = {"status": 0, "bytes": 0, "bytes_in": 0, "started": False}
         # The deadline bounds the time to the response's start (reading the body,
-        # the handler, the backend): a hung backend answers 503 instead of holding
-        # the client. A started response (a stream) is no longer bound by it.
-        deadline = asyncio.timeout(self.request_timeout)
-        bound = [False]  # inside the deadline's block, not yet expired
+        # the handler, the backend). The handler runs as its own task: at the
+        # deadline the client gets its 503 at once, even when cancelling the
+        # handler takes longer (a driver cancelling a query on a server that does
+        # not answer); the abandoned handler's own answer goes nowhere. A started
+        # response (a stream) is no longer bound by the deadline.
+        responded = asyncio.Event()
+        abandoned = False
 
-        async def send_wrapper(message: Message) -> None:
+        async def answer(message: Message) -> None:
             if message["type"] == "http.response.start":
                 sent["status"] = message["status"]
                 sent["started"] = True
-                if bound[0]:
-                    bound[0] = False
-                    deadline.reschedule(None)
+                responded.set()
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 message = {**message, "headers": headers}
@@ -82,32 +84,46 @@ class Guard:
                 sent["bytes"] += len(message.get("body", b""))
             await send(message)
 
-        body_in = 0
+        async def send_wrapper(message: Message) -> None:
+            if not abandoned:
+                await answer(message)
+
         try:
+            handler = asyncio.ensure_future(
+                self._handle(scope, receive, send_wrapper, request_id, sent)
+            )
+            starting = asyncio.ensure_future(responded.wait())
             try:
-                async with deadline:
-                    bound[0] = True
-                    try:
-                        body_in = await self._handle(scope, receive, send_wrapper, request_id)
-                    finally:
-                        bound[0] = False
-            except TimeoutError:
-                if not deadline.expired():
-                    raise
+                await asyncio.wait(
+                    (handler, starting),
+                    timeout=self.request_timeout,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            except BaseException:  # this request was cancelled: so is its handler
+                handler.cancel()
+                raise
+            finally:
+                starting.cancel()
+            if handler.done() or responded.is_set():
+                await handler
+            else:
+                abandoned = True
+                handler.cancel()
+                self._abandoned.add(handler)
+                handler.add_done_callback(self._settled)
                 _log.warning(
                     "request %s passed its deadline (%.1f s)", request_id, self.request_timeout
                 )
-                if not sent["started"]:
-                    await self._problem(
-                        send_wrapper,
-                        Problem(
-                            "deadline-exceeded",
-                            f"no answer within {self.request_timeout:g} s; retrying is safe "
-                            "(writes are idempotent by id, facts are reconciled)",
-                            headers={"Retry-After": "1"},
-                        ),
-                        request_id,
-                    )
+                await self._problem(
+                    answer,
+                    Problem(
+                        "deadline-exceeded",
+                        f"no answer within {self.request_timeout:g} s; retrying is safe "
+                        "(writes are idempotent by id, facts are reconciled)",
+                        headers={"Retry-After": "1"},
+                    ),
+                    request_id,
+                )
         except Exception as exc:
             _log.error("unhandled %s (request %s)", type(exc).__name__, request_id, exc_info=exc)
             if not sent["started"]:
@@ -123,7 +139,7 @@ class Guard:
                         "route": getattr(route, "path", None) or "unmatched",
                         "status": sent["status"],
                         "duration_ms": round((time.perf_counter() - started) * 1000, 2),
-                        "bytes_in": body_in,
+                        "bytes_in": sent["bytes_in"],
                         "bytes_out": sent["bytes"],
                         "key_id": state.get("key_id"),
                         "tenant": state.get("tenant"),
@@ -131,12 +147,21 @@ class Guard:
                 )
             )
 
-    async def _handle(self, scope: Scope, receive: Any, send: Any, request_id: str) -> int:
-        """Read the body, then answer its problem or run the app; the body's size."""
+    def _settled(self, handler: asyncio.Future[None]) -> None:
+        """An abandoned handler finished: drop it, and log what it raised."""
+        self._abandoned.discard(handler)
+        if not handler.cancelled() and (exc := handler.exception()) is not None:
+            _log.warning("an abandoned request ended with %s", type(exc).__name__)
+
+    async def _handle(
+        self, scope: Scope, receive: Any, send: Any, request_id: str, sent: dict[str, Any]
+    ) -> None:
+        """Read the body (its size into `sent`), then answer its problem or run the app."""
         problem, body = await self._read(scope, receive)
+        sent["bytes_in"] = len(body)
         if problem is not None:
             await self._problem(send, problem, request_id)
-            return len(body)
+            return
         replayed = False
 
         async def replay() -> Message:
@@ -148,7 +173,6 @@ class Guard:
             return message
 
         await self.app(scope, replay, send)
-        return len(body)
 
     async def _read(self, scope: Scope, receive: Any) -> tuple[Problem | None, bytes]:
         """The whole body (at most the limit), or the problem that refuses it."""

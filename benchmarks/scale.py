@@ -59,6 +59,10 @@ row saved there, so separate runs (one backend each) end in one final line.
 Index parameters go on the URL (`REDIS_URL=redis://...?hnsw_ef_runtime=400`) or,
 for every backend that has them (memory, sqlite, redis, postgres, qdrant),
 `--index exact_threshold=0` to measure the approximate index alone.
+On a shared machine `--lock FILE` holds an flock on FILE during each row's
+searches (recall, p50, the ratios), not during the load and the cold search
+(the graph build: minutes at 1M), so a timed phase never overlaps another
+locked benchmark; the load rate and cold ms are then measured without it.
 """
 
 from __future__ import annotations
@@ -66,14 +70,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import fcntl
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -189,6 +194,7 @@ async def measure(
     seed: int,
     done: Callable[[Row], None],
     exact_path: bool,
+    lock: str | None = None,
 ) -> Row:
     """One row; `done(row)` runs before the owner's records are deleted again (on
     Redis that delete alone takes minutes at 100k, so the row is out first)."""
@@ -223,6 +229,9 @@ async def measure(
         start = time.perf_counter()
         await store.search(OWNER, pairs[0][0], limit=K)
         cold_ms = (time.perf_counter() - start) * 1000
+        held = ExitStack()
+        if lock:  # the warm searches only: the load and the cold search ran without it
+            held.enter_context(_flock(lock))
         ratios: list[float] = []
         ours_ms: list[float] = []
         recall: list[float] = []
@@ -274,9 +283,21 @@ async def measure(
             cold_ms=cold_ms,
             exact=exact_path,
         )
+        held.close()
         done(row)
         await store.delete_scope(OWNER)
     return row
+
+
+@contextmanager
+def _flock(path: str) -> Iterator[None]:
+    """An exclusive flock on `path` (created if missing) for the block."""
+    with open(path, "a", encoding="utf-8") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
 
 
 def table(rows: list[Row]) -> str:
@@ -351,6 +372,11 @@ def main() -> None:
         help="index URL parameters (memory, sqlite, redis, postgres, qdrant), e.g."
         " exact_threshold=0",
     )
+    parser.add_argument(
+        "--lock",
+        help="hold an flock on this file during each row's timed searches only (the load"
+        " and the cold search, minutes at 1M, run without it)",
+    )
     parser.add_argument("--save", help="append each finished row to this file (JSON lines)")
     parser.add_argument(
         "--report",
@@ -391,7 +417,13 @@ async def run(args: argparse.Namespace) -> None:
                     # The exact path: memory and SQLite at or below their threshold.
                     exact = backend in EXACT_BACKENDS and n <= threshold
                     row = await measure(
-                        backend, urls[backend], ds, args.seed, partial(done, args.save), exact
+                        backend,
+                        urls[backend],
+                        ds,
+                        args.seed,
+                        partial(done, args.save),
+                        exact,
+                        args.lock,
                     )
                     rows.append(row)
     report(rows)

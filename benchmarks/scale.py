@@ -128,7 +128,7 @@ class Row:
     planted: float
     after_write_ratio: float
     cold_ms: float = float("nan")
-    exact: bool = True  # searched exactly (memory, sqlite: N <= exact_threshold)
+    exact: bool = True  # searched exactly (N at or below the exact-search threshold)
     index: str = ""  # the index parameters of the row ("": the defaults)
 
 
@@ -461,13 +461,10 @@ async def run(args: argparse.Namespace) -> None:
             for kind in args.datasets.split(","):
                 ds = build(kind, n, args.seed, args.queries)
                 for backend in backends:
-                    # Milvus takes no index parameters; the exact path: memory and
-                    # SQLite at or below their threshold.
+                    # Milvus takes no index parameters (Lite: FLAT, exact); the others
+                    # search exactly at or below their exact-search threshold.
                     variants = [
-                        (
-                            "" if backend == "milvus" else index,
-                            backend in EXACT_BACKENDS and n <= exact_threshold(index),
-                        )
+                        ("", True) if backend == "milvus" else (index, n <= exact_threshold(index))
                         for index in indexes
                     ]
                     rows += await measure(

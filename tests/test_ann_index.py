@@ -160,22 +160,31 @@ def test_without_faiss_the_search_is_exact(monkeypatch: pytest.MonkeyPatch) -> N
 # -- settings ---------------------------------------------------------------------
 
 
-@given(rows=st.integers(0, 50_000_000), ef=st.integers(1, 1000))
+@given(rows=st.integers(0, 50_000_000), ef=st.integers(1, 10_000))
 def test_the_default_ef_search_grows_with_the_owner_and_a_set_one_is_kept(
     rows: int, ef: int
 ) -> None:
     auto = AnnSettings().ef_for(rows)
-    assert 200 <= auto <= 1000
-    assert auto == (200 if rows <= 200_000 else min(1000, -(-rows // 1000)))
+    assert 200 <= auto <= 2000
+    assert auto == (200 if rows <= 100_000 else min(2000, -(-rows // 500)))
     assert AnnSettings().ef_for(rows + 1000) >= auto  # never shrinks as the owner grows
     assert AnnSettings(ef_search=ef).ef_for(rows) == ef
 
 
 def test_the_default_ef_search_at_the_measured_sizes() -> None:
+    # 1M clustered through the store: 0.93 at 1,000 fell short of recall@10 0.95
+    # (docs/scale.md); the default there must stay at the measured 2,000.
     assert [AnnSettings().ef_for(n) for n in (0, 100_000, 200_000, 500_000, 1_000_000)] == [
-        200, 200, 200, 500, 1000
+        200, 200, 400, 1000, 2000
     ]  # fmt: skip
-    assert AnnSettings().ef_for(5_000_000) == 1000
+    assert AnnSettings().ef_for(5_000_000) == 2000
+
+
+def test_a_set_ef_search_above_the_default_cap_is_accepted_and_used() -> None:
+    options = IndexOptions(ef_search=5000)
+    assert AnnSettings.of(options).ef_for(1_000_000) == 5000
+    with pytest.raises(ConfigurationError, match="hnsw_ef_search"):
+        IndexOptions(ef_search=10_001)
 
 
 def test_settings_fill_the_defaults_and_take_every_option() -> None:
@@ -208,6 +217,7 @@ async def test_url_and_settings_options_round_trip(
         ("exact_threshold=-1", "exact_threshold"),
         ("hnsw_ef_search=0", "hnsw_ef_search"),
         ("hnsw_ef_construction=100000", "hnsw_ef_construction"),
+        ("hnsw_ef_search=10001", "hnsw_ef_search"),
     ],
 )
 @pytest.mark.parametrize("scheme", ["memory", "sqlite"])

@@ -55,7 +55,8 @@ DEFAULT_EXACT_THRESHOLD: Final = 100_000
 DEFAULT_M: Final = 16
 DEFAULT_EF_CONSTRUCTION: Final = 40
 DEFAULT_EF_SEARCH: Final = 200
-MAX_AUTO_EF_SEARCH: Final = 1000
+MAX_AUTO_EF_SEARCH: Final = 2000
+AUTO_EF_RECORDS: Final = 500  # one graph candidate per this many records
 
 ANN_MISSING: Final = (
     "owners past the exact-search threshold are searched exactly: the approximate "
@@ -119,13 +120,13 @@ class AnnSettings:
     def ef_for(self, rows: int) -> int:
         """The graph candidates a search of an owner with `rows` records asks
         for: the configured `ef_search` as given, else 200, rising with the
-        owner past 200,000 records to 1,000 at 1M (one per 1,000 records, at
-        most `MAX_AUTO_EF_SEARCH`). Measured on 1M clustered vectors (M 16,
-        ef_construction 40): recall@10 0.81 at ef 200, 0.90 at 400, 0.95 at 800,
-        0.97 at 1,600; the search stays a few milliseconds (docs/scale.md)."""
+        owner past 100,000 records to 2,000 at 1M (one per 500 records, at most
+        `MAX_AUTO_EF_SEARCH`). Measured on 1M clustered vectors (M 16,
+        ef_construction 40) through the store (docs/scale.md): recall@10 0.93 at
+        ef 1,000 fell short of 0.95."""
         if self.ef_search is not None:
             return self.ef_search
-        return max(DEFAULT_EF_SEARCH, min(MAX_AUTO_EF_SEARCH, -(-rows // 1000)))
+        return max(DEFAULT_EF_SEARCH, min(MAX_AUTO_EF_SEARCH, -(-rows // AUTO_EF_RECORDS)))
 
 
 class AnnIndex(ExactIndex):

@@ -86,7 +86,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -245,12 +245,23 @@ async def measure(
                 await store.add(chunk)
         load_rate = n / (time.perf_counter() - start)
         del batches
-        for index, exact_path in variants:
-            async with await connect(
-                with_index(url, index), embedder=HashingEmbedder(dimension=DIM)
-            ) as handle:
+        for at, (index, exact_path) in enumerate(variants):
+            async with AsyncExitStack() as opened:
+                # The first variant searches through the loading handle (Qdrant's
+                # local mode keeps its points in the handle); later ones get their own.
+                searcher = (
+                    store
+                    if at == 0
+                    else (
+                        await opened.enter_async_context(
+                            await connect(
+                                with_index(url, index), embedder=HashingEmbedder(dimension=DIM)
+                            )
+                        )
+                    ).store
+                )
                 row, data = await _searches(
-                    handle.store, data, n, pairs, rng, lock, backend, kind, exact_path, index
+                    searcher, data, n, pairs, rng, lock, backend, kind, exact_path, index
                 )
             row.load_rate = load_rate
             rows.append(row)
@@ -454,6 +465,8 @@ async def run(args: argparse.Namespace) -> None:
     backends = [b for b in args.backends.split(",") if b]
     sizes = [args.size] if args.size else [int(s) for s in args.sizes.split(",") if s]
     indexes = args.index.split(";")  # one load, one row per variant
+    if len(indexes) > 1 and "qdrant" in backends and not os.environ.get("QDRANT_URL"):
+        raise SystemExit("qdrant's local mode keeps its points in one handle: one --index only")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         urls = {backend: backend_url(backend, stack, Path(tmp)) for backend in backends}

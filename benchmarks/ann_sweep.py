@@ -2,9 +2,11 @@
 
 Builds one `AnnIndex` (the index memory:// and SQLite use past the exact-search
 threshold: a faiss HNSW graph whose candidates are re-scored exactly) over a
-dataset of benchmarks/datasets.py, then searches it at each `--ef` value. This
-is what chooses the embedded defaults (docs/scale.md): the graph is built once,
-so a sweep over ef_search costs one build instead of one per value.
+dataset of benchmarks/datasets.py, then searches it at each `--ef` value: the
+graph is built once, so a sweep over ef_search costs one build instead of one
+per value, without the store around it (scale.py measures through the store;
+its `--index` variants do the same sweep there, which is what chose the
+embedded default, docs/scale.md).
 
 What each side does:
 - **floor** (the most competent direct code for the same answer): the N x 384

@@ -407,3 +407,41 @@ async def test_a_failed_graph_build_fails_that_search_only(monkeypatch: pytest.M
         await memory.store.add(_records(rows[:1], 9000))  # no snapshot left recording writes
         hits = await memory.store.search("o", rows[0], limit=2)
         assert {h.record.id for h in hits} == {"r00000", "r09000"}
+
+
+async def test_memory_owner_replaced_during_the_build_gets_its_own_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner is forgotten and refilled while its first graph is built: the
+    waiting search builds a graph of the new records (off the loop too) and
+    answers over them, never over the forgotten ones."""
+    import threading
+
+    from agent_memory.adapters.memory import store as memory_store
+
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+    real = memory_store.build_graph
+
+    def held(rows: np.ndarray, settings: AnnSettings) -> object:
+        calls.append(len(rows))
+        started.set()
+        assert release.wait(60)
+        return real(rows, settings)
+
+    monkeypatch.setattr(memory_store, "build_graph", held)
+    old, new = _unit_rows(600, 12), _unit_rows(700, 13)
+    url = "memory://ann-replaced?exact_threshold=0&hnsw_ef_search=1000"
+    async with await connect(url, embedder=HashingEmbedder(dimension=32)) as memory:
+        store = memory.store
+        await store.add(_records(old))
+        first = asyncio.ensure_future(store.search("o", old[5], limit=10))
+        assert await asyncio.to_thread(started.wait, 60)
+        await store.delete_scope("o")
+        await store.add(_records(new, 20_000))
+        release.set()
+        hits = await first
+        assert calls == [600, 700]
+        exact = ExactIndex(32)
+        exact.add([f"r{20_000 + i:05d}" for i in range(len(new))], new)
+        assert [(h.record.id, h.score) for h in hits] == _hits(exact, old[5], 10)

@@ -285,8 +285,9 @@ class InMemoryMemoryStore:
             return []
         vectors = index.vectors(self._space.dimension, self._ann)
         positions = _positions(index, vectors, namespace, wanted)
-        if vectors.needs_graph(query, positions):
-            # Past the threshold with no graph yet: built off the event loop.
+        while vectors.needs_graph(query, positions):
+            # Past the threshold with no graph yet: built off the event loop (again
+            # if the owner was replaced or the graph dropped while it was built).
             await index.build_graph(vectors)
             index = self._owners().get(owner)
             if index is None:

@@ -47,6 +47,8 @@ then the two ratios as the shared harness lines,
     .venv/bin/python benchmarks/scale.py --sizes 10000 --queries 50
     .venv/bin/python benchmarks/scale.py --datasets realistic --sizes 100000 \
         --index exact_threshold=0                          # the approximate index alone
+    .venv/bin/python benchmarks/scale.py --backends redis --datasets realistic \
+        --sizes 100000 --index ';exact_threshold=0' --save rows.jsonl   # both, one load
     .venv/bin/python benchmarks/scale.py --datasets clustered --size 1000000 --queries 20  # 1M
 
 Servers: `REDIS_URL` / `DATABASE_URL` / `QDRANT_URL` / `MILVUS_URL`, or started
@@ -58,7 +60,17 @@ completes, and `--report FILE` prints the table and the final line over every
 row saved there, so separate runs (one backend each) end in one final line.
 Index parameters go on the URL (`REDIS_URL=redis://...?hnsw_ef_runtime=400`) or,
 for every backend that has them (memory, sqlite, redis, postgres, qdrant),
-`--index exact_threshold=0` to measure the approximate index alone.
+`--index exact_threshold=0` to measure the approximate index alone. Several
+variants separated by `;` share one load (`--index ';exact_threshold=0'`: the
+defaults, then the graph alone; each variant is a row, its `settings` column):
+on Redis and PostgreSQL the load is the slow part at 100k. A variant after the
+first sees the records the earlier ones added (their after-write records, which
+the floor also gets), and may only change what applies to every query
+(exact_threshold, ef_search); M and ef_construction are the first variant's.
+On a shared machine `--lock FILE` holds an flock on FILE during each row's
+searches (recall, p50, the ratios), not during the load and the cold search
+(the graph build: minutes at 1M), so a timed phase never overlaps another
+locked benchmark; the load rate and cold ms are then measured without it.
 """
 
 from __future__ import annotations
@@ -66,18 +78,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import fcntl
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import AsyncExitStack, ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -114,7 +128,8 @@ class Row:
     planted: float
     after_write_ratio: float
     cold_ms: float = float("nan")
-    exact: bool = True  # searched exactly (memory, sqlite: N <= exact_threshold)
+    exact: bool = True  # searched exactly (N at or below the exact-search threshold)
+    index: str = ""  # the index parameters of the row ("": the defaults)
 
 
 def unit(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
@@ -182,16 +197,26 @@ def backend_url(backend: str, stack: ExitStack, tmp: Path) -> str:
     raise SystemExit(f"unknown backend {backend!r}")
 
 
+def with_index(url: str, index: str) -> str:
+    """`url` with the index parameters `index` (a query string) added."""
+    return url + (("&" if "?" in url else "?") + index if index else "")
+
+
 async def measure(
     backend: str,
     url: str,
     ds: Dataset,
     seed: int,
     done: Callable[[Row], None],
-    exact_path: bool,
-) -> Row:
-    """One row; `done(row)` runs before the owner's records are deleted again (on
-    Redis that delete alone takes minutes at 100k, so the row is out first)."""
+    variants: list[tuple[str, bool]],
+    lock: str | None = None,
+) -> list[Row]:
+    """One row per index variant `(query string, searched exactly)` over one load
+    (the first variant's URL loads; each variant then gets its own handle, cold
+    search and timed searches on the same records, so a variant may change only
+    what applies to every query: exact_threshold, ef_search). `done(row)` runs
+    before the owner's records are deleted again (on Redis that delete alone takes
+    minutes at 100k, so the rows are out first)."""
     rng = np.random.default_rng(seed)
     data = ds.vectors.copy()
     n, kind = len(data), ds.name
@@ -200,7 +225,10 @@ async def measure(
     # Planted neighbours replace the last `queries` rows, one per query.
     for i, (_, near) in enumerate(pairs):
         data[n - queries + i] = near
-    async with await connect(url, embedder=HashingEmbedder(dimension=DIM)) as memory:
+    rows: list[Row] = []
+    async with await connect(
+        with_index(url, variants[0][0]), embedder=HashingEmbedder(dimension=DIM)
+    ) as memory:
         store = memory.store
         await store.delete_scope(OWNER)
         # Redis indexes each vector as it is written, inside the add script: batches
@@ -217,12 +245,54 @@ async def measure(
                 await store.add(chunk)
         load_rate = n / (time.perf_counter() - start)
         del batches
+        for at, (index, exact_path) in enumerate(variants):
+            async with AsyncExitStack() as opened:
+                # The first variant searches through the loading handle (Qdrant's
+                # local mode keeps its points in the handle); later ones get their own.
+                searcher = (
+                    store
+                    if at == 0
+                    else (
+                        await opened.enter_async_context(
+                            await connect(
+                                with_index(url, index), embedder=HashingEmbedder(dimension=DIM)
+                            )
+                        )
+                    ).store
+                )
+                row, data = await _searches(
+                    searcher, data, n, pairs, rng, lock, backend, kind, exact_path, index
+                )
+            row.load_rate = load_rate
+            rows.append(row)
+            done(row)
+        await store.delete_scope(OWNER)
+    return rows
 
-        # The cold search: loads the owner's rows (SQLite) and builds an approximate
-        # index past the exact-search threshold (memory, SQLite).
-        start = time.perf_counter()
-        await store.search(OWNER, pairs[0][0], limit=K)
-        cold_ms = (time.perf_counter() - start) * 1000
+
+async def _searches(
+    store: Any,
+    data: npt.NDArray[np.float32],
+    n: int,
+    pairs: list[tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]],
+    rng: np.random.Generator,
+    lock: str | None,
+    backend: str,
+    kind: str,
+    exact_path: bool,
+    index: str,
+) -> tuple[Row, npt.NDArray[np.float32]]:
+    """The cold search, the timed searches and the after-write pairs of one
+    variant; returns the row and the floor's rows with the records it added."""
+    queries = len(pairs)
+    # The cold search: loads the owner's rows (SQLite) and builds an approximate
+    # index past the exact-search threshold (memory, SQLite).
+    start = time.perf_counter()
+    await store.search(OWNER, pairs[0][0], limit=K)
+    cold_ms = (time.perf_counter() - start) * 1000
+    with ExitStack() as held:
+        if lock:  # the warm searches only: the load and the cold search ran without it
+            held.enter_context(_flock(lock))
         ratios: list[float] = []
         ours_ms: list[float] = []
         recall: list[float] = []
@@ -252,43 +322,55 @@ async def measure(
         after: list[float] = []
         plain: list[float] = []
         extra = unit(rng.standard_normal((queries, DIM)))
+        first = len(data)  # ids continue the floor's row numbers
         for i, (q, _) in enumerate(pairs):
             t = time.perf_counter()
             await store.search(OWNER, q, limit=K)
             plain.append(time.perf_counter() - t)
-            await store.add(records(extra[i : i + 1], n + i))
+            await store.add(records(extra[i : i + 1], first + i))
             t = time.perf_counter()
             await store.search(OWNER, q, limit=K)
             after.append(time.perf_counter() - t)
-        row = Row(
-            backend=backend,
-            dataset=kind,
-            n=n,
-            load_rate=load_rate,
-            p50_ms=statistics.median(ours_ms),
-            p95_ms=percentile(ours_ms, 0.95),
-            exact_ratio=statistics.median(ratios),
-            recall=statistics.mean(recall),
-            planted=planted / plantable if plantable else float("nan"),
-            after_write_ratio=statistics.median(after) / statistics.median(plain),
-            cold_ms=cold_ms,
-            exact=exact_path,
-        )
-        done(row)
-        await store.delete_scope(OWNER)
-    return row
+    row = Row(
+        backend=backend,
+        dataset=kind,
+        n=n,
+        load_rate=float("nan"),
+        p50_ms=statistics.median(ours_ms),
+        p95_ms=percentile(ours_ms, 0.95),
+        exact_ratio=statistics.median(ratios),
+        recall=statistics.mean(recall),
+        planted=planted / plantable if plantable else float("nan"),
+        after_write_ratio=statistics.median(after) / statistics.median(plain),
+        cold_ms=cold_ms,
+        exact=exact_path,
+        index=index,
+    )
+    return row, np.concatenate([data, extra])
+
+
+@contextmanager
+def _flock(path: str) -> Iterator[None]:
+    """An exclusive flock on `path` (created if missing) for the block."""
+    with open(path, "a", encoding="utf-8") as file:
+        fcntl.flock(file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(file, fcntl.LOCK_UN)
 
 
 def table(rows: list[Row]) -> str:
     out = [
-        "| backend | data | N | search | load rec/s | cold ms | search p50 / p95 ms |"
-        " vs floor | recall@10 | planted hit | after-write |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| backend | data | N | search | settings | load rec/s | cold ms |"
+        " search p50 / p95 ms | vs floor | recall@10 | planted hit | after-write |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         path = "exact" if r.exact else "index"
         out.append(
-            f"| {r.backend} | {r.dataset} | {r.n:,} | {path} | {r.load_rate:,.0f} |"
+            f"| {r.backend} | {r.dataset} | {r.n:,} | {path} | {r.index or 'defaults'} |"
+            f" {r.load_rate:,.0f} |"
             f" {r.cold_ms:,.0f} | {r.p50_ms:.1f} / {r.p95_ms:.1f} | {r.exact_ratio:.2f}x |"
             f" {r.recall:.3f} | {r.planted:.2f} | {r.after_write_ratio:.2f}x |"
         )
@@ -349,7 +431,13 @@ def main() -> None:
         "--index",
         default="",
         help="index URL parameters (memory, sqlite, redis, postgres, qdrant), e.g."
-        " exact_threshold=0",
+        " exact_threshold=0; several variants separated by ';' are measured on one load"
+        " ('exact_threshold=0;' : the graph, then the defaults), each its own row",
+    )
+    parser.add_argument(
+        "--lock",
+        help="hold an flock on this file during each row's timed searches only (the load"
+        " and the cold search, minutes at 1M, run without it)",
     )
     parser.add_argument("--save", help="append each finished row to this file (JSON lines)")
     parser.add_argument(
@@ -376,24 +464,31 @@ def exact_threshold(index: str) -> int:
 async def run(args: argparse.Namespace) -> None:
     backends = [b for b in args.backends.split(",") if b]
     sizes = [args.size] if args.size else [int(s) for s in args.sizes.split(",") if s]
-    threshold = exact_threshold(args.index)
+    indexes = args.index.split(";")  # one load, one row per variant
+    if len(indexes) > 1 and "qdrant" in backends and not os.environ.get("QDRANT_URL"):
+        raise SystemExit("qdrant's local mode keeps its points in one handle: one --index only")
     rows: list[Row] = []
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        urls = {}
-        for backend in backends:
-            urls[backend] = backend_url(backend, stack, Path(tmp))
-            if args.index and backend != "milvus":
-                urls[backend] += ("&" if "?" in urls[backend] else "?") + args.index
+        urls = {backend: backend_url(backend, stack, Path(tmp)) for backend in backends}
         for n in sizes:
             for kind in args.datasets.split(","):
                 ds = build(kind, n, args.seed, args.queries)
                 for backend in backends:
-                    # The exact path: memory and SQLite at or below their threshold.
-                    exact = backend in EXACT_BACKENDS and n <= threshold
-                    row = await measure(
-                        backend, urls[backend], ds, args.seed, partial(done, args.save), exact
+                    # Milvus takes no index parameters (Lite: FLAT, exact); the others
+                    # search exactly at or below their exact-search threshold.
+                    variants = [
+                        ("", True) if backend == "milvus" else (index, n <= exact_threshold(index))
+                        for index in indexes
+                    ]
+                    rows += await measure(
+                        backend,
+                        urls[backend],
+                        ds,
+                        args.seed,
+                        partial(done, args.save),
+                        variants,
+                        args.lock,
                     )
-                    rows.append(row)
     report(rows)
 
 

@@ -160,22 +160,31 @@ def test_without_faiss_the_search_is_exact(monkeypatch: pytest.MonkeyPatch) -> N
 # -- settings ---------------------------------------------------------------------
 
 
-@given(rows=st.integers(0, 50_000_000), ef=st.integers(1, 1000))
+@given(rows=st.integers(0, 50_000_000), ef=st.integers(1, 10_000))
 def test_the_default_ef_search_grows_with_the_owner_and_a_set_one_is_kept(
     rows: int, ef: int
 ) -> None:
     auto = AnnSettings().ef_for(rows)
-    assert 200 <= auto <= 1000
-    assert auto == (200 if rows <= 200_000 else min(1000, -(-rows // 1000)))
+    assert 200 <= auto <= 2000
+    assert auto == (200 if rows <= 100_000 else min(2000, -(-rows // 500)))
     assert AnnSettings().ef_for(rows + 1000) >= auto  # never shrinks as the owner grows
     assert AnnSettings(ef_search=ef).ef_for(rows) == ef
 
 
 def test_the_default_ef_search_at_the_measured_sizes() -> None:
+    # 1M clustered through the store: 0.93 at 1,000 fell short of recall@10 0.95
+    # (docs/scale.md); the default there must stay at the measured 2,000.
     assert [AnnSettings().ef_for(n) for n in (0, 100_000, 200_000, 500_000, 1_000_000)] == [
-        200, 200, 200, 500, 1000
+        200, 200, 400, 1000, 2000
     ]  # fmt: skip
-    assert AnnSettings().ef_for(5_000_000) == 1000
+    assert AnnSettings().ef_for(5_000_000) == 2000
+
+
+def test_a_set_ef_search_above_the_default_cap_is_accepted_and_used() -> None:
+    options = IndexOptions(ef_search=5000)
+    assert AnnSettings.of(options).ef_for(1_000_000) == 5000
+    with pytest.raises(ConfigurationError, match="hnsw_ef_search"):
+        IndexOptions(ef_search=10_001)
 
 
 def test_settings_fill_the_defaults_and_take_every_option() -> None:
@@ -208,6 +217,7 @@ async def test_url_and_settings_options_round_trip(
         ("exact_threshold=-1", "exact_threshold"),
         ("hnsw_ef_search=0", "hnsw_ef_search"),
         ("hnsw_ef_construction=100000", "hnsw_ef_construction"),
+        ("hnsw_ef_search=10001", "hnsw_ef_search"),
     ],
 )
 @pytest.mark.parametrize("scheme", ["memory", "sqlite"])
@@ -316,3 +326,122 @@ async def test_sqlite_sees_a_write_from_another_process(tmp_path: Path) -> None:
         assert "r00007" not in {h.record.id for h in await store.search("o", rows[7], limit=10)}
         assert (await store.search("o", fresh[0], limit=1))[0].record.id == "r00008"
         assert (await store.search("o", fresh[1], limit=1))[0].record.id == "r09999"
+
+
+# -- memory:// builds the graph off the event loop --------------------------------
+
+
+async def test_memory_builds_the_graph_in_a_thread_while_writes_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The first search past the threshold builds the graph in a worker thread:
+    while it is held there, the event loop keeps serving adds, updates, deletes
+    and a second search (which waits for the same build); the graph attached
+    afterwards gives the exact answers over the final state."""
+    import threading
+
+    from agent_memory.adapters.memory import store as memory_store
+
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+    real = memory_store.build_graph
+
+    def held(rows: np.ndarray, settings: AnnSettings) -> object:
+        calls.append(len(rows))
+        started.set()
+        assert release.wait(60)
+        return real(rows, settings)
+
+    monkeypatch.setattr(memory_store, "build_graph", held)
+    rows = _unit_rows(1500, 9)
+    fresh = _unit_rows(40, 10)
+    url = "memory://ann-thread?exact_threshold=0&hnsw_ef_search=1000"
+    async with (
+        await connect(url, embedder=HashingEmbedder(dimension=32)) as memory,
+        await connect("memory://ann-thread-exact", embedder=HashingEmbedder(dimension=32)) as ex,
+    ):
+        store, exact = memory.store, ex.store
+        for s in (store, exact):
+            await s.add(_records(rows))
+        first = asyncio.ensure_future(store.search("o", rows[3], limit=10))
+        assert await asyncio.to_thread(started.wait, 60)
+        second = asyncio.ensure_future(store.search("o", rows[4], limit=10, namespace="n"))
+        for s in (store, exact):  # on the loop, during the build
+            await s.add(_records(fresh, 5000))
+            for i in range(0, 300, 7):
+                await s.delete("o", f"r{i:05d}")
+            await s.update(_records(-rows[400:401], 401)[0])
+            await s.update(_records(fresh[:1], 5001)[0])  # added during the build, moved
+        assert not first.done()
+        assert not second.done()
+        release.set()
+        await asyncio.gather(first, second)
+        assert calls == [1500]  # one build, from the snapshot taken before the writes
+        vectors = store.backend.owners(store.space)["o"].vectors(32, store._ann)  # type: ignore[attr-defined]
+        assert vectors.graph_built
+        for q in [*rows[:12], *fresh[:12], -rows[400]]:
+            for kw in ({}, {"namespace": "n"}):
+                ours = [(h.record.id, h.score) for h in await store.search("o", q, **kw)]
+                want = [(h.record.id, h.score) for h in await exact.search("o", q, **kw)]
+                assert ours == want
+
+
+async def test_a_failed_graph_build_fails_that_search_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_memory.adapters.memory import store as memory_store
+
+    real = memory_store.build_graph
+    failures = [RuntimeError("build failed")]
+
+    def flaky(rows: np.ndarray, settings: AnnSettings) -> object:
+        if failures:
+            raise failures.pop()
+        return real(rows, settings)
+
+    monkeypatch.setattr(memory_store, "build_graph", flaky)
+    rows = _unit_rows(600, 11)
+    url = "memory://ann-flaky?exact_threshold=0&hnsw_ef_search=1000"
+    async with await connect(url, embedder=HashingEmbedder(dimension=32)) as memory:
+        await memory.store.add(_records(rows))
+        with pytest.raises(RuntimeError, match="build failed"):
+            await memory.store.search("o", rows[0], limit=1)
+        await memory.store.add(_records(rows[:1], 9000))  # no snapshot left recording writes
+        hits = await memory.store.search("o", rows[0], limit=2)
+        assert {h.record.id for h in hits} == {"r00000", "r09000"}
+
+
+async def test_memory_owner_replaced_during_the_build_gets_its_own_graph(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The owner is forgotten and refilled while its first graph is built: the
+    waiting search builds a graph of the new records (off the loop too) and
+    answers over them, never over the forgotten ones."""
+    import threading
+
+    from agent_memory.adapters.memory import store as memory_store
+
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+    real = memory_store.build_graph
+
+    def held(rows: np.ndarray, settings: AnnSettings) -> object:
+        calls.append(len(rows))
+        started.set()
+        assert release.wait(60)
+        return real(rows, settings)
+
+    monkeypatch.setattr(memory_store, "build_graph", held)
+    old, new = _unit_rows(600, 12), _unit_rows(700, 13)
+    url = "memory://ann-replaced?exact_threshold=0&hnsw_ef_search=1000"
+    async with await connect(url, embedder=HashingEmbedder(dimension=32)) as memory:
+        store = memory.store
+        await store.add(_records(old))
+        first = asyncio.ensure_future(store.search("o", old[5], limit=10))
+        assert await asyncio.to_thread(started.wait, 60)
+        await store.delete_scope("o")
+        await store.add(_records(new, 20_000))
+        release.set()
+        hits = await first
+        assert calls == [600, 700]
+        exact = ExactIndex(32)
+        exact.add([f"r{20_000 + i:05d}" for i in range(len(new))], new)
+        assert [(h.record.id, h.score) for h in hits] == _hits(exact, old[5], 10)

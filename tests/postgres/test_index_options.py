@@ -121,6 +121,7 @@ async def test_settings_reach_the_store_and_defaults_apply(postgres_url: str) ->
         ("hnsw_ef_construction=2000", "hnsw_ef_construction"),
         ("hnsw_m=32&hnsw_ef_construction=40", "hnsw_ef_construction"),  # pgvector: >= 2 * m
         ("hnsw_ef_search=0", "hnsw_ef_search"),
+        ("hnsw_ef_search=1001", "hnsw_ef_search"),  # pgvector's limit (the shared one: 10,000)
         ("exact_threshold=-3", "exact_threshold"),
     ],
 )

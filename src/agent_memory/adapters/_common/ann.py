@@ -45,6 +45,7 @@ __all__ = [
     "AnnIndex",
     "AnnSettings",
     "ann_available",
+    "build_graph",
 ]
 
 _log = logging.getLogger(__name__)
@@ -54,7 +55,8 @@ DEFAULT_EXACT_THRESHOLD: Final = 100_000
 DEFAULT_M: Final = 16
 DEFAULT_EF_CONSTRUCTION: Final = 40
 DEFAULT_EF_SEARCH: Final = 200
-MAX_AUTO_EF_SEARCH: Final = 1000
+MAX_AUTO_EF_SEARCH: Final = 2000
+AUTO_EF_RECORDS: Final = 500  # one graph candidate per this many records
 
 ANN_MISSING: Final = (
     "owners past the exact-search threshold are searched exactly: the approximate "
@@ -118,19 +120,20 @@ class AnnSettings:
     def ef_for(self, rows: int) -> int:
         """The graph candidates a search of an owner with `rows` records asks
         for: the configured `ef_search` as given, else 200, rising with the
-        owner past 200,000 records to 1,000 at 1M (one per 1,000 records, at
-        most `MAX_AUTO_EF_SEARCH`). Measured on 1M clustered vectors (M 16,
-        ef_construction 40): recall@10 0.81 at ef 200, 0.90 at 400, 0.95 at 800,
-        0.97 at 1,600; the search stays a few milliseconds (docs/scale.md)."""
+        owner past 100,000 records to 2,000 at 1M (one per 500 records, at most
+        `MAX_AUTO_EF_SEARCH`). Measured on 1M clustered vectors (M 16,
+        ef_construction 40) through the store (docs/scale.md): recall@10 0.934
+        at ef 1,000, 0.950 at 1,500, 0.964 at 2,000, 0.968 at 3,000; the search
+        0.10x to 0.12x the exact scan from 1,000 to 2,000."""
         if self.ef_search is not None:
             return self.ef_search
-        return max(DEFAULT_EF_SEARCH, min(MAX_AUTO_EF_SEARCH, -(-rows // 1000)))
+        return max(DEFAULT_EF_SEARCH, min(MAX_AUTO_EF_SEARCH, -(-rows // AUTO_EF_RECORDS)))
 
 
 class AnnIndex(ExactIndex):
     """`ExactIndex` with an HNSW graph used above `settings.exact_threshold`."""
 
-    __slots__ = ("_dead", "_graph", "_label_of", "_labels", "settings")
+    __slots__ = ("_dead", "_graph", "_label_of", "_labels", "_touched", "settings")
 
     def __init__(self, dimension: int, settings: AnnSettings | None = None) -> None:
         super().__init__(dimension)
@@ -139,6 +142,9 @@ class AnnIndex(ExactIndex):
         self._labels: list[str | None] = []  # graph label -> id (None: dead)
         self._label_of: dict[str, int] = {}
         self._dead = 0
+        # While a graph is built off this thread (`snapshot` .. `attach`): the ids
+        # written since the snapshot, re-examined when the graph is attached.
+        self._touched: set[str] | None = None
 
     @property
     def graph_built(self) -> bool:
@@ -151,20 +157,69 @@ class AnnIndex(ExactIndex):
         tags: npt.NDArray[np.int64] | None = None,
     ) -> None:
         super().add(ids, vectors, tags)
+        if self._touched is not None:
+            self._touched.update(ids)
         if self._graph is not None:
             self._insert(ids)
 
     def update(self, id: str, vector: npt.NDArray[np.float32]) -> None:
         super().update(id, vector)
+        if self._touched is not None:
+            self._touched.add(id)
         if self._graph is not None:
             self._insert([id])
 
     def remove(self, ids: Sequence[str]) -> None:
         super().remove(ids)
+        if self._touched is not None:
+            self._touched.update(ids)
         if self._graph is not None:
             for id in ids:
                 self._kill(id)
             self._maybe_drop()
+
+    def needs_graph(
+        self, query: npt.NDArray[np.float32], positions: npt.NDArray[np.intp] | None = None
+    ) -> bool:
+        """Whether `search(query, positions=positions)` would go through the graph
+        and build it first (so a caller can build it elsewhere: `snapshot`)."""
+        return self._graph is None and self._uses_graph(query, positions)
+
+    def _uses_graph(
+        self, query: npt.NDArray[np.float32], positions: npt.NDArray[np.intp] | None
+    ) -> bool:
+        threshold = self.settings.exact_threshold
+        if len(self) <= threshold or (positions is not None and len(positions) <= threshold):
+            return False
+        q64 = query.astype(np.float64)
+        return float(q64 @ q64) > 0.0 and ann_available()
+
+    def snapshot(self) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """The ids and a copy of the rows to build a graph from in another thread
+        (`build_graph`); from now until `attach`, writes are remembered so the
+        graph can be brought up to date."""
+        self._touched = set()
+        return list(self.ids), self.matrix.copy()
+
+    def attach(self, ids: list[str], graph: Any) -> None:
+        """Take `graph`, built by `build_graph` from `snapshot()`'s rows: label i
+        is `ids[i]`. An id written since the snapshot gets a fresh label when it
+        is still present (its current row) and its snapshot label dies, so the
+        graph matches the rows as they are now. Ignored when a graph was built
+        meanwhile (`search` builds one itself when none is there); `graph` None
+        (the build failed) just ends the snapshot."""
+        touched, self._touched = self._touched or set(), None
+        if self._graph is not None or graph is None:  # None: the build failed
+            return
+        self._graph, self._labels, self._dead = graph, list(ids), 0
+        self._label_of = {id: label for label, id in enumerate(ids)}
+        present = [id for id in touched if id in self._pos]
+        for id in touched:
+            if id not in self._pos:
+                self._kill(id)
+        if present:
+            self._insert(present)
+        self._maybe_drop()
 
     def search(
         self,
@@ -174,13 +229,10 @@ class AnnIndex(ExactIndex):
         min_score: float | None = None,
         positions: npt.NDArray[np.intp] | None = None,
     ) -> list[tuple[int, float]]:
-        threshold = self.settings.exact_threshold
-        if len(self) <= threshold or (positions is not None and len(positions) <= threshold):
+        if not self._uses_graph(query, positions):
             return super().search(query, limit, min_score=min_score, positions=positions)
         q64 = query.astype(np.float64)
         norm = float(np.sqrt(q64 @ q64))
-        if norm == 0.0 or not ann_available():
-            return super().search(query, limit, min_score=min_score, positions=positions)
         graph = self._built()
         q = (q64 / norm).astype(np.float32).reshape(1, -1)
         allowed: npt.NDArray[np.bool_] | None = None
@@ -250,14 +302,9 @@ class AnnIndex(ExactIndex):
 
     def _built(self) -> Any:
         if self._graph is None:
-            graph = _faiss.IndexHNSWFlat(
-                self._dimension, self.settings.m, _faiss.METRIC_INNER_PRODUCT
-            )
-            graph.hnsw.efConstruction = self.settings.ef_construction
-            graph.hnsw.efSearch = self.settings.ef_search or DEFAULT_EF_SEARCH
-            self._graph = graph
-            self._labels, self._label_of, self._dead = [], {}, 0
-            self._insert(self.ids)
+            self._graph = build_graph(self.matrix, self.settings)
+            self._labels, self._dead = list(self.ids), 0
+            self._label_of = {id: label for label, id in enumerate(self.ids)}
         return self._graph
 
     def _insert(self, ids: Sequence[str]) -> None:
@@ -284,3 +331,16 @@ class AnnIndex(ExactIndex):
         if self._dead > max(len(self), 1_000):
             self._graph = None
             self._labels, self._label_of, self._dead = [], {}, 0
+
+
+def build_graph(rows: npt.NDArray[np.float32], settings: AnnSettings) -> Any:
+    """A faiss HNSW graph (inner product) over `rows` (unit, float32), label i
+    for row i. Touches nothing but its arguments, so it can run in a worker
+    thread (faiss releases the GIL while it builds); needs `ann_available()`."""
+    ann_available()
+    graph = _faiss.IndexHNSWFlat(rows.shape[1], settings.m, _faiss.METRIC_INNER_PRODUCT)
+    graph.hnsw.efConstruction = settings.ef_construction
+    graph.hnsw.efSearch = settings.ef_search or DEFAULT_EF_SEARCH
+    if len(rows):
+        graph.add(np.ascontiguousarray(rows, dtype=np.float32))
+    return graph

@@ -25,11 +25,13 @@ from agent_memory.domain.errors import ConfigurationError
 __all__ = ["INDEX_PARAMETERS", "IndexOptions", "split_index_options"]
 
 # URL parameter -> IndexOptions field; the bounds are the engines' own limits
-# (Redis, pgvector and Qdrant accept the same ranges or wider ones).
+# (Redis, pgvector and Qdrant accept the same ranges or wider ones), except
+# ef_search: up to 10,000 (the embedded graph's default reaches 2,000 at 1M
+# records), pgvector's hnsw.ef_search stops at 1,000 (PostgreSQL checks that).
 INDEX_PARAMETERS: Final[dict[str, tuple[str, int, int]]] = {
     "hnsw_m": ("m", 2, 100),
     "hnsw_ef_construction": ("ef_construction", 4, 1000),
-    "hnsw_ef_search": ("ef_search", 1, 1000),
+    "hnsw_ef_search": ("ef_search", 1, 10_000),
     "exact_threshold": ("exact_threshold", 0, 10_000_000),
 }
 

@@ -6,6 +6,7 @@ it (the way two clients share one server); closing one handle leaves the data.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import heapq
 from collections import Counter
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from agent_memory.adapters._common.ann import AnnIndex, AnnSettings
+from agent_memory.adapters._common.ann import AnnIndex, AnnSettings, build_graph
 from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.lifecycle import Lifecycle
 from agent_memory.adapters._common.validation import (
@@ -53,6 +54,7 @@ class _OwnerIndex:
     def __init__(self) -> None:
         self.records: dict[str, MemoryRecord] = {}
         self._vectors: AnnIndex | None = None
+        self._building: asyncio.Future[None] | None = None
         self._terms: dict[str, tuple[Counter[str], int]] = {}
         self._postings: dict[str, dict[str, int]] | None = None
         self._lengths: dict[str, int] = {}
@@ -119,6 +121,30 @@ class _OwnerIndex:
         self._vectors.settings = settings
         return self._vectors
 
+    async def build_graph(self, vectors: AnnIndex) -> None:
+        """Build `vectors`' HNSW graph in a worker thread, so the event loop keeps
+        serving while it runs (minutes at 1M records). The graph is built from a
+        snapshot of the rows; writes made meanwhile go to the exact rows at once
+        and are applied to the graph when it is attached (`AnnIndex.attach`), so
+        the graph matches the final state. Concurrent searches wait for the one
+        build; a cancelled search does not cancel it."""
+        if self._building is None:
+            ids, rows = vectors.snapshot()
+            settings = vectors.settings
+
+            async def run() -> None:
+                try:
+                    graph = await asyncio.to_thread(build_graph, rows, settings)
+                except BaseException:
+                    vectors.attach(ids, None)
+                    raise
+                finally:
+                    self._building = None
+                vectors.attach(ids, graph)
+
+            self._building = asyncio.ensure_future(run())
+        await asyncio.shield(self._building)
+
     def terms(self, record_id: str) -> tuple[Counter[str], int]:
         found = self._terms.get(record_id)
         if found is None:
@@ -141,6 +167,22 @@ class MemoryBackend:
 def _matches(record: MemoryRecord, namespace: str | None, kinds: list[str] | None) -> bool:
     return (namespace is None or record.namespace == namespace) and (
         kinds is None or record.kind in kinds
+    )
+
+
+def _positions(
+    index: _OwnerIndex, vectors: AnnIndex, namespace: str | None, kinds: list[str] | None
+) -> npt.NDArray[np.intp] | None:
+    """The rows of `vectors` whose records match the filters (None: no filter)."""
+    if namespace is None and kinds is None:
+        return None
+    ids = vectors.ids
+    return np.flatnonzero(
+        np.fromiter(
+            (_matches(index.records[i], namespace, kinds) for i in ids),
+            dtype=bool,
+            count=len(ids),
+        )
     )
 
 
@@ -242,16 +284,16 @@ class InMemoryMemoryStore:
         if index is None:
             return []
         vectors = index.vectors(self._space.dimension, self._ann)
-        positions = None
-        if namespace is not None or wanted is not None:
-            ids = vectors.ids
-            positions = np.flatnonzero(
-                np.fromiter(
-                    (_matches(index.records[i], namespace, wanted) for i in ids),
-                    dtype=bool,
-                    count=len(ids),
-                )
-            )
+        positions = _positions(index, vectors, namespace, wanted)
+        while vectors.needs_graph(query, positions):
+            # Past the threshold with no graph yet: built off the event loop (again
+            # if the owner was replaced or the graph dropped while it was built).
+            await index.build_graph(vectors)
+            index = self._owners().get(owner)
+            if index is None:
+                return []
+            vectors = index.vectors(self._space.dimension, self._ann)
+            positions = _positions(index, vectors, namespace, wanted)  # writes may have run
         hits = vectors.search(query, limit, min_score=min_score, positions=positions)
         ids = vectors.ids
         return [ScoredRecord(record=index.records[ids[i]], score=s) for i, s in hits]

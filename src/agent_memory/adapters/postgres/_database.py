@@ -187,6 +187,11 @@ class PostgresDatabase:
             raise InvalidInput("schema", f"a lower-case SQL identifier is required, got {schema!r}")
         if min_size < 0 or max_size < max(1, min_size):
             raise InvalidInput("max_size", f"pool sizes {min_size}..{max_size} are invalid")
+        if isinstance(ef_search, bool) or not isinstance(ef_search, int) or ef_search > 1000:
+            # pgvector's hnsw.ef_search range is 1..1000 (the shared bound is wider).
+            raise ConfigurationError(
+                f"hnsw_ef_search: an integer from 1 to 1000 is required, got {ef_search!r}"
+            )
         self._url = url
         self._schema = schema
         self._min_size = min_size

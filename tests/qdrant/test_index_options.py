@@ -56,7 +56,7 @@ async def test_defaults_and_url_parameters_round_trip() -> None:
         ("hnsw_m=0", "hnsw_m"),
         ("hnsw_ef_construction=1", "hnsw_ef_construction"),
         ("hnsw_ef=0", "hnsw_ef"),
-        ("hnsw_ef_search=5000", "hnsw_ef_search"),
+        ("hnsw_ef_search=10001", "hnsw_ef_search"),
         ("exact_threshold=many", "exact_threshold"),
     ],
 )

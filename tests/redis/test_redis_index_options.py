@@ -103,7 +103,7 @@ async def test_bad_url_parameters_name_the_parameter(
     [
         ({"hnsw_m": 0}, "hnsw_m"),
         ({"hnsw_ef_construction": True}, "hnsw_ef_construction"),
-        ({"ef_runtime": 5000}, "hnsw_ef_search"),
+        ({"ef_runtime": 10_001}, "hnsw_ef_search"),
         ({"exact_threshold": -1}, "exact_threshold"),
     ],
 )

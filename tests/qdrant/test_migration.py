@@ -136,12 +136,18 @@ async def test_old_format_collection_is_migrated_on_open(
     assert want == await _oracle(records)
     assert any(want), "the queries find something"
 
-    # Without the migration the old points hold no terms: the comparison catches it.
+    # Without the migration (and without the fill before a keyword search, which
+    # would derive the same terms) the old points hold no terms: the comparison
+    # catches it.
     async def no_migration(self: QdrantMemoryStore, name: str) -> int:
         return 0
 
+    async def no_fill(self: QdrantMemoryStore, name: str, ids: list[str]) -> None:
+        return None
+
     with monkeypatch.context() as patched:
         patched.setattr(QdrantMemoryStore, "_migrate_terms", no_migration)
+        patched.setattr(QdrantMemoryStore, "_fill_terms", no_fill)
         unmigrated = await open_store()
         assert await _answers(unmigrated) != want
 

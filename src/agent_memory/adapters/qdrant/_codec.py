@@ -19,7 +19,10 @@ Keyword fields (see `_lexical`): `terms` (distinct `domain.lexical` terms of
 content + context), `term_counts` (their counts, same order), `token_count`
 (the length in terms) and `lexical` (the `LEXICAL_VERSION` they follow). A
 point without the current `lexical` value is re-derived when a store opens the
-collection (`store._migrate_terms`); `lexical_fields` computes those fields.
+collection (`store._migrate_terms`) and before a keyword search that would see
+it (`store._fill_terms`); `lexical_fields` computes those fields. A store opened
+with `keyword=False` writes points without them (`batch_payloads(...,
+keyword=False)`).
 """
 
 from __future__ import annotations
@@ -177,16 +180,19 @@ def lexical_fields(content: str, context: str, version: str) -> dict[str, Any]:
     }
 
 
-def record_to_payload(record: MemoryRecord) -> dict[str, Any]:
-    """The payload of one point: filter fields, exact values, keyword terms."""
-    return batch_payloads([record], np.stack([record.vector]))[0]
+def record_to_payload(record: MemoryRecord, *, keyword: bool = True) -> dict[str, Any]:
+    """The payload of one point: filter fields, exact values, and (unless not
+    `keyword`) the keyword fields."""
+    return batch_payloads([record], np.stack([record.vector]), keyword=keyword)[0]
 
 
 def batch_payloads(
-    records: Sequence[MemoryRecord], matrix: npt.NDArray[np.float32]
+    records: Sequence[MemoryRecord], matrix: npt.NDArray[np.float32], *, keyword: bool = True
 ) -> list[dict[str, Any]]:
     """`record_to_payload` of each record; `matrix` stacks their vectors (the
-    points' vectors too), so the exact vectors are encoded from one buffer."""
+    points' vectors too), so the exact vectors are encoded from one buffer.
+    Without `keyword`, the payloads carry no keyword fields (no `lexical`
+    marker either, so the next keyword search derives them)."""
     encoded = _encode_vectors(matrix)
     # A JSON string, so that attributes round-trip exactly (1 vs 1.0, key order)
     # and can never collide with the indexed fields. The records validated them
@@ -215,7 +221,8 @@ def batch_payloads(
             FIELD_ATTRIBUTES: dumps(attributes) if attributes else "{}",
             FIELD_VECTOR: vector,
         }
-        payload.update(lexical_fields(content, context, version))
+        if keyword:
+            payload.update(lexical_fields(content, context, version))
         append(payload)
     return out
 

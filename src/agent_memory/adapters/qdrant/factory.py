@@ -10,7 +10,9 @@
 Server options: `?tls=true` (HTTPS), `?grpc=true` (prefer gRPC), `?grpc_port=6334`,
 `?timeout=SECONDS`. Every form takes the vector index parameters `?hnsw_m=16`,
 `?hnsw_ef_construction=200`, `?hnsw_ef=200` (also spelled `hnsw_ef_search`) and
-`?exact_threshold=5000` (docs/qdrant.md), and `?prefix=NAME_` (the collection name prefix,
+`?exact_threshold=5000` (docs/qdrant.md), `?keyword=false` (add and update store no
+keyword terms; the first keyword search over such records derives them, on any
+handle: docs/qdrant.md, "Overhead"), and `?prefix=NAME_` (the collection name prefix,
 default `agent_memory_`; through `connect()` a deployment other than `default`
 gets `agent_memory_<slug>_<hash>_` unless the URL names a prefix).
 Building the client does no network I/O; the first operation connects.
@@ -38,6 +40,7 @@ from agent_memory.domain.records import EmbeddingSpace
 __all__ = [
     "deployment_prefix",
     "index_options_from_url",
+    "keyword_from_url",
     "open_qdrant_store",
     "open_stores",
     "qdrant_client_from_url",
@@ -49,8 +52,8 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
-def _flag(params: dict[str, list[str]], name: str) -> bool:
-    raw = params.get(name, ["false"])[-1].lower()
+def _flag(params: dict[str, list[str]], name: str, *, default: bool = False) -> bool:
+    raw = params.get(name, ["true" if default else "false"])[-1].lower()
     if raw in _TRUE:
         return True
     if raw in _FALSE:
@@ -65,7 +68,16 @@ def _parse(url: str) -> tuple[str, dict[str, Any], str]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     params = parse_qs(parts.query, keep_blank_values=True)
-    known = {"prefix", "tls", "grpc", "grpc_port", "timeout", *INDEX_PARAMETERS, *_ALIASES}
+    known = {
+        "prefix",
+        "tls",
+        "grpc",
+        "grpc_port",
+        "timeout",
+        "keyword",
+        *INDEX_PARAMETERS,
+        *_ALIASES,
+    }
     unknown = sorted(set(params) - known)
     if unknown:
         raise ConfigurationError(f"unknown qdrant URL option(s) {unknown}; known: {sorted(known)}")
@@ -134,12 +146,26 @@ def index_options_from_url(url: str) -> IndexOptions:
     return split_index_options(url, aliases=_ALIASES)[1]
 
 
+def keyword_from_url(url: str) -> bool:
+    """The URL's `keyword` option (default true): whether `add` and `update` store
+    keyword terms. `ConfigurationError` naming it for a value other than
+    true/false (also 1/0, yes/no, on/off)."""
+    _parse(url)  # the URL itself must be valid
+    return _flag(parse_qs(urlsplit(url).query, keep_blank_values=True), "keyword", default=True)
+
+
 def open_qdrant_store(url: str, space: EmbeddingSpace) -> QdrantMemoryStore:
     """A store that owns a new client for `url` (closing the store closes it)."""
     options = index_options_from_url(url)
+    keyword = keyword_from_url(url)
     client, prefix = qdrant_client_from_url(url)
     return QdrantMemoryStore(
-        client, space, collection_prefix=prefix, owns_client=True, index=options
+        client,
+        space,
+        collection_prefix=prefix,
+        owns_client=True,
+        index=options,
+        keyword=keyword,
     )
 
 
@@ -156,6 +182,7 @@ async def open_stores(
     come from the URL, else from `index` (the `AGENT_MEMORY_HNSW_*` settings)."""
     del retention, clock  # events, leases and cache come from another URL
     options = index_options_from_url(url).merged(index)
+    keyword = keyword_from_url(url)
     kind, kwargs, prefix = _parse(url)
     explicit = "prefix" in parse_qs(urlsplit(url).query)
     if deployment and deployment != "default" and not explicit:
@@ -166,8 +193,14 @@ async def open_stores(
         collection_prefix=prefix,
         owns_client=True,
         index=options,
+        keyword=keyword,
     )
     return {
         "store": store,
-        "details": {"qdrant": kind, "collection": store.collection_name, "prefix": prefix},
+        "details": {
+            "qdrant": kind,
+            "collection": store.collection_name,
+            "prefix": prefix,
+            "keyword": keyword,
+        },
     }

@@ -16,8 +16,11 @@ is why the adapter declares `concurrent_duplicate_rejection=False`.
 
 Keyword search uses the `domain.lexical` terms each point stores (`_lexical`).
 Points whose terms were derived with other lexical rules, or not stored at all
-(collections written before terms were stored), are re-derived when a store
-first opens the collection (`_migrate_terms`).
+(collections written before terms were stored, points added by a store opened
+with `keyword=False`), are re-derived when a store first opens the collection
+(`_migrate_terms`, skipped by a `keyword=False` store) and before a keyword
+search over them (`_fill_terms`), so keyword results never depend on which
+handle wrote a record.
 """
 
 from __future__ import annotations
@@ -171,6 +174,9 @@ def _payload(point: qm.Record | qm.ScoredPoint) -> dict[str, Any]:
     return point.payload or {}
 
 
+_TEXT = [FIELD_CONTENT, FIELD_CONTEXT]
+
+
 def _text_of(payload: dict[str, Any]) -> tuple[str, str]:
     """(content, context) of a payload, empty where absent."""
     return str(payload.get(FIELD_CONTENT, "")), str(payload.get(FIELD_CONTEXT, ""))
@@ -191,9 +197,15 @@ class QdrantMemoryStore:
         collection_prefix: str = DEFAULT_COLLECTION_PREFIX,
         owns_client: bool = False,
         index: IndexOptions | None = None,
+        keyword: bool = True,
     ) -> None:
+        if not isinstance(keyword, bool):
+            raise ConfigurationError(f"qdrant store option keyword must be a bool, got {keyword!r}")
         self._client = client
         self._space = check_space(space)
+        # Whether `add` / `update` derive and store keyword terms (else the next
+        # keyword search derives them) and opening migrates stale points.
+        self._keyword = keyword
         options = index or IndexOptions()
         self._m = options.m or DEFAULT_M
         self._ef_construct = options.ef_construction or DEFAULT_EF_CONSTRUCTION
@@ -221,6 +233,13 @@ class QdrantMemoryStore:
             ef_search=self._ef,
             exact_threshold=self._exact_threshold,
         )
+
+    @property
+    def keyword(self) -> bool:
+        """Whether `add` and `update` derive and store the keyword terms (False:
+        the URL's `keyword=false`; the first keyword search over those records
+        derives and stores them, on any handle)."""
+        return self._keyword
 
     @property
     def collection_name(self) -> str:
@@ -291,7 +310,8 @@ class QdrantMemoryStore:
                 "this store needs Cosine"
             )
         await self._ensure_indexes(name, info.payload_schema or {})
-        await self._migrate_terms(name)
+        if self._keyword:
+            await self._migrate_terms(name)
 
     def _hnsw_config(self) -> qm.HnswConfigDiff:
         """M, ef_construct, and the exact threshold as Qdrant's `full_scan_threshold`
@@ -353,37 +373,70 @@ class QdrantMemoryStore:
         found = await self._call("count", self._client.count(name, count_filter=stale, exact=True))
         if found.count == 0:
             return 0
-        text = [FIELD_CONTENT, FIELD_CONTEXT]
         done = 0
         async with _write_lock(self._client, name):
-            async for points in self._batches(name, stale, text):
+            async for points in self._batches(name, stale, _TEXT):
                 pending = {str(p.id): _text_of(_payload(p)) for p in points}
                 done += len(pending)
-                while pending:
-                    ops: builtins.list[qm.UpdateOperation] = [
-                        qm.SetPayloadOperation(
-                            set_payload=qm.SetPayload(
-                                payload=lexical_fields(content, context, version), points=[pid]
-                            )
-                        )
-                        for pid, (content, context) in pending.items()
-                    ]
-                    await self._call(
-                        "batch_update_points",
-                        self._client.batch_update_points(name, update_operations=ops, wait=True),
-                    )
-                    again = await self._call(
-                        "retrieve",
-                        self._client.retrieve(
-                            name, ids=list(pending), with_payload=text, with_vectors=False
-                        ),
-                    )
-                    pending = {
-                        str(p.id): _text_of(_payload(p))
-                        for p in again
-                        if _text_of(_payload(p)) != pending[str(p.id)]
-                    }
+                await self._derive_terms(name, pending, version)
         return done
+
+    async def _derive_terms(
+        self, name: str, pending: dict[str, tuple[str, str]], version: str
+    ) -> None:
+        """Set the keyword fields of each point of `pending` (point id -> the
+        (content, context) they are derived from), then read the points again and
+        redo any whose text another writer changed meanwhile. The caller holds
+        the write lock."""
+        while pending:
+            ops: builtins.list[qm.UpdateOperation] = [
+                qm.SetPayloadOperation(
+                    set_payload=qm.SetPayload(
+                        payload=lexical_fields(content, context, version), points=[pid]
+                    )
+                )
+                for pid, (content, context) in pending.items()
+            ]
+            await self._call(
+                "batch_update_points",
+                self._client.batch_update_points(name, update_operations=ops, wait=True),
+            )
+            again = await self._call(
+                "retrieve",
+                self._client.retrieve(
+                    name, ids=list(pending), with_payload=_TEXT, with_vectors=False
+                ),
+            )
+            pending = {
+                str(p.id): _text_of(_payload(p))
+                for p in again
+                if _text_of(_payload(p)) != pending[str(p.id)]
+            }
+
+    async def _fill_terms(self, name: str, ids: builtins.list[str]) -> None:
+        """Derive the keyword fields of the points `ids` that still lack current
+        ones (added by a `keyword=False` store, or by a writer around this
+        adapter), in batches of `_SCROLL_BATCH`; points deleted meanwhile are
+        skipped."""
+        version = current_version()
+        fields = [*_TEXT, FIELD_LEXICAL]
+        async with _write_lock(self._client, name):
+            for start in range(0, len(ids), _SCROLL_BATCH):
+                points = await self._call(
+                    "retrieve",
+                    self._client.retrieve(
+                        name,
+                        ids=ids[start : start + _SCROLL_BATCH],
+                        with_payload=fields,
+                        with_vectors=False,
+                    ),
+                )
+                pending = {
+                    str(p.id): _text_of(_payload(p))
+                    for p in points
+                    if _payload(p).get(FIELD_LEXICAL) != version
+                }
+                await self._derive_terms(name, pending, version)
 
     async def _batches(
         self, name: str, flt: qm.Filter, fields: list[str]
@@ -441,7 +494,10 @@ class QdrantMemoryStore:
             points = [
                 construct(id=pid, vector=vector, payload=payload)
                 for pid, vector, payload in zip(
-                    chunk_ids, matrix.tolist(), batch_payloads(chunk, matrix), strict=True
+                    chunk_ids,
+                    matrix.tolist(),
+                    batch_payloads(chunk, matrix, keyword=self._keyword),
+                    strict=True,
                 )
             ]
             await self._call("upsert", self._client.upsert(name, points=points, wait=True))
@@ -693,7 +749,9 @@ class QdrantMemoryStore:
         index selects the owner's candidates holding any query term (`MatchAny`,
         owner and filters inside the query); the scores use statistics over the
         owner's filtered records only, exactly as the in-process store computes
-        them."""
+        them. Records in that scope without current terms (added by a
+        `keyword=False` store, or around this adapter) get them first
+        (`_fill_terms`), so every record counts, whichever handle wrote it."""
         async with self._life.op():
             query, wanted = check_search_text_args(owner, query, limit, namespace, kinds)
             terms = query_terms(query)
@@ -701,15 +759,35 @@ class QdrantMemoryStore:
                 return []
             name = await self._collection()
             scope = _scope_conditions(owner, namespace, wanted)
+            version = current_version()
+            corpus = await self._corpus(name, scope)
+            stale = [pid for pid, p in corpus.items() if p.get(FIELD_LEXICAL) != version]
+            if stale:
+                await self._fill_terms(name, stale)
+                corpus = await self._corpus(name, scope)
             holds = qm.FieldCondition(key=FIELD_TERMS, match=qm.MatchAny(any=terms))
-            candidates = await self._scan(
-                name,
-                qm.Filter(must=[*scope, holds]),
-                [FIELD_ID, FIELD_TERMS, FIELD_TERM_COUNTS, FIELD_TOKENS],
-            )
-            if not candidates:
+            found_points = [
+                p
+                async for points in self._batches(
+                    name,
+                    qm.Filter(must=[*scope, holds]),
+                    [FIELD_ID, FIELD_TERMS, FIELD_TERM_COUNTS, FIELD_TOKENS],
+                )
+                for p in points
+            ]
+            if not found_points:
                 return []
-            corpus = await self._scan(name, qm.Filter(must=scope), [FIELD_TOKENS])
+            # Statistics over the records whose terms are known: the corpus read
+            # above plus any candidate another writer added since (a point added
+            # without terms meanwhile is no candidate and is not counted).
+            lengths = {
+                pid: int(p[FIELD_TOKENS])
+                for pid, p in corpus.items()
+                if p.get(FIELD_LEXICAL) == version
+            }
+            candidates = [_payload(p) for p in found_points]
+            for point, payload in zip(found_points, candidates, strict=True):
+                lengths.setdefault(str(point.id), int(payload[FIELD_TOKENS]))
             wanted_terms = set(terms)
             docs = [
                 (
@@ -725,8 +803,8 @@ class QdrantMemoryStore:
             scores = bm25_scores(
                 terms,
                 docs,
-                total_docs=len(corpus),
-                total_length=sum(int(p.get(FIELD_TOKENS, 0)) for p in corpus),
+                total_docs=len(lengths),
+                total_length=sum(lengths.values()),
             )
             ranked = sorted(
                 (
@@ -742,3 +820,13 @@ class QdrantMemoryStore:
                 for (neg, _), pid in zip(ranked, ids, strict=True)
                 if pid in found
             ]
+
+    async def _corpus(self, name: str, scope: _Conditions) -> dict[str, dict[str, Any]]:
+        """Point id -> (token count, lexical marker) of every point in `scope`."""
+        return {
+            str(p.id): _payload(p)
+            async for points in self._batches(
+                name, qm.Filter(must=scope), [FIELD_TOKENS, FIELD_LEXICAL]
+            )
+            for p in points
+        }

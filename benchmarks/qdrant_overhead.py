@@ -15,6 +15,9 @@ records of 10 owners in one collection:
   or the exact vector: that is the work our extra pays for. Each call adds a
   new batch of 500 records (built beforehand); each side writes to its own
   collection, created beforehand with the store's layout.
+- `qdrant_add_keyword_false`: the same, with the store opened with
+  `keyword=False` (`?keyword=false`): no keyword terms derived or stored on add
+  (the first keyword search derives them), the rest as `qdrant_add`.
 - `qdrant_add_store_codec` (no target): the same, against an upsert of the
   store's own points (`Batch` of the store's ids and `batch_payloads`, keyword
   terms and exact vector included), converted inside the timed call: what the
@@ -85,9 +88,12 @@ def client_for(url: str | None) -> AsyncQdrantClient:
     return AsyncQdrantClient(location=":memory:")
 
 
-async def new_store(client: AsyncQdrantClient, space: EmbeddingSpace) -> QdrantMemoryStore:
+async def new_store(
+    client: AsyncQdrantClient, space: EmbeddingSpace, *, keyword: bool = True
+) -> QdrantMemoryStore:
     """A store on a new, empty collection (created with its payload indexes)."""
-    store = QdrantMemoryStore(client, space, collection_prefix=f"b{uuid.uuid4().hex[:8]}_")
+    prefix = f"b{uuid.uuid4().hex[:8]}_"
+    store = QdrantMemoryStore(client, space, collection_prefix=prefix, keyword=keyword)
     await store.list("warm-up")  # creates the collection and its payload indexes
     return store
 
@@ -231,6 +237,16 @@ async def run(
             client, ours_store, by_hand.collection_name, iter(chunks), iter(chunks)
         )
         result = await compare_async("qdrant_add", ours, direct, rounds=rounds, target=TARGET)
+        print(result.line(), flush=True)
+
+        no_terms, by_hand_again = [await new_store(client, space, keyword=k) for k in (False, True)]
+        stores += [no_terms, by_hand_again]
+        ours, direct = add_sides(
+            client, no_terms, by_hand_again.collection_name, iter(chunks), iter(chunks)
+        )
+        result = await compare_async(
+            "qdrant_add_keyword_false", ours, direct, rounds=rounds, target=TARGET
+        )
         print(result.line(), flush=True)
 
         codec_ours, codec_direct = [await new_store(client, space) for _ in range(2)]

@@ -298,6 +298,16 @@ async def test_qdrant_add_sides_store_the_same_points() -> None:
     stored = await points(ours_store.collection_name)
     assert len(stored) == 50
     assert stored == await points(codec.collection_name) == await points(prepared.collection_name)
+    # qdrant_add_keyword_false: the same points without the keyword fields.
+    no_terms = await qd.new_store(client, space, keyword=False)
+    await qd.add_sides(client, no_terms, plain.collection_name, iter([chunk]), iter(()))[0]()
+    keyword_fields = {"terms", "term_counts", "token_count", "lexical"}
+    bare = [
+        (pid, json.dumps({k: v for k, v in json.loads(payload).items() if k not in keyword_fields},
+                         sort_keys=True), vector)
+        for pid, payload, vector in stored
+    ]  # fmt: skip
+    assert await points(no_terms.collection_name) == bare
     # The plain side stores the same records (fields and vectors), in its own layout.
     got, _ = await client.scroll(plain.collection_name, limit=100, with_payload=True,
                                  with_vectors=True)  # fmt: skip

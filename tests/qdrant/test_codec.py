@@ -108,6 +108,11 @@ def test_batch_payloads_equal_the_stored_format(data: st.DataObject, dim: int) -
     payloads = batch_payloads(records, matrix)
     assert payloads == [_reference_payload(r) for r in records]
     assert [record_to_payload(r) for r in records] == payloads
+    # keyword=False: the same payloads without the four keyword fields.
+    keyword_fields = {"terms", "term_counts", "token_count", "lexical"}
+    bare = [{k: v for k, v in p.items() if k not in keyword_fields} for p in payloads]
+    assert batch_payloads(records, matrix, keyword=False) == bare
+    assert [record_to_payload(r, keyword=False) for r in records] == bare
     for r, payload in zip(records, payloads, strict=True):
         back = record_from_payload(payload)
         assert back == r
@@ -134,4 +139,5 @@ def test_record_terms_are_the_domain_s_term_counts(content: str, context: str) -
     want, want_length = term_counts(f"{content}\n{context}")
     assert dict(zip(terms, counts, strict=True)) == dict(want)
     assert len(set(terms)) == len(terms)
+    assert terms == list(want)  # first-seen order, as the domain's counts
     assert length == want_length

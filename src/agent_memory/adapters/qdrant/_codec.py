@@ -221,8 +221,12 @@ def batch_payloads(
             FIELD_ATTRIBUTES: dumps(attributes) if attributes else "{}",
             FIELD_VECTOR: vector,
         }
-        if keyword:
-            payload.update(lexical_fields(content, context, version))
+        if keyword:  # `lexical_fields`, without its intermediate dict
+            terms, counts, length = record_terms(content, context)
+            payload[FIELD_TERMS] = terms
+            payload[FIELD_TERM_COUNTS] = counts
+            payload[FIELD_TOKENS] = length
+            payload[FIELD_LEXICAL] = version
         append(payload)
     return out
 

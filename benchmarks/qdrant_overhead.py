@@ -32,8 +32,13 @@ records of 10 owners in one collection:
 `tests/test_benchmarks.py` checks that both sides store and return the same
 data. Local mode (`:memory:`) runs in this process; `--url` uses a server.
 
+`--parts` times, instead, each piece of work of one `add` of a batch (and of
+the plain side) on its own, interleaved over the rounds, and prints the median
+milliseconds per batch: what the ratio's extra pays for (docs/qdrant.md).
+
     python benchmarks/qdrant_overhead.py                  # local mode (:memory:)
     python benchmarks/qdrant_overhead.py --url http://localhost:6333
+    python benchmarks/qdrant_overhead.py --parts
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -52,8 +59,10 @@ from _harness import compare_async
 from qdrant_client import AsyncQdrantClient
 from qdrant_client import models as qm
 
+from agent_memory.adapters._common.validation import check_records
 from agent_memory.adapters.qdrant import QdrantMemoryStore
-from agent_memory.adapters.qdrant._codec import batch_payloads, point_ids
+from agent_memory.adapters.qdrant._codec import _encode_vectors, batch_payloads, point_ids
+from agent_memory.adapters.qdrant._lexical import record_terms
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 
 TARGET = 1.15
@@ -274,6 +283,72 @@ async def run(
         await client.close()
 
 
+async def parts(url: str | None, dim: int, owners: int, batch: int, rounds: int) -> None:
+    """Median milliseconds per batch of each piece of work, timed one at a time
+    (interleaved over the rounds; each round adds a new batch)."""
+    space = EmbeddingSpace("bench", dim)
+    client = client_for(url)
+    stores = [await new_store(client, space, keyword=k) for k in (True, False, True)]
+    with_terms, without_terms, plain = stores
+    took: dict[str, list[float]] = {}
+
+    def clock(name: str, start: float) -> float:
+        now = time.perf_counter()
+        took.setdefault(name, []).append(now - start)
+        return now
+
+    try:
+        for i in range(rounds + 3):
+            chunk = make_records(batch, dim, owners, seed=500 + i, tag=f"p{i}-")
+            t = time.perf_counter()
+            records = check_records(chunk, space)
+            t = clock("validation (check_records)", t)
+            ids = point_ids([(r.owner, r.id) for r in records])
+            t = clock("point ids (uuid5)", t)
+            await with_terms._existing(with_terms.collection_name, ids)
+            t = clock("duplicate check (retrieve of the ids)", t)
+            matrix = np.stack([r.vector for r in records])
+            _encode_vectors(matrix)
+            t = clock("exact vector (stack, base64)", t)
+            bare = batch_payloads(records, matrix, keyword=False)
+            t = clock("payload without keyword terms (exact vector included)", t)
+            for r in records:
+                record_terms(r.content, r.context)
+            t = clock("keyword terms (domain.lexical, content + context)", t)
+            full = batch_payloads(records, matrix)
+            t = time.perf_counter()
+            construct = qm.PointStruct.model_construct
+            vectors = matrix.tolist()
+            points = [
+                construct(id=p, vector=v, payload=d)
+                for p, v, d in zip(ids, vectors, full, strict=True)
+            ]
+            t = clock("points (vectors as lists, PointStruct.model_construct)", t)
+            bare_points = [
+                construct(id=p, vector=v, payload=d)
+                for p, v, d in zip(ids, vectors, bare, strict=True)
+            ]
+            upserts = [
+                ("upsert, payload with keyword terms", with_terms, points),
+                ("upsert, payload without keyword terms", without_terms, bare_points),
+            ]
+            for name, store, batch_points in upserts[:: 1 if i % 2 else -1]:  # alternating
+                t = time.perf_counter()
+                await client.upsert(store.collection_name, points=batch_points, wait=True)
+                clock(name, t)
+            t = time.perf_counter()
+            by_hand = plain_points(chunk)
+            t = clock("plain side: its points (PointStruct, validated)", t)
+            await client.upsert(plain.collection_name, points=by_hand, wait=True)
+            clock("plain side: upsert", t)
+        for name, values in took.items():
+            print(f"part {statistics.median(values[3:]) * 1e3:7.2f} ms  {name}", flush=True)
+    finally:
+        for s in stores:
+            await client.delete_collection(s.collection_name)
+        await client.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("QDRANT_URL"), help="Qdrant server")
@@ -282,7 +357,11 @@ def main() -> None:
     parser.add_argument("--owners", type=int, default=10)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--parts", action="store_true", help="time each piece of an add")
     args = parser.parse_args()
+    if args.parts:
+        asyncio.run(parts(args.url, args.dim, args.owners, args.batch, args.rounds))
+        return
     asyncio.run(run(args.url, args.records, args.dim, args.owners, args.batch, args.rounds))
 
 

@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from qdrant_client import models as qm
 
 from agent_memory.adapters.qdrant._codec import (
     _POINT_NAMESPACE,
     batch_payloads,
+    make_point,
     point_ids,
     record_from_payload,
     record_to_payload,
@@ -141,3 +143,24 @@ def test_record_terms_are_the_domain_s_term_counts(content: str, context: str) -
     assert len(set(terms)) == len(terms)
     assert terms == list(want)  # first-seen order, as the domain's counts
     assert length == want_length
+
+
+@settings(max_examples=40, deadline=None)
+@given(records=st.lists(_records(3), min_size=1, max_size=4))
+def test_points_equal_model_construct(records: list[MemoryRecord]) -> None:
+    """`make_point` builds the instance `PointStruct.model_construct` builds (and
+    is the fast path on this pydantic, not the fallback)."""
+    assert make_point.__name__ == "make"
+    matrix = np.stack([r.vector for r in records])
+    ids = point_ids([(r.owner, r.id) for r in records])
+    for pid, vector, payload in zip(
+        ids, matrix.tolist(), batch_payloads(records, matrix), strict=True
+    ):
+        got = make_point(pid, vector, payload)
+        want = qm.PointStruct.model_construct(id=pid, vector=vector, payload=payload)
+        assert type(got) is qm.PointStruct
+        assert got == want
+        assert got.__dict__ == want.__dict__
+        assert got.model_fields_set == want.model_fields_set
+        assert got.model_dump() == want.model_dump()
+        assert got.model_dump_json() == want.model_dump_json()

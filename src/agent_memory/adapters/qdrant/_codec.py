@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from qdrant_client import models as qm
 
 from agent_memory.adapters.qdrant._lexical import current_version, record_terms
 from agent_memory.domain.records import MemoryRecord
@@ -57,6 +58,7 @@ __all__ = [
     "batch_payloads",
     "from_micros",
     "lexical_fields",
+    "make_point",
     "point_id",
     "point_ids",
     "record_from_payload",
@@ -162,6 +164,61 @@ def _attributes_encoder() -> Callable[[dict[str, Any]], str]:
     except (ImportError, TypeError):  # pragma: no cover - another Python's internals
         return json.dumps
     return lambda value: join(encode(value, 0))
+
+
+PointMaker = Callable[[str, list[float], dict[str, Any]], qm.PointStruct]
+
+
+def _point_maker() -> PointMaker:
+    """`PointStruct.model_construct(id=, vector=, payload=)` for values already
+    checked (ids from `point_ids`, finite vectors as lists of floats, JSON
+    payloads), without its per-field loop over aliases and defaults, which cost
+    about as much as the rest of a point's conversion: the instance gets the
+    same `__dict__`, fields-set, extra and private slots `model_construct`
+    gives it. Falls back to `model_construct` when the model has other fields or
+    hooks, or when a probe point differs from `model_construct`'s (another
+    pydantic's internals)."""
+    cls = qm.PointStruct
+
+    def construct(pid: str, vector: list[float], payload: dict[str, Any]) -> qm.PointStruct:
+        return cls.model_construct(id=pid, vector=vector, payload=payload)
+
+    new = object.__new__
+    put = object.__setattr__
+    names = ("id", "vector", "payload")
+
+    def make(pid: str, vector: list[float], payload: dict[str, Any]) -> qm.PointStruct:
+        point = new(cls)
+        put(point, "__dict__", {"id": pid, "vector": vector, "payload": payload})
+        put(point, "__pydantic_fields_set__", {"id", "vector", "payload"})
+        put(point, "__pydantic_extra__", None)
+        put(point, "__pydantic_private__", None)
+        return point
+
+    try:
+        if (
+            tuple(cls.model_fields) != names
+            or cls.__pydantic_post_init__
+            or cls.__pydantic_root_model__
+            or cls.model_config.get("extra") == "allow"
+            or any(f.alias or f.validation_alias for f in cls.model_fields.values())
+        ):
+            return construct
+        args = ("9a18ee79-a692-505f-92ea-9ff72812ec09", [0.5, -1.0], {"k": [1, "v"]})
+        got, want = make(*args), construct(*args)
+        same = (
+            got == want
+            and got.__dict__ == want.__dict__
+            and got.model_fields_set == want.model_fields_set
+            and got.__pydantic_extra__ == want.__pydantic_extra__
+            and got.__pydantic_private__ == want.__pydantic_private__
+        )
+    except Exception:  # pragma: no cover - another pydantic's internals
+        return construct
+    return make if same else construct
+
+
+make_point: PointMaker = _point_maker()
 
 
 def vector_from_payload(payload: dict[str, Any]) -> npt.NDArray[np.float32]:

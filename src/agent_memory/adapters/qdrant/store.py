@@ -68,6 +68,7 @@ from agent_memory.adapters.qdrant._codec import (
     batch_payloads,
     from_micros,
     lexical_fields,
+    make_point,
     point_id,
     point_ids,
     record_from_payload,
@@ -484,22 +485,21 @@ class QdrantMemoryStore:
     async def _upsert(self, name: str, records: Sequence[MemoryRecord], ids: list[str]) -> None:
         for start in range(0, len(records), _UPSERT_BATCH):
             chunk = records[start : start + _UPSERT_BATCH]
-            chunk_ids: list[qm.ExtendedPointId] = list(ids[start : start + _UPSERT_BATCH])
+            chunk_ids = ids[start : start + _UPSERT_BATCH]
             matrix = np.stack([r.vector for r in chunk])
             # Points, not a `Batch`: qdrant-client turns a Batch into points itself
-            # (slower in local mode). Built without pydantic's validation: every
-            # value is already checked (ids from `point_ids`, finite float32
-            # vectors as lists of floats, payloads of str/int/float/list values).
-            construct = qm.PointStruct.model_construct
-            points = [
-                construct(id=pid, vector=vector, payload=payload)
-                for pid, vector, payload in zip(
+            # (slower in local mode). Built without pydantic's validation
+            # (`make_point`): every value is already checked (ids from
+            # `point_ids`, finite float32 vectors as lists of floats, payloads of
+            # str/int/float/list values).
+            points = list(
+                map(
+                    make_point,
                     chunk_ids,
                     matrix.tolist(),
                     batch_payloads(chunk, matrix, keyword=self._keyword),
-                    strict=True,
                 )
-            ]
+            )
             await self._call("upsert", self._client.upsert(name, points=points, wait=True))
 
     # -- MemoryStore ----------------------------------------------------------

@@ -34,7 +34,10 @@ data. Local mode (`:memory:`) runs in this process; `--url` uses a server.
 
 `--parts` times, instead, each piece of work of one `add` of a batch (and of
 the plain side) on its own, interleaved over the rounds, and prints the median
-milliseconds per batch: what the ratio's extra pays for (docs/qdrant.md).
+milliseconds per batch; then whole adds with and without keyword terms (and
+without them after deriving them), next to the plain upsert; then what
+`keyword=false` defers to the first keyword search: what the ratio's extra pays
+for (docs/qdrant.md).
 
     python benchmarks/qdrant_overhead.py                  # local mode (:memory:)
     python benchmarks/qdrant_overhead.py --url http://localhost:6333
@@ -61,7 +64,12 @@ from qdrant_client import models as qm
 
 from agent_memory.adapters._common.validation import check_records
 from agent_memory.adapters.qdrant import QdrantMemoryStore
-from agent_memory.adapters.qdrant._codec import _encode_vectors, batch_payloads, point_ids
+from agent_memory.adapters.qdrant._codec import (
+    _encode_vectors,
+    batch_payloads,
+    make_point,
+    point_ids,
+)
 from agent_memory.adapters.qdrant._lexical import record_terms
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 
@@ -317,17 +325,10 @@ async def parts(url: str | None, dim: int, owners: int, batch: int, rounds: int)
             t = clock("keyword terms (domain.lexical, content + context)", t)
             full = batch_payloads(records, matrix)
             t = time.perf_counter()
-            construct = qm.PointStruct.model_construct
             vectors = matrix.tolist()
-            points = [
-                construct(id=p, vector=v, payload=d)
-                for p, v, d in zip(ids, vectors, full, strict=True)
-            ]
-            t = clock("points (vectors as lists, PointStruct.model_construct)", t)
-            bare_points = [
-                construct(id=p, vector=v, payload=d)
-                for p, v, d in zip(ids, vectors, bare, strict=True)
-            ]
+            points = list(map(make_point, ids, vectors, full))
+            t = clock("points (vectors as lists, make_point)", t)
+            bare_points = list(map(make_point, ids, vectors, bare))
             upserts = [
                 ("upsert, payload with keyword terms", with_terms, points),
                 ("upsert, payload without keyword terms", without_terms, bare_points),
@@ -343,10 +344,82 @@ async def parts(url: str | None, dim: int, owners: int, batch: int, rounds: int)
             clock("plain side: upsert", t)
         for name, values in took.items():
             print(f"part {statistics.median(values[3:]) * 1e3:7.2f} ms  {name}", flush=True)
+        await whole_adds(client, space, owners, batch, rounds, stores)
+        await deferred_terms(client, space, batch, stores)
     finally:
         for s in stores:
             await client.delete_collection(s.collection_name)
         await client.close()
+
+
+async def whole_adds(
+    client: AsyncQdrantClient,
+    space: EmbeddingSpace,
+    owners: int,
+    batch: int,
+    rounds: int,
+    stores: list[QdrantMemoryStore],
+) -> None:
+    """Whole calls, interleaved (the order reverses every round): `add` on a
+    default store, on a `keyword=false` store, on a `keyword=false` store after
+    deriving the batch's terms and dropping them (what deriving costs inside a
+    call), and the plain upsert; the differences split the terms' cost into
+    deriving and storing them."""
+    sides = [await new_store(client, space, keyword=k) for k in (True, False, False, True)]
+    stores += sides
+    default, no_terms, derived, plain = sides
+    names = [
+        "add (keyword terms)",
+        "add, keyword=false",
+        "add, keyword=false, after deriving the terms",
+        "plain upsert",
+    ]
+    took: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(rounds + 3):
+        chunk = make_records(batch, space.dimension, owners, seed=700 + i, tag=f"w{i}-")
+        order = list(zip(names, sides, strict=True))
+        for name, store in order[:: 1 if i % 2 else -1]:
+            t = time.perf_counter()
+            if store is plain:
+                await client.upsert(store.collection_name, points=plain_points(chunk), wait=True)
+            else:
+                if store is derived:
+                    for r in chunk:
+                        record_terms(r.content, r.context)
+                await store.add(chunk)
+            took[name].append(time.perf_counter() - t)
+    del default, no_terms
+    for name, values in took.items():
+        print(f"whole {statistics.median(values[3:]) * 1e3:7.2f} ms  {name}", flush=True)
+
+
+async def deferred_terms(
+    client: AsyncQdrantClient, space: EmbeddingSpace, n: int, stores: list[QdrantMemoryStore]
+) -> None:
+    """What `keyword=false` defers: one owner's `n` records added by such a store,
+    then its first keyword search (which derives and stores their terms) and the
+    next one, against the same search on a store that stored them on add."""
+    took: dict[str, list[float]] = {}
+    for rep in range(3):
+        records = make_records(n, space.dimension, 1, seed=900 + rep, tag=f"d{rep}-")
+        normal, deferred = [await new_store(client, space, keyword=k) for k in (True, False)]
+        stores += [normal, deferred]
+        for name, store in (("add, keyword terms", normal), ("add, keyword=false", deferred)):
+            t = time.perf_counter()
+            await store.add(records)
+            took.setdefault(name, []).append(time.perf_counter() - t)
+        answers = []
+        for name, store in (
+            ("search_text, terms stored on add", normal),
+            ("search_text, keyword=false, first (derives the terms)", deferred),
+            ("search_text, keyword=false, next", deferred),
+        ):
+            t = time.perf_counter()
+            answers.append(await store.search_text("owner-0", "topic 5", limit=10))
+            took.setdefault(name, []).append(time.perf_counter() - t)
+        assert answers[0] == answers[1] == answers[2]
+    for name, values in took.items():
+        print(f"deferred {statistics.median(values) * 1e3:7.2f} ms  {name} ({n} records)")
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ import builtins
 import contextlib
 import functools
 import json
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -114,8 +115,11 @@ _COLUMNS = (
 _RECORD_FIELDS = tuple("vector" if c == "embedding" else c for c in _COLUMNS)
 # Rows beyond `limit` the statement returns for the exact float32 re-rank. Every
 # row is wider than its vector (content, attributes), so the statement returns
-# few; `search` asks again for more when the rows could hide a hit (`_settled`).
-_SLACK = 2
+# one; `search` asks again for more when the rows could hide a hit (`_settled`).
+_SLACK = 1
+# Scopes remembered as small (see `PostgresMemoryStore.search`): the memory is
+# emptied when it holds this many.
+_SIZES = 4096
 # A bound on |pgvector's cosine - numpy's float32 cosine| (pgvector sums in
 # float32: about dimension * 2^-24 at worst, 1.2e-4 at 2,000 dimensions).
 _COSINE_ERROR = 2e-4
@@ -195,6 +199,10 @@ def _dump_attributes(attributes: dict[str, Any]) -> Json:
 class PostgresMemoryStore(PostgresHandle):
     """`MemoryStore` (and `KeywordSearch`) on one PostgreSQL schema."""
 
+    # Seconds a scope read as small is searched by the exact statement alone
+    # before its size is read again (`search`).
+    SIZE_TTL = 1.0
+
     def __init__(
         self,
         database: PostgresDatabase,
@@ -233,6 +241,8 @@ class PostgresMemoryStore(PostgresHandle):
         self._b = float(bm25_b)
         self._context_weight = float(context_weight)
         self._table: sql.Identifier | None = None
+        # (owner, namespace, kinds) -> when a search read it as small.
+        self._small: dict[tuple[str, str | None, tuple[str, ...] | None], float] = {}
 
     @property
     def space(self) -> EmbeddingSpace:
@@ -268,6 +278,10 @@ class PostgresMemoryStore(PostgresHandle):
                 seen.add((r.owner, r.id))
             if not batch:
                 return
+            if len(batch) > self._exact_threshold:
+                # Every scope of an owner here may now be large: read the sizes
+                # again (searches are right either way; this keeps them fast).
+                self._small.clear()
             table = await self._tbl()
             copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, _COLS)
             types = [*_COPY_TYPES[:6], self._db_vector_oid(), *_COPY_TYPES[7:]]
@@ -337,6 +351,7 @@ class PostgresMemoryStore(PostgresHandle):
                     await self.add(batch)
                     added += len(batch)
         finally:
+            self._small.clear()
             await self._build_hnsw(maintenance_work_mem)
         return added
 
@@ -381,9 +396,11 @@ class PostgresMemoryStore(PostgresHandle):
         except Exception:
             # The caller's error is the one to report; a failed build leaves the
             # index to the next bulk load or `rebuild_index`.
+            self._small.clear()
             with contextlib.suppress(Exception):
                 await self._build_hnsw(maintenance_work_mem)
             raise
+        self._small.clear()
         await self._build_hnsw(maintenance_work_mem)
 
     async def rebuild_index(self, *, maintenance_work_mem: str = "1GB") -> None:
@@ -534,22 +551,39 @@ class PostgresMemoryStore(PostgresHandle):
     def search_statement(
         self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
     ) -> sql.SQL:
-        """The one statement `search` runs (public so the overhead benchmark can
-        time the very same SQL through psycopg directly)."""
+        """The gated search statement (the probe): it reads the scope's size
+        from the counts table in its own snapshot, then runs the exact branch
+        (size <= threshold) or the HNSW one, and returns that size as an extra
+        last column of every row. `search` runs it when it does not know the
+        scope to be small (public, with `search_params`, for plan tests)."""
         key = ("search", self._identity, namespace is None, kinds is None)
-        return self._db.cached(key, lambda: self._search_sql(table, namespace, kinds))
+        return self._db.cached(key, lambda: self._probe_sql(table, namespace, kinds))
 
-    def _search_sql(
+    def exact_statement(
+        self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
+    ) -> sql.SQL:
+        """The exact search statement alone (`ORDER BY distance, id`): what
+        `search` runs for a scope it read as small less than `SIZE_TTL` ago."""
+        key = ("search-exact", self._identity, namespace is None, kinds is None)
+        return self._db.cached(
+            key,
+            lambda: sql.SQL(
+                "SELECT {c} FROM {t} WHERE {w}"
+                " ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s"
+            ).format(t=table, w=_filters(namespace, kinds), c=_COLS),
+        )
+
+    def _probe_sql(
         self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
     ) -> sql.Composed:
         where = _filters(namespace, kinds)
         return sql.SQL(
             "WITH n AS (SELECT coalesce(sum(n), 0) AS n FROM {n} WHERE {w})"
-            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
+            " (SELECT {c}, (SELECT n FROM n) FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s) AS e"
             "  WHERE (SELECT n FROM n) <= %(threshold)s)"
             " UNION ALL"
-            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
+            " (SELECT {c}, (SELECT n FROM n) FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS approx"
             "  WHERE (SELECT n FROM n) > %(threshold)s"
             "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
@@ -569,7 +603,7 @@ class PostgresMemoryStore(PostgresHandle):
         kinds: list[str] | None,
         fetch: int | None = None,
     ) -> dict[str, Any]:
-        """The statement's parameters; `fetch` rows (default `limit + 2`)."""
+        """The statements' parameters; `fetch` rows (default `limit + 1`)."""
         if fetch is None:
             fetch = limit + _SLACK
         return {
@@ -581,6 +615,20 @@ class PostgresMemoryStore(PostgresHandle):
             "candidates": limit + max(2 * limit, 100),
             "threshold": self._exact_threshold,
         }
+
+    def search_path(
+        self, owner: str, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> str:
+        """Which statement the next `search` of this scope runs: `"exact"` (the
+        scope was read as small, at most the exact threshold, less than
+        `SIZE_TTL` seconds ago) or `"probe"` (the gated statement, which decides
+        between the exact scan and the HNSW index from the counts table in its
+        own snapshot, and tells `search` the size it read)."""
+        wanted = check_filters(namespace, kinds)
+        key = (owner, namespace, None if wanted is None else tuple(wanted))
+        since = self._small.get(key)
+        fresh = since is not None and time.monotonic() - since < self.SIZE_TTL
+        return "exact" if fresh else "probe"
 
     async def search(
         self,
@@ -597,16 +645,36 @@ class PostgresMemoryStore(PostgresHandle):
                 owner, vector, limit, namespace, kinds, min_score, self._space
             )
             table = self._table if self._table is not None else await self._tbl()
-            statement = self.search_statement(table, namespace, wanted)
-            fetch = limit + _SLACK
+            # One statement per call. A scope read as small (at most the exact
+            # threshold) less than SIZE_TTL ago runs the exact statement alone:
+            # exact is right at any size, so a scope that grew meanwhile is only
+            # slower for that long. Any other scope runs the gated statement,
+            # whose HNSW branch runs only when the counts, read in the
+            # statement's own snapshot, say the scope is large.
+            key = (owner, namespace, None if wanted is None else tuple(wanted))
+            small = self._small
+            since = small.get(key)
+            now = time.monotonic()
+            probe = since is None or now - since >= self.SIZE_TTL
+            if probe:
+                statement = self.search_statement(table, namespace, wanted)
+            else:
+                statement = self.exact_statement(table, namespace, wanted)
+            params = self.search_params(owner, query, limit, namespace, wanted)
+            fetch = params["k"]
             while True:
-                rows = await self._db.fetch_all(
-                    statement,
-                    self.search_params(owner, query, limit, namespace, wanted, fetch),
-                    binary=True,
-                )
+                rows = await self._db.fetch_all(statement, params, binary=True)
                 if not rows:
+                    small.pop(key, None)
                     return []
+                if probe:
+                    if rows[0][-1] <= self._exact_threshold:
+                        if len(small) >= _SIZES:
+                            small.clear()
+                        small[key] = now
+                    else:
+                        small.pop(key, None)
+                    rows = [row[:-1] for row in rows]
                 ids = [r[1] for r in rows]  # `id` is text: already a str
                 # np.array, not np.stack: the same float32 matrix, built without
                 # np.stack's per-array Python checks.
@@ -615,6 +683,7 @@ class PostgresMemoryStore(PostgresHandle):
                 if len(rows) < fetch or _settled(scores, limit, min_score):
                     break
                 fetch *= 4
+                params["k"] = fetch
             hits = top_k(scores, ids, limit, min_score)
             return _hits(rows, hits)
 

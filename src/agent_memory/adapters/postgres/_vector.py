@@ -16,7 +16,7 @@ from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Dumper, Loader
 from psycopg.pq import Format
 
-__all__ = ["PgVector", "register_vector"]
+__all__ = ["PgVector", "VectorBytesLoader", "register_vector", "vectors_from_bytes"]
 
 _HEADER = struct.Struct(">HH")
 _BIG_F4 = np.dtype(">f4")
@@ -50,6 +50,31 @@ class _VectorBinaryLoader(Loader):
         ).astype(np.float32)
         out.flags.writeable = False
         return out
+
+
+class VectorBytesLoader(Loader):
+    """`vector` (binary) as the bytes of its wire format, for a statement whose
+    vectors are decoded together (`vectors_from_bytes`): one numpy conversion
+    for all the rows instead of one per row."""
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> bytes:
+        return bytes(data)
+
+
+def vectors_from_bytes(raws: list[bytes], dimension: int) -> npt.NDArray[np.float32]:
+    """The `(len(raws), dimension)` read-only float32 matrix of vectors in
+    pgvector's binary format (`VectorBytesLoader`), each of `dimension`: the
+    values `_VectorBinaryLoader` gives row by row, converted in one go. Its rows
+    are read-only views, fit to be records' vectors."""
+    width = dimension + 1  # the 4-byte header takes one float32's place
+    flat = np.frombuffer(b"".join(raws), dtype=_BIG_F4)
+    if flat.shape[0] != len(raws) * width:
+        raise ValueError(f"vectors of {dimension} dimensions expected")
+    out: npt.NDArray[np.float32] = flat.reshape(len(raws), width)[:, 1:].astype(np.float32)
+    out.flags.writeable = False
+    return out
 
 
 def register_vector(context: AdaptContext, oid: int) -> None:

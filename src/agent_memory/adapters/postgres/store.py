@@ -52,7 +52,7 @@ from agent_memory.adapters.postgres._database import (
     PostgresDatabase,
     PostgresHandle,
 )
-from agent_memory.adapters.postgres._vector import PgVector
+from agent_memory.adapters.postgres._vector import PgVector, vectors_from_bytes
 from agent_memory.domain.errors import (
     ConfigurationError,
     DuplicateRecord,
@@ -111,6 +111,8 @@ _COLUMNS = (
     "importance",
     "attributes",
 )
+# The columns' count: a probe row holds one more (the scope's size).
+_WIDTH = len(_COLUMNS)
 # MemoryRecord fields in `_COLUMNS` order (the vector lives in `embedding`).
 _RECORD_FIELDS = tuple("vector" if c == "embedding" else c for c in _COLUMNS)
 # Rows beyond `limit` the statement returns for the exact float32 re-rank. Every
@@ -167,10 +169,15 @@ def _hits_decoder() -> Callable[[Iterable[tuple[MemoryRecord, float]]], list[Sco
     return rows_decoder(ScoredRecord, ("record", "score"))
 
 
-def _hits(rows: Sequence[Sequence[Any]], hits: Sequence[tuple[int, float]]) -> list[ScoredRecord]:
-    """The hits' rows (only those: not every candidate fetched) decoded in one
-    loop, then paired with their scores in another (no call per hit)."""
-    records = _records_decoder()([rows[i] for i, _ in hits])
+def _hits(
+    rows: Sequence[Sequence[Any]],
+    vectors: npt.NDArray[np.float32],
+    hits: Sequence[tuple[int, float]],
+) -> list[ScoredRecord]:
+    """The hits' rows (only those: not every candidate fetched), each with its
+    vector from `vectors` (the rows hold its bytes), decoded in one loop, then
+    paired with their scores in another (no call per hit)."""
+    records = _records_decoder()([(*rows[i][:6], vectors[i], *rows[i][7:_WIDTH]) for i, _ in hits])
     return _hits_decoder()(zip(records, [score for _, score in hits], strict=True))
 
 
@@ -181,14 +188,22 @@ records_decoder = _records_decoder
 hits_decoder = _hits_decoder
 
 
-def _settled(scores: npt.NDArray[np.float32], limit: int, min_score: float | None) -> bool:
+def _settled(
+    scores: npt.NDArray[np.float32],
+    hits: Sequence[tuple[int, float]],
+    limit: int,
+    min_score: float | None,
+) -> bool:
     """Whether rows the statement did not return (all ranked after these by
     pgvector) cannot be among the `limit` best by the float32 score: each of
     them scores at most the lowest score here plus twice the cosine error, so
-    they cannot reach the `limit`-th best score here (nor `min_score`)."""
+    they cannot reach the `limit`-th best score here (nor `min_score`).
+    `hits` is `top_k(scores, ids, limit, min_score)`: with `limit` of them, the
+    last one's score is the `limit`-th best here (with fewer, `min_score` cut
+    the rest, so the `limit`-th best is below it)."""
     bar = -np.inf if min_score is None else float(min_score)
-    if scores.shape[0] >= limit:
-        bar = max(bar, float(np.partition(scores, -limit)[-limit]))
+    if len(hits) == limit:
+        bar = max(bar, hits[-1][1])
     return float(scores.min()) + 2 * _COSINE_ERROR < bar
 
 
@@ -662,8 +677,12 @@ class PostgresMemoryStore(PostgresHandle):
                 statement = self.exact_statement(table, namespace, wanted)
             params = self.search_params(owner, query, limit, namespace, wanted)
             fetch = params["k"]
+            dimension = self._space.dimension
             while True:
-                rows = await self._db.fetch_all(statement, params, binary=True)
+                # The vectors come as bytes and are converted together
+                # (`vectors_from_bytes`): the same float32 values as the
+                # connection's row-by-row loader, in one numpy conversion.
+                rows = await self._db.fetch_all(statement, params, binary=True, vector_bytes=True)
                 if not rows:
                     small.pop(key, None)
                     return []
@@ -674,18 +693,15 @@ class PostgresMemoryStore(PostgresHandle):
                         small[key] = now
                     else:
                         small.pop(key, None)
-                    rows = [row[:-1] for row in rows]
                 ids = [r[1] for r in rows]  # `id` is text: already a str
-                # np.array, not np.stack: the same float32 matrix, built without
-                # np.stack's per-array Python checks.
-                matrix = normalise_rows(np.array([r[6] for r in rows]))
-                scores = cosine_scores(matrix, query)
-                if len(rows) < fetch or _settled(scores, limit, min_score):
+                vectors = vectors_from_bytes([r[6] for r in rows], dimension)
+                scores = cosine_scores(normalise_rows(vectors), query)
+                hits = top_k(scores, ids, limit, min_score)
+                if len(rows) < fetch or _settled(scores, hits, limit, min_score):
                     break
                 fetch *= 4
                 params["k"] = fetch
-            hits = top_k(scores, ids, limit, min_score)
-            return _hits(rows, hits)
+            return _hits(rows, vectors, hits)
 
     async def list(
         self,

@@ -59,12 +59,7 @@ from agent_memory.domain.errors import (
     InvalidInput,
     NotFound,
 )
-from agent_memory.domain.ranking import (
-    cosine_scores,
-    encode_cursor,
-    normalise_rows,
-    top_k,
-)
+from agent_memory.domain.ranking import encode_cursor, rank_rows
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
@@ -169,15 +164,27 @@ def _hits_decoder() -> Callable[[Iterable[tuple[MemoryRecord, float]]], list[Sco
     return rows_decoder(ScoredRecord, ("record", "score"))
 
 
+@functools.cache
+def _hit_records_decoder(
+    probe: bool,
+) -> Callable[[Iterable[Sequence[Any]]], list[MemoryRecord]]:
+    """Search rows (`_COLUMNS`, the vector as bytes, then the scope's size for
+    a probe) followed by the vector as an array -> `MemoryRecord`s."""
+    fields = (*_RECORD_FIELDS[:6], None, *_RECORD_FIELDS[7:])
+    extra = (None, "vector") if probe else ("vector",)
+    return rows_decoder(MemoryRecord, (*fields, *extra), {"created_at": utc, "updated_at": utc})
+
+
 def _hits(
-    rows: Sequence[Sequence[Any]],
+    rows: Sequence[tuple[Any, ...]],
     vectors: npt.NDArray[np.float32],
     hits: Sequence[tuple[int, float]],
+    probe: bool,
 ) -> list[ScoredRecord]:
     """The hits' rows (only those: not every candidate fetched), each with its
     vector from `vectors` (the rows hold its bytes), decoded in one loop, then
     paired with their scores in another (no call per hit)."""
-    records = _records_decoder()([(*rows[i][:6], vectors[i], *rows[i][7:_WIDTH]) for i, _ in hits])
+    records = _hit_records_decoder(probe)([rows[i] + (vectors[i],) for i, _ in hits])
     return _hits_decoder()(zip(records, [score for _, score in hits], strict=True))
 
 
@@ -189,22 +196,22 @@ hits_decoder = _hits_decoder
 
 
 def _settled(
-    scores: npt.NDArray[np.float32],
+    lowest: float,
     hits: Sequence[tuple[int, float]],
     limit: int,
     min_score: float | None,
 ) -> bool:
     """Whether rows the statement did not return (all ranked after these by
     pgvector) cannot be among the `limit` best by the float32 score: each of
-    them scores at most the lowest score here plus twice the cosine error, so
-    they cannot reach the `limit`-th best score here (nor `min_score`).
-    `hits` is `top_k(scores, ids, limit, min_score)`: with `limit` of them, the
+    them scores at most `lowest`, the lowest score here, plus twice the cosine
+    error, so they cannot reach the `limit`-th best score here (nor
+    `min_score`). `hits` is the `top_k` of these rows: with `limit` of them, the
     last one's score is the `limit`-th best here (with fewer, `min_score` cut
     the rest, so the `limit`-th best is below it)."""
     bar = -np.inf if min_score is None else float(min_score)
     if len(hits) == limit:
         bar = max(bar, hits[-1][1])
-    return float(scores.min()) + 2 * _COSINE_ERROR < bar
+    return lowest + 2 * _COSINE_ERROR < bar
 
 
 def _dump_attributes(attributes: dict[str, Any]) -> Json:
@@ -695,13 +702,13 @@ class PostgresMemoryStore(PostgresHandle):
                         small.pop(key, None)
                 ids = [r[1] for r in rows]  # `id` is text: already a str
                 vectors = vectors_from_bytes([r[6] for r in rows], dimension)
-                scores = cosine_scores(normalise_rows(vectors), query)
-                hits = top_k(scores, ids, limit, min_score)
-                if len(rows) < fetch or _settled(scores, hits, limit, min_score):
+                # The float32 ranking of `domain.ranking`, spelled for few rows.
+                hits, lowest = rank_rows(vectors, query, ids, limit, min_score)
+                if len(rows) < fetch or _settled(lowest, hits, limit, min_score):
                     break
                 fetch *= 4
                 params["k"] = fetch
-            return _hits(rows, vectors, hits)
+            return _hits(rows, vectors, hits, probe)
 
     async def list(
         self,

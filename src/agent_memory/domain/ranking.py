@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -145,21 +146,26 @@ def rank_rows(
         return _rank_rows_composed(matrix, query, ids, limit, min_score)
     normalised = np.divide(matrix, norms, out=squares)
     # `cosine_scores`, clipped on the Python floats: `min(max(v, -1), 1)` is
-    # `np.minimum(np.maximum(v, -1), 1)` for any number (-0.0 included).
-    qn = float(np.sqrt(query.dot(query)))
+    # `np.minimum(np.maximum(v, -1), 1)` for any number (-0.0 included). The
+    # query's norm in float64 (`math.sqrt`): the division rounds it to float32
+    # first, and a float64 square root rounded to float32 is the float32 square
+    # root (53 >= 2 * 24 + 2 bits), so the unit vector is the same.
+    qn = math.sqrt(float(query.dot(query)))
     if qn == 0.0:
         return _rank_rows_composed(matrix, query, ids, limit, min_score)
     values: list[float] = _einsum("ij,j->i", normalised, query / qn).tolist()
     total = sum(values)
     if total != total:  # a NaN score (never from finite rows): the general spelling
         return _rank_rows_composed(matrix, query, ids, limit, min_score)
-    low, high = min(values), max(values)
-    if low < -1.0 or high > 1.0:
-        values = [min(max(v, -1.0), 1.0) for v in values]
-        low = min(values)
     # `top_k` when every row competes (`min_score` is None, n <= 4 * limit).
     ordered = sorted(zip([-v for v in values], ids, range(n), strict=True))
-    return [(i, values[i]) for _, _, i in ordered[:limit]], low
+    if -ordered[0][0] > 1.0 or -ordered[-1][0] < -1.0:
+        # A score past +-1 (rounding): clipped first, as `cosine_scores` does,
+        # which can tie it with others, then sorted again.
+        values = [min(max(v, -1.0), 1.0) for v in values]
+        ordered = sorted(zip([-v for v in values], ids, range(n), strict=True))
+    # The lowest score is the last one sorted.
+    return [(i, values[i]) for _, _, i in ordered[:limit]], -ordered[-1][0]
 
 
 def _rank_rows_composed(

@@ -584,14 +584,18 @@ class PostgresMemoryStore(PostgresHandle):
     def exact_statement(
         self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
     ) -> sql.SQL:
-        """The exact search statement alone (`ORDER BY distance, id`): what
-        `search` runs for a scope it read as small less than `SIZE_TTL` ago."""
+        """The exact search statement alone: what `search` runs for a scope it
+        read as small less than `SIZE_TTL` ago. It sorts the scope's row
+        addresses (`ctid`) by `(distance, id)` and reads the `k` first rows by
+        address (a TID scan, in the statement's one snapshot), in no particular
+        order: the sort then moves a distance, an id and an address per row,
+        not whole rows, and `search` orders the rows itself."""
         key = ("search-exact", self._identity, namespace is None, kinds is None)
         return self._db.cached(
             key,
             lambda: sql.SQL(
-                "SELECT {c} FROM {t} WHERE {w}"
-                " ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s"
+                "SELECT {c} FROM {t} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {t} WHERE {w}"
+                " ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s))"
             ).format(t=table, w=_filters(namespace, kinds), c=_COLS),
         )
 

@@ -265,6 +265,7 @@ class PostgresMemoryStore(PostgresHandle):
         self._table: sql.Identifier | None = None
         # (owner, namespace, kinds) -> when a search read it as small.
         self._small: dict[tuple[str, str | None, tuple[str, ...] | None], float] = {}
+        self._probes = 0  # searches that ran the probe (tests read it)
 
     @property
     def space(self) -> EmbeddingSpace:
@@ -683,6 +684,7 @@ class PostgresMemoryStore(PostgresHandle):
             now = time.monotonic()
             probe = since is None or now - since >= self.SIZE_TTL
             if probe:
+                self._probes += 1
                 statement = self.search_statement(table, namespace, wanted)
             else:
                 statement = self.exact_statement(table, namespace, wanted)

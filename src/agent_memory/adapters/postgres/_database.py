@@ -417,9 +417,9 @@ class PostgresDatabase:
         """The first row of an idempotent query (or None), retried as `read` does
         (spelled out, with no closure: every `get` goes through here)."""
         try:
-            return await self._fetch(statement, params, binary, False)
+            return await self._fetch_one(statement, params, binary)
         except ConnectionLost:
-            return await self._fetch(statement, params, binary, False)
+            return await self._fetch_one(statement, params, binary)
 
     async def fetch_all(
         self,
@@ -457,16 +457,15 @@ class PostgresDatabase:
             await cursor.execute(statement, params)
             return await cursor.fetchall()
 
-    async def _fetch(
+    async def _fetch_one(
         self,
         statement: sql.SQL | sql.Composed,
         params: Sequence[Any] | Mapping[str, Any],
         binary: bool,
-        every: bool,
     ) -> Any:
         async with self.connection() as conn:
             cur = await conn.execute(statement, params, binary=binary)
-            return await (cur.fetchall() if every else cur.fetchone())
+            return await cur.fetchone()
 
     async def ping(self) -> None:
         await self.fetch_one(sql.SQL("SELECT 1"), ())

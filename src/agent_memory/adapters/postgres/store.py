@@ -4,16 +4,23 @@ One table per embedding space (`mem_<identity>`), primary key `(owner, id)`,
 a `vector(d)` column with an HNSW cosine index and a generated `tsvector`
 (content weighted A, indexing context B) with a GIN index.
 
-Vector search runs one statement that first counts the filtered rows (up to a
-threshold): small scopes are ranked exactly (`ORDER BY distance, id`), large
-ones through the HNSW index with iterative scans, so owner/namespace/kind
-filters are applied inside the index scan and the limit is still met; the
-index yields `limit + max(2 * limit, 100)` candidates, ranked exactly in SQL.
-Either way the statement returns `limit + 2` rows, re-ranked with the
-domain's float32 cosine (`domain.ranking`), so scores and tie order agree with
-every other backend; when a row left out could still beat one of them (scores
-within twice pgvector's float32 error: near-ties), the statement runs again
-for four times as many rows.
+Vector search runs one statement. A scope (owner, namespace, kinds) that a
+search read as small (at most the exact threshold) less than `SIZE_TTL` (1 s)
+ago runs the exact statement alone: it sorts the scope's row addresses by
+`(distance, id)` and reads the first rows by address. Exact is right at any
+size, so a scope that grew meanwhile is only slower until its size is read
+again. Any other scope runs the gated statement (the probe): it reads the
+scope's size from the counts table in its own snapshot, then ranks small
+scopes exactly (`ORDER BY distance, id`) and large ones through the HNSW index
+with iterative scans (filters applied inside the index scan, the limit still
+met; the index yields `limit + max(2 * limit, 100)` candidates, ranked exactly
+in SQL), and returns the size it read. Either way the statement returns
+`limit + 1` rows, re-ranked with the domain's float32 cosine
+(`domain.ranking.rank_rows`), so scores and tie order agree with every other
+backend; when a row left out could still beat one of them (scores within
+twice pgvector's float32 error: near-ties), the statement runs again for four
+times as many rows. The rows' vectors come as bytes and are converted in one
+numpy call.
 
 Keyword search is BM25 (k1, b) computed in SQL over the tsvector: the query's
 lexemes are OR-ed (`to_tsvector` of the user text, so no query syntax can

@@ -9,10 +9,10 @@ starts, GC as in production):
 - search (`postgres_search_index`: an owner holding 4,000 of the 10,000
   records; `postgres_search_exact`: one holding 500; both below the default
   exact threshold, so both are ranked exactly). Ours: `store.search(owner, q,
-  limit=10)` (validation, pool checkout, the one search statement: the owner's
-  size from the counts table, then the exact or the HNSW branch, `limit + 2`
-  rows (more only on near-ties); the exact float32 re-rank of those rows, 10
-  `ScoredRecord`s decoded).
+  limit=10)` (validation, pool checkout, one statement: the exact one for an
+  owner read as small in the last second, else the probe that reads its size
+  from the counts table first; `limit + 1` rows, more only on near-ties; the
+  exact float32 re-rank of those rows, 10 `ScoredRecord`s decoded).
   Baseline: the SQL a user would write for the same answer,
   `SELECT <columns>, embedding <=> %s FROM <table> WHERE owner = %s
   ORDER BY embedding <=> %s, id LIMIT 10`, run with psycopg (binary), its rows

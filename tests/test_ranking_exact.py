@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from agent_memory.domain.ranking import cosine_scores, normalise_rows, top_k
+from agent_memory.domain.ranking import cosine_scores, normalise_rows, rank_rows, top_k
 
 
 def _normalise_reference(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -99,3 +99,52 @@ def test_ranking_equals_its_reference_spelling_bit_for_bit(
     if not np.isnan(scores).any():  # NaN scores (overflowing rows) have no order
         got = top_k(scores, ids, limit, min_score)
         assert got == _top_k_reference(scores, ids, limit, min_score)
+
+
+@st.composite
+def _candidates(draw: st.DrawFn) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """`_matrices`, often with rows along the query (cosine 1 or -1 up to
+    rounding: the clip), as a search's best candidates are."""
+    matrix, query = draw(_matrices())
+    for i in range(matrix.shape[0]):
+        if draw(st.booleans()):
+            scale = draw(st.sampled_from([1.0, 3.0, -1.0, 1e-3, 7.5]))
+            matrix[i] = (query * np.float32(scale)).astype(np.float32)
+    return matrix, query
+
+
+@settings(max_examples=400)
+@given(
+    data=_candidates(),
+    limit=st.integers(1, 10),
+    min_score=st.none() | st.floats(-1.0, 1.0),
+    repeated_ids=st.booleans(),
+)
+def test_rank_rows_equals_the_composed_ranking_bit_for_bit(
+    data: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]],
+    limit: int,
+    min_score: float | None,
+    repeated_ids: bool,
+) -> None:
+    """`rank_rows` (the fewer-calls spelling a search's re-rank uses) gives the
+    very hits, scores and lowest score of `top_k(cosine_scores(normalise_rows))`."""
+    matrix, query = data
+    given_matrix, given_query = matrix.tobytes(), query.tobytes()
+    ids = [f"r{i % 3}" if repeated_ids else f"r{i % 3}-{i}" for i in range(matrix.shape[0])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # overflow: both sides alike
+        scores = cosine_scores(normalise_rows(matrix), query)
+        got, low = rank_rows(matrix, query, ids, limit, min_score)
+    assert (matrix.tobytes(), query.tobytes()) == (given_matrix, given_query)
+    if np.isnan(scores).any():  # NaN scores (overflowing rows) have no order
+        return
+    want = top_k(scores, ids, limit, min_score)
+    assert [i for i, _ in got] == [i for i, _ in want]
+    # Scores compared as bytes of their float32 values (0.0 and -0.0 differ).
+    as_bytes = [np.float32(x).tobytes() for _, x in got]
+    assert as_bytes == [np.float32(x).tobytes() for _, x in want]
+    assert all(isinstance(x, float) for _, x in got)
+    if matrix.shape[0]:
+        assert low == float(scores.min())  # by value: 0.0 and -0.0 are both lowest
+    else:
+        assert low == float("inf")

@@ -12,6 +12,7 @@ trip through PostgreSQL.
 from __future__ import annotations
 
 import json
+import struct
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from agent_memory.adapters.postgres import (
     PostgresDatabase,
@@ -34,7 +36,9 @@ from agent_memory.adapters.postgres._codec import (
     fast_decoding,
     loads_json,
     row_decoder,
+    rows_decoder,
 )
+from agent_memory.adapters.postgres._vector import _VectorBinaryLoader, vectors_from_bytes
 from agent_memory.adapters.postgres.events import (
     _COLUMNS,
     encode_entity,
@@ -196,12 +200,68 @@ def test_decoded_record_rows_equal_the_validated_record(
     _same(_record(row), record)
 
 
+def _wire(vector: np.ndarray[Any, Any]) -> bytes:
+    """A vector in pgvector's binary format (what `VectorBytesLoader` returns)."""
+    return struct.pack(">HH", vector.shape[0], 0) + vector.astype(">f4").tobytes()
+
+
 @settings(max_examples=50)
-@given(record=_records(), score=st.floats(min_value=-1.0, max_value=1.0))
-def test_decoded_search_hits_equal_the_validated_hits(record: MemoryRecord, score: float) -> None:
-    row = tuple(getattr(record, "vector" if n == "embedding" else n) for n in _RECORD_FIELDS)
-    [hit] = _hits([row, row], [(1, score)])
+@given(
+    record=_records(),
+    score=st.floats(min_value=-1.0, max_value=1.0),
+    probe=st.booleans(),
+)
+def test_decoded_search_hits_equal_the_validated_hits(
+    record: MemoryRecord, score: float, probe: bool
+) -> None:
+    """A search row holds its vector's bytes (and, from the probe statement,
+    the scope's size last); the hit carries the vector converted with the others."""
+    row = tuple(
+        _wire(record.vector) if n == "vector" else getattr(record, n) for n in _RECORD_FIELDS
+    ) + ((7,) if probe else ())
+    vectors = vectors_from_bytes([row[6], row[6]], record.vector.shape[0])
+    [hit] = _hits([row, row], vectors, [(1, score)], probe)
     _same(hit, ScoredRecord(record=record, score=score))
+    assert not hit.record.vector.flags.writeable
+
+
+@settings(max_examples=100)
+@given(
+    matrix=hnp.arrays(
+        np.float32,
+        st.tuples(st.integers(0, 6), st.integers(1, 20)),
+        elements=st.floats(width=32, allow_nan=False),
+    )
+)
+def test_vectors_from_bytes_equals_the_row_loader(matrix: np.ndarray[Any, Any]) -> None:
+    """Converting the rows' bytes together gives, bit for bit, what the
+    connection's `vector` loader gives row by row (read-only arrays)."""
+    loader = _VectorBinaryLoader(0, None)
+    raws = [_wire(row) for row in matrix]
+    together = vectors_from_bytes(raws, matrix.shape[1])
+    assert together.dtype == np.float32
+    assert together.shape == matrix.shape
+    assert not together.flags.writeable
+    for raw, row in zip(raws, together, strict=True):
+        alone = loader.load(raw)
+        assert alone.dtype == row.dtype
+        assert alone.tobytes() == row.tobytes()
+
+
+def test_vectors_of_another_dimension_are_refused() -> None:
+    raws = [_wire(np.ones(3, dtype=np.float32))] * 2
+    assert vectors_from_bytes(raws, 3).tolist() == [[1.0] * 3] * 2
+    for dimension in (2, 4, 5):
+        with pytest.raises(ValueError, match=f"vectors of {dimension} dimensions expected"):
+            vectors_from_bytes(raws, dimension)
+
+
+def test_a_column_named_none_is_skipped() -> None:
+    decode = rows_decoder(Entity, ("type", None, "id"))
+    [entity] = decode([("service", "ignored", "svc-1")])
+    _same(entity, Entity("service", "svc-1"))
+    with pytest.raises(AssertionError, match="decoded fields"):
+        row_decoder(Entity, ("type", None))
 
 
 def test_the_hot_records_decode_through_a_twin_class() -> None:

@@ -365,7 +365,7 @@ async def test_near_ties_beyond_the_fetched_rows_are_found(
 ) -> None:
     """Scaled copies of one vector tie in exact arithmetic, but pgvector's and
     numpy's float32 cosines break the tie differently in the last bits: the
-    search must fetch past `limit + 2` rows until no row left out can enter the
+    search must fetch past `limit + 1` rows until no row left out can enter the
     top `limit` (by float32 score, then id) of the owner's rows."""
     rng = np.random.default_rng(seed)
     base = rng.standard_normal(DIM).astype(np.float32)

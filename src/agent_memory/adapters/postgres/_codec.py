@@ -83,12 +83,13 @@ class _Singles(dict[Any, tuple[Any, ...]]):
 
 def row_decoder(
     cls: type[Any],
-    columns: tuple[str, ...],
+    columns: tuple[str | None, ...],
     convert: Mapping[str, Converter] | None = None,
 ) -> Callable[[Sequence[Any]], Any]:
     """A function from a row (a sequence of values in `columns` order) to an
     instance of the frozen attrs class `cls` holding exactly those values, each
     passed through `convert[name]` first when given (a function, or a `Lookup`).
+    A column named `None` is in the row but not decoded.
 
     No validator or converter of `cls` runs: rows must come from our own tables.
     """
@@ -98,7 +99,7 @@ def row_decoder(
 
 def rows_decoder(
     cls: type[Any],
-    columns: tuple[str, ...],
+    columns: tuple[str | None, ...],
     convert: Mapping[str, Converter] | None = None,
 ) -> Callable[[Iterable[Sequence[Any]]], list[Any]]:
     """`row_decoder` for many rows at once: a function from rows to the list
@@ -120,13 +121,14 @@ def fast_decoding(cls: type[Any]) -> bool:
 @functools.cache
 def _compile(
     cls: type[Any],
-    columns: tuple[str, ...],
+    columns: tuple[str | None, ...],
     convert: tuple[tuple[str, Converter], ...],
     many: bool,
 ) -> Callable[[Any], Any]:
     fields = attrs.fields(cls)
     expected = {f.name for f in fields}
-    if len(columns) != len(expected) or set(columns) != expected:
+    named = [c for c in columns if c is not None]
+    if len(named) != len(expected) or set(named) != expected:
         raise AssertionError(f"{cls.__name__}: decoded fields {columns} != {sorted(expected)}")
     if getattr(cls, "__attrs_post_init__", None) is not None:  # pragma: no cover - guard
         raise AssertionError(f"{cls.__name__}: __attrs_post_init__ would be skipped")
@@ -153,6 +155,8 @@ def _compile(
         "o = _new(_cls)" if twin is None else "o = _twin()",
     ]
     for i, name in enumerate(columns):
+        if name is None:  # in the row, not decoded
+            continue
         value = f"v{i}"
         conv = converters.get(name)
         if conv is utc:  # inlined: no call for values already in UTC

@@ -53,7 +53,7 @@ from agent_memory.adapters.postgres._migrations import (
     counts_table,
     migrate,
 )
-from agent_memory.adapters.postgres._vector import register_vector
+from agent_memory.adapters.postgres._vector import VectorBytesLoader, register_vector
 from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -417,9 +417,9 @@ class PostgresDatabase:
         """The first row of an idempotent query (or None), retried as `read` does
         (spelled out, with no closure: every `get` goes through here)."""
         try:
-            return await self._fetch(statement, params, binary, False)
+            return await self._fetch_one(statement, params, binary)
         except ConnectionLost:
-            return await self._fetch(statement, params, binary, False)
+            return await self._fetch_one(statement, params, binary)
 
     async def fetch_all(
         self,
@@ -427,25 +427,45 @@ class PostgresDatabase:
         params: Sequence[Any] | Mapping[str, Any],
         *,
         binary: bool = False,
+        vector_bytes: bool = False,
     ) -> list[Any]:
         """Every row of an idempotent query, retried as `read` does (spelled
-        out, with no closure: every search goes through here)."""
+        out, with no closure: every search goes through here). With
+        `vector_bytes`, `vector` columns come as the bytes of their binary
+        format (`VectorBytesLoader`), for `vectors_from_bytes`."""
         try:
-            rows: list[Any] = await self._fetch(statement, params, binary, True)
+            rows: list[Any] = await self._fetch_rows(statement, params, binary, vector_bytes)
         except ConnectionLost:
-            rows = await self._fetch(statement, params, binary, True)
+            rows = await self._fetch_rows(statement, params, binary, vector_bytes)
         return rows
 
-    async def _fetch(
+    async def _fetch_rows(
         self,
         statement: sql.SQL | sql.Composed,
         params: Sequence[Any] | Mapping[str, Any],
         binary: bool,
-        every: bool,
+        vector_bytes: bool,
+    ) -> list[Any]:
+        async with self.connection() as conn:
+            if not vector_bytes:
+                cur = await conn.execute(statement, params, binary=binary)
+                return await cur.fetchall()
+            cursor = conn.cursor(binary=binary)
+            oid = self._vector_oid
+            assert oid is not None, "the database is opened before any statement"
+            cursor.adapters.register_loader(oid, VectorBytesLoader)
+            await cursor.execute(statement, params)
+            return await cursor.fetchall()
+
+    async def _fetch_one(
+        self,
+        statement: sql.SQL | sql.Composed,
+        params: Sequence[Any] | Mapping[str, Any],
+        binary: bool,
     ) -> Any:
         async with self.connection() as conn:
             cur = await conn.execute(statement, params, binary=binary)
-            return await (cur.fetchall() if every else cur.fetchone())
+            return await cur.fetchone()
 
     async def ping(self) -> None:
         await self.fetch_one(sql.SQL("SELECT 1"), ())

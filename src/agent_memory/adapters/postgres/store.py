@@ -4,16 +4,23 @@ One table per embedding space (`mem_<identity>`), primary key `(owner, id)`,
 a `vector(d)` column with an HNSW cosine index and a generated `tsvector`
 (content weighted A, indexing context B) with a GIN index.
 
-Vector search runs one statement that first counts the filtered rows (up to a
-threshold): small scopes are ranked exactly (`ORDER BY distance, id`), large
-ones through the HNSW index with iterative scans, so owner/namespace/kind
-filters are applied inside the index scan and the limit is still met; the
-index yields `limit + max(2 * limit, 100)` candidates, ranked exactly in SQL.
-Either way the statement returns `limit + 2` rows, re-ranked with the
-domain's float32 cosine (`domain.ranking`), so scores and tie order agree with
-every other backend; when a row left out could still beat one of them (scores
-within twice pgvector's float32 error: near-ties), the statement runs again
-for four times as many rows.
+Vector search runs one statement. A scope (owner, namespace, kinds) that a
+search read as small (at most the exact threshold) less than `SIZE_TTL` (1 s)
+ago runs the exact statement alone: it sorts the scope's row addresses by
+`(distance, id)` and reads the first rows by address. Exact is right at any
+size, so a scope that grew meanwhile is only slower until its size is read
+again. Any other scope runs the gated statement (the probe): it reads the
+scope's size from the counts table in its own snapshot, then ranks small
+scopes exactly (`ORDER BY distance, id`) and large ones through the HNSW index
+with iterative scans (filters applied inside the index scan, the limit still
+met; the index yields `limit + max(2 * limit, 100)` candidates, ranked exactly
+in SQL), and returns the size it read. Either way the statement returns
+`limit + 1` rows, re-ranked with the domain's float32 cosine
+(`domain.ranking.rank_rows`), so scores and tie order agree with every other
+backend; when a row left out could still beat one of them (scores within
+twice pgvector's float32 error: near-ties), the statement runs again for four
+times as many rows. The rows' vectors come as bytes and are converted in one
+numpy call.
 
 Keyword search is BM25 (k1, b) computed in SQL over the tsvector: the query's
 lexemes are OR-ed (`to_tsvector` of the user text, so no query syntax can
@@ -26,6 +33,7 @@ import builtins
 import contextlib
 import functools
 import json
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
@@ -51,19 +59,14 @@ from agent_memory.adapters.postgres._database import (
     PostgresDatabase,
     PostgresHandle,
 )
-from agent_memory.adapters.postgres._vector import PgVector
+from agent_memory.adapters.postgres._vector import PgVector, vectors_from_bytes
 from agent_memory.domain.errors import (
     ConfigurationError,
     DuplicateRecord,
     InvalidInput,
     NotFound,
 )
-from agent_memory.domain.ranking import (
-    cosine_scores,
-    encode_cursor,
-    normalise_rows,
-    top_k,
-)
+from agent_memory.domain.ranking import encode_cursor, rank_rows
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
@@ -110,12 +113,17 @@ _COLUMNS = (
     "importance",
     "attributes",
 )
+# The columns' count: a probe row holds one more (the scope's size).
+_WIDTH = len(_COLUMNS)
 # MemoryRecord fields in `_COLUMNS` order (the vector lives in `embedding`).
 _RECORD_FIELDS = tuple("vector" if c == "embedding" else c for c in _COLUMNS)
 # Rows beyond `limit` the statement returns for the exact float32 re-rank. Every
 # row is wider than its vector (content, attributes), so the statement returns
-# few; `search` asks again for more when the rows could hide a hit (`_settled`).
-_SLACK = 2
+# one; `search` asks again for more when the rows could hide a hit (`_settled`).
+_SLACK = 1
+# Scopes remembered as small (see `PostgresMemoryStore.search`): the memory is
+# emptied when it holds this many.
+_SIZES = 4096
 # A bound on |pgvector's cosine - numpy's float32 cosine| (pgvector sums in
 # float32: about dimension * 2^-24 at worst, 1.2e-4 at 2,000 dimensions).
 _COSINE_ERROR = 2e-4
@@ -163,10 +171,27 @@ def _hits_decoder() -> Callable[[Iterable[tuple[MemoryRecord, float]]], list[Sco
     return rows_decoder(ScoredRecord, ("record", "score"))
 
 
-def _hits(rows: Sequence[Sequence[Any]], hits: Sequence[tuple[int, float]]) -> list[ScoredRecord]:
-    """The hits' rows (only those: not every candidate fetched) decoded in one
-    loop, then paired with their scores in another (no call per hit)."""
-    records = _records_decoder()([rows[i] for i, _ in hits])
+@functools.cache
+def _hit_records_decoder(
+    probe: bool,
+) -> Callable[[Iterable[Sequence[Any]]], list[MemoryRecord]]:
+    """Search rows (`_COLUMNS`, the vector as bytes, then the scope's size for
+    a probe) followed by the vector as an array -> `MemoryRecord`s."""
+    fields = (*_RECORD_FIELDS[:6], None, *_RECORD_FIELDS[7:])
+    extra = (None, "vector") if probe else ("vector",)
+    return rows_decoder(MemoryRecord, (*fields, *extra), {"created_at": utc, "updated_at": utc})
+
+
+def _hits(
+    rows: Sequence[tuple[Any, ...]],
+    vectors: npt.NDArray[np.float32],
+    hits: Sequence[tuple[int, float]],
+    probe: bool,
+) -> list[ScoredRecord]:
+    """The hits' rows (only those: not every candidate fetched), each with its
+    vector from `vectors` (the rows hold its bytes), decoded in one loop, then
+    paired with their scores in another (no call per hit)."""
+    records = _hit_records_decoder(probe)([rows[i] + (vectors[i],) for i, _ in hits])
     return _hits_decoder()(zip(records, [score for _, score in hits], strict=True))
 
 
@@ -177,15 +202,23 @@ records_decoder = _records_decoder
 hits_decoder = _hits_decoder
 
 
-def _settled(scores: npt.NDArray[np.float32], limit: int, min_score: float | None) -> bool:
+def _settled(
+    lowest: float,
+    hits: Sequence[tuple[int, float]],
+    limit: int,
+    min_score: float | None,
+) -> bool:
     """Whether rows the statement did not return (all ranked after these by
     pgvector) cannot be among the `limit` best by the float32 score: each of
-    them scores at most the lowest score here plus twice the cosine error, so
-    they cannot reach the `limit`-th best score here (nor `min_score`)."""
+    them scores at most `lowest`, the lowest score here, plus twice the cosine
+    error, so they cannot reach the `limit`-th best score here (nor
+    `min_score`). `hits` is the `top_k` of these rows: with `limit` of them, the
+    last one's score is the `limit`-th best here (with fewer, `min_score` cut
+    the rest, so the `limit`-th best is below it)."""
     bar = -np.inf if min_score is None else float(min_score)
-    if scores.shape[0] >= limit:
-        bar = max(bar, float(np.partition(scores, -limit)[-limit]))
-    return float(scores.min()) + 2 * _COSINE_ERROR < bar
+    if len(hits) == limit:
+        bar = max(bar, hits[-1][1])
+    return lowest + 2 * _COSINE_ERROR < bar
 
 
 def _dump_attributes(attributes: dict[str, Any]) -> Json:
@@ -194,6 +227,10 @@ def _dump_attributes(attributes: dict[str, Any]) -> Json:
 
 class PostgresMemoryStore(PostgresHandle):
     """`MemoryStore` (and `KeywordSearch`) on one PostgreSQL schema."""
+
+    # Seconds a scope read as small is searched by the exact statement alone
+    # before its size is read again (`search`).
+    SIZE_TTL = 1.0
 
     def __init__(
         self,
@@ -233,6 +270,9 @@ class PostgresMemoryStore(PostgresHandle):
         self._b = float(bm25_b)
         self._context_weight = float(context_weight)
         self._table: sql.Identifier | None = None
+        # (owner, namespace, kinds) -> when a search read it as small.
+        self._small: dict[tuple[str, str | None, tuple[str, ...] | None], float] = {}
+        self._probes = 0  # searches that ran the probe (tests read it)
 
     @property
     def space(self) -> EmbeddingSpace:
@@ -268,6 +308,10 @@ class PostgresMemoryStore(PostgresHandle):
                 seen.add((r.owner, r.id))
             if not batch:
                 return
+            if len(batch) > self._exact_threshold:
+                # Every scope of an owner here may now be large: read the sizes
+                # again (searches are right either way; this keeps them fast).
+                self._small.clear()
             table = await self._tbl()
             copy_sql = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(table, _COLS)
             types = [*_COPY_TYPES[:6], self._db_vector_oid(), *_COPY_TYPES[7:]]
@@ -337,6 +381,7 @@ class PostgresMemoryStore(PostgresHandle):
                     await self.add(batch)
                     added += len(batch)
         finally:
+            self._small.clear()
             await self._build_hnsw(maintenance_work_mem)
         return added
 
@@ -381,9 +426,11 @@ class PostgresMemoryStore(PostgresHandle):
         except Exception:
             # The caller's error is the one to report; a failed build leaves the
             # index to the next bulk load or `rebuild_index`.
+            self._small.clear()
             with contextlib.suppress(Exception):
                 await self._build_hnsw(maintenance_work_mem)
             raise
+        self._small.clear()
         await self._build_hnsw(maintenance_work_mem)
 
     async def rebuild_index(self, *, maintenance_work_mem: str = "1GB") -> None:
@@ -534,22 +581,43 @@ class PostgresMemoryStore(PostgresHandle):
     def search_statement(
         self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
     ) -> sql.SQL:
-        """The one statement `search` runs (public so the overhead benchmark can
-        time the very same SQL through psycopg directly)."""
+        """The gated search statement (the probe): it reads the scope's size
+        from the counts table in its own snapshot, then runs the exact branch
+        (size <= threshold) or the HNSW one, and returns that size as an extra
+        last column of every row. `search` runs it when it does not know the
+        scope to be small (public, with `search_params`, for plan tests)."""
         key = ("search", self._identity, namespace is None, kinds is None)
-        return self._db.cached(key, lambda: self._search_sql(table, namespace, kinds))
+        return self._db.cached(key, lambda: self._probe_sql(table, namespace, kinds))
 
-    def _search_sql(
+    def exact_statement(
+        self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
+    ) -> sql.SQL:
+        """The exact search statement alone: what `search` runs for a scope it
+        read as small less than `SIZE_TTL` ago. It sorts the scope's row
+        addresses (`ctid`) by `(distance, id)` and reads the `k` first rows by
+        address (a TID scan, in the statement's one snapshot), in no particular
+        order: the sort then moves a distance, an id and an address per row,
+        not whole rows, and `search` orders the rows itself."""
+        key = ("search-exact", self._identity, namespace is None, kinds is None)
+        return self._db.cached(
+            key,
+            lambda: sql.SQL(
+                "SELECT {c} FROM {t} WHERE ctid = ANY(ARRAY(SELECT ctid FROM {t} WHERE {w}"
+                " ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s))"
+            ).format(t=table, w=_filters(namespace, kinds), c=_COLS),
+        )
+
+    def _probe_sql(
         self, table: sql.Identifier, namespace: str | None, kinds: list[str] | None
     ) -> sql.Composed:
         where = _filters(namespace, kinds)
         return sql.SQL(
             "WITH n AS (SELECT coalesce(sum(n), 0) AS n FROM {n} WHERE {w})"
-            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
+            " (SELECT {c}, (SELECT n FROM n) FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s) AS e"
             "  WHERE (SELECT n FROM n) <= %(threshold)s)"
             " UNION ALL"
-            " (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
+            " (SELECT {c}, (SELECT n FROM n) FROM (SELECT {c} FROM {t} WHERE {w}"
             "   ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS approx"
             "  WHERE (SELECT n FROM n) > %(threshold)s"
             "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
@@ -569,7 +637,7 @@ class PostgresMemoryStore(PostgresHandle):
         kinds: list[str] | None,
         fetch: int | None = None,
     ) -> dict[str, Any]:
-        """The statement's parameters; `fetch` rows (default `limit + 2`)."""
+        """The statements' parameters; `fetch` rows (default `limit + 1`)."""
         if fetch is None:
             fetch = limit + _SLACK
         return {
@@ -581,6 +649,20 @@ class PostgresMemoryStore(PostgresHandle):
             "candidates": limit + max(2 * limit, 100),
             "threshold": self._exact_threshold,
         }
+
+    def search_path(
+        self, owner: str, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> str:
+        """Which statement the next `search` of this scope runs: `"exact"` (the
+        scope was read as small, at most the exact threshold, less than
+        `SIZE_TTL` seconds ago) or `"probe"` (the gated statement, which decides
+        between the exact scan and the HNSW index from the counts table in its
+        own snapshot, and tells `search` the size it read)."""
+        wanted = check_filters(namespace, kinds)
+        key = (owner, namespace, None if wanted is None else tuple(wanted))
+        since = self._small.get(key)
+        fresh = since is not None and time.monotonic() - since < self.SIZE_TTL
+        return "exact" if fresh else "probe"
 
     async def search(
         self,
@@ -597,26 +679,49 @@ class PostgresMemoryStore(PostgresHandle):
                 owner, vector, limit, namespace, kinds, min_score, self._space
             )
             table = self._table if self._table is not None else await self._tbl()
-            statement = self.search_statement(table, namespace, wanted)
-            fetch = limit + _SLACK
+            # One statement per call. A scope read as small (at most the exact
+            # threshold) less than SIZE_TTL ago runs the exact statement alone:
+            # exact is right at any size, so a scope that grew meanwhile is only
+            # slower for that long. Any other scope runs the gated statement,
+            # whose HNSW branch runs only when the counts, read in the
+            # statement's own snapshot, say the scope is large.
+            key = (owner, namespace, None if wanted is None else tuple(wanted))
+            small = self._small
+            since = small.get(key)
+            now = time.monotonic()
+            probe = since is None or now - since >= self.SIZE_TTL
+            if probe:
+                self._probes += 1
+                statement = self.search_statement(table, namespace, wanted)
+            else:
+                statement = self.exact_statement(table, namespace, wanted)
+            params = self.search_params(owner, query, limit, namespace, wanted)
+            fetch = params["k"]
+            dimension = self._space.dimension
             while True:
-                rows = await self._db.fetch_all(
-                    statement,
-                    self.search_params(owner, query, limit, namespace, wanted, fetch),
-                    binary=True,
-                )
+                # The vectors come as bytes and are converted together
+                # (`vectors_from_bytes`): the same float32 values as the
+                # connection's row-by-row loader, in one numpy conversion.
+                rows = await self._db.fetch_all(statement, params, binary=True, vector_bytes=True)
                 if not rows:
+                    small.pop(key, None)
                     return []
+                if probe:
+                    if rows[0][-1] <= self._exact_threshold:
+                        if len(small) >= _SIZES:
+                            small.clear()
+                        small[key] = now
+                    else:
+                        small.pop(key, None)
                 ids = [r[1] for r in rows]  # `id` is text: already a str
-                # np.array, not np.stack: the same float32 matrix, built without
-                # np.stack's per-array Python checks.
-                matrix = normalise_rows(np.array([r[6] for r in rows]))
-                scores = cosine_scores(matrix, query)
-                if len(rows) < fetch or _settled(scores, limit, min_score):
+                vectors = vectors_from_bytes([r[6] for r in rows], dimension)
+                # The float32 ranking of `domain.ranking`, spelled for few rows.
+                hits, lowest = rank_rows(vectors, query, ids, limit, min_score)
+                if len(rows) < fetch or _settled(lowest, hits, limit, min_score):
                     break
                 fetch *= 4
-            hits = top_k(scores, ids, limit, min_score)
-            return _hits(rows, hits)
+                params["k"] = fetch
+            return _hits(rows, vectors, hits, probe)
 
     async def list(
         self,

@@ -94,11 +94,10 @@ class LengthPrior(enum.StrEnum):
 
 
 def _length_prior(value: object) -> LengthPrior:
-    try:
+    if isinstance(value, str) and value in {p.value for p in LengthPrior}:
         return LengthPrior(value)
-    except ValueError:
-        choices = ", ".join(p.value for p in LengthPrior)
-        raise InvalidInput("length_prior", f"one of {choices}; got {value!r}") from None
+    choices = ", ".join(p.value for p in LengthPrior)
+    raise InvalidInput("length_prior", f"one of {choices}; got {value!r}")
 
 
 class RetrievalMode(enum.StrEnum):

@@ -16,7 +16,10 @@ before the recency, importance and speaker terms are added:
 `final = fused + recency_weight * 0.5 ** (age / half_life)
 + importance_weight * importance + speaker_weight * [the query names the speaker]
 + date_weight * date_match(event day, the dates the query names)
-+ length_weight * min(terms, length_saturation) / length_saturation`.
++ length_weight * min(terms, length_saturation) / length_saturation` (with
+`length_prior` `scale` the length term multiplies `fused` by
+`1 - length_weight + length_weight * min(terms, saturation) / saturation`
+instead of being added).
 The speaker term applies when the query names exactly one of the candidates'
 speakers (`attributes["speaker"]` of a conversation turn): "What does Tomas
 play?" favours what Tomas said.

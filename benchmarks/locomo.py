@@ -57,7 +57,12 @@ import attrs
 from agent_memory.bootstrap.connect import open_stores
 from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.lexical import STOPWORDS
-from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
+from agent_memory.domain.retrieval import (
+    FusionMethod,
+    LengthPrior,
+    RetrievalConfig,
+    RetrievalMode,
+)
 from agent_memory.ports.models import Embedder
 from agent_memory.services.retrieval import ConversationTurn, HybridRetriever, default_config
 
@@ -261,6 +266,7 @@ _ARG_FIELDS = {
     "session_weight": "session_weight",
     "length_weight": "length_weight",
     "length_saturation": "length_saturation",
+    "length_prior": "length_prior",
     "feedback_docs": "feedback_docs",
     "feedback_terms": "feedback_terms",
     "feedback_weight": "feedback_weight",
@@ -278,7 +284,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
     for dest, field_name in _ARG_FIELDS.items():
         if getattr(args, dest) is None:
             value = getattr(d, field_name)
-            setattr(args, dest, value.value if dest == "fusion" else value)
+            setattr(args, dest, value.value if dest in ("fusion", "length_prior") else value)
     config = RetrievalConfig(
         fusion=FusionMethod(args.fusion),
         **{f: getattr(args, dest) for dest, f in _ARG_FIELDS.items() if dest != "fusion"},
@@ -366,7 +372,8 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
         f"self-weight {args.self_weight}, fusion {args.fusion} (k={args.rrf_k}), "
         f"lexical weight {args.lexical_weight}, vector weight {args.vector_weight}, "
         f"speaker weight {args.speaker_weight}, candidates {args.candidates}, "
-        f"length weight {args.length_weight} (saturation {args.length_saturation}), "
+        f"length weight {args.length_weight} (saturation {args.length_saturation}, "
+        f"{args.length_prior}), "
         f"list session penalty {args.list_session_penalty}, "
         f"list candidates {args.list_candidates}, session weight {args.session_weight}, "
         f"reply weight {args.reply_weight}, query variants "
@@ -410,6 +417,9 @@ class Knob:
     off: dict[str, Any]
     on_index: str | None = None
     off_index: str | None = None
+    #: whether "chosen on the other folds" picks this knob (False: an alternative
+    #: form of another knob, reported only)
+    chosen: bool = True
 
 
 # Each knob's gain is "on minus off" with every other knob at its default.
@@ -429,6 +439,12 @@ _RULE_KNOBS = (
         off_index="nodates",
     ),
     Knob("length prior", {"length_weight": 0.3}, {"length_weight": 0.0}),
+    Knob(
+        "length prior, scale form (0.3)",
+        {"length_weight": 0.3, "length_prior": LengthPrior.SCALE},
+        {"length_weight": 0.0},
+        chosen=False,
+    ),
     Knob("list-session penalty", {"list_session_penalty": 0.1}, {"list_session_penalty": 0.0}),
     Knob("list candidates 200", {"list_candidates": 200}, {"list_candidates": 100}),
     Knob("session prior", {"session_weight": 0.5}, {"session_weight": 0.0}),
@@ -630,6 +646,8 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             overrides: dict[str, Any] = {}
             embedder: tuple[float, dict[str, Any]] | None = None
             for knob, on, off in pairs:
+                if not knob.chosen:
+                    continue
                 if "other" in (knob.on_index, knob.off_index):
                     # the embedder: the other one at the weight that did best, if it
                     # beats the base one
@@ -692,6 +710,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reply-weight", type=float, default=None)
     p.add_argument("--length-weight", type=float, default=None)
     p.add_argument("--length-saturation", type=int, default=None)
+    p.add_argument(
+        "--length-prior",
+        choices=[f.value for f in LengthPrior],
+        default=None,
+        help="the length prior's form: bonus (added) or scale (a factor on the fused score)",
+    )
     p.add_argument("--feedback-weight", type=float, default=None)
     p.add_argument("--feedback-docs", type=int, default=None)
     p.add_argument("--feedback-terms", type=int, default=None)

@@ -16,6 +16,7 @@ from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.lexical import STOPWORDS, query_terms, stem, tokenize
 from agent_memory.domain.retrieval import (
     FusionMethod,
+    LengthPrior,
     Ranking,
     RetrievalConfig,
     content_length,
@@ -158,6 +159,8 @@ def test_ranking_rejects_duplicates_and_negative_weight() -> None:
         ("list_session_penalty", float("nan")),
         ("list_candidates", 0),
         ("session_weight", -0.5),
+        ("length_prior", "multiply"),
+        ("length_prior", None),
     ],
 )
 def test_config_rejects_bad_values_naming_the_field(field: str, value: object) -> None:
@@ -356,6 +359,63 @@ def test_the_length_prior_saturates_and_is_off_at_weight_zero() -> None:
     assert got["short"] == pytest.approx(0.5 + 0.3 * 2 / 30)
     assert got["long"] == got["longer"] == pytest.approx(0.45 + 0.3)
     assert scores(RetrievalConfig(length_weight=0)) == dict(fused)
+
+
+def test_the_scale_form_needs_a_weight_of_at_most_one() -> None:
+    assert RetrievalConfig(length_prior="scale", length_weight=1.0).length_prior is (
+        LengthPrior.SCALE
+    )
+    with pytest.raises(InvalidInput, match="length_weight"):
+        RetrievalConfig(length_prior=LengthPrior.SCALE, length_weight=1.5)
+    # the bonus form has no such bound
+    assert RetrievalConfig(length_weight=1.5).length_weight == 1.5
+
+
+def test_the_scale_form_multiplies_the_evidence_instead_of_adding_to_it() -> None:
+    # a long record with no evidence gains nothing from the scale form (the bonus
+    # form lifts it by the full weight); a short one loses in proportion to its score
+    fused = [("short", 0.6), ("long", 0.5), ("long-unmatched", 0.0)]
+    lengths = {"short": 3, "long": 30, "long-unmatched": 45}
+
+    def scores(prior: LengthPrior) -> dict[str, float]:
+        config = RetrievalConfig(length_weight=0.3, length_saturation=30, length_prior=prior)
+        return dict(
+            final_scores(fused, config, created_at={}, importance={}, now=NOW, lengths=lengths)
+        )
+
+    scaled = scores(LengthPrior.SCALE)
+    assert scaled["short"] == pytest.approx(0.6 * (0.7 + 0.3 * 3 / 30))
+    assert scaled["long"] == pytest.approx(0.5)
+    assert scaled["long-unmatched"] == 0.0
+    added = scores(LengthPrior.BONUS)
+    assert added["long-unmatched"] == pytest.approx(0.3)
+    assert [rid for rid, _ in final_scores(
+        fused,
+        RetrievalConfig(length_weight=0.3, length_prior=LengthPrior.SCALE),
+        created_at={}, importance={}, now=NOW, lengths=lengths,
+    )] == ["long", "short", "long-unmatched"]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(IDS, st.integers(0, 100), SCORES.map(abs)), unique_by=lambda p: p[0], min_size=1
+    ),
+    st.floats(0.0, 1.0),
+    st.integers(1, 60),
+)
+def test_the_scale_form_keeps_a_score_between_its_floor_and_itself(
+    items: list[tuple[str, int, float]], weight: float, saturation: int
+) -> None:
+    fused = [(rid, score) for rid, _, score in items]
+    config = RetrievalConfig(
+        length_weight=weight, length_saturation=saturation, length_prior=LengthPrior.SCALE
+    )
+    lengths = {rid: length for rid, length, _ in items}
+    got = dict(final_scores(fused, config, created_at={}, importance={}, now=NOW, lengths=lengths))
+    for rid, length, score in items:
+        assert (1 - weight) * score - 1e-12 <= got[rid] <= score + 1e-12
+        if length >= saturation:
+            assert got[rid] == pytest.approx(score)
 
 
 @given(

@@ -14,7 +14,7 @@ from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.domain.errors import InvalidInput, ScopeRequired, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, Page, ScoredRecord
-from agent_memory.domain.retrieval import FusionMethod, RetrievalConfig, RetrievalMode
+from agent_memory.domain.retrieval import FusionMethod, LengthPrior, RetrievalConfig, RetrievalMode
 from agent_memory.ports.storage import KeywordSearch, MemoryStore
 from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
 
@@ -370,28 +370,30 @@ async def test_the_session_prior_brings_the_best_matchs_session_forward(
 
 def test_the_default_config_follows_the_embedder_space() -> None:
     """The knobs each embedder's cross-validation keeps (docs/retrieval.md): the
-    hashing embedder's vectors only break ties (a smaller vector weight); with a
-    semantic space (MiniLM) the reply prior passes the fold rule and the
-    list-question session penalty does not."""
+    hashing embedder's vectors only break ties (a smaller vector weight) and the
+    length, session and reply priors pass the fold rule with them; with a semantic
+    space (MiniLM) the length prior does not, and without it neither do the
+    session prior, the reply prior nor the category members."""
     from agent_memory.adapters._common.minilm import MINILM_SPACE
-    from agent_memory.services.retrieval import (
-        HASHING_VECTOR_WEIGHT,
-        SEMANTIC_REPLY_WEIGHT,
-        default_config,
-    )
+    from agent_memory.services.retrieval import HASHING_VECTOR_WEIGHT, default_config
 
     hashing = default_config(EMBEDDER.space)
     assert hashing == RetrievalConfig(vector_weight=HASHING_VECTOR_WEIGHT)
-    assert (hashing.reply_weight, hashing.length_weight, hashing.list_session_penalty) == (
-        0.0,
-        0.3,
-        0.1,
-    )
+    assert (
+        hashing.length_weight,
+        hashing.session_weight,
+        hashing.reply_weight,
+        hashing.category_members,
+        hashing.list_session_penalty,
+    ) == (0.3, 0.5, 0.0, True, 0.1)
     semantic = default_config(MINILM_SPACE)
     assert semantic.vector_weight == RetrievalConfig().vector_weight
-    assert (semantic.reply_weight, semantic.length_weight, semantic.list_session_penalty) == (
-        SEMANTIC_REPLY_WEIGHT,
-        0.3,
-        0.0,
-    )
+    assert (
+        semantic.length_weight,
+        semantic.session_weight,
+        semantic.reply_weight,
+        semantic.category_members,
+        semantic.list_session_penalty,
+    ) == (0.0, 0.0, 0.0, False, 0.1)
+    assert semantic.length_prior is LengthPrior.BONUS  # the form, should it be turned on
     assert 0 < HASHING_VECTOR_WEIGHT < RetrievalConfig().vector_weight

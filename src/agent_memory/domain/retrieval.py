@@ -16,7 +16,10 @@ before the recency, importance and speaker terms are added:
 `final = fused + recency_weight * 0.5 ** (age / half_life)
 + importance_weight * importance + speaker_weight * [the query names the speaker]
 + date_weight * date_match(event day, the dates the query names)
-+ length_weight * min(terms, length_saturation) / length_saturation`.
++ length_weight * min(terms, length_saturation) / length_saturation` (with
+`length_prior` `scale` the length term multiplies `fused` by
+`1 - length_weight + length_weight * min(terms, saturation) / saturation`
+instead of being added).
 The speaker term applies when the query names exactly one of the candidates'
 speakers (`attributes["speaker"]` of a conversation turn): "What does Tomas
 play?" favours what Tomas said.
@@ -55,6 +58,7 @@ from agent_memory.domain.validation import (
 
 __all__ = [
     "FusionMethod",
+    "LengthPrior",
     "Ranking",
     "RetrievalConfig",
     "RetrievalMode",
@@ -80,6 +84,23 @@ __all__ = [
 class FusionMethod(enum.StrEnum):
     RRF = "rrf"
     SCORE = "score"
+
+
+class LengthPrior(enum.StrEnum):
+    """How the length prior enters a candidate's score: `BONUS` adds
+    `length_weight * share` to it, `SCALE` multiplies the fused score by
+    `1 - length_weight + length_weight * share` (`share` = min(terms,
+    saturation) / saturation)."""
+
+    BONUS = "bonus"
+    SCALE = "scale"
+
+
+def _length_prior(value: object) -> LengthPrior:
+    if isinstance(value, str) and value in {p.value for p in LengthPrior}:
+        return LengthPrior(value)
+    choices = ", ".join(p.value for p in LengthPrior)
+    raise InvalidInput("length_prior", f"one of {choices}; got {value!r}")
 
 
 class RetrievalMode(enum.StrEnum):
@@ -154,9 +175,12 @@ class RetrievalConfig:
       members of the categories it asks about (`category_members`: "What pets…"
       -> dog, cat, …; "Which countries…" -> spain, italy, …), which the turns
       that answer it name instead of the category;
-    - `length_weight`, `length_saturation`: informativeness prior, bonus
-      `w * min(terms, saturation) / saturation` by the number of terms
-      (`domain.lexical` tokens) of the record's content;
+    - `length_weight`, `length_saturation`, `length_prior`: informativeness
+      prior by the number of terms (`domain.lexical` tokens) of the record's
+      content, `share = min(terms, saturation) / saturation`: with `bonus` (the
+      default form) `w * share` is added to the score, with `scale` the fused
+      score is multiplied by `1 - w + w * share` (`w` at most 1), so a short
+      record loses in proportion to its evidence rather than by a fixed amount;
     - `candidates`: how many candidates each ranker contributes;
     - `context_window`: neighbouring turns on each side put in a turn's indexing
       context; `context_self_weight`: how many times the turn's own text counts
@@ -195,6 +219,7 @@ class RetrievalConfig:
     category_members: bool = field(default=True, converter=bool)
     length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
     length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
+    length_prior: LengthPrior = field(default=LengthPrior.BONUS, converter=_length_prior)
     candidates: int = field(default=100, validator=_count("candidates", 1))
     list_candidates: int = field(default=100, validator=_count("list_candidates", 1))
     context_window: int = field(default=2, validator=_count("context_window", 0))
@@ -206,6 +231,11 @@ class RetrievalConfig:
     def __attrs_post_init__(self) -> None:
         if self.lexical_weight == 0 and self.vector_weight == 0:
             raise InvalidInput("vector_weight", "lexical_weight and vector_weight are both 0")
+        if self.length_prior is LengthPrior.SCALE and self.length_weight > 1:
+            raise InvalidInput(
+                "length_weight",
+                f"at most 1 with length_prior scale (a factor >= 0), got {self.length_weight!r}",
+            )
 
 
 def _hits(value: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:
@@ -333,9 +363,16 @@ def final_scores(
     ):
         return _ordered(dict(fused))
     saturation = config.length_saturation
+    scaled = lengthy and config.length_prior is LengthPrior.SCALE
     out: dict[str, float] = {}
     for rid, score in fused:
         bonus = 0.0
+        if lengthy and lengths is not None:
+            share = min(lengths.get(rid, 0), saturation) / saturation
+            if scaled:
+                score *= 1.0 - config.length_weight + config.length_weight * share
+            else:
+                bonus += config.length_weight * share
         if named and speakers is not None and speakers.get(rid) in named:
             bonus += config.speaker_weight
         if config.recency_weight and rid in created_at:
@@ -351,8 +388,6 @@ def final_scores(
                 grace_days=config.date_grace_days,
                 half_life_days=config.date_half_life_days,
             )
-        if lengthy and lengths is not None:
-            bonus += config.length_weight * min(lengths.get(rid, 0), saturation) / saturation
         out[rid] = score + bonus
     return _ordered(out)
 

@@ -57,8 +57,6 @@ _HASHING_MODEL = "agent-memory/hashing"
 
 #: the vector weight for the hashing embedder's vectors, weaker than a model's
 HASHING_VECTOR_WEIGHT = 0.2
-#: the reply prior's weight with a semantic embedder's vectors (off with hashing ones)
-SEMANTIC_REPLY_WEIGHT = 0.05
 
 
 def default_config(space: EmbeddingSpace) -> RetrievalConfig:
@@ -67,11 +65,14 @@ def default_config(space: EmbeddingSpace) -> RetrievalConfig:
     in at least 4 of 5 held-back conversations and on average (docs/retrieval.md):
     for the hashing embedder, whose vectors only break ties, `RetrievalConfig()`
     with the smaller `HASHING_VECTOR_WEIGHT`; for a semantic embedder (MiniLM),
-    vector weight 0.4, the reply prior (`SEMANTIC_REPLY_WEIGHT`) on and the
-    list-question session penalty off."""
+    vector weight 0.4 with the length, session and reply priors and the category
+    members off (the vector side already demotes the back-channel turns the length
+    prior is for; without it the other three fell below the rule, one by one)."""
     if space.model.startswith(_HASHING_MODEL):
         return RetrievalConfig(vector_weight=HASHING_VECTOR_WEIGHT)
-    return RetrievalConfig(reply_weight=SEMANTIC_REPLY_WEIGHT, list_session_penalty=0.0)
+    return RetrievalConfig(
+        length_weight=0.0, session_weight=0.0, reply_weight=0.0, category_members=False
+    )
 
 
 @frozen

@@ -196,8 +196,8 @@ class _Racing(RedisMemoryStore):
             await self.update(self.writes.pop(0))
         return found
 
-    async def _group_candidates(self, *args: Any, **kwargs: Any) -> Any:
-        found = await super()._group_candidates(*args, **kwargs)
+    async def _term_counts(self, *args: Any, **kwargs: Any) -> Any:
+        found = await super()._term_counts(*args, **kwargs)
         self.calls += 1
         if self.writes:
             await self.update(self.writes.pop(0))

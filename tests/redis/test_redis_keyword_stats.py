@@ -23,6 +23,7 @@ from agent_memory.adapters.redis._keys import digest
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import MemoryRecord
+from redis_keyword_cases import COMMON, GUESS_TOO_HIGH, agree_on_bounds, bound_rows
 
 OWNERS = ("alice", "bob {x}:*")
 NAMESPACES = ("n1", "n2")
@@ -337,93 +338,21 @@ def test_groups_tied_at_the_cut_are_all_taken() -> None:
         assert needed[0][0] == needed[1][0]
 
 
-class _Watched(RedisMemoryStore):
-    """Records, per keyword search, the candidates' query of each grouping step."""
-
-    grouped: list[list[str]]
-
-    async def search_text(self, *args: Any, **kwargs: Any) -> Any:
-        self.grouped.append([])
-        return await super().search_text(*args, **kwargs)
-
-    async def _text_ft(self, owner: str, stats: str, script: Any, script_c: Any, args: Any) -> Any:
-        if script is self._groups:
-            self.grouped[-1].append(args[1])
-        return await super()._text_ft(owner, stats, script, script_c, args)
-
-
-# A speaker's name in every record (as in a conversation's turns), words of three
-# frequencies, and a filler that makes some records long (so a rare word there
-# scores below its guess: the guess is checked and the query runs again).
-_COMMON = "john"
-_MID = ("walk", "dinner")
-_RARE = ("alchemist", "telescope", "marathon")
-_FILLER = "lorem ipsum dolor sit amet consectetur"
-_records_words = st.lists(
-    st.tuples(
-        st.lists(st.sampled_from(_MID + _RARE), max_size=3),
-        st.integers(0, 4),  # filler repeats
-        st.booleans(),  # the speaker's name
-    ),
-    min_size=1,
-    max_size=60,
-)
-
-
-async def _tie_and_bound_case(
-    url: str, rows: list[tuple[list[str], int, bool]], limits: list[int]
-) -> list[list[str]]:
-    """Adds the records to Redis and the oracle and compares every query and limit;
-    the grouping queries run."""
-    store = _Watched.from_url(url, SPACE, deployment="t" + uuid.uuid4().hex[:12])
-    store.grouped = []
-    oracle = InMemoryMemoryStore(SPACE)
-    recs = [
-        make_record(
-            f"r{i:03d}", vector=_VEC,
-            content=" ".join([_COMMON] * name + words + [_FILLER] * filler) or "-",
-        )
-        for i, (words, filler, name) in enumerate(rows)
-    ]  # fmt: skip
-    try:
-        for s in (store, oracle):
-            await s.add(recs)
-        for query in (
-            f"{_COMMON} {_RARE[0]}",
-            f"{_COMMON} {_MID[0]} {_RARE[1]}",
-            f"{_COMMON} {' '.join(_MID)} {' '.join(_RARE)}",
-            f"{_MID[1]} {_RARE[2]}",
-        ):
-            for limit in limits:
-                got = await store.search_text("alice", query, limit=limit)
-                want = await oracle.search_text("alice", query, limit=limit)
-                assert _ranked(got) == _ranked(want), (query, limit)
-                assert [h.record for h in got] == [h.record for h in want]
-    finally:
-        await store.drop_index()
-        await store.close()
-    return store.grouped
-
-
 @settings(max_examples=30, deadline=None)
-@given(rows=_records_words)
+@given(rows=bound_rows)
 def test_common_terms_left_out_rank_as_the_in_process_store(
     redis_url: str, rows: list[tuple[list[str], int, bool]]
 ) -> None:
     """Queries with a term most records hold (left out of the candidates when no
-    record holding only it can rank), rare terms in short and long records, and
-    every limit from 1 to 12: the oracle's hits, order and scores."""
-    asyncio.run(_tie_and_bound_case(redis_url, rows, [1, 2, 5, 12]))
+    record holding only it can rank), rare terms in short and long records, limits
+    from 1 to 12: the oracle's hits, order and scores (`redis_keyword_cases`)."""
+    asyncio.run(agree_on_bounds(redis_url, rows, [1, 2, 5, 12]))
 
 
 def test_a_guess_too_high_runs_the_query_again(redis_url: str) -> None:
     """The common term is left out of the first grouping query; the rare term's
     records are long, so the best of them scores below the guess and the query
     runs again with the common term (the records holding only it rank). Both
-    paths are taken here, and the results equal the oracle's."""
-    # 40 records: 20 hold the name only (short), 2 the rare word with a long
-    # filler, the rest the mid word: `john` alone outscores the long rare records.
-    rows = [([], 0, True)] * 20 + [([_RARE[0]], 4, False)] * 2 + [([_MID[0]], 0, False)] * 18
-    grouped = asyncio.run(_tie_and_bound_case(redis_url, rows, [1, 3]))
-    assert any(_COMMON not in q for q in grouped[0]), "the common term left out"
-    assert [_COMMON in q for q in grouped[0]] == [False, True], "then run again with it"
+    paths are taken, and the results equal the oracle's."""
+    grouped = asyncio.run(agree_on_bounds(redis_url, GUESS_TOO_HIGH, [1, 3]))
+    assert [COMMON in q for q in grouped[0]] == [False, True]

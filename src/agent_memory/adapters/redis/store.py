@@ -232,12 +232,11 @@ end
 return {stats, table.concat(counts, ' ')}
 """
 
-# The head of both grouping scripts. ARGV: index, the version expected ("*": any),
-# the candidates' query, a query whose matches to count ("" for none). Nil when the
-# version moved; `union` is that count (-1 for none).
+# The head of both grouping scripts. ARGV: index, the version the term counts were
+# read at ("" for none), the candidates' query, a query whose matches to count (""
+# for none). Nil when the version moved; `union` is that count (-1 for none).
 _GROUPS_HEAD = """
-local stats = redis.call('HGETALL', KEYS[1])
-if ARGV[2] ~= '*' and (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then return false end
+if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then return false end
 local union = -1
 if ARGV[4] ~= '' then
   union = redis.call('FT.SEARCH', ARGV[1], ARGV[4], 'VERBATIM', 'NOCONTENT',
@@ -247,8 +246,8 @@ local terms, counts = {}, {}
 """
 
 # The candidates (the records ARGV[3] matches) grouped by their stored terms (the
-# engine's GROUPBY: records with equal terms score equally): {statistics, the
-# distinct terms strings NUL-joined, their record counts space-joined, `union`}.
+# engine's GROUPBY: records with equal terms score equally): {the distinct terms
+# strings NUL-joined, their record counts space-joined, `union`}.
 # Far fewer rows than one per candidate when texts repeat, and no candidate's row
 # reaches the script.
 _GROUPS = (
@@ -266,7 +265,7 @@ for i = 2, #res do
     counts[#counts + 1] = n
   end
 end
-return {stats, table.concat(terms, '\\0'), table.concat(counts, ' '), union}
+return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 """
 )
 
@@ -300,7 +299,7 @@ if last then
   terms[#terms + 1] = last
   counts[#counts + 1] = tostring(n)
 end
-return {stats, table.concat(terms, '\\0'), table.concat(counts, ' '), union}
+return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 """
 )
 
@@ -1771,7 +1770,7 @@ class RedisMemoryStore(RedisHandle):
             if reply is None:
                 return None
             groups = self._parse_groups(reply)
-            if pruned and int(reply[3]) > n:
+            if pruned and int(reply[2]) > n:
                 pruned = []
                 continue
             fixed = {t: df[t] for t in pruned}
@@ -1805,12 +1804,14 @@ class RedisMemoryStore(RedisHandle):
 
     @staticmethod
     def _parse_groups(reply: Any) -> _Groups:
-        if not reply[1]:
-            return []
-        return [
-            (raw, int(count))
-            for raw, count in zip(reply[1].split(b"\0"), reply[2].split(b" "), strict=True)
-        ]
+        """(terms string, record count) of a grouping script's reply; a terms
+        string listed twice (never seen: equal strings sort next to each other)
+        counts once, with both counts."""
+        merged: dict[bytes, int] = {}
+        if reply[0]:
+            for raw, count in zip(reply[0].split(b"\0"), reply[1].split(b" "), strict=True):
+                merged[raw] = merged.get(raw, 0) + int(count)
+        return list(merged.items())
 
     async def _fetch_groups(
         self,

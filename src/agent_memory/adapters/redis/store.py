@@ -270,33 +270,31 @@ return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 )
 
 # `_GROUPS` on a cluster node, whose FT.AGGREGATE returns no rows: FT.SEARCH sorted
-# by `terms` (a sortable field, so the engine returns it without a document read),
-# equal strings counted where they meet. The reply 'unsorted' when a row came
-# without its terms (an index of an earlier release, where `terms` is not sortable).
+# by `terms` with the sort keys (`$` and the sortable value, so no document is
+# read; one flat reply), equal strings counted where they meet. The reply
+# 'unsorted' when a sort key is not a string (an index of an earlier release,
+# where `terms` is not sortable).
 _GROUPS_C = (
     _GROUPS_HEAD
     + """
-local res = redis.call('FT.SEARCH', ARGV[1], ARGV[3], 'VERBATIM', 'RETURN', '1', 'terms',
+local res = redis.call('FT.SEARCH', ARGV[1], ARGV[3], 'VERBATIM', 'NOCONTENT', 'WITHSORTKEYS',
   'SORTBY', 'terms', 'ASC', 'LIMIT', '0', '1000000', 'TIMEOUT', '0', 'DIALECT', '2')
 local last, n = nil, 0
-for i = 2, #res, 2 do
-  local row, t = res[i + 1], nil
-  if type(row) == 'table' then
-    for j = 1, #row - 1, 2 do if row[j] == 'terms' then t = row[j + 1] end end
-  end
-  if not t then return 'unsorted' end
+for i = 3, #res, 2 do
+  local t = res[i]
+  if type(t) ~= 'string' or string.sub(t, 1, 1) ~= '$' then return 'unsorted' end
   if t == last then
     n = n + 1
   else
     if last then
-      terms[#terms + 1] = last
+      terms[#terms + 1] = string.sub(last, 2)
       counts[#counts + 1] = tostring(n)
     end
     last, n = t, 1
   end
 end
 if last then
-  terms[#terms + 1] = last
+  terms[#terms + 1] = string.sub(last, 2)
   counts[#counts + 1] = tostring(n)
 end
 return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
@@ -362,24 +360,20 @@ return finish()
 """
 )
 
-# `_GROUP_FETCH` on a cluster node: per group, the keys FT.SEARCH finds (sorted by
-# `terms`, so the engine returns each one's terms) whose terms equal the group's,
-# their ids by HMGET; then `finish()`.
+# `_GROUP_FETCH` on a cluster node: per group, the keys FT.SEARCH finds whose sort
+# key (as in `_GROUPS_C`) is the group's terms, their ids by HGET; then `finish()`.
 _GROUP_FETCH_C = (
     _FETCH_HEAD
     + """
 local group = 0
 for i = first, #ARGV - 3, 4 do
   group = group + 1
-  local rank = tonumber(ARGV[i])
-  local res = redis.call('FT.SEARCH', ARGV[1], ARGV[i + 1], 'VERBATIM', 'RETURN', '1', 'terms',
-    'SORTBY', 'terms', 'ASC', 'LIMIT', '0', '1000000', 'TIMEOUT', '0', 'DIALECT', '2')
-  for r = 2, #res, 2 do
-    local row, t = res[r + 1], nil
-    if type(row) == 'table' then
-      for j = 1, #row - 1, 2 do if row[j] == 'terms' then t = row[j + 1] end end
-    end
-    if t == ARGV[i + 3] then
+  local rank, want = tonumber(ARGV[i]), '$' .. ARGV[i + 3]
+  local res = redis.call('FT.SEARCH', ARGV[1], ARGV[i + 1], 'VERBATIM', 'NOCONTENT',
+    'WITHSORTKEYS', 'SORTBY', 'terms', 'ASC', 'LIMIT', '0', '1000000', 'TIMEOUT', '0',
+    'DIALECT', '2')
+  for r = 2, #res - 1, 2 do
+    if res[r + 1] == want then
       local id = redis.call('HGET', res[r], 'id')
       if id then add(rank, id, res[r], group) end
     end

@@ -234,7 +234,9 @@ return {stats, table.concat(counts, ' ')}
 
 # The head of both grouping scripts. ARGV: index, the version the term counts were
 # read at ("" for none), the candidates' query, a query whose matches to count (""
-# for none). Nil when the version moved; `union` is that count (-1 for none).
+# for none), at least the number of candidates (their terms' counts summed: the
+# page size of a sorted FT.SEARCH, whose engine holds that many rows). Nil when the
+# version moved; `union` is that count (-1 for none).
 _GROUPS_HEAD = """
 if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then return false end
 local union = -1
@@ -278,7 +280,7 @@ _GROUPS_C = (
     _GROUPS_HEAD
     + """
 local res = redis.call('FT.SEARCH', ARGV[1], ARGV[3], 'VERBATIM', 'NOCONTENT', 'WITHSORTKEYS',
-  'SORTBY', 'terms', 'ASC', 'LIMIT', '0', '1000000', 'TIMEOUT', '0', 'DIALECT', '2')
+  'SORTBY', 'terms', 'ASC', 'LIMIT', '0', ARGV[5], 'TIMEOUT', '0', 'DIALECT', '2')
 local last, n = nil, 0
 for i = 3, #res, 2 do
   local t = res[i]
@@ -304,10 +306,11 @@ return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 # The head of both group-fetching scripts. ARGV: index, the version the groups were
 # ranked with ("" for none), limit, n, n record fields, then per group (best first)
 # its rank (equal for equal scores), its query (records holding all its terms), its
-# FILTER expression and its terms string. `add(rank, id, key, group)` collects a
-# record; `finish()` replies, per record of the best `limit` by rank and then id
-# (byte order), its group's position (1-based) and its fields. Nil when the
-# version moved.
+# FILTER expression, its terms string and at least its record count (the fewest
+# records holding one of its query terms: a sorted FT.SEARCH's page size).
+# `add(rank, id, key, group)` collects a record; `finish()` replies, per record of
+# the best `limit` by rank and then id (byte order), its group's position (1-based)
+# and its fields. Nil when the version moved.
 _FETCH_HEAD = """
 if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then return false end
 local limit, nf = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -342,7 +345,7 @@ _GROUP_FETCH = (
     _FETCH_HEAD
     + """
 local group = 0
-for i = first, #ARGV - 3, 4 do
+for i = first, #ARGV - 4, 5 do
   group = group + 1
   local rank = tonumber(ARGV[i])
   local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[i + 1], 'VERBATIM', 'LOAD', '3',
@@ -366,11 +369,11 @@ _GROUP_FETCH_C = (
     _FETCH_HEAD
     + """
 local group = 0
-for i = first, #ARGV - 3, 4 do
+for i = first, #ARGV - 4, 5 do
   group = group + 1
   local rank, want = tonumber(ARGV[i]), '$' .. ARGV[i + 3]
   local res = redis.call('FT.SEARCH', ARGV[1], ARGV[i + 1], 'VERBATIM', 'NOCONTENT',
-    'WITHSORTKEYS', 'SORTBY', 'terms', 'ASC', 'LIMIT', '0', '1000000', 'TIMEOUT', '0',
+    'WITHSORTKEYS', 'SORTBY', 'terms', 'ASC', 'LIMIT', '0', ARGV[i + 4], 'TIMEOUT', '0',
     'DIALECT', '2')
   for r = 2, #res - 1, 2 do
     if res[r + 1] == want then
@@ -1755,8 +1758,9 @@ class RedisMemoryStore(RedisHandle):
                 union = query if sum(df.values()) > n else ""
             else:
                 kept, q, union = terms, query, ""
+            most = max(1, sum(df[t] for t in kept))
             reply = await self._text_ft(
-                owner, stats, self._groups, self._groups_c, [version, q, union]
+                owner, stats, self._groups, self._groups_c, [version, q, union, most]
             )
             if reply == _UNSORTED:
                 self._grouping = False
@@ -1780,7 +1784,7 @@ class RedisMemoryStore(RedisHandle):
             break
         if not needed:
             return []
-        return await self._fetch_groups(owner, stats, filt, version, limit, needed)
+        return await self._fetch_groups(owner, stats, filt, version, limit, needed, df)
 
     async def _term_counts(
         self, owner: str, stats: str, filt: str, cells: _Cells, terms: _Terms
@@ -1815,6 +1819,7 @@ class RedisMemoryStore(RedisHandle):
         version: bytes,
         limit: int,
         needed: _Needed,
+        df: dict[str, int],
     ) -> _Hits | None:
         """The best `limit` records of the groups `needed` (score descending), read
         in one script at `version` (`_GROUP_FETCH`)."""
@@ -1827,7 +1832,9 @@ class RedisMemoryStore(RedisHandle):
             if i and score != needed[i - 1][0]:
                 rank += 1
             head, expr = clause
-            args += [rank, f"{filt} {head}", expr, raw]
+            words = set(raw.decode("utf-8", "surrogatepass").split(" "))
+            most = max(1, min((n for t, n in df.items() if t in words), default=1))
+            args += [rank, f"{filt} {head}", expr, raw, most]
         found = await self._text_ft(owner, stats, self._group_fetch, self._group_fetch_c, args)
         if found is None:
             return None

@@ -1669,9 +1669,10 @@ class RedisMemoryStore(RedisHandle):
         """BM25 over content and context with the owner's own statistics.
 
         The engine finds the candidates (the owner's filtered records holding a
-        query term) and returns their terms; the record count and total length of
-        the owner's filtered records come from the owner's statistics hash, read in
-        the same transaction; BM25 is computed here exactly as in the in-process
+        query term; terms too common to rank alone left out, `_text_by_groups`)
+        and returns their terms grouped; the record count and total length of the
+        owner's filtered records come from the owner's statistics hash, read with
+        the terms' counts; BM25 is computed here exactly as in the in-process
         store, so no other owner's records (nor deleted ones) change a score, and
         ties are broken by id. Only the best `limit` records are then fetched, with
         the owner's version: a write in between makes the search run again (on its

@@ -1751,14 +1751,14 @@ class RedisMemoryStore(RedisHandle):
             return []
         pruned = _prunable(terms, df, n, _estimated_cut(terms, df, n, limit))
         while True:
-            if pruned:
-                kept = [t for t in terms if t not in pruned]
+            kept = [t for t in terms if t not in pruned]
+            if pruned and kept:  # (the term the guess came from is always kept)
                 q = filt + " @terms:(" + " | ".join(_escape_term(t) for t in kept) + ")"
                 # Every candidate's record must be in the statistics for the bounds
                 # to hold (records written around the adapter are not).
                 union = query if sum(df.values()) > n else ""
             else:
-                kept, q, union = terms, query, ""
+                pruned, kept, q, union = [], terms, query, ""
             most = max(1, sum(df[t] for t in kept))
             reply = await self._text_ft(
                 owner, stats, self._groups, self._groups_c, [version, q, union, most]

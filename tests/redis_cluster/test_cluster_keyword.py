@@ -1,9 +1,8 @@
 """Keyword search on a Redis Cluster takes the grouped path of one server (the
-cluster's Search module returns no document fields and no FT.AGGREGATE rows, so
-it groups on FT.SEARCH sorted by the sortable `terms`): equal to the in-process
-store, no search reading every candidate, owners in different slots. An index of
-an earlier release (`terms` not sortable) still answers, by reading the
-candidates."""
+cluster's Search module loads no document fields, so it groups on the sortable
+`terms`): equal to the in-process store, no search reading every candidate,
+owners in different slots. An index of an earlier release (`terms` not
+sortable) still answers, by reading the candidates."""
 
 from __future__ import annotations
 

@@ -271,33 +271,26 @@ return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 """
 )
 
-# `_GROUPS` on a cluster node, whose FT.AGGREGATE returns no rows: FT.SEARCH sorted
-# by `terms` with the sort keys (`$` and the sortable value, so no document is
-# read; one flat reply), equal strings counted where they meet. The reply
-# 'unsorted' when a sort key is not a string (an index of an earlier release,
-# where `terms` is not sortable).
+# `_GROUPS` on a cluster node. There FT.AGGREGATE returns no rows when the query is
+# VERBATIM (and loads no document field): without it (no difference for the
+# NOSTEM `terms`, the only TEXT field) the engine groups on the sortable `terms`.
+# The reply 'unsorted' when a row came without its terms (an index of an earlier
+# release, where `terms` is not sortable).
 _GROUPS_C = (
     _GROUPS_HEAD
     + """
-local res = redis.call('FT.SEARCH', ARGV[1], ARGV[3], 'VERBATIM', 'NOCONTENT', 'WITHSORTKEYS',
-  'SORTBY', 'terms', 'ASC', 'LIMIT', '0', ARGV[5], 'TIMEOUT', '0', 'DIALECT', '2')
-local last, n = nil, 0
-for i = 3, #res, 2 do
-  local t = res[i]
-  if type(t) ~= 'string' or string.sub(t, 1, 1) ~= '$' then return 'unsorted' end
-  if t == last then
-    n = n + 1
-  else
-    if last then
-      terms[#terms + 1] = string.sub(last, 2)
-      counts[#counts + 1] = tostring(n)
+local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[3], 'LOAD', '1', '@terms',
+  'GROUPBY', '1', '@terms', 'REDUCE', 'COUNT', '0', 'AS', 'n', 'TIMEOUT', '0', 'DIALECT', '2')
+for i = 2, #res do
+  local row, t, n = res[i], nil, nil
+  if type(row) == 'table' then
+    for j = 1, #row - 1, 2 do
+      if row[j] == 'terms' then t = row[j + 1] elseif row[j] == 'n' then n = row[j + 1] end
     end
-    last, n = t, 1
   end
-end
-if last then
-  terms[#terms + 1] = string.sub(last, 2)
-  counts[#counts + 1] = tostring(n)
+  if type(t) ~= 'string' or not n then return 'unsorted' end
+  terms[#terms + 1] = t
+  counts[#counts + 1] = n
 end
 return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 """
@@ -363,8 +356,10 @@ return finish()
 """
 )
 
-# `_GROUP_FETCH` on a cluster node: per group, the keys FT.SEARCH finds whose sort
-# key (as in `_GROUPS_C`) is the group's terms, their ids by HGET; then `finish()`.
+# `_GROUP_FETCH` on a cluster node, whose FT.AGGREGATE loads no `id` nor key: per
+# group, the keys FT.SEARCH finds whose sort key (`$` and the sortable `terms`,
+# returned without a document read) is the group's terms, their ids by HGET; then
+# `finish()`.
 _GROUP_FETCH_C = (
     _FETCH_HEAD
     + """

@@ -23,6 +23,7 @@ from agent_memory.adapters.redis._keys import digest
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.lexical import tokenize
 from agent_memory.domain.records import MemoryRecord
+from redis_keyword_cases import COMMON, GUESS_TOO_HIGH, agree_on_bounds, bound_rows
 
 OWNERS = ("alice", "bob {x}:*")
 NAMESPACES = ("n1", "n2")
@@ -196,8 +197,8 @@ class _Racing(RedisMemoryStore):
             await self.update(self.writes.pop(0))
         return found
 
-    async def _group_candidates(self, *args: Any, **kwargs: Any) -> Any:
-        found = await super()._group_candidates(*args, **kwargs)
+    async def _term_counts(self, *args: Any, **kwargs: Any) -> Any:
+        found = await super()._term_counts(*args, **kwargs)
         self.calls += 1
         if self.writes:
             await self.update(self.writes.pop(0))
@@ -335,3 +336,23 @@ def test_groups_tied_at_the_cut_are_all_taken() -> None:
         needed = _needed_groups(["appl"], groups, 15, 45, 3)
         assert sorted(raw for _, raw in needed) == [b"appl pie", b"pie appl"]
         assert needed[0][0] == needed[1][0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(rows=bound_rows)
+def test_common_terms_left_out_rank_as_the_in_process_store(
+    redis_url: str, rows: list[tuple[list[str], int, bool]]
+) -> None:
+    """Queries with a term most records hold (left out of the candidates when no
+    record holding only it can rank), rare terms in short and long records, limits
+    from 1 to 12: the oracle's hits, order and scores (`redis_keyword_cases`)."""
+    asyncio.run(agree_on_bounds(redis_url, rows, [1, 2, 5, 12]))
+
+
+def test_a_guess_too_high_runs_the_query_again(redis_url: str) -> None:
+    """The common term is left out of the first grouping query; the rare term's
+    records are long, so the best of them scores below the guess and the query
+    runs again with the common term (the records holding only it rank). Both
+    paths are taken, and the results equal the oracle's."""
+    grouped = asyncio.run(agree_on_bounds(redis_url, GUESS_TOO_HIGH, [1, 3]))
+    assert [COMMON in q for q in grouped[0]] == [False, True]

@@ -213,16 +213,50 @@ end
 return {stats, table.concat(ids, '\\0'), table.concat(terms, '\\0')}
 """
 
-# KEYS: the owner's statistics. ARGV: index, query. The owner's statistics and the
-# candidates grouped by their stored terms (the engine's GROUPBY: records with equal
-# terms score equally), read in one atomic step: the distinct terms strings
-# NUL-joined and their record counts space-joined. Far fewer rows than one per
-# candidate when texts repeat, and no candidate's row reaches the script.
-_GROUPS = """
-local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[2], 'VERBATIM', 'LOAD', '1', '@terms',
-  'GROUPBY', '1', '@terms', 'REDUCE', 'COUNT', '0', 'AS', 'n', 'TIMEOUT', '0', 'DIALECT', '2')
+# Keyword search by groups (`RedisMemoryStore._text_by_groups`). Every script's
+# ARGV starts with the index (on a cluster, the one on the owner's primary) and
+# KEYS[1] is the owner's statistics (on a cluster, the slot of the owner's records).
+
+# ARGV: index, then one query per query term (the filter and that term). The
+# owner's statistics and, per term, how many of the owner's filtered records hold
+# it (the engine's count: `LIMIT 0 0` reads no document), space-joined; one atomic
+# step.
+_TERM_COUNTS = """
 local stats = redis.call('HGETALL', KEYS[1])
+local counts = {}
+for i = 2, #ARGV do
+  local res = redis.call('FT.SEARCH', ARGV[1], ARGV[i], 'VERBATIM', 'NOCONTENT',
+    'LIMIT', '0', '0', 'TIMEOUT', '0', 'DIALECT', '2')
+  counts[#counts + 1] = tostring(res[1])
+end
+return {stats, table.concat(counts, ' ')}
+"""
+
+# The head of both grouping scripts. ARGV: index, the version the term counts were
+# read at ("" for none), the candidates' query, a query whose matches to count (""
+# for none), at least the number of candidates (their terms' counts summed: the
+# page size of a sorted FT.SEARCH, whose engine holds that many rows). Nil when the
+# version moved; `union` is that count (-1 for none).
+_GROUPS_HEAD = """
+if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then return false end
+local union = -1
+if ARGV[4] ~= '' then
+  union = redis.call('FT.SEARCH', ARGV[1], ARGV[4], 'VERBATIM', 'NOCONTENT',
+    'LIMIT', '0', '0', 'TIMEOUT', '0', 'DIALECT', '2')[1]
+end
 local terms, counts = {}, {}
+"""
+
+# The candidates (the records ARGV[3] matches) grouped by their stored terms (the
+# engine's GROUPBY: records with equal terms score equally): {the distinct terms
+# strings NUL-joined, their record counts space-joined, `union`}.
+# Far fewer rows than one per candidate when texts repeat, and no candidate's row
+# reaches the script.
+_GROUPS = (
+    _GROUPS_HEAD
+    + """
+local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[3], 'VERBATIM', 'LOAD', '1', '@terms',
+  'GROUPBY', '1', '@terms', 'REDUCE', 'COUNT', '0', 'AS', 'n', 'TIMEOUT', '0', 'DIALECT', '2')
 for i = 2, #res do
   local row, t, n = res[i], nil, nil
   for j = 1, #row - 1, 2 do
@@ -233,29 +267,119 @@ for i = 2, #res do
     counts[#counts + 1] = n
   end
 end
-return {stats, table.concat(terms, '\\0'), table.concat(counts, ' ')}
+return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
+"""
+)
+
+# `_GROUPS` on a cluster node. There FT.AGGREGATE returns no rows when the query is
+# VERBATIM (and loads no document field): without it (no difference for the
+# NOSTEM `terms`, the only TEXT field) the engine groups on the sortable `terms`.
+# The reply 'unsorted' when a row came without its terms (an index of an earlier
+# release, where `terms` is not sortable).
+_GROUPS_C = (
+    _GROUPS_HEAD
+    + """
+local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[3], 'LOAD', '1', '@terms',
+  'GROUPBY', '1', '@terms', 'REDUCE', 'COUNT', '0', 'AS', 'n', 'TIMEOUT', '0', 'DIALECT', '2')
+for i = 2, #res do
+  local row, t, n = res[i], nil, nil
+  if type(row) == 'table' then
+    for j = 1, #row - 1, 2 do
+      if row[j] == 'terms' then t = row[j + 1] elseif row[j] == 'n' then n = row[j + 1] end
+    end
+  end
+  if type(t) ~= 'string' or not n then return 'unsorted' end
+  terms[#terms + 1] = t
+  counts[#counts + 1] = n
+end
+return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
+"""
+)
+
+# The head of both group-fetching scripts. ARGV: index, the version the groups were
+# ranked with ("" for none), limit, n, n record fields, then per group (best first)
+# its rank (equal for equal scores), its query (records holding all its terms), its
+# FILTER expression, its terms string and at least its record count (the fewest
+# records holding one of its query terms: a sorted FT.SEARCH's page size).
+# `add(rank, id, key, group)` collects a record; `finish()` replies, per record of
+# the best `limit` by rank and then id (byte order), its group's position (1-based)
+# and its fields. Nil when the version moved.
+_FETCH_HEAD = """
+if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[2] then return false end
+local limit, nf = tonumber(ARGV[3]), tonumber(ARGV[4])
+local fields = {unpack(ARGV, 5, 4 + nf)}
+local first = 5 + nf
+local hits = {}
+local function add(rank, id, key, group) hits[#hits + 1] = {rank, id, key, group} end
+local function before(a, b)
+  if a[1] ~= b[1] then return a[1] < b[1] end
+  local x, y = a[2], b[2]
+  for i = 1, math.min(#x, #y) do
+    local p, q = string.byte(x, i), string.byte(y, i)
+    if p ~= q then return p < q end
+  end
+  return #x < #y
+end
+local function finish()
+  table.sort(hits, before)
+  local out = {}
+  for h = 1, math.min(limit, #hits) do
+    out[#out + 1] = tostring(hits[h][4])
+    out[#out + 1] = redis.call('HMGET', hits[h][3], unpack(fields))
+  end
+  return out
+end
 """
 
-# KEYS: the owner's statistics. ARGV: the version the groups were ranked with ("" for
-# none), index, limit, then per group its query and its FILTER expression. Per
-# group, the ids of its records (terms equal to the group's), the smallest `limit`
-# by byte order (UTF-8: code point order), NUL-joined. Nil when the version moved.
-_GROUP_IDS = """
-if (redis.call('HGET', KEYS[1], 'v') or '') ~= ARGV[1] then return false end
-local out = {}
-for i = 4, #ARGV - 1, 2 do
-  local res = redis.call('FT.AGGREGATE', ARGV[2], ARGV[i], 'VERBATIM', 'LOAD', '2', '@terms',
-    '@id', 'FILTER', ARGV[i + 1], 'SORTBY', '2', '@id', 'ASC', 'MAX', ARGV[3],
-    'TIMEOUT', '0', 'DIALECT', '2')
-  local ids = {}
+# Per group, the smallest `limit` ids of its records (terms equal to the group's;
+# the intersection query keeps it to near-duplicates) with their keys, by the
+# engine; then `finish()`.
+_GROUP_FETCH = (
+    _FETCH_HEAD
+    + """
+local group = 0
+for i = first, #ARGV - 4, 5 do
+  group = group + 1
+  local rank = tonumber(ARGV[i])
+  local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[i + 1], 'VERBATIM', 'LOAD', '3',
+    '@terms', '@id', '@__key', 'FILTER', ARGV[i + 2], 'SORTBY', '2', '@id', 'ASC',
+    'MAX', ARGV[3], 'TIMEOUT', '0', 'DIALECT', '2')
   for r = 2, #res do
-    local row = res[r]
-    for j = 1, #row - 1, 2 do if row[j] == 'id' then ids[#ids + 1] = row[j + 1] end end
+    local row, id, key = res[r], nil, nil
+    for j = 1, #row - 1, 2 do
+      if row[j] == 'id' then id = row[j + 1] elseif row[j] == '__key' then key = row[j + 1] end
+    end
+    if id and key then add(rank, id, key, group) end
   end
-  out[#out + 1] = table.concat(ids, '\\0')
 end
-return out
+return finish()
 """
+)
+
+# `_GROUP_FETCH` on a cluster node, whose FT.AGGREGATE loads no `id` nor key: per
+# group, the keys FT.SEARCH finds whose sort key (`$` and the sortable `terms`,
+# returned without a document read) is the group's terms, their ids by HGET; then
+# `finish()`.
+_GROUP_FETCH_C = (
+    _FETCH_HEAD
+    + """
+local group = 0
+for i = first, #ARGV - 4, 5 do
+  group = group + 1
+  local rank, want = tonumber(ARGV[i]), '$' .. ARGV[i + 3]
+  local res = redis.call('FT.SEARCH', ARGV[1], ARGV[i + 1], 'VERBATIM', 'NOCONTENT',
+    'WITHSORTKEYS', 'SORTBY', 'terms', 'ASC', 'LIMIT', '0', ARGV[i + 4], 'TIMEOUT', '0',
+    'DIALECT', '2')
+  for r = 2, #res - 1, 2 do
+    if res[r + 1] == want then
+      local id = redis.call('HGET', res[r], 'id')
+      if id then add(rank, id, res[r], group) end
+    end
+  end
+end
+return finish()
+"""
+)
 
 # KEYS: the owner's statistics, then records. ARGV: the version the records were
 # ranked with ("" for none), then the fields to read. Nil when the version moved.
@@ -487,8 +611,10 @@ return 0
 """
 
 _Hits = list[ScoredRecord]
+_UNSORTED = b"unsorted"  # `_GROUPS_C`: the index returns no terms (not sortable)
 _Rows = list[list[bytes]]
 _Groups = list[tuple[bytes, int]]  # (terms string, record count)
+_Needed = list[tuple[float, bytes]]  # (score, terms string) of the groups that can rank
 _Args = list[Any]
 _Terms = list[str]
 # Fields a reply needs to rebuild a record (not the index-only tags), led by the
@@ -629,17 +755,18 @@ def _rank(
     return [(s, row) for s, _, row in hits[:limit]]
 
 
-def _needed_groups(
-    terms: list[str], groups: list[tuple[bytes, int]], n: int, length: int, limit: int
-) -> list[tuple[float, bytes]]:
-    """The groups of candidates (terms string, record count) that can hold one of
-    the best `limit` records, as (score, terms string), score descending.
-
-    Every record of a group scores the same (BM25 depends only on a record's terms),
-    computed as `_rank` computes it. Groups are taken best first until they hold
-    `limit` records, then every further group tied with the last one taken: a group
-    left out scores below at least `limit` records, so none of its records can rank
-    (ties between records are broken by id, within and across the groups taken)."""
+def _group_scores(
+    terms: list[str],
+    groups: list[tuple[bytes, int]],
+    n: int,
+    length: int,
+    fixed_df: dict[str, int],
+) -> tuple[list[float], dict[str, int], int]:
+    """BM25 of each group of candidates (terms string, record count), computed as
+    `_rank` computes a record's (every record of a group scores the same: BM25
+    depends only on a record's terms); the document frequency of a term in
+    `fixed_df` is that count instead of its count in the groups. Also the counts in
+    the groups and the record count ranked with."""
     pairs = [(t, t.encode("utf-8", "surrogatepass")) for t in terms]
     docs: list[tuple[dict[str, int], int]] = []
     doc_freq = dict.fromkeys(terms, 0)
@@ -652,23 +779,93 @@ def _needed_groups(
             doc_freq[t] += count
         records += count
         total += count * len(tokens)
+    seen = dict(doc_freq)
+    doc_freq.update(fixed_df)
+    # Statistics that cover fewer records than the candidates (records written
+    # without them) must not make a logarithm of a negative number.
     n = max(n, records)
     length = max(length, total)
     scores = bm25_scores(
         terms, docs, total_docs=n, avg_length=length / n if n else 0.0, doc_freq=doc_freq
     )
+    return scores, seen, n
+
+
+def _take(
+    groups: list[tuple[bytes, int]], scores: list[float], limit: int
+) -> tuple[list[tuple[float, bytes]], float | None]:
+    """The groups that can hold one of the best `limit` records, as (score, terms
+    string), score descending: groups best first until they hold `limit` records,
+    then every further group tied with the last one taken (a group left out scores
+    below at least `limit` records, so none of its records can rank; ties between
+    records are broken by id, within and across the groups taken). Also the score
+    of the `limit`-th best record (None when fewer records score above 0)."""
     ranked = sorted(
         ((s, raw, count) for s, (raw, count) in zip(scores, groups, strict=True) if s > 0.0),
         key=lambda g: -g[0],
     )
     out: list[tuple[float, bytes]] = []
     held = 0
+    cut: float | None = None
     for score, raw, count in ranked:
         if held >= limit and score != out[-1][0]:
             break
         out.append((score, raw))
         held += count
+        if cut is None and held >= limit:
+            cut = score
+    return out, cut
+
+
+def _needed_groups(
+    terms: list[str], groups: list[tuple[bytes, int]], n: int, length: int, limit: int
+) -> list[tuple[float, bytes]]:
+    """`_take` of every candidate's group, scored with the counts in the groups."""
+    scores, _, _ = _group_scores(terms, groups, n, length, {})
+    return _take(groups, scores, limit)[0]
+
+
+# A score bound is raised by this fraction before it is compared: the computed
+# scores round, the bound has a margin of at least `k1 (1 - b) / (tf + ...)` per term.
+_BOUND_SLACK = 1e-9
+
+
+def _idf_bound(n: int, df: int) -> float:
+    """The most one term of document frequency `df` adds to a record's BM25 (among
+    `n` records): `idf * tf * (k1 + 1) / (tf + norm)` stays below `idf * (k1 + 1)`."""
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * (lexical.BM25_K1 + 1.0)
+
+
+def _prunable(terms: list[str], df: dict[str, int], n: int, below: float | None) -> list[str]:
+    """The most common query terms (commonest first) whose bounds sum below `below`:
+    a record holding only these scores below it. Only all-ASCII terms, whose engine
+    count is their count in the records' terms (no case folding can map another
+    word onto one)."""
+    out: list[str] = []
+    if below is None:
+        return out
+    bound = 0.0
+    for t in sorted(terms, key=lambda t: (-df[t], t)):
+        if not t.isascii():
+            continue
+        step = bound + _idf_bound(n, df[t])
+        if step * (1.0 + _BOUND_SLACK) >= below:
+            break
+        out.append(t)
+        bound = step
     return out
+
+
+def _estimated_cut(terms: list[str], df: dict[str, int], n: int, limit: int) -> float | None:
+    """A guess of the `limit`-th best score, from the document frequencies alone:
+    one occurrence, at the average length, of the rarest term that with the rarer
+    ones is held `limit` times (None: fewer holders; every one of them ranks)."""
+    held = 0
+    for t in sorted(terms, key=lambda t: (df[t], t)):
+        held += df[t]
+        if held >= limit:
+            return _idf_bound(n, df[t]) / (lexical.BM25_K1 + 1.0)
+    return None
 
 
 def _group_clause(raw: bytes) -> tuple[str, str] | None:
@@ -731,12 +928,16 @@ class RedisMemoryStore(RedisHandle):
         self._delete = self._r.register_script(_DELETE)
         self._candidates = self._r.register_script(_CANDIDATES)
         self._fetch = self._r.register_script(_FETCH)
+        self._term_counts_script = self._r.register_script(_TERM_COUNTS)
         self._groups = self._r.register_script(_GROUPS)
-        self._group_ids = self._r.register_script(_GROUP_IDS)
+        self._groups_c = self._r.register_script(_GROUPS_C)
+        self._group_fetch = self._r.register_script(_GROUP_FETCH)
+        self._group_fetch_c = self._r.register_script(_GROUP_FETCH_C)
         self._knn_script = self._r.register_script(_KNN)
         self._reterm = self._r.register_script(_RETERM)
         self._lexical_done = self._r.register_script(_LEXICAL_DONE)
         self._lexical_ready = False  # the stored terms follow LEXICAL_VERSION
+        self._grouping = True  # the index can group candidates by terms (`_GROUPS_C`)
         self._lexical_lock = asyncio.Lock()
         self._cluster = is_cluster(self._r)
         if self._cluster:  # one index per primary (`_cluster`), scripts that load fields
@@ -991,6 +1192,7 @@ class RedisMemoryStore(RedisHandle):
                     if any(dropped) and delete_records:
                         await self._drop_stats()
                     self._index_ready = False
+                    self._grouping = True  # the next index is created with sortable terms
                     return
                 args = ["FT.DROPINDEX", self._index, *dd]
                 try:
@@ -1462,9 +1664,10 @@ class RedisMemoryStore(RedisHandle):
         """BM25 over content and context with the owner's own statistics.
 
         The engine finds the candidates (the owner's filtered records holding a
-        query term) and returns their terms; the record count and total length of
-        the owner's filtered records come from the owner's statistics hash, read in
-        the same transaction; BM25 is computed here exactly as in the in-process
+        query term; terms too common to rank alone left out, `_text_by_groups`)
+        and returns their terms grouped; the record count and total length of the
+        owner's filtered records come from the owner's statistics hash, read with
+        the terms' counts; BM25 is computed here exactly as in the in-process
         store, so no other owner's records (nor deleted ones) change a score, and
         ties are broken by id. Only the best `limit` records are then fetched, with
         the owner's version: a write in between makes the search run again (on its
@@ -1484,13 +1687,14 @@ class RedisMemoryStore(RedisHandle):
                     await self._ensure_lexical()
                 for attempt in range(self._text_attempts):
                     full = attempt == self._text_attempts - 1
-                    if not full and not self._cluster:
+                    if not full and self._grouping:
                         hits = await self._text_by_groups(
                             owner, stats, filt, q, cells, terms, limit
                         )
                         if hits is not None:
                             return hits
-                        continue
+                        if self._grouping:
+                            continue
                     version, n, length, rows = await self._text_candidates(
                         owner, stats, q, cells, full
                     )
@@ -1522,63 +1726,128 @@ class RedisMemoryStore(RedisHandle):
         terms: _Terms,
         limit: int,
     ) -> _Hits | None:
-        """The keyword search without reading every candidate: (1) the owner's
-        statistics and the candidates grouped by stored terms (`_GROUPS`), ranked
-        here by group (`_needed_groups`); (2) the smallest `limit` ids of each group
-        that can rank (`_GROUP_IDS`); (3) the best `limit` records (`_FETCH`). Steps
-        2 and 3 check the owner's version: None when a write came in between (or a
-        group cannot be selected), so the caller tries again."""
-        version, n, length, groups = await self._group_candidates(stats, query, cells)
-        if not groups:
+        """The keyword search without reading every candidate.
+
+        (1) The owner's statistics and each term's document frequency (the
+        engine's counts, `_TERM_COUNTS`). (2) The candidates grouped by stored
+        terms (`_GROUPS`), ranked here by group (`_group_scores`, `_take`); the
+        most common terms are left out of the candidates' query when no record
+        holding only them can rank: the bounds of their contributions sum below a
+        guess of the `limit`-th best score (`_prunable`), and the guess is checked
+        against the best `limit` of the candidates found (if it was too high, the
+        query runs once more without the terms the check rules out). (3) The best
+        `limit` records of the groups that can rank (`_GROUP_FETCH`). Steps 2 and 3
+        check the owner's version: None when a write came in between (or a group
+        cannot be selected), so the caller tries again; also None, with
+        `_grouping` off, when the index cannot group on a cluster (an index of an
+        earlier release, where `terms` is not sortable)."""
+        version, n, length, df = await self._term_counts(owner, stats, filt, cells, terms)
+        if not any(df.values()):
             return []
-        needed = _needed_groups(terms, groups, n, length, limit)
+        pruned = _prunable(terms, df, n, _estimated_cut(terms, df, n, limit))
+        while True:
+            kept = [t for t in terms if t not in pruned]
+            if pruned and kept:  # (the term the guess came from is always kept)
+                q = filt + " @terms:(" + " | ".join(_escape_term(t) for t in kept) + ")"
+                # Every candidate's record must be in the statistics for the bounds
+                # to hold (records written around the adapter are not).
+                union = query if sum(df.values()) > n else ""
+            else:
+                pruned, kept, q, union = [], terms, query, ""
+            most = max(1, sum(df[t] for t in kept))
+            reply = await self._text_ft(
+                owner, stats, self._groups, self._groups_c, [version, q, union, most]
+            )
+            if reply == _UNSORTED:
+                self._grouping = False
+                return None
+            if reply is None:
+                return None
+            groups = self._parse_groups(reply)
+            if pruned and int(reply[2]) > n:
+                pruned = []
+                continue
+            fixed = {t: df[t] for t in pruned}
+            scores, seen, total_docs = _group_scores(terms, groups, n, length, fixed)
+            if pruned and any(seen[t] != df[t] for t in kept):
+                pruned = []  # the engine's count is not the records' (never seen): all
+                continue
+            needed, cut = _take(groups, scores, limit)
+            bound = sum(_idf_bound(total_docs, df[t]) for t in pruned)
+            if pruned and (cut is None or bound * (1.0 + _BOUND_SLACK) >= cut):
+                pruned = _prunable(pruned, df, total_docs, cut)
+                continue
+            break
         if not needed:
             return []
-        args: _Args = [version, self._index, limit]
-        for _, raw in needed:
-            clause = _group_clause(raw)
-            if clause is None:
-                return None
-            head, expr = clause
-            args += [f"{filt} {head}", expr]
-        found = await self._group_ids(keys=[stats], args=args)
-        if found is None:
-            return None
-        best = sorted(
-            (-score, rid)
-            for (score, _), ids in zip(needed, found, strict=True)
-            for rid in (ids.split(b"\0") if ids else [])
-        )[:limit]
-        keys = [stats, *(self._key(owner, rid.decode("utf-8", "surrogatepass")) for _, rid in best)]
-        rows = await self._fetch(keys=keys, args=[version, *RECORD_FIELDS])
-        if rows is None:
-            return None
-        return [
-            scored(decode_record_values(values), -neg)
-            for (neg, _), values in zip(best, rows, strict=True)
-        ]
+        return await self._fetch_groups(owner, stats, filt, version, limit, needed, df)
 
-    async def _group_candidates(
-        self, stats: str, query: str, cells: _Cells
-    ) -> tuple[bytes, int, int, _Groups]:
-        """In one atomic script (`_GROUPS`): the version ("" for none), the record
-        count and total length of the matching cells, and the candidates' groups
-        as (terms string, record count)."""
-        if not self._index_ready:
-            await self.ensure_index()
-        reply = await self._run_ft(self._groups, [stats], [self._index, query])
+    async def _term_counts(
+        self, owner: str, stats: str, filt: str, cells: _Cells, terms: _Terms
+    ) -> tuple[bytes, int, int, dict[str, int]]:
+        """In one atomic script (`_TERM_COUNTS`): the version ("" for none), the
+        record count and total length of the matching cells, and per term the
+        number of the owner's filtered records holding it."""
+        queries = [f"{filt} @terms:({_escape_term(t)})" for t in terms]
+        reply = await self._text_ft(owner, stats, self._term_counts_script, None, queries)
         flat = reply[0]
         fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         n, length = cells.totals(fields)
-        groups = (
-            [
-                (raw, int(count))
-                for raw, count in zip(reply[1].split(b"\0"), reply[2].split(b" "), strict=True)
-            ]
-            if reply[1]
-            else []
-        )
-        return fields.get(b"v") or b"", n, length, groups
+        counts = [int(c) for c in reply[1].split(b" ")]
+        return fields.get(b"v") or b"", n, length, dict(zip(terms, counts, strict=True))
+
+    @staticmethod
+    def _parse_groups(reply: Any) -> _Groups:
+        """(terms string, record count) of a grouping script's reply; a terms
+        string listed twice (never seen: equal strings sort next to each other)
+        counts once, with both counts."""
+        merged: dict[bytes, int] = {}
+        if reply[0]:
+            for raw, count in zip(reply[0].split(b"\0"), reply[1].split(b" "), strict=True):
+                merged[raw] = merged.get(raw, 0) + int(count)
+        return list(merged.items())
+
+    async def _fetch_groups(
+        self,
+        owner: str,
+        stats: str,
+        filt: str,
+        version: bytes,
+        limit: int,
+        needed: _Needed,
+        df: dict[str, int],
+    ) -> _Hits | None:
+        """The best `limit` records of the groups `needed` (score descending), read
+        in one script at `version` (`_GROUP_FETCH`)."""
+        args: _Args = [version, limit, len(RECORD_FIELDS), *RECORD_FIELDS]
+        rank = 0
+        for i, (score, raw) in enumerate(needed):
+            clause = _group_clause(raw)
+            if clause is None:
+                return None
+            if i and score != needed[i - 1][0]:
+                rank += 1
+            head, expr = clause
+            words = set(raw.decode("utf-8", "surrogatepass").split(" "))
+            most = max(1, min((n for t, n in df.items() if t in words), default=1))
+            args += [rank, f"{filt} {head}", expr, raw, most]
+        found = await self._text_ft(owner, stats, self._group_fetch, self._group_fetch_c, args)
+        if found is None:
+            return None
+        return [
+            scored(decode_record_values(values), needed[int(group) - 1][0])
+            for group, values in zip(found[0::2], found[1::2], strict=True)
+        ]
+
+    async def _text_ft(
+        self, owner: str, stats: str, script: Any, script_c: Any, args: _Args
+    ) -> Any:
+        """`script` (`script_c` on a cluster, when given) with ARGV `[index, *args]`."""
+        if self._cluster:
+            return await self._cluster_ft(owner, script_c or script, lambda name: [name, *args])
+        if not self._index_ready:
+            await self.ensure_index()
+        return await self._run_ft(script, [stats], [self._index, *args])
 
     async def _run_ft(self, script: Any, keys: _Args, args: _Args) -> Any:
         """A script running FT commands on our index: a missing Search module is

@@ -235,3 +235,78 @@ async def test_bad_url_values_name_the_option(value: str) -> None:
 def test_bad_constructor_values_name_the_argument(value: object) -> None:
     with pytest.raises(ConfigurationError, match="keyword"):
         QdrantMemoryStore(new_client("local"), SPACE, keyword=value)  # type: ignore[arg-type]
+
+
+class _Interleaved(QdrantMemoryStore):
+    """A store whose keyword search lets another writer in at one step: after the
+    `at`-th call named `what` (a `_call` name, or "corpus" for the scope read),
+    `write()` runs once, as another process's write would (around this process's
+    write lock, which that process does not share)."""
+
+    what: str
+    at: int
+    write: Any
+
+    async def _call(self, what: str, awaitable: Any) -> Any:
+        result = await super()._call(what, awaitable)
+        await self._step(what)
+        return result
+
+    async def _corpus(self, name: str, scope: Any) -> Any:
+        result = await super()._corpus(name, scope)
+        await self._step("corpus")
+        return result
+
+    async def _step(self, what: str) -> None:
+        if what == getattr(self, "what", None):
+            self.at -= 1
+            if self.at == 0:
+                await self.write()
+
+
+def _interleaved(store: QdrantMemoryStore, what: str, at: int, write: Any) -> _Interleaved:
+    prefix = store.collection_name.removesuffix(SPACE.identity)
+    out = _Interleaved(store.client, SPACE, collection_prefix=prefix)
+    out.what, out.at, out.write = what, at, write
+    return out
+
+
+@pytest.mark.parametrize(
+    ("written_by_off", "what", "at"),
+    [
+        # The fill set the terms; the other writer rewrites the same text before
+        # the fill reads the points again (their text unchanged: nothing redone).
+        (True, "batch_update_points", 1),
+        # Every point had its terms when the scope was read; the other writer
+        # rewrites one before the candidates are read.
+        (False, "corpus", 1),
+        # ...or after the fill, before the scope is read again.
+        (True, "corpus", 2),
+    ],
+)
+async def test_a_keyword_false_write_during_a_search_loses_no_record(
+    open_store: OpenStore, written_by_off: bool, what: str, at: int
+) -> None:
+    """A keyword=false handle updating a record (same text, other attributes)
+    while another handle's keyword search runs: the record existed, with that
+    text, all along, so the search finds it as memory:// does."""
+    records = _records()
+    normal = await open_store()
+    await normal.list("alice")
+    off = _handle(normal, keyword=False)
+    changed = attrs.evolve(records[0], attributes={"seen": 1})  # r0: "painted", "lake"
+    name = normal.collection_name
+
+    async def write() -> None:
+        # `off.update` without its lock (another process's update).
+        await off._upsert(name, [changed], [store_module.point_id("alice", "r0")])
+
+    searcher = _interleaved(normal, what, at, write)
+    await searcher.list("alice")  # opened (its open-time migration done) before the adds
+    await (off if written_by_off else normal).add(records)
+    got = await searcher.search_text("alice", "painted lake", limit=10)
+    assert searcher.at <= 0, "the write ran"
+    want = await _oracle_after(records, changed, "painted lake")
+    assert _key(got) == _key(want)
+    # And the next search too (the terms the write dropped are derived again).
+    assert _key(await normal.search_text("alice", "painted lake", limit=10)) == _key(want)

@@ -310,3 +310,28 @@ async def test_a_keyword_false_write_during_a_search_loses_no_record(
     assert _key(got) == _key(want)
     # And the next search too (the terms the write dropped are derived again).
     assert _key(await normal.search_text("alice", "painted lake", limit=10)) == _key(want)
+
+
+async def test_a_record_deleted_during_the_fill_is_skipped(open_store: OpenStore) -> None:
+    """Another process deletes a record between the fill's read of its text and the
+    write of its terms: the search answers as memory:// without that record,
+    instead of failing on the missing point."""
+    records = _records()
+    normal = await open_store()
+    await normal.list("alice")
+    off = _handle(normal, keyword=False)
+    name = normal.collection_name
+
+    async def delete() -> None:  # `off.delete` without its lock (another process)
+        ids = [store_module.point_id("alice", "r0")]
+        await normal.client.delete(name, points_selector=ids, wait=True)
+
+    searcher = _interleaved(normal, "retrieve", 1, delete)
+    await searcher.list("alice")
+    await off.add(records)
+    got = await searcher.search_text("alice", "painted lake", limit=10)
+    assert searcher.at <= 0, "the delete ran"
+    oracle = InMemoryMemoryStore(SPACE)
+    await oracle.add([r for r in records if r.id != "r0"])
+    assert _key(got) == _key(await oracle.search_text("alice", "painted lake", limit=10))
+    assert await normal.get("alice", "r0") is None

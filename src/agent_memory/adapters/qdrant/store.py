@@ -393,10 +393,14 @@ class QdrantMemoryStore:
         redo any whose text another writer changed meanwhile. The caller holds
         the write lock."""
         while pending:
+            # Each point selected by a filter on its id, not by the id itself: a
+            # point another process deleted since it was read then matches
+            # nothing (by id, the whole batch would fail on the missing point).
             ops: builtins.list[qm.UpdateOperation] = [
                 qm.SetPayloadOperation(
                     set_payload=qm.SetPayload(
-                        payload=lexical_fields(content, context, version), points=[pid]
+                        payload=lexical_fields(content, context, version),
+                        filter=qm.Filter(must=[qm.HasIdCondition(has_id=[pid])]),
                     )
                 )
                 for pid, (content, context) in pending.items()

@@ -5,6 +5,7 @@ handle wrote a record."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import attrs
@@ -16,6 +17,7 @@ from qdrant_client import AsyncQdrantClient
 from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.qdrant import QdrantMemoryStore, open_qdrant_store, open_stores
 from agent_memory.adapters.qdrant import store as store_module
+from agent_memory.adapters.qdrant._lexical import record_terms
 from agent_memory.adapters.qdrant.factory import keyword_from_url
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
@@ -262,6 +264,11 @@ class _Interleaved(QdrantMemoryStore):
             self.at -= 1
             if self.at == 0:
                 await self.write()
+                if self.then is not None:  # the next step: (`_call` name, write)
+                    self.what, self.write = self.then
+                    self.at, self.then = 1, None
+
+    then: tuple[str, Any] | None = None
 
 
 def _interleaved(store: QdrantMemoryStore, what: str, at: int, write: Any) -> _Interleaved:
@@ -335,3 +342,37 @@ async def test_a_record_deleted_during_the_fill_is_skipped(open_store: OpenStore
     await oracle.add([r for r in records if r.id != "r0"])
     assert _key(got) == _key(await oracle.search_text("alice", "painted lake", limit=10))
     assert await normal.get("alice", "r0") is None
+
+
+async def test_terms_of_a_replaced_text_are_never_stored(open_store: OpenStore) -> None:
+    """Another process replaces a record's text (with its own terms) between the
+    fill's read of the old text and the write of the old text's terms, and the
+    search stops right after that write (cancelled: no read-back to repair it).
+    The point keeps the terms of the text it holds: the write applies only to
+    the text it was derived from."""
+    records = _records()
+    normal = await open_store()
+    await normal.list("alice")
+    off = _handle(normal, keyword=False)
+    name = normal.collection_name
+    changed = attrs.evolve(records[0], content="Caroline flew kites", context="")
+
+    async def replace() -> None:  # `normal.update` without its lock (another process)
+        await normal._upsert(name, [changed], [store_module.point_id("alice", "r0")])
+
+    async def cancel() -> None:
+        raise asyncio.CancelledError
+
+    searcher = _interleaved(normal, "retrieve", 1, replace)
+    await searcher.list("alice")
+    await off.add(records)
+    searcher.then = ("batch_update_points", cancel)
+    with pytest.raises(asyncio.CancelledError):
+        await searcher.search_text("alice", "painted lake", limit=10)
+    stored = (await _payloads(normal.client, name))["r0"]
+    assert stored["content"] == changed.content
+    assert stored["terms"] == record_terms(changed.content, changed.context)[0]
+    # And searches answer as memory:// does with the new text.
+    for query in ("kites", "painted lake"):
+        got = await normal.search_text("alice", query, limit=10)
+        assert _key(got) == _key(await _oracle_after(records, changed, query))

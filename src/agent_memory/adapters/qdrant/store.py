@@ -181,6 +181,16 @@ _TEXT = [FIELD_CONTENT, FIELD_CONTEXT]
 _FILL_ROUNDS = 4
 
 
+def _text_is(key: str, text: str) -> qm.Condition:
+    """The condition that a point's `key` holds `text` as `_text_of` reads it (an
+    absent field reads as "")."""
+    if text:
+        return _match(key, text)
+    return qm.Filter(
+        should=[_match(key, ""), qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))]
+    )
+
+
 def _text_of(payload: dict[str, Any]) -> tuple[str, str]:
     """(content, context) of a payload, empty where absent."""
     return str(payload.get(FIELD_CONTENT, "")), str(payload.get(FIELD_CONTEXT, ""))
@@ -393,14 +403,23 @@ class QdrantMemoryStore:
         redo any whose text another writer changed meanwhile. The caller holds
         the write lock."""
         while pending:
-            # Each point selected by a filter on its id, not by the id itself: a
-            # point another process deleted since it was read then matches
-            # nothing (by id, the whole batch would fail on the missing point).
+            # Each point selected by a filter on its id and the text the terms
+            # come from, not by its id alone: a point another process deleted
+            # since it was read matches nothing (by id, the whole batch would
+            # fail on the missing point), nor does one whose text it replaced
+            # (the read below derives the new text's terms; a search stopped
+            # before that read leaves no terms of another text behind).
             ops: builtins.list[qm.UpdateOperation] = [
                 qm.SetPayloadOperation(
                     set_payload=qm.SetPayload(
                         payload=lexical_fields(content, context, version),
-                        filter=qm.Filter(must=[qm.HasIdCondition(has_id=[pid])]),
+                        filter=qm.Filter(
+                            must=[
+                                qm.HasIdCondition(has_id=[pid]),
+                                _text_is(FIELD_CONTENT, content),
+                                _text_is(FIELD_CONTEXT, context),
+                            ]
+                        ),
                     )
                 )
                 for pid, (content, context) in pending.items()

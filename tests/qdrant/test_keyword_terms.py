@@ -5,6 +5,7 @@ handle wrote a record."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import attrs
@@ -16,6 +17,7 @@ from qdrant_client import AsyncQdrantClient
 from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.qdrant import QdrantMemoryStore, open_qdrant_store, open_stores
 from agent_memory.adapters.qdrant import store as store_module
+from agent_memory.adapters.qdrant._lexical import record_terms
 from agent_memory.adapters.qdrant.factory import keyword_from_url
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
@@ -235,3 +237,142 @@ async def test_bad_url_values_name_the_option(value: str) -> None:
 def test_bad_constructor_values_name_the_argument(value: object) -> None:
     with pytest.raises(ConfigurationError, match="keyword"):
         QdrantMemoryStore(new_client("local"), SPACE, keyword=value)  # type: ignore[arg-type]
+
+
+class _Interleaved(QdrantMemoryStore):
+    """A store whose keyword search lets another writer in at one step: after the
+    `at`-th call named `what` (a `_call` name, or "corpus" for the scope read),
+    `write()` runs once, as another process's write would (around this process's
+    write lock, which that process does not share)."""
+
+    what: str
+    at: int
+    write: Any
+
+    async def _call(self, what: str, awaitable: Any) -> Any:
+        result = await super()._call(what, awaitable)
+        await self._step(what)
+        return result
+
+    async def _corpus(self, name: str, scope: Any) -> Any:
+        result = await super()._corpus(name, scope)
+        await self._step("corpus")
+        return result
+
+    async def _step(self, what: str) -> None:
+        if what == getattr(self, "what", None):
+            self.at -= 1
+            if self.at == 0:
+                await self.write()
+                if self.then is not None:  # the next step: (`_call` name, write)
+                    self.what, self.write = self.then
+                    self.at, self.then = 1, None
+
+    then: tuple[str, Any] | None = None
+
+
+def _interleaved(store: QdrantMemoryStore, what: str, at: int, write: Any) -> _Interleaved:
+    prefix = store.collection_name.removesuffix(SPACE.identity)
+    out = _Interleaved(store.client, SPACE, collection_prefix=prefix)
+    out.what, out.at, out.write = what, at, write
+    return out
+
+
+@pytest.mark.parametrize(
+    ("written_by_off", "what", "at"),
+    [
+        # The fill set the terms; the other writer rewrites the same text before
+        # the fill reads the points again (their text unchanged: nothing redone).
+        (True, "batch_update_points", 1),
+        # Every point had its terms when the scope was read; the other writer
+        # rewrites one before the candidates are read.
+        (False, "corpus", 1),
+        # ...or after the fill, before the scope is read again.
+        (True, "corpus", 2),
+    ],
+)
+async def test_a_keyword_false_write_during_a_search_loses_no_record(
+    open_store: OpenStore, written_by_off: bool, what: str, at: int
+) -> None:
+    """A keyword=false handle updating a record (same text, other attributes)
+    while another handle's keyword search runs: the record existed, with that
+    text, all along, so the search finds it as memory:// does."""
+    records = _records()
+    normal = await open_store()
+    await normal.list("alice")
+    off = _handle(normal, keyword=False)
+    changed = attrs.evolve(records[0], attributes={"seen": 1})  # r0: "painted", "lake"
+    name = normal.collection_name
+
+    async def write() -> None:
+        # `off.update` without its lock (another process's update).
+        await off._upsert(name, [changed], [store_module.point_id("alice", "r0")])
+
+    searcher = _interleaved(normal, what, at, write)
+    await searcher.list("alice")  # opened (its open-time migration done) before the adds
+    await (off if written_by_off else normal).add(records)
+    got = await searcher.search_text("alice", "painted lake", limit=10)
+    assert searcher.at <= 0, "the write ran"
+    want = await _oracle_after(records, changed, "painted lake")
+    assert _key(got) == _key(want)
+    # And the next search too (the terms the write dropped are derived again).
+    assert _key(await normal.search_text("alice", "painted lake", limit=10)) == _key(want)
+
+
+async def test_a_record_deleted_during_the_fill_is_skipped(open_store: OpenStore) -> None:
+    """Another process deletes a record between the fill's read of its text and the
+    write of its terms: the search answers as memory:// without that record,
+    instead of failing on the missing point."""
+    records = _records()
+    normal = await open_store()
+    await normal.list("alice")
+    off = _handle(normal, keyword=False)
+    name = normal.collection_name
+
+    async def delete() -> None:  # `off.delete` without its lock (another process)
+        ids = [store_module.point_id("alice", "r0")]
+        await normal.client.delete(name, points_selector=ids, wait=True)
+
+    searcher = _interleaved(normal, "retrieve", 1, delete)
+    await searcher.list("alice")
+    await off.add(records)
+    got = await searcher.search_text("alice", "painted lake", limit=10)
+    assert searcher.at <= 0, "the delete ran"
+    oracle = InMemoryMemoryStore(SPACE)
+    await oracle.add([r for r in records if r.id != "r0"])
+    assert _key(got) == _key(await oracle.search_text("alice", "painted lake", limit=10))
+    assert await normal.get("alice", "r0") is None
+
+
+async def test_terms_of_a_replaced_text_are_never_stored(open_store: OpenStore) -> None:
+    """Another process replaces a record's text (with its own terms) between the
+    fill's read of the old text and the write of the old text's terms, and the
+    search stops right after that write (cancelled: no read-back to repair it).
+    The point keeps the terms of the text it holds: the write applies only to
+    the text it was derived from."""
+    records = _records()
+    normal = await open_store()
+    await normal.list("alice")
+    off = _handle(normal, keyword=False)
+    name = normal.collection_name
+    changed = attrs.evolve(records[0], content="Caroline flew kites", context="")
+
+    async def replace() -> None:  # `normal.update` without its lock (another process)
+        await normal._upsert(name, [changed], [store_module.point_id("alice", "r0")])
+
+    async def cancel() -> None:
+        raise asyncio.CancelledError
+
+    searcher = _interleaved(normal, "retrieve", 1, replace)
+    await searcher.list("alice")
+    await off.add(records)
+    searcher.then = ("batch_update_points", cancel)
+    with pytest.raises(asyncio.CancelledError):
+        await searcher.search_text("alice", "painted lake", limit=10)
+    stored = (await _payloads(normal.client, name))["r0"]
+    assert stored["content"] == changed.content
+    assert stored["terms"] == record_terms(changed.content, changed.context)[0]
+    # And searches answer as memory:// does with the new text.
+    for query in ("kites", "painted lake"):
+        got = await normal.search_text("alice", query, limit=10)
+        assert _key(got) == _key(await _oracle_after(records, changed, query))

@@ -327,13 +327,13 @@ def test_groups_tied_at_the_cut_are_all_taken() -> None:
     """Records of two different texts score the same ("appl pie" and "pie appl"):
     whichever group the engine lists first, the other one is needed too (its ids
     may be the smaller ones); a group scoring lower is not."""
-    from agent_memory.adapters.redis.store import _needed_groups
+    from agent_memory.adapters.redis.store import _group_scores, _take
 
     for groups in (
         [(b"appl pie", 5), (b"pie appl", 5), (b"appl pie tart cherri plum", 5)],
         [(b"pie appl", 5), (b"appl pie tart cherri plum", 5), (b"appl pie", 5)],
     ):
-        needed = _needed_groups(["appl"], groups, 15, 45, 3)
+        needed, _ = _take(groups, _group_scores(["appl"], groups, 15, 45, {})[0], 3)
         assert sorted(raw for _, raw in needed) == [b"appl pie", b"pie appl"]
         assert needed[0][0] == needed[1][0]
 

@@ -29,6 +29,7 @@ import asyncio
 import builtins
 import contextlib
 import importlib
+import itertools
 import warnings
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Sequence
@@ -176,6 +177,18 @@ def _payload(point: qm.Record | qm.ScoredPoint) -> dict[str, Any]:
 
 
 _TEXT = [FIELD_CONTENT, FIELD_CONTEXT]
+# Rounds of `_fill_terms` one keyword search runs at most (`search_text`).
+_FILL_ROUNDS = 4
+
+
+def _text_is(key: str, text: str) -> qm.Condition:
+    """The condition that a point's `key` holds `text` as `_text_of` reads it (an
+    absent field reads as "")."""
+    if text:
+        return _match(key, text)
+    return qm.Filter(
+        should=[_match(key, ""), qm.IsEmptyCondition(is_empty=qm.PayloadField(key=key))]
+    )
 
 
 def _text_of(payload: dict[str, Any]) -> tuple[str, str]:
@@ -390,10 +403,23 @@ class QdrantMemoryStore:
         redo any whose text another writer changed meanwhile. The caller holds
         the write lock."""
         while pending:
+            # Each point selected by a filter on its id and the text the terms
+            # come from, not by its id alone: a point another process deleted
+            # since it was read matches nothing (by id, the whole batch would
+            # fail on the missing point), nor does one whose text it replaced
+            # (the read below derives the new text's terms; a search stopped
+            # before that read leaves no terms of another text behind).
             ops: builtins.list[qm.UpdateOperation] = [
                 qm.SetPayloadOperation(
                     set_payload=qm.SetPayload(
-                        payload=lexical_fields(content, context, version), points=[pid]
+                        payload=lexical_fields(content, context, version),
+                        filter=qm.Filter(
+                            must=[
+                                qm.HasIdCondition(has_id=[pid]),
+                                _text_is(FIELD_CONTENT, content),
+                                _text_is(FIELD_CONTEXT, context),
+                            ]
+                        ),
                     )
                 )
                 for pid, (content, context) in pending.items()
@@ -760,26 +786,38 @@ class QdrantMemoryStore:
             name = await self._collection()
             scope = _scope_conditions(owner, namespace, wanted)
             version = current_version()
+            holds = qm.FieldCondition(key=FIELD_TERMS, match=qm.MatchAny(any=terms))
+            current = qm.FieldCondition(key=FIELD_LEXICAL, match=qm.MatchValue(value=version))
+            # The candidates, and any point of the scope without current terms:
+            # another process's keyword=False write can drop a point's terms at
+            # any moment (even rewriting the same text), and such a point would
+            # be neither a candidate nor counted. Any seen (in the scope or among
+            # the candidates) gets its terms and both are read again, so every
+            # record is read with its terms, whichever writer came in between
+            # (up to `_FILL_ROUNDS` times: then points still without them are
+            # left out, as points added without them after the reads are).
+            wanted_points = qm.Filter(must=scope, should=[holds, qm.Filter(must_not=[current])])
+            fields = [FIELD_ID, FIELD_TERMS, FIELD_TERM_COUNTS, FIELD_TOKENS, FIELD_LEXICAL]
             corpus = await self._corpus(name, scope)
-            stale = [pid for pid, p in corpus.items() if p.get(FIELD_LEXICAL) != version]
-            if stale:
+            for rounds in itertools.count(1):
+                last = rounds > _FILL_ROUNDS
+                stale = [pid for pid, p in corpus.items() if p.get(FIELD_LEXICAL) != version]
+                if not stale or last:
+                    found_points = [
+                        p
+                        async for points in self._batches(name, wanted_points, fields)
+                        for p in points
+                        if _payload(p).get(FIELD_LEXICAL) == version or not last
+                    ]
+                    stale = [
+                        str(p.id) for p in found_points if _payload(p).get(FIELD_LEXICAL) != version
+                    ]
+                    if not stale:
+                        break
                 await self._fill_terms(name, stale)
                 corpus = await self._corpus(name, scope)
-            holds = qm.FieldCondition(key=FIELD_TERMS, match=qm.MatchAny(any=terms))
-            found_points = [
-                p
-                async for points in self._batches(
-                    name,
-                    qm.Filter(must=[*scope, holds]),
-                    [FIELD_ID, FIELD_TERMS, FIELD_TERM_COUNTS, FIELD_TOKENS],
-                )
-                for p in points
-            ]
-            if not found_points:
-                return []
-            # Statistics over the records whose terms are known: the corpus read
-            # above plus any candidate another writer added since (a point added
-            # without terms meanwhile is no candidate and is not counted).
+            # Statistics over the scope as read (points with current terms) plus
+            # any candidate another writer added since.
             lengths = {
                 pid: int(p[FIELD_TOKENS])
                 for pid, p in corpus.items()
@@ -788,6 +826,8 @@ class QdrantMemoryStore:
             candidates = [_payload(p) for p in found_points]
             for point, payload in zip(found_points, candidates, strict=True):
                 lengths.setdefault(str(point.id), int(payload[FIELD_TOKENS]))
+            if not candidates:
+                return []
             wanted_terms = set(terms)
             docs = [
                 (

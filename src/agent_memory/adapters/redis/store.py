@@ -817,14 +817,6 @@ def _take(
     return out, cut
 
 
-def _needed_groups(
-    terms: list[str], groups: list[tuple[bytes, int]], n: int, length: int, limit: int
-) -> list[tuple[float, bytes]]:
-    """`_take` of every candidate's group, scored with the counts in the groups."""
-    scores, _, _ = _group_scores(terms, groups, n, length, {})
-    return _take(groups, scores, limit)[0]
-
-
 # A score bound is raised by this fraction before it is compared: the computed
 # scores round, the bound has a margin of at least `k1 (1 - b) / (tf + ...)` per term.
 _BOUND_SLACK = 1e-9

@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import get_default_environment, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -302,3 +303,54 @@ async def test_tools_enforce_the_http_bounds_with_typed_errors(tmp_path: Path) -
         )
         assert done["failures"] == []
     assert "Traceback" not in errlog.read_text()
+
+
+async def test_a_hung_store_answers_deadline_exceeded_and_the_retry_is_stored(
+    tmp_path: Path,
+) -> None:
+    """`--call-timeout 1`: another connection holds SQLite's write lock, so the
+    server's write waits on the busy timeout (10 s); the tool call answers a
+    `DeadlineExceeded` error at the deadline instead, the server keeps serving,
+    and the retried write is stored."""
+    import sqlite3
+
+    db = tmp_path / "mcp.db"
+    url = f"sqlite:///{db}"
+    env = get_default_environment() | {k: v for k, v in os.environ.items() if k == "PYTHONPATH"}
+    params = StdioServerParameters(
+        command=SERVER[0], args=[*SERVER[1:], "--url", url, "--call-timeout", "1"], env=env
+    )
+    fact = [{"content": "User likes green tea", "category": "preference"}]
+    with (tmp_path / "server.err").open("w") as err:
+        async with (
+            stdio_client(params, errlog=err) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            first = [{"content": "User likes tea", "category": "preference"}]
+            await call(session, "remember", user_id="u", namespace="n", facts=first)
+            lock = sqlite3.connect(db, timeout=0)
+            try:
+                lock.execute("BEGIN EXCLUSIVE")
+                started = time.monotonic()
+                text = await error_of(session, "remember", user_id="u", namespace="n", facts=fact)
+                waited = time.monotonic() - started
+            finally:
+                lock.rollback()
+                lock.close()
+            body = structured(text)
+            assert body["type"] == "DeadlineExceeded", body
+            assert "1 s" in body["message"], body
+            assert waited < 8, waited  # the deadline (1 s), not the busy timeout (10 s)
+            await call(session, "remember", user_id="u", namespace="n", facts=fact)
+            found = await call(session, "recall", user_id="u", namespace="n", request="tea")
+            assert "User likes green tea" in {f["content"] for f in found["facts"]}, found
+
+
+def test_a_bad_call_timeout_is_a_configuration_error() -> None:
+    from agent_memory.domain.errors import ConfigurationError
+    from agent_memory.entrypoints.mcp.server import build_server
+
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "5"):
+        with pytest.raises(ConfigurationError, match="call_timeout"):
+            build_server("memory://", call_timeout=bad)  # type: ignore[arg-type]

@@ -44,6 +44,14 @@ def add_arguments(parser: Any) -> None:
         help="with --transport http on a loopback host: no keys, one local user whose "
         "user_id is trusted (as over stdio)",
     )
+    parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a tool call that has not answered after this many seconds answers a "
+        "DeadlineExceeded tool error and its work is cancelled (default: 30)",
+    )
 
 
 def run_mcp(args: Any, load_keys: Callable[[str | None], Any]) -> int:
@@ -65,7 +73,7 @@ def run_mcp(args: Any, load_keys: Callable[[str | None], Any]) -> int:
     env = {k: v for k, v in os.environ.items() if k not in _KEY_VARIABLES}
     settings = Settings.from_env(env)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    server = build_server(args.url, keys=keys, settings=settings)
+    server = build_server(args.url, keys=keys, settings=settings, call_timeout=args.call_timeout)
     if args.transport == "stdio":
         server.run("stdio")
     else:

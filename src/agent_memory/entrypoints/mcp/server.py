@@ -35,9 +35,11 @@ body naming the field, like the service's own checks.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Protocol, TypeVar
@@ -53,7 +55,12 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError
 
 from agent_memory.bootstrap import Memory, Settings, connect
-from agent_memory.domain.errors import AgentMemoryError, InvalidInput, PermissionDenied
+from agent_memory.domain.errors import (
+    AgentMemoryError,
+    ConfigurationError,
+    InvalidInput,
+    PermissionDenied,
+)
 from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
@@ -271,30 +278,91 @@ class _Holder:
         return self.memory
 
 
+# Tool calls still running after their deadline (cancelled, not yet settled):
+# kept referenced until they finish, so none is collected mid-cancellation.
+_ABANDONED: set[asyncio.Future[Any]] = set()
+
+
+class DeadlineExceeded(Exception):
+    """A tool call that passed its deadline (`call_timeout`): the store did not
+    answer in time. Its body's `type` is `DeadlineExceeded`."""
+
+
+def _deadline_error(seconds: float) -> DeadlineExceeded:
+    return DeadlineExceeded(
+        f"no answer within {seconds:g} s; retrying is safe "
+        "(writes are idempotent by id, facts are reconciled)"
+    )
+
+
+async def _within(call: Awaitable[_T], seconds: float | None) -> _T:
+    """`call` awaited for at most `seconds` (None: no deadline); past it, the
+    call is cancelled and left to settle on its own, and `DeadlineExceeded` is
+    raised at once (a backend whose cancellation is slow never holds the client)."""
+    if seconds is None:
+        return await call
+    task = asyncio.ensure_future(call)
+    try:
+        await asyncio.wait((task,), timeout=seconds)
+    except BaseException:  # this call was cancelled: so is its work
+        task.cancel()
+        raise
+    if task.done():
+        return task.result()
+    task.cancel()
+    _ABANDONED.add(task)
+    task.add_done_callback(_settled)
+    _log.warning("tool call passed its deadline (%.1f s)", seconds)
+    raise _deadline_error(seconds)
+
+
+def _settled(task: asyncio.Future[Any]) -> None:
+    _ABANDONED.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("abandoned tool call ended with %s", type(task.exception()).__name__)
+
+
 async def _guard(
     local: Identity | None,
     call: Callable[[Identity], Awaitable[_T]],
     *,
     writes: bool = False,
     resource: bool = False,
+    deadline: float | None = None,
 ) -> _T:
     """Resolve the caller, refuse a read-only key on a writing tool, run the
-    call. Typed errors become structured tool errors (JSON-RPC errors for a
-    resource); anything else too, without a traceback to the client."""
+    call within `deadline` seconds. Typed errors become structured tool errors
+    (JSON-RPC errors for a resource); anything else too, without a traceback to
+    the client."""
     wrap = _resource_error if resource else _error
     try:
         who = _identity(local)
         if writes and who.read_only:
             raise PermissionDenied("this API key may only read")
         with _acting(who):
-            return await call(who)
+            return await _within(call(who), deadline)
     except (ToolError, MCPError):
         raise
-    except AgentMemoryError as exc:
+    except (AgentMemoryError, DeadlineExceeded) as exc:
         raise wrap(exc) from None
     except Exception as exc:
         _log.exception("tool failed")
         raise wrap(exc) from None
+
+
+def _check_timeout(call_timeout: object) -> float | None:
+    if call_timeout is None:
+        return None
+    if (
+        isinstance(call_timeout, bool)
+        or not isinstance(call_timeout, int | float)
+        or not math.isfinite(call_timeout)
+        or call_timeout <= 0
+    ):
+        raise ConfigurationError(
+            f"call_timeout must be a finite number of seconds > 0 (or None), got {call_timeout!r}"
+        )
+    return float(call_timeout)
 
 
 # The SDK's bearer middleware needs an OAuth issuer URL in its settings; with a
@@ -309,13 +377,19 @@ def build_server(
     memory: Memory | None = None,
     keys: ApiKeys | None = None,
     settings: Settings | None = None,
+    call_timeout: float | None = 30.0,
 ) -> MCPServer[Any]:
     """The MCP server for one store URL (opened on start with `settings`,
     closed on stop), or for an already connected `memory` (left open).
 
     Without `keys`: one local user (stdio), ids used as given. With `keys`
     (over streamable HTTP): every request needs a Bearer key; each call acts
-    within the key's tenant, for its bound user if it has one."""
+    within the key's tenant, for its bound user if it has one.
+
+    `call_timeout`: a tool call (or resource read) that has not answered after
+    this many seconds answers a `DeadlineExceeded` tool error, and its work is
+    cancelled (None: no deadline); a bad value is a `ConfigurationError`."""
+    deadline = _check_timeout(call_timeout)
     holder = _Holder()
     local = None if keys is not None else LOCAL
 
@@ -374,7 +448,7 @@ def build_server(
                 "failures": _failures(report.failures),
             }
 
-        return await _guard(local, run, writes=True)
+        return await _guard(local, run, writes=True, deadline=deadline)
 
     @server.tool(
         description="Recall a user's facts relevant to a request: identity facts always, "
@@ -402,7 +476,7 @@ def build_server(
                 "failures": _failures(report.failures),
             }
 
-        return await _guard(local, run)
+        return await _guard(local, run, deadline=deadline)
 
     @server.tool(
         description="Forget a user: everything (no namespace, no fact_id), one namespace, "
@@ -442,7 +516,7 @@ def build_server(
                 "complete": receipt.complete,
             }
 
-        return await _guard(local, run, writes=True)
+        return await _guard(local, run, writes=True, deadline=deadline)
 
     @server.tool(
         description="Search a user's stored facts by meaning (cosine similarity), best first."
@@ -472,7 +546,7 @@ def build_server(
                 ]
             }
 
-        return await _guard(local, run)
+        return await _guard(local, run, deadline=deadline)
 
     @server.tool(
         description="Record the steps an agent executed for a request, as episodic events "
@@ -507,7 +581,7 @@ def build_server(
                 "failures": _failures(report.failures),
             }
 
-        return await _guard(local, run, writes=True)
+        return await _guard(local, run, writes=True, deadline=deadline)
 
     @server.tool(
         description="The planning context for an agent about to act in a domain: the "
@@ -542,7 +616,7 @@ def build_server(
                 "failures": _failures(context.report.failures),
             }
 
-        return await _guard(local, run, writes=True)
+        return await _guard(local, run, writes=True, deadline=deadline)
 
     @server.resource(
         "user-profile://{user_id}/{namespace}",
@@ -557,7 +631,7 @@ def build_server(
             )
             return view.text
 
-        return await _guard(local, run, resource=True)
+        return await _guard(local, run, resource=True, deadline=deadline)
 
     return server
 

@@ -660,9 +660,13 @@ class PostgresMemoryStore(PostgresHandle):
         own snapshot, and tells `search` the size it read)."""
         wanted = check_filters(namespace, kinds)
         key = (owner, namespace, None if wanted is None else tuple(wanted))
+        return "probe" if self._needs_probe(key, time.monotonic()) else "exact"
+
+    def _needs_probe(self, key: tuple[str, str | None, tuple[str, ...] | None], now: float) -> bool:
+        """Whether a search of scope `key` at `now` runs the gated statement:
+        the scope was not read as small less than `SIZE_TTL` seconds ago."""
         since = self._small.get(key)
-        fresh = since is not None and time.monotonic() - since < self.SIZE_TTL
-        return "exact" if fresh else "probe"
+        return since is None or now - since >= self.SIZE_TTL
 
     async def search(
         self,
@@ -687,9 +691,8 @@ class PostgresMemoryStore(PostgresHandle):
             # statement's own snapshot, say the scope is large.
             key = (owner, namespace, None if wanted is None else tuple(wanted))
             small = self._small
-            since = small.get(key)
             now = time.monotonic()
-            probe = since is None or now - since >= self.SIZE_TTL
+            probe = self._needs_probe(key, now)
             if probe:
                 self._probes += 1
                 statement = self.search_statement(table, namespace, wanted)

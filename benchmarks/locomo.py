@@ -259,6 +259,7 @@ _ARG_FIELDS = {
     "date_grace": "date_grace_days",
     "date_half_life": "date_half_life_days",
     "context_dates": "context_dates",
+    "mentioned_dates": "mentioned_dates",
     "session_penalty": "session_penalty",
     "diversity_reach": "diversity_reach",
     "list_session_penalty": "list_session_penalty",
@@ -295,6 +296,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         vector_weight=0.0,
         speaker_weight=0.0,
         context_dates=False,
+        mentioned_dates=False,
         date_weight=0.0,
         length_weight=0.0,
         list_session_penalty=0.0,
@@ -409,8 +411,9 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
 @attrs.frozen
 class Knob:
     """One rule, word list or weight, as the config values with it on and off;
-    `index` names the index a setting needs ("minilm": MiniLM vectors, "nodates":
-    no month and year in the context), None when the default index serves."""
+    `index` names the index a setting needs ("other": the other embedder's
+    vectors, "nodates": no month and year in the context, "nomentions": no months
+    of the times a turn mentions), None when the overrides say which."""
 
     name: str
     on: dict[str, Any]
@@ -430,6 +433,11 @@ _RULE_KNOBS = (
         {"date_weight": 0.3, "context_dates": True},
         {"date_weight": 0.0, "context_dates": False},
         off_index="nodates",
+    ),
+    Knob(
+        "times a turn mentions as its event time",
+        {"mentioned_dates": True},
+        {"mentioned_dates": False},
     ),
     Knob("date bonus", {"date_weight": 0.3}, {"date_weight": 0.0}),
     Knob(
@@ -512,7 +520,8 @@ def _setting(index: str | None, overrides: dict[str, Any], default: RetrievalCon
     context, as the overrides say."""
     if index is None:
         dates = overrides.get("context_dates", default.context_dates)
-        index = "default" if dates else "nodates"
+        mentions = overrides.get("mentioned_dates", default.mentioned_dates)
+        index = "nodates" if not dates else "default" if mentions else "nomentions"
     changed = tuple(sorted((k, v) for k, v in overrides.items() if getattr(default, k) != v))
     return (index, changed)
 
@@ -564,6 +573,7 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             for index, embedder_name, extra in (
                 ("default", "base", {}),
                 ("nodates", "base", {"context_dates": False}),
+                ("nomentions", "base", {"mentioned_dates": False}),
                 ("other", "other", {}),
             ):
                 if embedder_name not in embedders:
@@ -727,6 +737,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="index each turn's month and year in its context",
+    )
+    p.add_argument(
+        "--mentioned-dates",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help='count the times a turn\'s words name ("last Friday") as its event time too',
     )
     p.add_argument(
         "--query-variants",

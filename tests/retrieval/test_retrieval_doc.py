@@ -26,6 +26,8 @@ def test_doc_states_the_default_configuration() -> None:
         f"| `context_window` / `context_self_weight` | {d.context_window} / "
         f"{d.context_self_weight} |",
         f"| `context_dates` | {'on' if d.context_dates else 'off'} |",
+        "| `mentioned_dates` (times a turn's words name count as its event time) "
+        f"| {'on' if d.mentioned_dates else 'off'} |",
         f"| `date_weight` | {d.date_weight:g} |",
         f"| `date_grace_days` / `date_half_life_days` | {_num(d.date_grace_days)} / "
         f"{_num(d.date_half_life_days)} |",

@@ -17,15 +17,21 @@ Recognised (case-insensitive; "st/nd/rd/th" ordinals and commas allowed):
   "march" alone only after a time preposition: "in May", not "may I");
 - a season: `summer 2021` (northern meteorological: Jun-Aug);
 - a year: `2022` (1900-2099 standing alone);
-- relative: `today`, `yesterday`, `tomorrow`, `last/this/next week|weekend|month|year`,
+- relative: `today`, `yesterday`, `tomorrow`, `tonight`, `last night`, `this
+  morning|afternoon|evening`, `last/this/next week|weekend|month|year`,
   `last/this/next summer|spring|autumn|fall|winter` (winter: December-February),
-  `N days|weeks|months|years ago` (digits or number words, "a"), `last Friday`,
+  `N days|weeks|weekends|months|years ago` (digits or number words, "a"), `last Friday`,
   `the day|week|weekend|month before|after` alone (against the reference);
 - modifiers of a date that follows them: `the week before 16 November 2023`,
   `three days after May 8`, `the first weekend of October`, `the second week of
   November`, `the last Friday of May 2023`, `the beginning|middle|end of
   October 2023`, `early|mid|late October`; and `as of <date>`: a state at that
   time (`DateRange.as_of`), which `date_match` reads as "the latest before it".
+
+A record's own words can say when its events happened ("we went camping two
+weekends ago"): `mentioned_dates` resolves them against when it was said,
+`format_ranges` / `parse_ranges` store them as an attribute, and `mention_match`
+scores them against a question's ranges.
 """
 
 from __future__ import annotations
@@ -43,7 +49,11 @@ __all__ = [
     "date_match",
     "date_spans",
     "event_time_words",
+    "format_ranges",
+    "mention_match",
+    "mentioned_dates",
     "parse_dates",
+    "parse_ranges",
     "range_words",
 ]
 
@@ -143,7 +153,7 @@ _NUMBER = (
     r"|couple of|few)"
 )
 _AGO = re.compile(
-    r"(?<!\w)" + _NUMBER + r"\s+(?P<unit>day|week|month|year)s?\s+ago(?!\w)",
+    r"(?<!\w)" + _NUMBER + r"\s+(?P<unit>day|week(?:end)?|month|year)s?\s+ago(?!\w)",
     re.I,
 )
 _LAST_NEXT = re.compile(
@@ -177,7 +187,11 @@ _PART_OF = re.compile(
     r"[\s-]+$",
     re.I,
 )
-_SINGLE_DAY = re.compile(r"(?<!\w)(?P<w>today|yesterday|tomorrow|tonight)(?!\w)", re.I)
+_SINGLE_DAY = re.compile(
+    r"(?<!\w)(?P<w>today|yesterday|tomorrow|tonight|last\s+night|this\s+(?:morning|afternoon|evening))"
+    r"(?!\w)",
+    re.I,
+)
 _PRECEDING_WORD = re.compile(r"(\w+)\W*$")
 
 
@@ -404,6 +418,11 @@ def _ago(match: re.Match[str], reference: date) -> DateRange | None:
         return DateRange(d, d)
     if unit == "week":
         return _week_of(reference - timedelta(weeks=n))
+    if unit == "weekend":
+        # "two weekends ago": the Saturday and Sunday n weekends back, the last
+        # weekend counting as one
+        saturday = _week_of(reference).start + timedelta(days=5 - 7 * n)
+        return DateRange(saturday, saturday + timedelta(days=1))
     if unit == "month":
         first = _add_months(reference.replace(day=1), -n)
         return _month_range(first.year, first.month)
@@ -446,7 +465,8 @@ def _season_of_year(m: re.Match[str], _ref: date) -> DateRange | None:
 
 
 def _single_day(m: re.Match[str], reference: date) -> DateRange | None:
-    offset = {"today": 0, "tonight": 0, "yesterday": -1, "tomorrow": 1}[m["w"].lower()]
+    word = " ".join(m["w"].lower().split())
+    offset = -1 if word in ("yesterday", "last night") else 1 if word == "tomorrow" else 0
     d = reference + timedelta(days=offset)
     return DateRange(d, d)
 
@@ -621,4 +641,75 @@ def date_match(
                 return 1.0
             distance = after - grace_days
         best = max(best, float(0.5 ** (distance / half_life_days)))
+    return best
+
+
+#: the longest range a turn's own words may give as its event time: "last week",
+#: "last month" say when something happened; "this year" or "in 2022" hardly do
+MAX_MENTION_DAYS = 31
+
+
+def mentioned_dates(text: str, at: datetime | date) -> tuple[DateRange, ...]:
+    """The times a record's own words say its events happened, resolved against
+    when it was said (`at`): "I went camping last weekend" said on 17 July 2023
+    happened on 8-9 July. Only ranges of at most `MAX_MENTION_DAYS` days count (a
+    year says little about when), "as of" is dropped (it reads as the date it
+    names), and the day `at` itself ("today") is left out: it is the record's time
+    already. Never raises."""
+    day = at.date() if isinstance(at, datetime) else at
+    out: dict[DateRange, None] = {}
+    for r in parse_dates(text, day):
+        if (r.end - r.start).days + 1 > MAX_MENTION_DAYS or r.start == r.end == day:
+            continue
+        out[DateRange(r.start, r.end)] = None
+    return tuple(out)
+
+
+def format_ranges(ranges: Iterable[DateRange]) -> str:
+    """Ranges as ISO 8601 intervals separated by spaces (`"2023-07-08/2023-07-09"`),
+    the form `parse_ranges` reads back (a record attribute)."""
+    return " ".join(f"{r.start.isoformat()}/{r.end.isoformat()}" for r in ranges)
+
+
+def parse_ranges(text: object) -> tuple[DateRange, ...]:
+    """What `format_ranges` wrote; anything it cannot read (another type, a bad
+    interval) is skipped, never raised."""
+    if not isinstance(text, str):
+        return ()
+    out: list[DateRange] = []
+    for part in text.split():
+        first, _, last = part.partition("/")
+        try:
+            out.append(DateRange(date.fromisoformat(first), date.fromisoformat(last or first)))
+        except ValueError:
+            continue
+    return tuple(out)
+
+
+def mention_match(
+    mentioned: Sequence[DateRange], ranges: Sequence[DateRange], *, half_life_days: float
+) -> float:
+    """How well the times a record mentions (`mentioned_dates`) fit the ranges a
+    question names, in [0, 1]: for each mentioned range, the mean over its days
+    of 1 inside a named range and `0.5 ** (distance / half_life_days)` outside
+    (the event is equally likely on any of its days: "last week" inside "in May"
+    is 1, half of it inside "on May 3"-week less); the best pair counts. "As of"
+    ranges ask for a state, not an event: they are not matched here."""
+    best = 0.0
+    named = [r for r in ranges if not r.as_of]
+    for m in mentioned:
+        days = (m.end - m.start).days + 1
+        if days > MAX_MENTION_DAYS:
+            continue
+        for r in named:
+            total = 0.0
+            for i in range(days):
+                d = m.start + timedelta(days=i)
+                if d < r.start:
+                    total += 0.5 ** ((r.start - d).days / half_life_days)
+                elif d > r.end:
+                    total += 0.5 ** ((d - r.end).days / half_life_days)
+                else:
+                    total += 1.0
+            best = max(best, total / days)
     return best

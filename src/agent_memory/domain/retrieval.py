@@ -46,7 +46,7 @@ from typing import Any
 
 from attrs import field, frozen
 
-from agent_memory.domain.dates import DateRange, date_match
+from agent_memory.domain.dates import DateRange, date_match, mention_match
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.lexical import STOPWORDS, tokenize
 from agent_memory.domain.validation import (
@@ -143,6 +143,12 @@ class RetrievalConfig:
       inside a named range or up to the grace after it, halving every half-life
       beyond; `context_dates`: whether `add_conversation` writes each turn's
       month and year into its indexing context (keyword rankers match it);
+      `mentioned_dates`: whether the times a turn's own words name ("last
+      Friday", "two weekends ago", resolved against the turn's time; at most a
+      month long) count as its event time too: `add_conversation` stores them
+      (`attributes["mentioned_dates"]`, ISO intervals) and, with
+      `context_dates`, writes their months into the context; the date bonus
+      takes the better of the turn's day and the times it mentions;
     - `session_penalty`: diversity; each hit already ranked from the same session
       (`attributes["session"]`) lowers a candidate's score by this much while the
       hits are picked best first, so several sessions can fill the top;
@@ -205,6 +211,7 @@ class RetrievalConfig:
     date_grace_days: float = field(default=7.0, validator=_non_negative("date_grace_days"))
     date_half_life_days: float = field(default=7.0, validator=_positive("date_half_life_days"))
     context_dates: bool = field(default=True, converter=bool)
+    mentioned_dates: bool = field(default=False, converter=bool)
     session_penalty: float = field(default=0.0, validator=_non_negative("session_penalty"))
     diversity_reach: int = field(default=0, validator=_count("diversity_reach", 0))
     list_session_penalty: float = field(
@@ -341,12 +348,15 @@ def final_scores(
     event_days: Mapping[str, date] | None = None,
     ranges: Sequence[DateRange] = (),
     lengths: Mapping[str, int] | None = None,
+    mentioned: Mapping[str, Sequence[DateRange]] | None = None,
 ) -> list[tuple[str, float]]:
     """Add the recency, importance, speaker, date and length bonuses to fused
     scores and re-rank. The date bonus needs the ranges the query names
     (`ranges`, from `domain.dates.parse_dates`) and each candidate's event day
-    (`event_days`); the length bonus each candidate's content length in terms
-    (`lengths`, see `content_length`)."""
+    (`event_days`), and counts, where better, the times a candidate's own words
+    say its events happened (`mentioned`, see `domain.dates.mentioned_dates`);
+    the length bonus each candidate's content length in terms (`lengths`, see
+    `content_length`)."""
     named: set[str] = set()
     if config.speaker_weight and speakers:
         named = {s for s in set(speakers.values()) if mentions(query, s)}
@@ -382,12 +392,20 @@ def final_scores(
         if config.importance_weight:
             bonus += config.importance_weight * importance.get(rid, 0.0)
         if dated and event_days is not None and rid in event_days:
-            bonus += config.date_weight * date_match(
+            match = date_match(
                 event_days[rid],
                 ranges,
                 grace_days=config.date_grace_days,
                 half_life_days=config.date_half_life_days,
             )
+            if mentioned and match < 1.0 and rid in mentioned:
+                match = max(
+                    match,
+                    mention_match(
+                        mentioned[rid], ranges, half_life_days=config.date_half_life_days
+                    ),
+                )
+            bonus += config.date_weight * match
         out[rid] = score + bonus
     return _ordered(out)
 

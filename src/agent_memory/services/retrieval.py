@@ -19,7 +19,15 @@ from typing import Any
 
 from attrs import field, frozen
 
-from agent_memory.domain.dates import date_spans, event_time_words, range_words
+from agent_memory.domain.dates import (
+    DateRange,
+    date_spans,
+    event_time_words,
+    format_ranges,
+    mentioned_dates,
+    parse_ranges,
+    range_words,
+)
 from agent_memory.domain.errors import InvalidInput, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, ScoredRecord
 from agent_memory.domain.retrieval import (
@@ -162,9 +170,13 @@ class HybridRetriever:
             self_weight=self._config.context_self_weight,
             groups=[t.session for t in turns],
         )
+        mentioned = [
+            mentioned_dates(t.text, t.at) if self._config.mentioned_dates else () for t in turns
+        ]
         if self._config.context_dates:
             contexts = [
-                f"{c}\n{event_time_words(t.at)}" for c, t in zip(contexts, turns, strict=True)
+                _date_context(c, t.at, m)
+                for c, t, m in zip(contexts, turns, mentioned, strict=True)
             ]
         records: list[MemoryRecord] = []
         # turn indexes count from 0 in every call: the first turn's id tells
@@ -190,6 +202,11 @@ class HybridRetriever:
                         "turn": start + offset,
                         "conversation": conversation,
                         "terms": content_length(contents[start + offset], turn.speaker),
+                        **(
+                            {"mentioned_dates": format_ranges(mentioned[start + offset])}
+                            if mentioned[start + offset]
+                            else {}
+                        ),
                     },
                     context=contexts[start + offset],
                 )
@@ -310,6 +327,15 @@ class HybridRetriever:
             lengths=(
                 {rid: _length(r) for rid, r in by_id.items()} if config.length_weight else None
             ),
+            mentioned=(
+                {
+                    rid: found
+                    for rid, r in by_id.items()
+                    if (found := parse_ranges(r.attributes.get("mentioned_dates")))
+                }
+                if config.mentioned_dates and ranges
+                else None
+            ),
         )
         sessions = {
             rid: r.attributes["session"]
@@ -338,6 +364,19 @@ class HybridRetriever:
             )
         hits = tuple(ScoredRecord(record=by_id[rid], score=s) for rid, s in scored[:limit])
         return Retrieval(hits=hits, mode=wanted, fallback=fallback)
+
+
+def _date_context(context: str, at: datetime, mentioned: Sequence[DateRange]) -> str:
+    """The indexing context ended by the turn's month and year and, after them,
+    the months of the times its words mention that differ ("March 2023" for "last
+    month" said in April)."""
+    words = [event_time_words(at)]
+    for r in mentioned:
+        for day in (r.start, r.end):
+            word = event_time_words(day)
+            if word not in words:
+                words.append(word)
+    return f"{context}\n{' '.join(words)}"
 
 
 def _extended(keywords: str, words: Sequence[str]) -> str:

@@ -266,6 +266,7 @@ _ARG_FIELDS = {
     "list_candidates": "list_candidates",
     "session_weight": "session_weight",
     "length_weight": "length_weight",
+    "dated_length_weight": "dated_length_weight",
     "length_saturation": "length_saturation",
     "length_prior": "length_prior",
     "feedback_docs": "feedback_docs",
@@ -452,6 +453,11 @@ _RULE_KNOBS = (
         {"length_weight": 0.3, "length_prior": LengthPrior.SCALE},
         {"length_weight": 0.0},
         chosen=False,
+    ),
+    Knob(
+        "length prior 0.3 for questions that name a date",
+        {"dated_length_weight": 0.3},
+        {"dated_length_weight": 0.0},
     ),
     Knob("list-session penalty", {"list_session_penalty": 0.1}, {"list_session_penalty": 0.0}),
     Knob("list candidates 200", {"list_candidates": 200}, {"list_candidates": 100}),
@@ -720,6 +726,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--reply-weight", type=float, default=None)
     p.add_argument("--length-weight", type=float, default=None)
     p.add_argument("--length-saturation", type=int, default=None)
+    p.add_argument(
+        "--dated-length-weight",
+        type=float,
+        default=None,
+        help="the length prior's weight for questions that name a date",
+    )
     p.add_argument(
         "--length-prior",
         choices=[f.value for f in LengthPrior],

@@ -36,6 +36,8 @@ def test_doc_states_the_default_configuration() -> None:
         f"| `list_session_penalty` / `list_candidates` | {d.list_session_penalty:g} / "
         f"{d.list_candidates} |",
         f"| `length_weight` / `length_saturation` | {d.length_weight:g} / {d.length_saturation} |",
+        "| `dated_length_weight` (the length prior's weight for questions that name a date, "
+        f"when larger) | {_num(d.dated_length_weight)} |",
         f"| `length_prior` (the length prior's form) | `{d.length_prior.value}` ",
         "| `query_variants` (irregular verb forms, chat-register words; not for list questions) "
         f"| {'on' if d.query_variants else 'off'} |",

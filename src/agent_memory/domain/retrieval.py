@@ -187,6 +187,11 @@ class RetrievalConfig:
       default form) `w * share` is added to the score, with `scale` the fused
       score is multiplied by `1 - w + w * share` (`w` at most 1), so a short
       record loses in proportion to its evidence rather than by a fixed amount;
+    - `dated_length_weight`: the length prior's weight for a question that names
+      a date ("in March 2023", "last week"), when larger than `length_weight`:
+      such a question asks what happened then, and events are told in turns
+      that say something, while every back-channel turn of the period gets the
+      same date bonus as the one that answers;
     - `candidates`: how many candidates each ranker contributes;
     - `context_window`: neighbouring turns on each side put in a turn's indexing
       context; `context_self_weight`: how many times the turn's own text counts
@@ -225,6 +230,7 @@ class RetrievalConfig:
     query_variants: bool = field(default=True, converter=bool)
     category_members: bool = field(default=True, converter=bool)
     length_weight: float = field(default=0.3, validator=_non_negative("length_weight"))
+    dated_length_weight: float = field(default=0.0, validator=_non_negative("dated_length_weight"))
     length_saturation: int = field(default=30, validator=_count("length_saturation", 1))
     length_prior: LengthPrior = field(default=LengthPrior.BONUS, converter=_length_prior)
     candidates: int = field(default=100, validator=_count("candidates", 1))
@@ -238,11 +244,12 @@ class RetrievalConfig:
     def __attrs_post_init__(self) -> None:
         if self.lexical_weight == 0 and self.vector_weight == 0:
             raise InvalidInput("vector_weight", "lexical_weight and vector_weight are both 0")
-        if self.length_prior is LengthPrior.SCALE and self.length_weight > 1:
-            raise InvalidInput(
-                "length_weight",
-                f"at most 1 with length_prior scale (a factor >= 0), got {self.length_weight!r}",
-            )
+        for name in ("length_weight", "dated_length_weight"):
+            value = getattr(self, name)
+            if self.length_prior is LengthPrior.SCALE and value > 1:
+                raise InvalidInput(
+                    name, f"at most 1 with length_prior scale (a factor >= 0), got {value!r}"
+                )
 
 
 def _hits(value: Iterable[tuple[str, float]]) -> tuple[tuple[str, float], ...]:

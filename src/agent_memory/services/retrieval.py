@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from attrs import field, frozen
+from attrs import evolve, field, frozen
 
 from agent_memory.domain.dates import (
     DateRange,
@@ -310,6 +310,10 @@ class HybridRetriever:
                 )
                 by_id.update({hit.record.id: hit.record for hit in second})
                 fused = fuse([*rankings, _ranking(second, config.feedback_weight)], config)
+        if ranges and config.dated_length_weight > config.length_weight:
+            # a question that names a date asks what happened then: the length
+            # prior at its weight for such questions
+            config = evolve(config, length_weight=config.dated_length_weight)
         scored = final_scores(
             fused,
             config,

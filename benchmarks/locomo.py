@@ -413,8 +413,9 @@ def report(results: dict[str, Scores], args: argparse.Namespace) -> None:
 class Knob:
     """One rule, word list or weight, as the config values with it on and off;
     `index` names the index a setting needs ("other": the other embedder's
-    vectors, "nodates": no month and year in the context, "nomentions": no months
-    of the times a turn mentions), None when the overrides say which."""
+    vectors, "nodates": no month and year in the context, "mentions" /
+    "nomentions": built with / without the times a turn mentions), None when the
+    overrides say which."""
 
     name: str
     on: dict[str, Any]
@@ -527,7 +528,14 @@ def _setting(index: str | None, overrides: dict[str, Any], default: RetrievalCon
     if index is None:
         dates = overrides.get("context_dates", default.context_dates)
         mentions = overrides.get("mentioned_dates", default.mentioned_dates)
-        index = "nodates" if not dates else "default" if mentions else "nomentions"
+        if not dates:
+            index = "nodates"
+        elif mentions != default.mentioned_dates:
+            # the index must hold what the setting reads: the mentioned times
+            # (attribute and context months) only when built with them
+            index = "mentions" if mentions else "nomentions"
+        else:
+            index = "default"
     changed = tuple(sorted((k, v) for k, v in overrides.items() if getattr(default, k) != v))
     return (index, changed)
 
@@ -579,6 +587,7 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             for index, embedder_name, extra in (
                 ("default", "base", {}),
                 ("nodates", "base", {"context_dates": False}),
+                ("mentions", "base", {"mentioned_dates": True}),
                 ("nomentions", "base", {"mentioned_dates": False}),
                 ("other", "other", {}),
             ):

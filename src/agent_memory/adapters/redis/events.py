@@ -21,7 +21,9 @@ A window reads, in one script per slot, the time-ordered set's score range
 retention (an event expires at `recorded_at + retention`, whatever its event
 time), until `limit + 1` are found. Events stored before the recorded-time sets
 existed have no recorded score there; they expire by event time, as they did
-then. `purge_expired` deletes expired events and their references.
+then. `purge_expired` deletes expired events and their references, and only
+the events it judged expired: one stored under the same id after it read them
+(another purge or a forget freed the id) is left whole, index entries included.
 """
 
 from __future__ import annotations
@@ -134,15 +136,76 @@ end
 
 # One slot's expired members: KEYS[1] a time-ordered set, KEYS[2] the
 # recorded-time set of the same slot, ARGV[1] the exclusive cutoff `(micros`.
+# Returns [member, kind, score, ...]: kind 'r' with its recorded time, or 't'
+# with its event time for a member without one (stored by an earlier release),
+# so the purge can tell the event it judged from one stored under the same id
+# after it read them.
 _EXPIRED = """
-local out = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1])
-for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])) do
-  if not redis.call('ZSCORE', KEYS[2], m) then
-    out[#out + 1] = m
+local out = {}
+local rows = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'WITHSCORES')
+for i = 1, #rows, 2 do
+  out[#out + 1] = rows[i]
+  out[#out + 1] = 'r'
+  out[#out + 1] = rows[i + 1]
+end
+rows = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES')
+for i = 1, #rows, 2 do
+  if not redis.call('ZSCORE', KEYS[2], rows[i]) then
+    out[#out + 1] = rows[i]
+    out[#out + 1] = 't'
+    out[#out + 1] = rows[i + 1]
   end
 end
 return out
 """
+
+# One domain's part of a purge, atomic with that domain's appends: KEYS[1]
+# payload hash, KEYS[2] domain set, KEYS[3] domain recorded-time set, KEYS[4..]
+# the events' entity and per-domain user sets (same slot). ARGV per event: id,
+# the payload the purger read (empty: a stale reference, no payload was read),
+# global flag, index of the user set in KEYS (0: none), n, n indices into KEYS.
+# An event is deleted, with its references in this slot, only while its payload
+# is still the one read: one appended since under the same id (after another
+# purge or a forget deleted the old one) stays, index entries and all. A stale
+# reference is dropped only while there is still no payload. Returns 1 per
+# event whose payload it deleted (or whose stale references it dropped), else 0.
+_PURGE = """
+local out = {}
+local pos = 1
+while pos <= #ARGV do
+  local id, expected, glob = ARGV[pos], ARGV[pos + 1], ARGV[pos + 2]
+  local user = tonumber(ARGV[pos + 3])
+  local n = tonumber(ARGV[pos + 4])
+  local current = redis.call('HGET', KEYS[1], id)
+  local gone = 0
+  if expected == '' then
+    if not current then
+      gone = 1
+    end
+  elseif current == expected then
+    redis.call('HDEL', KEYS[1], id)
+    gone = 1
+  end
+  if gone == 1 then
+    if glob == '0' then
+      redis.call('ZREM', KEYS[2], id)
+      redis.call('ZREM', KEYS[3], id)
+      for j = 1, n do
+        redis.call('ZREM', KEYS[tonumber(ARGV[pos + 4 + j])], id)
+      end
+    end
+    if user > 0 then
+      redis.call('SREM', KEYS[user], id)
+    end
+  end
+  out[#out + 1] = gone
+  pos = pos + 5 + n
+end
+return out
+"""
+
+#: events per purge script call (a script blocks its server while it runs)
+_PURGE_BATCH = 500
 
 _Ref = tuple[str, str]  # (domain, event id)
 _RawRef = tuple[str, bytes]  # (domain, event id as stored)
@@ -153,6 +216,13 @@ def _recorded_key(time_key: str) -> str:
     in the same slot (same hash tag)."""
     assert time_key.endswith(":t"), time_key
     return time_key[:-1] + "r"
+
+
+def _is_judged(e: Event, judged: tuple[bytes, int]) -> bool:
+    """Whether `e` is the event whose score the purge read: its recorded time
+    (kind b"r") or, for an event without one, its event time (b"t")."""
+    kind, score = judged
+    return to_micros(e.recorded_at if kind == b"r" else e.occurred_at) == score
 
 
 def _domain_hex(domain: str) -> bytes:
@@ -191,6 +261,7 @@ class RedisEventLog(RedisHandle):
         self._window = self._r.register_script(_WINDOW)
         self._expired = self._r.register_script(_EXPIRED)
         self._erase = self._r.register_script(_ERASE)
+        self._purge = self._r.register_script(_PURGE)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisEventLog:
@@ -357,6 +428,10 @@ class RedisEventLog(RedisHandle):
 
     async def _payloads(self, refs: Sequence[_Ref | _RawRef]) -> list[Event | None]:
         """Fetch payloads with one HMGET per domain, in one round trip."""
+        return [None if raw is None else decode_event(raw) for raw in await self._raw(refs)]
+
+    async def _raw(self, refs: Sequence[_Ref | _RawRef]) -> list[bytes | None]:
+        """The stored payloads, as stored, with one HMGET per domain, in one round trip."""
         if not refs:
             return []
         by_domain: dict[str, list[int]] = {}
@@ -367,10 +442,10 @@ class RedisEventLog(RedisHandle):
             pipe.execute_command(
                 "HMGET", self._keys.ev_payloads(d), *[refs[p][1] for p in positions]
             )
-        out: list[Event | None] = [None] * len(refs)
+        out: list[bytes | None] = [None] * len(refs)
         for positions, raws in zip(by_domain.values(), await pipe.execute(), strict=True):
             for p, raw in zip(positions, raws, strict=True):
-                out[p] = None if raw is None else decode_event(raw)
+                out[p] = raw
         return out
 
     async def _remove(self, events: Sequence[Event]) -> int:
@@ -484,21 +559,110 @@ class RedisEventLog(RedisHandle):
                 results = await self._eval(
                     self._expired, [([key, _recorded_key(key)], [cutoff]) for key in sets]
                 )
-                refs: list[_Ref] = []
-                for d, ids in zip(domains, results[:-1], strict=True):
-                    refs += [(d, i.decode("utf-8", "surrogatepass")) for i in ids]
-                refs += [_parse_gmember(m) for m in results[-1]]
-                found = await self._payloads(refs)
-                doomed = [e for e in found if e is not None]
-                # Stale references (payload already gone) are dropped too.
-                stale = [r for r, e in zip(refs, found, strict=True) if e is None]
-                count = await self._remove(doomed)
-                if stale:
-                    pipe = self._r.pipeline(transaction=False)
-                    for d, i in stale:
-                        pipe.zrem(k.ev_domain(d), i)
-                        pipe.zrem(_recorded_key(k.ev_domain(d)), i)
-                        pipe.zrem(k.ev_global(), _gmember(d, i))
-                        pipe.zrem(_recorded_key(k.ev_global()), _gmember(d, i))
-                    await pipe.execute()
-            return count
+                # (domain, id) -> the score it was judged by: (b"r", recorded) or (b"t", time)
+                judged: dict[_Ref, tuple[bytes, int]] = {}
+                for d, rows in zip([*domains, None], results, strict=True):
+                    for member, kind, score in zip(rows[0::3], rows[1::3], rows[2::3], strict=True):
+                        ref = (
+                            _parse_gmember(member)
+                            if d is None
+                            else (d, member.decode("utf-8", "surrogatepass"))
+                        )
+                        judged.setdefault(ref, (kind, int(float(score))))
+                refs = list(judged)
+                raws = await self._raw(refs)
+                # only the events judged: a payload stored under the same id since
+                # (after another purge or a forget freed it) is not one of them
+                keep = [
+                    i
+                    for i, (ref, raw) in enumerate(zip(refs, raws, strict=True))
+                    if raw is None or _is_judged(decode_event(raw), judged[ref])
+                ]
+                return await self._purge_read([refs[i] for i in keep], [raws[i] for i in keep])
+
+    async def _purge_read(self, refs: Sequence[_Ref], raws: Sequence[bytes | None]) -> int:
+        """Delete the expired events read (`refs` with the payloads read, None for
+        a stale reference) and their references; the number of payloads deleted.
+
+        Each domain's payloads and same-slot references go in one script that
+        deletes a payload only while it is still the one read: an event appended
+        under the same id in between (after another purge or a forget) is kept
+        whole. The global references (other slots) are removed after; an event
+        re-appended under a global member meanwhile gets them back from its own
+        payload, read after the removal."""
+        k = self._keys
+        # per domain, batches of at most _PURGE_BATCH events: one script call each
+        calls: dict[tuple[str, int], tuple[list[str], list[Any], list[tuple[_Ref, Event | None]]]]
+        calls = {}
+        counts: dict[str, int] = {}
+        for ref, raw in zip(refs, raws, strict=True):
+            d, i = ref
+            n = counts[d] = counts.get(d, 0) + 1
+            keys, args, order = calls.setdefault(
+                (d, (n - 1) // _PURGE_BATCH),
+                ([k.ev_payloads(d), k.ev_domain(d), _recorded_key(k.ev_domain(d))], [], []),
+            )
+            e = None if raw is None else decode_event(raw)
+            user, idx = 0, []
+            if e is not None:
+                if e.user_id is not None:
+                    keys.append(k.ev_domain_user(d, e.user_id))
+                    user = len(keys)
+                if not e.is_global:
+                    for ent in e.entities:
+                        keys.append(k.ev_domain_entity(d, ent.type, ent.id))
+                        idx.append(len(keys))
+            glob = "1" if e is not None and e.is_global else "0"
+            args += [i, raw if raw is not None else b"", glob, user, len(idx), *idx]
+            order.append((ref, e))
+        if not calls:
+            return 0
+        replies = await self._eval(self._purge, [(keys, args) for keys, args, _ in calls.values()])
+        deleted = 0
+        unlinked: list[_Ref] = []  # global members removed: re-checked below
+        pipe = self._r.pipeline(transaction=False)
+        for (_, _, order), reply in zip(calls.values(), replies, strict=True):
+            for ((d, i), e), gone in zip(order, reply, strict=True):
+                if not int(gone):
+                    continue
+                member = _gmember(d, i)
+                if e is None:
+                    # a stale reference: whichever set named it
+                    pipe.zrem(k.ev_global(), member)
+                    pipe.zrem(_recorded_key(k.ev_global()), member)
+                    unlinked.append((d, i))
+                    continue
+                deleted += 1
+                if e.is_global:
+                    pipe.zrem(k.ev_global(), member)
+                    pipe.zrem(_recorded_key(k.ev_global()), member)
+                    for ent in e.entities:
+                        pipe.zrem(k.ev_global_entity(ent.type, ent.id), member)
+                    unlinked.append((d, i))
+                if e.user_id is not None:
+                    pipe.srem(k.ev_user(e.user_id), member)  # earlier releases' user set
+        if len(pipe):
+            await pipe.execute()
+        if unlinked:
+            await self._relink(unlinked)
+        return deleted
+
+    async def _relink(self, refs: Sequence[_Ref]) -> None:
+        """Give the global events stored now under `refs` (appended after the
+        purge read the old ones) the global references the purge just removed."""
+        k = self._keys
+        zadds: list[tuple[str, dict[bytes, int]]] = []
+        for (d, i), e in zip(refs, await self._payloads(refs), strict=True):
+            if e is None or not e.is_global:
+                continue
+            member = _gmember(d, i)
+            score = to_micros(e.occurred_at)
+            zadds.append((k.ev_global(), {member: score}))
+            zadds.append((_recorded_key(k.ev_global()), {member: to_micros(e.recorded_at)}))
+            for ent in e.entities:
+                zadds.append((k.ev_global_entity(ent.type, ent.id), {member: score}))
+        if zadds:
+            pipe = self._r.pipeline(transaction=False)
+            for key, mapping in zadds:
+                pipe.zadd(key, mapping, nx=True)
+            await pipe.execute()

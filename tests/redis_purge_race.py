@@ -1,0 +1,119 @@
+"""A purge racing another purge (or a forget) and a same-id append on Redis,
+made deterministic: after any round trip `purge_expired` sends, a second handle
+purges (or forgets) what the first read and appends fresh events under the same
+ids. The fresh events are acknowledged writes: the first purge, finishing, must
+leave each of them whole (payload, windows, entity windows, user index), and a
+quiet purge after must keep them while deleting everything expired. Shared by
+tests/redis (one server) and tests/redis_cluster (a cluster)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from agent_memory.adapters.redis import RedisEventLog
+from agent_memory.domain.records import Entity, Event
+from redis_erase_race import Interleaved
+
+__all__ = ["check_purge_races"]
+
+ENTITY = Entity(type="t", id="x")
+
+
+def _event(id: str, domain: str, recorded: datetime, **kw: object) -> Event:
+    return Event(
+        id=id, domain=domain, agent="agent", action="act", outcome="ok",
+        summary=f"s {id} {recorded}",
+        occurred_at=recorded - timedelta(minutes=1), recorded_at=recorded, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def _batch(recorded: datetime) -> list[Event]:
+    return [
+        _event("d1", "race", recorded, user_id="A", entities=(ENTITY,)),
+        _event("d2", "race", recorded),
+        _event("o1", "other", recorded, user_id="B"),
+        _event("g1", "race", recorded, user_id="A", is_global=True, entities=(ENTITY,)),
+    ]
+
+
+async def _visible(log: RedisEventLog) -> dict[str, set[str]]:
+    """What each read path shows of the fresh batch."""
+    since = datetime.now(UTC) - timedelta(days=1)
+    out: dict[str, set[str]] = {}
+    for domain in ("race", "other"):
+        out[f"window {domain}"] = {
+            e.id for e in (await log.window(domain, since=since, limit=100)).events
+        }
+        out[f"entity {domain}"] = {
+            e.id for e in (await log.window(domain, since=since, limit=100, entity=ENTITY)).events
+        }
+    out["user A"] = {e.id for e in await log.user_events("A")}
+    out["user B"] = {e.id for e in await log.user_events("B")}
+    return out
+
+
+WANTED = {
+    "window race": {"d1", "d2", "g1"},
+    "entity race": {"d1", "g1"},
+    "window other": {"o1", "g1"},
+    "entity other": {"g1"},
+    "user A": {"d1", "g1"},
+    "user B": {"o1"},
+}
+
+
+async def _purge_with_race_after(url: str, dep: str, how: str, step: int) -> int:
+    """One run: expired events, then `purge_expired` with the race after its
+    round trip `step`; checks the fresh events; the number of round trips."""
+    log = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
+    other = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
+    now = datetime.now(UTC).replace(microsecond=0)
+    seen = 0
+
+    async def after() -> None:
+        nonlocal seen
+        seen += 1
+        if seen != step:
+            return
+        if how == "forget":
+            await other.erase_user("A")
+            await other.erase_user("B")
+        await other.purge_expired()  # what is left of the expired batch
+        # every id is free again: the fresh batch is appended whole
+        assert await other.append(_batch(now)) == 4
+
+    try:
+        await log.append(_batch(now - timedelta(hours=2)))  # expired
+        real = log._r
+        log._r = Interleaved(real, after)  # type: ignore[assignment]
+        try:
+            await log.purge_expired()
+        finally:
+            log._r = real
+        shown = await _visible(log)
+        assert shown == WANTED, (
+            f"fresh events appended after purge round trip {step} of {seen} "
+            f"({how} in between): {shown}"
+        )
+        await log.purge_expired()
+        assert await _visible(log) == WANTED, f"after a quiet purge ({how}, step {step})"
+    finally:
+        await log.close()
+        await other.close()
+    return seen
+
+
+async def check_purge_races(url: str, deployment: str) -> None:
+    """For every round trip of `purge_expired` and both ways of freeing the ids
+    (another purge; a forget of both users, then a purge of the rest): fresh
+    same-id events appended right after that step survive the first purge whole,
+    and a quiet purge after keeps them."""
+    n = 0
+    for how in ("purge", "forget"):
+        step = 1
+        while True:
+            n += 1
+            trips = await _purge_with_race_after(url, f"{deployment}{n}", how, step)
+            if step >= trips:
+                break
+            step += 1

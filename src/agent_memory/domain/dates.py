@@ -22,6 +22,19 @@ Recognised (case-insensitive; "st/nd/rd/th" ordinals and commas allowed):
   `last/this/next summer|spring|autumn|fall|winter` (winter: December-February),
   `N days|weeks|weekends|months|years ago` (digits or number words, "a"), `last Friday`,
   `the day|week|weekend|month before|after` alone (against the reference);
+- holidays, of the year named or else the latest not after the reference:
+  `Christmas (Eve|Day)`, `New Year's (Eve|Day)`, `Halloween`, `Valentine's Day`,
+  `Independence Day` / `the Fourth of July`, `St. Patrick's Day`, and the ones
+  that move: `Thanksgiving` (US: the fourth Thursday of November), `Labor Day`,
+  `Memorial Day`, `Mother's Day`, `Father's Day` (US rules), `Easter`;
+- US numeric days `10/24/2023` (month first unless the first number cannot be
+  a month: `24/10/2023`); `over the weekend` (the latest weekend up to the
+  reference); `previous` as `last` (`the previous week`);
+- parts of a year: `early|mid|late 2022`, `mid-2023`, `the beginning|middle|end
+  of 2022` (January-April, May-August, September-December), `the first|second
+  half of 2023` (or of a month: days 1-15, 16-last); `the week of May 8, 2023`
+  (its Monday-Sunday week), `the weekend of July 7` (the nearest Saturday and
+  Sunday);
 - modifiers of a date that follows them: `the week before 16 November 2023`,
   `three days after May 8`, `the first weekend of October`, `the second week of
   November`, `the last Friday of May 2023`, `the beginning|middle|end of
@@ -157,7 +170,7 @@ _AGO = re.compile(
     re.I,
 )
 _LAST_NEXT = re.compile(
-    r"(?<!\w)(?P<which>last|this|next|past)\s+(?P<unit>week(?:end)?|month|year|"
+    r"(?<!\w)(?P<which>last|this|next|past|previous)\s+(?P<unit>week(?:end)?|month|year|"
     + "|".join(_WEEKDAYS)
     + r"|spring|summer|autumn|fall|winter)(?!\w)",
     re.I,
@@ -187,6 +200,58 @@ _PART_OF = re.compile(
     r"[\s-]+$",
     re.I,
 )
+# "the week of May 8", "the weekend of July 8": the week (weekend) holding the day
+_WEEK_OF = re.compile(r"(?<!\w)(?:the\s+)?(?P<unit>week(?:end)?)\s+of\s+(?:the\s+)?$", re.I)
+# "the first half of 2023", "the second half of May"
+_HALF_OF = re.compile(r"(?<!\w)(?:the\s+)?(?P<half>first|second|1st|2nd)\s+half\s+of\s+$", re.I)
+# "mid-2023", "early-2022" (the year after a hyphen is no year of its own)
+_PART_YEAR = re.compile(
+    r"(?<!\w)(?P<part>early|mid|late)-" + _Y.format(name="y") + r"(?![\w/-])", re.I
+)
+# US numeric dates: "10/24/2023" (month first unless the first number cannot be one)
+_US_DAY = re.compile(r"(?<![\w/-])(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4})(?![\w/-])")
+_APOSTROPHE = r"['\u2019]?"
+# holidays: fixed days, and the US ones that move (Thanksgiving: the fourth
+# Thursday of November), Easter by the Gregorian computus
+_HOLIDAYS: dict[str, tuple[int, int] | Callable[[int], date]] = {
+    "christmas eve": (12, 24),
+    "christmas day": (12, 25),
+    "christmas": (12, 25),
+    "xmas": (12, 25),
+    "new year eve": (12, 31),
+    "new year day": (1, 1),
+    "new year": (1, 1),
+    "halloween": (10, 31),
+    "valentine day": (2, 14),
+    "independence day": (7, 4),
+    "fourth of july": (7, 4),
+    "st patrick day": (3, 17),
+    "saint patrick day": (3, 17),
+    "thanksgiving": lambda y: _nth_weekday(y, 11, 3, 4),
+    "labor day": lambda y: _nth_weekday(y, 9, 0, 1),
+    "memorial day": lambda y: _nth_weekday(y, 5, 0, -1),
+    "mother day": lambda y: _nth_weekday(y, 5, 6, 2),
+    "father day": lambda y: _nth_weekday(y, 6, 6, 3),
+    "easter": lambda y: _easter(y),
+}
+_HOLIDAY = re.compile(
+    r"(?<!\w)(?:the\s+)?(?P<h>christmas\s+(?:eve|day)|christmas|xmas|new\s+year(?:"
+    + _APOSTROPHE
+    + r"s(?:\s+(?:eve|day))?|\s+(?:eve|day))|halloween|valentine"
+    + _APOSTROPHE
+    + r"s?\s+day|independence\s+day|fourth\s+of\s+july|(?:st\.?|saint)\s+patrick"
+    + _APOSTROPHE
+    + r"s?\s+day|thanksgiving|labou?r\s+day|memorial\s+day|mother"
+    + _APOSTROPHE
+    + r"s?\s+day|father"
+    + _APOSTROPHE
+    + r"s?\s+day|easter)(?:\s+(?:day\s+)?(?:of\s+)?"
+    + _Y.format(name="y")
+    + r")?(?!\w)",
+    re.I,
+)
+# "over the weekend": the latest weekend up to the reference
+_OVER_WEEKEND = re.compile(r"(?<!\w)over\s+the\s+weekend(?!\w)", re.I)
 _SINGLE_DAY = re.compile(
     r"(?<!\w)(?P<w>today|yesterday|tomorrow|tonight|last\s+night|this\s+(?:morning|afternoon|evening))"
     r"(?!\w)",
@@ -263,7 +328,7 @@ def _number(text: str) -> int:
 def _relative(match: re.Match[str], reference: date) -> DateRange | None:
     which = match["which"].lower()
     unit = match["unit"].lower()
-    step = {"last": -1, "past": -1, "this": 0, "next": 1}[which]
+    step = {"last": -1, "past": -1, "previous": -1, "this": 0, "next": 1}[which]
     if unit == "week":
         return _week_of(reference + timedelta(weeks=step))
     if unit == "weekend":
@@ -368,8 +433,21 @@ def _ordinal_of(r: DateRange, ordinal: int, unit: str) -> DateRange | None:
     return DateRange(first, end)
 
 
+def _is_year(r: DateRange) -> bool:
+    return r.start == date(r.start.year, 1, 1) and r.end == date(r.start.year, 12, 31)
+
+
 def _part_of(r: DateRange, part: str) -> DateRange:
-    """The beginning (days 1-10), middle (11-20) or end (21-last) of a month."""
+    """The beginning (days 1-10), middle (11-20) or end (21-last) of a month; of
+    a year, its thirds: January-April, May-August, September-December."""
+    if _is_year(r):
+        year = r.start.year
+        third = (
+            0 if part in ("beginning", "start", "early") else 1 if part in ("middle", "mid") else 2
+        )
+        return DateRange(
+            _month_range(year, 4 * third + 1).start, _month_range(year, 4 * third + 4).end
+        )
     if part in ("beginning", "start", "early"):
         return DateRange(r.start, r.start + timedelta(days=9))
     if part in ("middle", "mid"):
@@ -404,10 +482,40 @@ def _modified(text: str, start: int, r: DateRange) -> tuple[int, DateRange]:
                 start, r = m.start(), got
                 continue
         m = _PART_OF.search(before)
-        if m and _is_month(r):
+        if m and (_is_month(r) or _is_year(r)):
             start, r = m.start(), _part_of(r, (m["part"] or m["early"]).lower())
             continue
+        m = _HALF_OF.search(before)
+        if m and (_is_month(r) or _is_year(r)):
+            start, r = m.start(), _half_of(r, m["half"].lower() in ("first", "1st"))
+            continue
+        m = _WEEK_OF.search(before)
+        if m and r.start == r.end:
+            start, r = m.start(), _week_around(r.start, m["unit"].lower())
+            continue
         return start, r
+
+
+def _half_of(r: DateRange, first: bool) -> DateRange:
+    """The first or second half of a year (January-June, July-December) or of a
+    month (days 1-15, 16-last)."""
+    if _is_year(r):
+        year = r.start.year
+        if first:
+            return DateRange(date(year, 1, 1), date(year, 6, 30))
+        return DateRange(date(year, 7, 1), date(year, 12, 31))
+    middle = r.start + timedelta(days=14)
+    return DateRange(r.start, middle) if first else DateRange(middle + timedelta(days=1), r.end)
+
+
+def _week_around(day: date, unit: str) -> DateRange:
+    """ "the week of <day>": its Monday-Sunday week; "the weekend of <day>": the
+    Saturday and Sunday nearest it (its own when it is one; a Friday's next)."""
+    if unit == "week":
+        return _week_of(day)
+    back = (day.weekday() - 5) % 7  # days since the last Saturday (0 on Saturday)
+    saturday = day - timedelta(days=back) if back <= 3 else day + timedelta(days=7 - back)
+    return DateRange(saturday, saturday + timedelta(days=1))
 
 
 def _ago(match: re.Match[str], reference: date) -> DateRange | None:
@@ -471,6 +579,72 @@ def _single_day(m: re.Match[str], reference: date) -> DateRange | None:
     return DateRange(d, d)
 
 
+def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date:
+    """The `n`-th (`-1`: last) `weekday` (Monday 0) of a month."""
+    if n < 0:
+        last = date(year, month, calendar.monthrange(year, month)[1])
+        return last - timedelta(days=(last.weekday() - weekday) % 7)
+    first = date(year, month, 1)
+    return first + timedelta(days=(weekday - first.weekday()) % 7 + 7 * (n - 1))
+
+
+def _easter(year: int) -> date:
+    """Easter Sunday of a Gregorian year (the anonymous Gregorian algorithm)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = divmod(b, 4)
+    f = (b + 8) // 25
+    g = (b - f + 1) // 3
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = divmod(c, 4)
+    el = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * el) // 451
+    month, day = divmod(h + el - 7 * m + 114, 31)
+    return date(year, month, day + 1)
+
+
+def _holiday_key(text: str) -> str:
+    """ "New Year's Eve" -> "new year eve", "St. Patrick's Day" -> "st patrick day"."""
+    words = re.sub(r"['\u2019]s?\b|\.", "", text.lower()).split()
+    plain = {"labour": "labor", "valentines": "valentine", "mothers": "mother"}
+    plain |= {"fathers": "father", "patricks": "patrick", "years": "year"}
+    return " ".join(plain.get(w, w) for w in words)
+
+
+def _holiday_in(key: str, year: int) -> date:
+    rule = _HOLIDAYS[key]
+    return rule(year) if callable(rule) else date(year, *rule)
+
+
+def _holiday(m: re.Match[str], reference: date) -> DateRange | None:
+    """A holiday: of the year named, else the latest one not after `reference`."""
+    key = _holiday_key(m["h"])
+    if key not in _HOLIDAYS:
+        return None
+    if m["y"]:
+        d = _holiday_in(key, int(m["y"]))
+        return DateRange(d, d)
+    for year in range(reference.year, reference.year - 2, -1):
+        d = _holiday_in(key, year)
+        if d <= reference:
+            return DateRange(d, d)
+    return None
+
+
+def _over_weekend(_m: re.Match[str], reference: date) -> DateRange | None:
+    saturday = reference - timedelta(days=(reference.weekday() - 5) % 7)
+    return DateRange(saturday, saturday + timedelta(days=1))
+
+
+def _part_of_year(m: re.Match[str], _ref: date) -> DateRange | None:
+    return _part_of(_year(int(m["y"])), m["part"].lower())
+
+
+def _us_day(m: re.Match[str], _ref: date) -> DateRange | None:
+    a, b = int(m["a"]), int(m["b"])
+    month, day = (b, a) if a > 12 else (a, b)
+    return _day(int(m["y"]), month, day)
+
+
 def _month_alone(m: re.Match[str], reference: date) -> DateRange | None:
     return _latest_month(_month(m["m"]), reference)
 
@@ -482,7 +656,10 @@ def _year_alone(m: re.Match[str], _ref: date) -> DateRange | None:
 # most specific forms first: `parse_dates` skips a span an earlier form took
 _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_ISO_DAY, _iso_day),
+    (_US_DAY, _us_day),
     (_ISO_MONTH, _iso_month),
+    (_HOLIDAY, _holiday),
+    (_PART_YEAR, _part_of_year),
     (_DAY_MONTH, _named_day),
     (_MONTH_DAY, _named_day),
     (_MONTH_YEAR, _month_of_year),
@@ -490,6 +667,7 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_AGO, _ago),
     (_LAST_NEXT, _relative),
     (_SHIFT_ALONE, _shift_alone),
+    (_OVER_WEEKEND, _over_weekend),
     (_SINGLE_DAY, _single_day),
     (_MONTH_ALONE, _month_alone),
     (_YEAR_ALONE, _year_alone),

@@ -1,0 +1,217 @@
+"""Date forms a question (or a turn) writes in general English: holidays, parts
+and halves of a year, the week or weekend of a day, US numeric days, "over the
+weekend", "previous": each parses to the days it names, and a dated question in
+one of them finds its turn on a synthetic conversation."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta
+
+from hypothesis import assume, example, given, settings
+from hypothesis import strategies as st
+
+from agent_memory.adapters.memory import InMemoryMemoryStore
+from agent_memory.adapters.memory.embedder import HashingEmbedder
+from agent_memory.domain.dates import MONTH_NAMES, DateRange, parse_dates
+from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
+
+EMBEDDER = HashingEmbedder(64)
+YEARS = st.integers(1950, 2090)
+DAYS = st.dates(date(1950, 1, 1), date(2090, 12, 31))
+_APOSTROPHES = st.sampled_from(["'", "\u2019", ""])
+
+
+def _one(text: str, reference: date = date(2099, 1, 1)) -> DateRange:
+    found = parse_dates(text, reference)
+    assert len(found) == 1, (text, found)
+    return found[0]
+
+
+def _day(d: date) -> DateRange:
+    return DateRange(d, d)
+
+
+# --- holidays -------------------------------------------------------------------
+
+
+@given(year=YEARS, a=_APOSTROPHES, case=st.sampled_from([str.lower, str.title, str.upper]))
+def test_fixed_holidays_of_a_year_are_their_day(year: int, a: str, case: object) -> None:
+    fixed = {
+        "Christmas": (12, 25),
+        "Christmas Eve": (12, 24),
+        "Christmas Day": (12, 25),
+        f"New Year{a}s Eve": (12, 31),
+        f"New Year{a}s Day": (1, 1),
+        f"New Year{a}s": (1, 1),
+        "Halloween": (10, 31),
+        f"Valentine{a}s Day": (2, 14),
+        "Independence Day": (7, 4),
+        "the Fourth of July": (7, 4),
+        f"St. Patrick{a}s Day": (3, 17),
+    }
+    for name, (month, day) in fixed.items():
+        text = case(f"on {name} {year}")  # type: ignore[operator]
+        assert _one(text) == _day(date(year, month, day)), text
+
+
+@given(year=YEARS, a=_APOSTROPHES)
+def test_moving_holidays_fall_on_their_weekday_in_their_week(year: int, a: str) -> None:
+    rules = {
+        "Thanksgiving": (3, 11, 22),  # Thursday, November 22-28
+        "Labor Day": (0, 9, 1),  # Monday, September 1-7
+        "Labour Day": (0, 9, 1),
+        "Memorial Day": (0, 5, 25),  # the last Monday of May: 25-31
+        f"Mother{a}s Day": (6, 5, 8),  # second Sunday of May: 8-14
+        f"Father{a}s Day": (6, 6, 15),  # third Sunday of June: 15-21
+    }
+    for name, (weekday, month, first) in rules.items():
+        r = _one(f"{name} {year}")
+        assert r.start == r.end, name
+        assert r.start.weekday() == weekday, name
+        assert r.start.month == month, (name, r)
+        assert first <= r.start.day <= first + 6, (name, r)
+
+
+@example(year=2000)
+@given(year=st.integers(1900, 2099))
+def test_easter_is_a_sunday_between_march_22_and_april_25(year: int) -> None:
+    d = _one(f"Easter {year}").start
+    assert d.weekday() == 6
+    assert date(year, 3, 22) <= d <= date(year, 4, 25)
+
+
+def test_easter_on_known_years() -> None:
+    known = [date(2000, 4, 23), date(2019, 4, 21), date(2023, 4, 9), date(2024, 3, 31)]
+    for d in known:
+        assert _one(f"Easter {d.year}") == _day(d)
+
+
+@given(reference=st.dates(date(1960, 1, 1), date(2090, 12, 31)))
+def test_a_holiday_without_a_year_is_the_latest_not_after_the_reference(reference: date) -> None:
+    for name in ("Christmas", "Halloween", "Thanksgiving", "Easter", "Valentine's Day"):
+        r = _one(f"What did Sam do on {name}?", reference)
+        assert r.start <= reference
+        assert _one(f"{name} {r.start.year + 1}").start > reference, name
+
+
+def test_words_that_are_not_holidays_are_not_dates() -> None:
+    for text in ("a new year of school", "the new year", "We had a great year"):
+        assert parse_dates(text, date(2023, 12, 6)) == (), text
+
+
+# --- parts of a year, halves, the week or weekend of a day ----------------------
+
+
+@given(year=YEARS)
+def test_early_mid_late_split_a_year_in_thirds(year: int) -> None:
+    early, mid, late = (_one(f"{part} {year}") for part in ("early", "mid", "late"))
+    assert early == DateRange(date(year, 1, 1), date(year, 4, 30))
+    assert mid == DateRange(date(year, 5, 1), date(year, 8, 31))
+    assert late == DateRange(date(year, 9, 1), date(year, 12, 31))
+    assert _one(f"in mid-{year}") == mid
+    assert _one(f"the beginning of {year}") == early
+    assert _one(f"the end of {year}") == late
+
+
+@given(year=YEARS, month=st.integers(1, 12))
+def test_halves_of_a_year_and_of_a_month(year: int, month: int) -> None:
+    assert _one(f"the first half of {year}") == DateRange(date(year, 1, 1), date(year, 6, 30))
+    assert _one(f"the second half of {year}") == DateRange(date(year, 7, 1), date(year, 12, 31))
+    name = MONTH_NAMES[month - 1].capitalize()
+    first, second = (_one(f"the {h} half of {name} {year}") for h in ("first", "second"))
+    assert first.start == date(year, month, 1)
+    assert first.end.day == 15
+    assert second.start.day == 16
+    assert second.end.month == month
+    assert (second.end + timedelta(days=1)).day == 1
+
+
+@given(day=DAYS)
+def test_the_week_and_the_weekend_of_a_day(day: date) -> None:
+    name = MONTH_NAMES[day.month - 1].capitalize()
+    week = _one(f"the week of {name} {day.day}, {day.year}")
+    assert week.start.weekday() == 0
+    assert week.end == week.start + timedelta(days=6)
+    assert day in week
+    weekend = _one(f"the weekend of {day.day} {name} {day.year}")
+    assert weekend.start.weekday() == 5
+    assert weekend.end == weekend.start + timedelta(days=1)
+    assert (
+        day in weekend or min(abs((day - weekend.start).days), abs((day - weekend.end).days)) <= 3
+    )
+    if day.weekday() >= 5:
+        assert day in weekend
+
+
+@given(day=DAYS)
+def test_us_numeric_days(day: date) -> None:
+    assert _one(f"on {day.month}/{day.day}/{day.year}") == _day(day)
+    if day.day > 12:  # the first number cannot be a month: day first
+        assert _one(f"on {day.day}/{day.month}/{day.year}") == _day(day)
+
+
+@given(reference=DAYS)
+def test_over_the_weekend_and_previous(reference: date) -> None:
+    r = _one("We went hiking over the weekend.", reference)
+    assert r.start.weekday() == 5
+    assert r.end == r.start + timedelta(days=1)
+    assert r.start <= reference < r.start + timedelta(days=7)
+    assert _one("the previous week", reference) == _one("last week", reference)
+    assert _one("the previous month", reference) == _one("last month", reference)
+
+
+# --- through HybridRetriever ----------------------------------------------------
+
+
+async def _first(days: list[date], question: str) -> date:
+    """The day of the turn ranked first: one identical turn per day, each its
+    own session, so only the dates tell them apart (the earliest id wins ties)."""
+    turns = [
+        ConversationTurn(
+            id=f"t{i:03d}",
+            speaker="Sam",
+            text="I drive a red pickup truck these days.",
+            at=datetime(d.year, d.month, d.day, 12, tzinfo=UTC),
+            session=str(i),
+        )
+        for i, d in enumerate(days)
+    ]
+    retriever = HybridRetriever(InMemoryMemoryStore(EMBEDDER.space), EMBEDDER)
+    await retriever.add_conversation("sam", turns)
+    asked = max(days) + timedelta(days=30)
+    got = await retriever.retrieve("sam", question, limit=len(days), reference=asked)
+    by_id = {t.id: t.at.date() for t in turns}
+    return by_id[got.hits[0].record.id]
+
+
+@settings(max_examples=15, deadline=None)
+@given(year=st.integers(2001, 2089))
+async def test_a_holiday_question_finds_the_turn_told_that_day(year: int) -> None:
+    """Other turns of the same year come first by id: read as the whole year
+    ("Christmas 2022" before holidays were parsed), they all tie."""
+    days = [date(year, 3, 10), date(year, 7, 2), date(year, 12, 26)]
+    assert await _first(days, f"What did Sam drive at Christmas {year}?") == days[-1]
+
+
+@settings(max_examples=15, deadline=None)
+@given(year=st.integers(2001, 2089))
+async def test_mid_year_finds_its_turn(year: int) -> None:
+    days = [date(year, 1, 20), date(year, 11, 3), date(year, 6, 14)]
+    assert await _first(days, f"What did Sam drive in mid-{year}?") == days[-1]
+
+
+@settings(max_examples=15, deadline=None)
+@given(day=st.dates(date(2001, 1, 1), date(2089, 12, 1)))
+async def test_the_week_of_a_day_finds_the_turn_earlier_that_week(day: date) -> None:
+    """The Friday of `day`'s week is named; the turn is on its Monday, another
+    ten days after the Friday (first by id). Read as the Friday alone, the later
+    turn is nearer (it falls three days past the grace after the Friday, the
+    Monday four days before it); read as the week, the Monday is inside."""
+    friday = day - timedelta(days=day.weekday()) + timedelta(days=4)
+    # a week inside one month: one crossing two adds both months' words to the
+    # keyword query, and the month the question names counts twice there
+    assume((friday - timedelta(days=4)).month == (friday + timedelta(days=2)).month)
+    days = [friday + timedelta(days=10), friday - timedelta(days=4)]
+    name = MONTH_NAMES[friday.month - 1].capitalize()
+    question = f"What did Sam drive the week of {name} {friday.day}, {friday.year}?"
+    assert await _first(days, question) == days[-1]

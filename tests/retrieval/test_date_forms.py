@@ -5,17 +5,16 @@ one of them finds its turn on a synthetic conversation."""
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.adapters.memory import InMemoryMemoryStore
-from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.domain.dates import MONTH_NAMES, DateRange, parse_dates
-from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
 
-EMBEDDER = HashingEmbedder(64)
+from .test_dated_questions import EMBEDDER, _ranked
+
 YEARS = st.integers(1950, 2090)
 DAYS = st.dates(date(1950, 1, 1), date(2090, 12, 31))
 _APOSTROPHES = st.sampled_from(["'", "\u2019", ""])
@@ -166,22 +165,7 @@ def test_over_the_weekend_and_previous(reference: date) -> None:
 async def _first(days: list[date], question: str) -> date:
     """The day of the turn ranked first: one identical turn per day, each its
     own session, so only the dates tell them apart (the earliest id wins ties)."""
-    turns = [
-        ConversationTurn(
-            id=f"t{i:03d}",
-            speaker="Sam",
-            text="I drive a red pickup truck these days.",
-            at=datetime(d.year, d.month, d.day, 12, tzinfo=UTC),
-            session=str(i),
-        )
-        for i, d in enumerate(days)
-    ]
-    retriever = HybridRetriever(InMemoryMemoryStore(EMBEDDER.space), EMBEDDER)
-    await retriever.add_conversation("sam", turns)
-    asked = max(days) + timedelta(days=30)
-    got = await retriever.retrieve("sam", question, limit=len(days), reference=asked)
-    by_id = {t.id: t.at.date() for t in turns}
-    return by_id[got.hits[0].record.id]
+    return (await _ranked(InMemoryMemoryStore(EMBEDDER.space), days, question))[0]
 
 
 @settings(max_examples=15, deadline=None)

@@ -11,7 +11,11 @@ from datetime import timedelta
 from typing import Any
 
 from agent_memory.adapters._common.index_options import IndexOptions, split_index_options
-from agent_memory.adapters.postgres._database import PostgresDatabase, schema_for_deployment
+from agent_memory.adapters.postgres._database import (
+    PostgresDatabase,
+    schema_for_deployment,
+    split_call_timeout,
+)
 from agent_memory.adapters.postgres._migrations import SCHEMA_VERSION
 from agent_memory.adapters.postgres.audit import PostgresAuditLog
 from agent_memory.adapters.postgres.cache import PostgresCache
@@ -48,18 +52,21 @@ async def open_stores(
 
     Vector index parameters come from the URL (`?hnsw_m=16&hnsw_ef_construction=200&
     hnsw_ef_search=400&exact_threshold=1000`, see docs/postgres.md), else from
-    `index` (the `AGENT_MEMORY_HNSW_*` settings), else the defaults.
+    `index` (the `AGENT_MEMORY_HNSW_*` settings), else the defaults. `?call_timeout=`
+    bounds each round trip to the server (seconds, default 30; `none`: no bound).
 
     `details` carries what `agent-memory doctor` shows: schema, schema version,
     pgvector and server versions.
     """
     url = url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url
     url, options = split_index_options(url)
+    url, call_timeout = split_call_timeout(url)
     options = options.merged(index)
     database = PostgresDatabase(
         url,
         schema=schema or schema_for_deployment(deployment),
         ef_search=options.ef_search or DEFAULT_EF_SEARCH,
+        call_timeout=call_timeout,
     )
     try:
         store = PostgresMemoryStore(database, space, owns_database=True, index=options)

@@ -17,6 +17,16 @@ run once more on a new connection.
 Writes are never run twice: one that might have committed fails once with
 `BackendUnavailable`.
 
+Every round trip to the server (a statement and its reply, a fetch, a commit)
+waits at most `call_timeout` seconds (30 by default; `?call_timeout=` in the
+URL): a server that accepts and never answers (stopped, frozen, partitioned
+behind a firewall that drops packets) fails the call with `BackendUnavailable`
+naming the bound instead of holding it, and the agent, for as long as it stays
+away; psycopg's own cancellation of such a call takes ten seconds more. The
+connection is closed (its state is unknown) and the pool replaces the ones of
+its generation; the call is not retried. Schema work that may rightly take long
+(migrations, HNSW index builds) has no bound.
+
 A connection given back in a clean state while no caller waits for one is kept
 aside ("parked") instead of going through the pool, and the next borrow takes
 it with no pool call: psycopg_pool's `getconn` and `putconn` (a lock, logging,
@@ -39,6 +49,7 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from contextlib import suppress
 from types import TracebackType
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import AsyncConnection, sql
@@ -64,10 +75,14 @@ from agent_memory.domain.records import EmbeddingSpace
 
 __all__ = [
     "BACKEND",
+    "DEFAULT_CALL_TIMEOUT",
     "HNSW_MAX_DIMENSION",
+    "NoAnswer",
     "PostgresDatabase",
     "PostgresHandle",
     "schema_for_deployment",
+    "split_call_timeout",
+    "unbounded",
 ]
 
 BACKEND = "postgres"
@@ -81,9 +96,103 @@ _T = TypeVar("_T")
 _PARK_SECONDS = 1.0
 
 
+#: the default bound, in seconds, on one round trip to the server
+DEFAULT_CALL_TIMEOUT = 30.0
+_WAIT_INTERVAL = 0.1  # psycopg's own
+
+
+class NoAnswer(psycopg.OperationalError):
+    """A round trip got no answer within the connection's `call_timeout`; the
+    connection was closed."""
+
+
+class _Connection(AsyncConnection[Any]):
+    """An async connection whose every round trip waits at most `call_timeout`
+    seconds (None: no bound), set per connection by the database that opened
+    it. Past it the connection is closed and `NoAnswer` raised."""
+
+    call_timeout: float | None = None
+
+    async def wait(
+        self, gen: Any, interval: float = _WAIT_INTERVAL, timeout: float | None = None
+    ) -> Any:
+        bound = timeout if timeout is not None else self.call_timeout
+        try:
+            return await super().wait(gen, interval, bound)
+        except psycopg.errors._WaitTimeout:
+            if timeout is not None:  # psycopg's own bound (its cancellation)
+                raise
+            self.pgconn.finish()
+            raise NoAnswer(
+                f"no answer within {bound:g} s (call_timeout); the connection was closed"
+            ) from None
+
+
+class _Unbounded:
+    """`with _Unbounded(conn):` lifts the connection's round-trip bound for
+    schema work that may rightly take long (index builds, migrations)."""
+
+    __slots__ = ("_conn", "_saved")
+
+    def __init__(self, conn: AsyncConnection[Any]) -> None:
+        self._conn = conn
+
+    def __enter__(self) -> None:
+        self._saved = getattr(self._conn, "call_timeout", None)
+        if isinstance(self._conn, _Connection):
+            self._conn.call_timeout = None
+
+    def __exit__(self, *exc: object) -> None:
+        if isinstance(self._conn, _Connection):
+            self._conn.call_timeout = self._saved
+
+
+def unbounded(conn: AsyncConnection[Any]) -> _Unbounded:
+    """Lift `conn`'s round-trip bound inside a `with` block (schema work)."""
+    return _Unbounded(conn)
+
+
 class ConnectionLost(BackendUnavailable):
     """The connection broke during the call (the server restarted, crashed or
     ended the session): the caller may run an idempotent call once more."""
+
+
+def _no_answer(exc: BaseException) -> bool:
+    """Whether `exc` is, or arose while handling, a `NoAnswer` (a rollback on the
+    closed connection fails in turn)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, NoAnswer):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def split_call_timeout(url: str) -> tuple[str, float | None]:
+    """The URL without `call_timeout`, and its value (seconds; `none` or `0`: no
+    bound; absent: `DEFAULT_CALL_TIMEOUT`). A bad value is a `ConfigurationError`
+    naming it; other parameters stay for libpq, in their order."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    values = [v for k, v in pairs if k == "call_timeout"]
+    if not values:
+        return url, DEFAULT_CALL_TIMEOUT
+    raw = values[-1].strip().lower()
+    kept = urlencode([(k, v) for k, v in pairs if k != "call_timeout"])
+    stripped = urlunsplit(parts._replace(query=kept))
+    if raw in ("none", "0", "off"):
+        return stripped, None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise ConfigurationError(
+            f"call_timeout: a positive number of seconds (or none) is required, got {raw!r}"
+        )
+    return stripped, value
 
 
 def schema_for_deployment(deployment: str) -> str:
@@ -180,6 +289,7 @@ class PostgresDatabase:
         connect_timeout: float = 5.0,
         ef_search: int = 400,
         settings: Mapping[str, str] | None = None,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
     ) -> None:
         if not isinstance(url, str) or not url.strip():
             raise ConfigurationError("postgres: a connection URL is required")
@@ -192,6 +302,17 @@ class PostgresDatabase:
             raise ConfigurationError(
                 f"hnsw_ef_search: an integer from 1 to 1000 is required, got {ef_search!r}"
             )
+        if call_timeout is not None and (
+            isinstance(call_timeout, bool)
+            or not isinstance(call_timeout, int | float)
+            or not call_timeout > 0
+            or call_timeout == float("inf")
+        ):
+            raise ConfigurationError(
+                f"call_timeout: a positive number of seconds (or None) is required, "
+                f"got {call_timeout!r}"
+            )
+        self._call_timeout = None if call_timeout is None else float(call_timeout)
         self._url = url
         self._schema = schema
         self._min_size = min_size
@@ -225,6 +346,13 @@ class PostgresDatabase:
         self._parked_since = 0.0
         self._waiting = 0
         self._pollers: dict[int, Any] = {}  # see `_readable`
+        # Fail fast while the server does not answer: after a round trip got no
+        # answer in time (and, until a call succeeds again, whenever no
+        # connection can be had), calls fail at once until this instant
+        # (monotonic) instead of each waiting its bound.
+        self._quiet_until = 0.0
+        self._quiet_reason = ""
+        self._silent = False  # a round trip got no answer; no call succeeded since
 
     @property
     def url(self) -> str:
@@ -279,6 +407,7 @@ class PostgresDatabase:
                     "autocommit": True,
                     "connect_timeout": max(1, int(self._connect_timeout)),
                 },
+                connection_class=_Connection,
                 configure=self._configure,
                 timeout=self._connect_timeout,
                 # The pool retries a failed connect with a doubling delay until
@@ -293,7 +422,8 @@ class PostgresDatabase:
                 await pool.open(wait=True, timeout=self._connect_timeout)
                 async with pool.connection() as conn:
                     if await _applied_version(conn, self._schema) < SCHEMA_VERSION:
-                        await migrate(conn, self._schema)
+                        with unbounded(conn):  # index builds on existing tables
+                            await migrate(conn, self._schema)
                     if self._vector_oid is None:  # the migration just created the extension
                         self._vector_oid = await _vector_oid(conn)
                         register_vector(conn, self._vector_oid)
@@ -306,7 +436,14 @@ class PostgresDatabase:
                 raise
             self._pool = pool
 
+    @property
+    def call_timeout(self) -> float | None:
+        """The bound, in seconds, on one round trip to the server (None: none)."""
+        return self._call_timeout
+
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        if isinstance(conn, _Connection):
+            conn.call_timeout = self._call_timeout
         # Filtered HNSW scans keep going until the LIMIT is met (pgvector >= 0.8);
         # candidates are re-ranked exactly afterwards, so relaxed order is enough.
         # One round trip: every session setting, and the oid of `vector` (NULL
@@ -358,10 +495,38 @@ class PostgresDatabase:
             if _is_nul_error(exc):
                 return InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)")
             return BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}")
+        if _no_answer(exc):
+            # the server is there (it accepted) but silent: the others opened
+            # before are likely stuck the same way; no retry (it would wait again)
+            self._went_quiet(f"no answer within {self._call_timeout:g} s")
+            await self._replace_connections(conn)
+            return BackendUnavailable(
+                BACKEND,
+                f"no answer within {self._call_timeout:g} s "
+                "(call_timeout); the connection was closed",
+            )
         if conn.pgconn.status == ConnStatus.BAD:
             await self._replace_connections(conn)
             return ConnectionLost(BACKEND, f"{type(exc).__name__}: {exc}")
         return BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}")
+
+    def _went_quiet(self, reason: str) -> None:
+        """The server did not answer: for one bound (`call_timeout`, at most
+        `connect_timeout`) calls fail at once (`_check_quiet`) rather than each
+        waiting for it again; the pool keeps trying to reconnect meanwhile."""
+        window = min(self._connect_timeout, self._call_timeout or self._connect_timeout)
+        self._quiet_until = time.monotonic() + window
+        self._quiet_reason = reason
+        self._silent = True
+
+    def _check_quiet(self) -> None:
+        left = self._quiet_until - time.monotonic()
+        if left > 0:
+            raise BackendUnavailable(
+                BACKEND,
+                f"the server did not answer ({self._quiet_reason}); calls fail at once "
+                f"for {left:.1f} s more",
+            )
 
     async def _borrow(
         self, pool: AsyncConnectionPool[AsyncConnection[Any]]
@@ -374,6 +539,10 @@ class PostgresDatabase:
             try:
                 conn = await pool.getconn(timeout=deadline - time.monotonic())
             except (PoolTimeout, psycopg.Error) as exc:
+                if isinstance(exc, PoolTimeout) and self._silent:
+                    # still silent (a stopped server accepts, never answers);
+                    # a server that refuses or is away is not held against it
+                    self._went_quiet(f"no connection within {self._connect_timeout:g} s")
                 raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
             finally:
                 self._waiting -= 1
@@ -634,6 +803,8 @@ class _Borrowed:
 
     async def __aenter__(self) -> AsyncConnection[Any]:
         db = self._db
+        if db._quiet_until:
+            db._check_quiet()
         pool = db._pool
         if pool is None:
             await db.open()
@@ -666,6 +837,9 @@ class _Borrowed:
                 await conn.__aexit__(exc_type, exc, tb)
             if isinstance(exc, psycopg.Error):
                 raise await self._db._failure(conn, exc) from exc
+            if exc is None and self._db._silent:  # the server answers again
+                self._db._silent = False
+                self._db._quiet_until = 0.0
         except psycopg.Error as failed:  # the commit on leaving
             raise await self._db._failure(conn, failed) from failed
         finally:

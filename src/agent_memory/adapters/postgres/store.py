@@ -58,6 +58,7 @@ from agent_memory.adapters.postgres._database import (
     HNSW_MAX_DIMENSION,
     PostgresDatabase,
     PostgresHandle,
+    unbounded,
 )
 from agent_memory.adapters.postgres._vector import PgVector, vectors_from_bytes
 from agent_memory.domain.errors import (
@@ -467,24 +468,30 @@ class PostgresMemoryStore(PostgresHandle):
         async with self._life.op(), self._db.connection() as conn, conn.transaction():
             if await self._hnsw_indexes(conn, table):
                 return
-            # The graph is built in memory when it fits: far faster than on disk.
-            await conn.execute(
-                "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
+            with unbounded(conn):  # a graph over many rows takes minutes
+                await self._create_hnsw(conn, table, maintenance_work_mem)
+
+    async def _create_hnsw(
+        self, conn: psycopg.AsyncConnection[Any], table: sql.Identifier, maintenance_work_mem: str
+    ) -> None:
+        # The graph is built in memory when it fits: far faster than on disk.
+        await conn.execute(
+            "SELECT set_config('maintenance_work_mem', %s, true)", (maintenance_work_mem,)
+        )
+        await conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
+                " WITH (m = {}, ef_construction = {})"
+            ).format(
+                sql.Identifier(f"mem_{self._identity}_hnsw"[:63]),
+                table,
+                sql.Literal(self._hnsw[0]),
+                sql.Literal(self._hnsw[1]),
             )
-            await conn.execute(
-                sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {} ON {} USING hnsw (embedding vector_cosine_ops)"
-                    " WITH (m = {}, ef_construction = {})"
-                ).format(
-                    sql.Identifier(f"mem_{self._identity}_hnsw"[:63]),
-                    table,
-                    sql.Literal(self._hnsw[0]),
-                    sql.Literal(self._hnsw[1]),
-                )
-            )
-            # Fresh statistics, or the planner may skip the new index (it sees
-            # an empty or tiny table and prefers a scan plus sort).
-            await conn.execute(sql.SQL("ANALYZE {}").format(table))
+        )
+        # Fresh statistics, or the planner may skip the new index (it sees
+        # an empty or tiny table and prefers a scan plus sort).
+        await conn.execute(sql.SQL("ANALYZE {}").format(table))
 
     async def _existing(
         self, conn: psycopg.AsyncConnection[Any], table: sql.Identifier, batch: list[MemoryRecord]

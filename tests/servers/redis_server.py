@@ -106,6 +106,12 @@ class RedisServer:
             proc.kill()
             proc.wait()
 
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the server (SIGSTOP: it holds its sockets and answers
+        nothing, like a frozen or partitioned host; SIGCONT)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(sig)
+
     def restart(self) -> None:
         self.stop()
         self.start()

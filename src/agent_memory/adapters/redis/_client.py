@@ -7,6 +7,7 @@ async `RedisCluster`, seeded with every listed node).
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -17,6 +18,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from agent_memory.domain.errors import InvalidInput
+from redis import exceptions as rexc
 
 __all__ = ["CLUSTER_SCHEMES", "Client", "connect", "is_cluster", "is_cluster_url"]
 
@@ -31,6 +33,61 @@ def is_cluster_url(url: str) -> bool:
 
 def is_cluster(client: object) -> bool:
     return isinstance(client, RedisCluster)
+
+
+# Addresses ("host:port") that did not answer a read within the socket timeout,
+# with the instant (monotonic) until which commands to them fail at once.
+_QUIET: dict[str, float] = {}
+
+
+class _FailFast:
+    """Mixed into a single server's connection class: after a read got no answer
+    within `socket_timeout` (a server that accepts and never answers: stopped,
+    frozen, partitioned), commands to that address fail at once with
+    `ConnectionError` for one bound (`socket_timeout`, at most
+    `socket_connect_timeout`) instead of each waiting the timeout again, so an
+    agent's request fails open in about one timeout, not one per command. Any
+    answer from the address ends it; a refused connection never starts it."""
+
+    host: str
+    port: int
+    socket_timeout: float | None
+    socket_connect_timeout: float | None
+
+    def _address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if _QUIET:
+            until = _QUIET.get(self._address())
+            if until is not None:
+                left = until - time.monotonic()
+                if left > 0:
+                    raise rexc.ConnectionError(
+                        f"{self._address()} did not answer within {self.socket_timeout:g} s; "
+                        f"calls fail at once for {left:.1f} s more"
+                    )
+        await super().send_packed_command(command, check_health)  # type: ignore[misc]
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            response = await super().read_response(*args, **kwargs)  # type: ignore[misc]
+        except rexc.TimeoutError:
+            if kwargs.get("timeout") is None and (len(args) < 2 or args[1] is None):
+                bound = min(self.socket_timeout or 2.0, self.socket_connect_timeout or 2.0)
+                _QUIET[self._address()] = time.monotonic() + bound
+            raise
+        if _QUIET:
+            _QUIET.pop(self._address(), None)
+        return response
+
+
+class _FailFastConnection(_FailFast, aioredis.Connection):
+    pass
+
+
+class _FailFastSSLConnection(_FailFast, aioredis.SSLConnection):
+    pass
 
 
 def _defaults(options: dict[str, Any]) -> None:
@@ -55,6 +112,11 @@ def connect(url: str, **options: Any) -> Client:
     _defaults(options)
     if is_cluster_url(url):
         return connect_cluster(url, **options)
+    scheme = urlsplit(url).scheme.lower()
+    if "connection_class" not in options and scheme in ("redis", "rediss"):
+        options["connection_class"] = (
+            _FailFastSSLConnection if scheme == "rediss" else _FailFastConnection
+        )
     client: aioredis.Redis = aioredis.Redis.from_url(
         url, protocol=2, decode_responses=False, **options
     )

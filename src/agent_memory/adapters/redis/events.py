@@ -322,16 +322,23 @@ class RedisEventLog(RedisHandle):
             sadds: list[tuple[str, list[Any]]] = [(k.ev_domains(), list(by_domain))]
             for e in batch:
                 if e.is_global:
-                    member = _gmember(e.domain, e.id)
-                    score = to_micros(e.occurred_at)
-                    zadds.append((k.ev_global(), {member: score}))
-                    recorded = to_micros(e.recorded_at)
-                    zadds.append((_recorded_key(k.ev_global()), {member: recorded}))
-                    for ent in e.entities:
-                        zadds.append((k.ev_global_entity(ent.type, ent.id), {member: score}))
+                    zadds += self._global_refs(e)
             with translate("append"):
                 results = await self._append_round_trip(calls, zadds, sadds)
             return sum(sum(int(x) for x in r) for r in results[: len(calls)])
+
+    def _global_refs(self, e: Event) -> list[tuple[str, dict[bytes, int]]]:
+        """The global event's entries in the global slots (time, recorded time,
+        entity sets), as (key, {member: score}) for ZADD NX."""
+        k = self._keys
+        member = _gmember(e.domain, e.id)
+        score = to_micros(e.occurred_at)
+        refs = [
+            (k.ev_global(), {member: score}),
+            (_recorded_key(k.ev_global()), {member: to_micros(e.recorded_at)}),
+        ]
+        refs += [(k.ev_global_entity(ent.type, ent.id), {member: score}) for ent in e.entities]
+        return refs
 
     async def _append_round_trip(
         self,
@@ -467,10 +474,8 @@ class RedisEventLog(RedisHandle):
         k = self._keys
         member = _gmember(e.domain, e.id)
         if e.is_global:
-            pipe.zrem(k.ev_global(), member)
-            pipe.zrem(_recorded_key(k.ev_global()), member)
-            for ent in e.entities:
-                pipe.zrem(k.ev_global_entity(ent.type, ent.id), member)
+            for key, _ in self._global_refs(e):
+                pipe.zrem(key, member)
         else:
             pipe.zrem(k.ev_domain(e.domain), e.id)
             pipe.zrem(_recorded_key(k.ev_domain(e.domain)), e.id)
@@ -570,19 +575,19 @@ class RedisEventLog(RedisHandle):
                         )
                         judged.setdefault(ref, (kind, int(float(score))))
                 refs = list(judged)
-                raws = await self._raw(refs)
-                # only the events judged: a payload stored under the same id since
-                # (after another purge or a forget freed it) is not one of them
-                keep = [
-                    i
-                    for i, (ref, raw) in enumerate(zip(refs, raws, strict=True))
-                    if raw is None or _is_judged(decode_event(raw), judged[ref])
-                ]
-                return await self._purge_read([refs[i] for i in keep], [raws[i] for i in keep])
+                read: list[tuple[_Ref, bytes | None, Event | None]] = []
+                for ref, raw in zip(refs, await self._raw(refs), strict=True):
+                    e = None if raw is None else decode_event(raw)
+                    # only the events judged: a payload stored under the same id
+                    # since (after another purge or a forget freed it) is not one
+                    if e is None or _is_judged(e, judged[ref]):
+                        read.append((ref, raw, e))
+                return await self._purge_read(read)
 
-    async def _purge_read(self, refs: Sequence[_Ref], raws: Sequence[bytes | None]) -> int:
-        """Delete the expired events read (`refs` with the payloads read, None for
-        a stale reference) and their references; the number of payloads deleted.
+    async def _purge_read(self, read: Sequence[tuple[_Ref, bytes | None, Event | None]]) -> int:
+        """Delete the expired events read (reference, payload as stored and decoded;
+        None for a stale reference) and their references; the number of payloads
+        deleted.
 
         Each domain's payloads and same-slot references go in one script that
         deletes a payload only while it is still the one read: an event appended
@@ -595,14 +600,13 @@ class RedisEventLog(RedisHandle):
         calls: dict[tuple[str, int], tuple[list[str], list[Any], list[tuple[_Ref, Event | None]]]]
         calls = {}
         counts: dict[str, int] = {}
-        for ref, raw in zip(refs, raws, strict=True):
+        for ref, raw, e in read:
             d, i = ref
             n = counts[d] = counts.get(d, 0) + 1
             keys, args, order = calls.setdefault(
                 (d, (n - 1) // _PURGE_BATCH),
                 ([k.ev_payloads(d), k.ev_domain(d), _recorded_key(k.ev_domain(d))], [], []),
             )
-            e = None if raw is None else decode_event(raw)
             user, idx = 0, []
             if e is not None:
                 if e.user_id is not None:
@@ -634,10 +638,8 @@ class RedisEventLog(RedisHandle):
                     continue
                 deleted += 1
                 if e.is_global:
-                    pipe.zrem(k.ev_global(), member)
-                    pipe.zrem(_recorded_key(k.ev_global()), member)
-                    for ent in e.entities:
-                        pipe.zrem(k.ev_global_entity(ent.type, ent.id), member)
+                    for key, _ in self._global_refs(e):
+                        pipe.zrem(key, member)
                     unlinked.append((d, i))
                 if e.user_id is not None:
                     pipe.srem(k.ev_user(e.user_id), member)  # earlier releases' user set
@@ -650,17 +652,12 @@ class RedisEventLog(RedisHandle):
     async def _relink(self, refs: Sequence[_Ref]) -> None:
         """Give the global events stored now under `refs` (appended after the
         purge read the old ones) the global references the purge just removed."""
-        k = self._keys
-        zadds: list[tuple[str, dict[bytes, int]]] = []
-        for (d, i), e in zip(refs, await self._payloads(refs), strict=True):
-            if e is None or not e.is_global:
-                continue
-            member = _gmember(d, i)
-            score = to_micros(e.occurred_at)
-            zadds.append((k.ev_global(), {member: score}))
-            zadds.append((_recorded_key(k.ev_global()), {member: to_micros(e.recorded_at)}))
-            for ent in e.entities:
-                zadds.append((k.ev_global_entity(ent.type, ent.id), {member: score}))
+        zadds = [
+            ref
+            for e in await self._payloads(refs)
+            if e is not None and e.is_global
+            for ref in self._global_refs(e)
+        ]
         if zadds:
             pipe = self._r.pipeline(transaction=False)
             for key, mapping in zadds:

@@ -69,11 +69,15 @@ class _FailFast:
                     )
         await super().send_packed_command(command, check_health)  # type: ignore[misc]
 
-    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+    async def read_response(
+        self, disable_decoding: bool = False, timeout: float | None = None, **kwargs: Any
+    ) -> Any:
         try:
-            response = await super().read_response(*args, **kwargs)  # type: ignore[misc]
+            response = await super().read_response(  # type: ignore[misc]
+                disable_decoding, timeout, **kwargs
+            )
         except rexc.TimeoutError:
-            if kwargs.get("timeout") is None and (len(args) < 2 or args[1] is None):
+            if timeout is None:  # the socket timeout, not a caller's own wait
                 bound = min(self.socket_timeout or 2.0, self.socket_connect_timeout or 2.0)
                 _QUIET[self._address()] = time.monotonic() + bound
             raise

@@ -226,17 +226,10 @@ async def open_triple_store(url: str, settings: Settings) -> TripleStore | None:
         return SqliteTripleStore(path)
     if family == "postgres":
         _require_extra("postgres")
-        from agent_memory.adapters._common.index_options import split_index_options
-        from agent_memory.adapters.postgres import PostgresDatabase, schema_for_deployment
-        from agent_memory.adapters.postgres._database import split_call_timeout
+        from agent_memory.adapters.postgres import database_for_url, schema_for_deployment
         from agent_memory.adapters.postgres.triples import PostgresTripleStore
 
-        url = url.replace("postgres://", "postgresql://", 1)
-        url, _index = split_index_options(url)
-        url, call_timeout = split_call_timeout(url)
-        database = PostgresDatabase(
-            url, schema=schema_for_deployment(settings.deployment), call_timeout=call_timeout
-        )
+        database, _ = database_for_url(url, schema=schema_for_deployment(settings.deployment))
         return PostgresTripleStore(database, owns_database=True)
     return None
 

@@ -33,9 +33,29 @@ __all__ = [
     "PostgresEventLog",
     "PostgresLeaseStore",
     "PostgresMemoryStore",
+    "database_for_url",
     "open_stores",
     "schema_for_deployment",
 ]
+
+
+def database_for_url(
+    url: str, *, schema: str, index: IndexOptions | None = None
+) -> tuple[PostgresDatabase, IndexOptions]:
+    """The (unopened) database a `postgresql://` or `postgres://` URL names, and its
+    vector index options: the URL's own (`hnsw_*`, `exact_threshold`) over `index`.
+    `call_timeout` is taken off the URL too; every other parameter goes to libpq."""
+    url = url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url
+    url, options = split_index_options(url)
+    url, call_timeout = split_call_timeout(url)
+    options = options.merged(index)
+    database = PostgresDatabase(
+        url,
+        schema=schema,
+        ef_search=options.ef_search or DEFAULT_EF_SEARCH,
+        call_timeout=call_timeout,
+    )
+    return database, options
 
 
 async def open_stores(
@@ -58,15 +78,8 @@ async def open_stores(
     `details` carries what `agent-memory doctor` shows: schema, schema version,
     pgvector and server versions.
     """
-    url = url.replace("postgres://", "postgresql://", 1) if url.startswith("postgres://") else url
-    url, options = split_index_options(url)
-    url, call_timeout = split_call_timeout(url)
-    options = options.merged(index)
-    database = PostgresDatabase(
-        url,
-        schema=schema or schema_for_deployment(deployment),
-        ef_search=options.ef_search or DEFAULT_EF_SEARCH,
-        call_timeout=call_timeout,
+    database, options = database_for_url(
+        url, schema=schema or schema_for_deployment(deployment), index=index
     )
     try:
         store = PostgresMemoryStore(database, space, owns_database=True, index=options)

@@ -45,8 +45,8 @@ import re
 import select
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from types import TracebackType
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -128,28 +128,18 @@ class _Connection(AsyncConnection[Any]):
             ) from None
 
 
-class _Unbounded:
-    """`with _Unbounded(conn):` lifts the connection's round-trip bound for
-    schema work that may rightly take long (index builds, migrations)."""
-
-    __slots__ = ("_conn", "_saved")
-
-    def __init__(self, conn: AsyncConnection[Any]) -> None:
-        self._conn = conn
-
-    def __enter__(self) -> None:
-        self._saved = getattr(self._conn, "call_timeout", None)
-        if isinstance(self._conn, _Connection):
-            self._conn.call_timeout = None
-
-    def __exit__(self, *exc: object) -> None:
-        if isinstance(self._conn, _Connection):
-            self._conn.call_timeout = self._saved
-
-
-def unbounded(conn: AsyncConnection[Any]) -> _Unbounded:
-    """Lift `conn`'s round-trip bound inside a `with` block (schema work)."""
-    return _Unbounded(conn)
+@contextmanager
+def unbounded(conn: AsyncConnection[Any]) -> Iterator[None]:
+    """Lift `conn`'s round-trip bound inside a `with` block, for schema work that
+    may rightly take long (index builds, migrations)."""
+    if not isinstance(conn, _Connection):
+        yield
+        return
+    saved, conn.call_timeout = conn.call_timeout, None
+    try:
+        yield
+    finally:
+        conn.call_timeout = saved
 
 
 class ConnectionLost(BackendUnavailable):
@@ -157,17 +147,17 @@ class ConnectionLost(BackendUnavailable):
     ended the session): the caller may run an idempotent call once more."""
 
 
-def _no_answer(exc: BaseException) -> bool:
-    """Whether `exc` is, or arose while handling, a `NoAnswer` (a rollback on the
-    closed connection fails in turn)."""
+def _no_answer(exc: BaseException) -> NoAnswer | None:
+    """The `NoAnswer` that `exc` is or arose while handling (a rollback on the
+    closed connection fails in turn); None when there is none."""
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
         if isinstance(cur, NoAnswer):
-            return True
+            return cur
         seen.add(id(cur))
         cur = cur.__cause__ or cur.__context__
-    return False
+    return None
 
 
 def split_call_timeout(url: str) -> tuple[str, float | None]:
@@ -495,16 +485,13 @@ class PostgresDatabase:
             if _is_nul_error(exc):
                 return InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)")
             return BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}")
-        if _no_answer(exc):
+        silent = _no_answer(exc)
+        if silent is not None:
             # the server is there (it accepted) but silent: the others opened
             # before are likely stuck the same way; no retry (it would wait again)
-            self._went_quiet(f"no answer within {self._call_timeout:g} s")
+            self._went_quiet(str(silent))
             await self._replace_connections(conn)
-            return BackendUnavailable(
-                BACKEND,
-                f"no answer within {self._call_timeout:g} s "
-                "(call_timeout); the connection was closed",
-            )
+            return BackendUnavailable(BACKEND, str(silent))
         if conn.pgconn.status == ConnStatus.BAD:
             await self._replace_connections(conn)
             return ConnectionLost(BACKEND, f"{type(exc).__name__}: {exc}")
@@ -837,7 +824,8 @@ class _Borrowed:
                 await conn.__aexit__(exc_type, exc, tb)
             if isinstance(exc, psycopg.Error):
                 raise await self._db._failure(conn, exc) from exc
-            if exc is None and self._db._silent:  # the server answers again
+            if exc is None and self._db._silent and conn.pgconn.status == ConnStatus.OK:
+                # the server answers again
                 self._db._silent = False
                 self._db._quiet_until = 0.0
         except psycopg.Error as failed:  # the commit on leaving

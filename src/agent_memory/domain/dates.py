@@ -315,6 +315,11 @@ def _add_months(day: date, months: int) -> date:
     return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
+def _weekend(saturday: date) -> DateRange:
+    """The Saturday and the Sunday after it."""
+    return DateRange(saturday, saturday + timedelta(days=1))
+
+
 def _week_of(day: date) -> DateRange:
     monday = day - timedelta(days=day.weekday())
     return DateRange(monday, monday + timedelta(days=6))
@@ -333,7 +338,7 @@ def _relative(match: re.Match[str], reference: date) -> DateRange | None:
         return _week_of(reference + timedelta(weeks=step))
     if unit == "weekend":
         saturday = _week_of(reference).start + timedelta(days=5 + 7 * step)
-        return DateRange(saturday, saturday + timedelta(days=1))
+        return _weekend(saturday)
     if unit == "month":
         first = _add_months(reference.replace(day=1), step)
         return _month_range(first.year, first.month)
@@ -394,7 +399,7 @@ def _shifted(r: DateRange, unit: str, n: int, direction: str) -> DateRange | Non
             saturday = r.start - timedelta(days=(r.start.weekday() - 5) % 7 or 7)
         else:
             saturday = r.end + timedelta(days=(5 - r.end.weekday()) % 7 or 7)
-        return DateRange(saturday, saturday + timedelta(days=1))
+        return _weekend(saturday)
     if unit == "month":
         if before:
             return DateRange(_add_months(r.start, -n), r.start - timedelta(days=1))
@@ -515,7 +520,7 @@ def _week_around(day: date, unit: str) -> DateRange:
         return _week_of(day)
     back = (day.weekday() - 5) % 7  # days since the last Saturday (0 on Saturday)
     saturday = day - timedelta(days=back) if back <= 3 else day + timedelta(days=7 - back)
-    return DateRange(saturday, saturday + timedelta(days=1))
+    return _weekend(saturday)
 
 
 def _ago(match: re.Match[str], reference: date) -> DateRange | None:
@@ -530,7 +535,7 @@ def _ago(match: re.Match[str], reference: date) -> DateRange | None:
         # "two weekends ago": the Saturday and Sunday n weekends back, the last
         # weekend counting as one
         saturday = _week_of(reference).start + timedelta(days=5 - 7 * n)
-        return DateRange(saturday, saturday + timedelta(days=1))
+        return _weekend(saturday)
     if unit == "month":
         first = _add_months(reference.replace(day=1), -n)
         return _month_range(first.year, first.month)
@@ -632,7 +637,7 @@ def _holiday(m: re.Match[str], reference: date) -> DateRange | None:
 
 def _over_weekend(_m: re.Match[str], reference: date) -> DateRange | None:
     saturday = reference - timedelta(days=(reference.weekday() - 5) % 7)
-    return DateRange(saturday, saturday + timedelta(days=1))
+    return _weekend(saturday)
 
 
 def _part_of_year(m: re.Match[str], _ref: date) -> DateRange | None:

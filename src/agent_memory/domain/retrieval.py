@@ -70,6 +70,7 @@ __all__ = [
     "fuse",
     "is_list_question",
     "is_question_turn",
+    "length_weight",
     "mentions",
     "neighbour_contexts",
     "query_variants",
@@ -343,6 +344,14 @@ def content_length(content: str, speaker: str | None = None) -> int:
     return sum(1 for word in _WORD.findall(content) if word.lower() not in STOPWORDS)
 
 
+def length_weight(config: RetrievalConfig, ranges: Sequence[DateRange] = ()) -> float:
+    """The length prior's weight for a query: `dated_length_weight` when the query
+    names a date (`ranges`) and that is larger, else `length_weight`."""
+    if ranges and config.dated_length_weight > config.length_weight:
+        return config.dated_length_weight
+    return config.length_weight
+
+
 def final_scores(
     fused: Sequence[tuple[str, float]],
     config: RetrievalConfig,
@@ -370,7 +379,8 @@ def final_scores(
         if len(named) != 1:
             named = set()
     dated = bool(config.date_weight and ranges and event_days)
-    lengthy = bool(config.length_weight and lengths)
+    weight = length_weight(config, ranges)
+    lengthy = bool(weight and lengths)
     if (
         config.recency_weight == 0
         and config.importance_weight == 0
@@ -387,9 +397,9 @@ def final_scores(
         if lengthy and lengths is not None:
             share = min(lengths.get(rid, 0), saturation) / saturation
             if scaled:
-                score *= 1.0 - config.length_weight + config.length_weight * share
+                score *= 1.0 - weight + weight * share
             else:
-                bonus += config.length_weight * share
+                bonus += weight * share
         if named and speakers is not None and speakers.get(rid) in named:
             bonus += config.speaker_weight
         if config.recency_weight and rid in created_at:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
 
-from attrs import evolve, field, frozen
+from attrs import field, frozen
 
 from agent_memory.domain.dates import (
     DateRange,
@@ -42,6 +42,7 @@ from agent_memory.domain.retrieval import (
     fuse,
     is_list_question,
     is_question_turn,
+    length_weight,
     neighbour_contexts,
     query_variants,
     reply_prior,
@@ -310,10 +311,6 @@ class HybridRetriever:
                 )
                 by_id.update({hit.record.id: hit.record for hit in second})
                 fused = fuse([*rankings, _ranking(second, config.feedback_weight)], config)
-        if ranges and config.dated_length_weight > config.length_weight:
-            # a question that names a date asks what happened then: the length
-            # prior at its weight for such questions
-            config = evolve(config, length_weight=config.dated_length_weight)
         scored = final_scores(
             fused,
             config,
@@ -329,7 +326,9 @@ class HybridRetriever:
             event_days={rid: r.created_at.date() for rid, r in by_id.items()},
             ranges=ranges,
             lengths=(
-                {rid: _length(r) for rid, r in by_id.items()} if config.length_weight else None
+                {rid: _length(r) for rid, r in by_id.items()}
+                if length_weight(config, ranges)
+                else None
             ),
             mentioned=(
                 {

@@ -425,6 +425,8 @@ class Knob:
     #: whether "chosen on the other folds" picks this knob (False: an alternative
     #: form of another knob, reported only)
     chosen: bool = True
+    #: the knob whose weight this one changes: chosen only where that one was on
+    refines: str | None = None
 
 
 # Each knob's gain is "on minus off" with every other knob at its default.
@@ -448,7 +450,6 @@ _RULE_KNOBS = (
         {"context_dates": False},
         off_index="nodates",
     ),
-    Knob("length prior", {"length_weight": 0.3}, {"length_weight": 0.0}),
     Knob(
         "length prior, scale form (0.3)",
         {"length_weight": 0.3, "length_prior": LengthPrior.SCALE},
@@ -471,11 +472,27 @@ _RULE_KNOBS = (
 
 def knobs(base: str) -> tuple[Knob, ...]:
     """The knobs judged with `base` ("hashing" or "minilm") as the default
-    embedder: the rules, the base embedder's vectors at their weight, and the
-    other embedder instead (the "other" index; `Knob.other`)."""
+    embedder: the rules, the length prior at the base embedder's weight (0.3,
+    MiniLM 0.2) and the other weight, the base embedder's vectors at their
+    weight, and the other embedder instead (the "other" index; `Knob.other`)."""
+    weight = 0.3 if base == "hashing" else 0.2
+    length = (
+        Knob("length prior", {"length_weight": weight}, {"length_weight": 0.0}),
+        *(
+            Knob(
+                f"length prior weight {other} instead of {weight}",
+                {"length_weight": other},
+                {"length_weight": weight},
+                refines="length prior",
+            )
+            for other in (0.1, 0.2, 0.3, 0.4)
+            if other != weight
+        ),
+    )
     if base == "hashing":
         return (
             *_RULE_KNOBS,
+            *length,
             Knob("hashing vectors 0.2", {"vector_weight": 0.2}, {"vector_weight": 0.0}),
             Knob("MiniLM instead of hashing, vector weight 0.3", {"vector_weight": 0.3}, {},
                  on_index="other"),
@@ -486,11 +503,12 @@ def knobs(base: str) -> tuple[Knob, ...]:
         )  # fmt: skip
     return (
         *_RULE_KNOBS,
+        *length,
         Knob("MiniLM vectors 0.4", {"vector_weight": 0.4}, {"vector_weight": 0.0}),
         Knob("MiniLM vector weight 0.3 instead of 0.4", {"vector_weight": 0.3},
-             {"vector_weight": 0.4}),
+             {"vector_weight": 0.4}, refines="MiniLM vectors 0.4"),
         Knob("MiniLM vector weight 0.5 instead of 0.4", {"vector_weight": 0.5},
-             {"vector_weight": 0.4}),
+             {"vector_weight": 0.4}, refines="MiniLM vectors 0.4"),
         Knob("MiniLM instead of hashing (vector weight 0.2)", {}, {"vector_weight": 0.2},
              off_index="other"),
     )  # fmt: skip
@@ -670,8 +688,16 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             train = [i for i in range(n) if i != held]
             overrides: dict[str, Any] = {}
             embedder: tuple[float, dict[str, Any]] | None = None
+            # the knobs chosen on, with the pooled R@10 of the weight chosen so far
+            # (a knob's refinements compete with it: the best weight wins)
+            taken: dict[str, float] = {}
             for knob, on, off in pairs:
-                if not knob.chosen:
+                if not knob.chosen or (knob.refines is not None and knob.refines not in taken):
+                    continue
+                if knob.refines is not None:
+                    if pooled(on, train) > taken[knob.refines]:
+                        overrides.update(knob.on)
+                        taken[knob.refines] = pooled(on, train)
                     continue
                 if "other" in (knob.on_index, knob.off_index):
                     # the embedder: the other one at the weight that did best, if it
@@ -683,6 +709,8 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
                     continue
                 better = pooled(on, train) > pooled(off, train)
                 overrides.update(knob.on if better else knob.off)
+                if better:
+                    taken[knob.name] = pooled(on, train)
             index: str | None = None
             if embedder is not None:
                 # the other embedder's index holds the dates in the context

@@ -371,9 +371,10 @@ async def test_the_session_prior_brings_the_best_matchs_session_forward(
 def test_the_default_config_follows_the_embedder_space() -> None:
     """The knobs each embedder's cross-validation keeps (docs/retrieval.md): the
     hashing embedder's vectors only break ties (a smaller vector weight) and the
-    length, session and reply priors pass the fold rule with them; with a semantic
-    space (MiniLM) the length prior does not, and without it neither do the
-    session prior, the reply prior nor the category members."""
+    length and session priors, the category members and the list-session penalty
+    pass the fold rule with them; with a semantic space (MiniLM) the length prior
+    passes at a smaller weight, the reply prior passes and the list-session
+    penalty does not."""
     from agent_memory.adapters._common.minilm import MINILM_SPACE
     from agent_memory.services.retrieval import HASHING_VECTOR_WEIGHT, default_config
 
@@ -394,6 +395,6 @@ def test_the_default_config_follows_the_embedder_space() -> None:
         semantic.reply_weight,
         semantic.category_members,
         semantic.list_session_penalty,
-    ) == (0.0, 0.0, 0.0, False, 0.1)
-    assert semantic.length_prior is LengthPrior.BONUS  # the form, should it be turned on
+    ) == (0.2, 0.5, 0.05, True, 0.0)
+    assert semantic.length_prior is LengthPrior.BONUS
     assert 0 < HASHING_VECTOR_WEIGHT < RetrievalConfig().vector_weight

@@ -25,6 +25,7 @@ The dataset (CC BY-NC 4.0) is read from its path and never copied:
         [--modes bm25,lexical,vector,hybrid]
         [--embedder hashing|semantic|minilm] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
     python benchmarks/locomo.py --cv [--no-minilm]
+    python benchmarks/locomo.py --latency [--url memory://|sqlite://] [--limit 1] [--rounds 3]
 
 `--cv` is leave-one-conversation-out cross-validation on memory://: for each
 knob (rule, word list, weight, and MiniLM at a few vector weights), R@10 with it
@@ -34,6 +35,15 @@ of choosing every knob (and the embedder) on the other conversations and scoring
 the held-back one. A knob stays on by default only when it helps in at least 4
 of 5 folds and on average (docs/retrieval.md). Session-level R@k (`sR@k`): the
 share of a question's evidence sessions that hold one of the top-k turns.
+
+`--latency` is the default pipeline's search latency as a ratio against the
+hashing embedder's pipeline (the dependency-free fallback, the pipeline every
+default was measured against before MiniLM), measured in the same run: each
+question of the first `--limit` conversations (1 by default) is searched by both
+pipelines back to back, in alternating order, for `--rounds` rounds; each round
+reports each side's p50 and their ratio. A third column is the MiniLM pipeline
+with every query's vector embedded before the round (the same search, no
+forward pass), which splits MiniLM's cost into the model and the rest.
 """
 
 from __future__ import annotations
@@ -730,6 +740,89 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             await st.close()
 
 
+class _PrecomputedEmbedder:
+    """MiniLM with each query's vector computed before the timed round: the
+    search without the forward pass (`--latency`'s third column)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self._vectors: dict[str, Any] = {}
+
+    @property
+    def space(self) -> Any:
+        return self._inner.space
+
+    async def prepare(self, texts: Sequence[str]) -> None:
+        todo = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if todo:
+            for text, vector in zip(todo, await self._inner.embed(todo), strict=True):
+                self._vectors[text] = vector
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        await self.prepare(texts)  # indexing; queries are all prepared
+        return np.stack([self._vectors[t] for t in texts])
+
+
+async def latency_ratio(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    """Search p50 of the default pipelines, hashing against MiniLM, interleaved
+    question by question in one run (see the module docstring)."""
+    import statistics
+
+    sides: dict[str, Any] = {
+        "hashing": make_embedder("hashing"),
+        "minilm": make_embedder("minilm"),
+    }
+    sides["minilm, query vectors precomputed"] = _PrecomputedEmbedder(sides["minilm"])
+    tmp = tempfile.TemporaryDirectory()
+    stores: dict[str, Any] = {}
+    retrievers: dict[str, HybridRetriever] = {}
+    try:
+        for i, (name, embedder) in enumerate(sides.items()):
+            url = f"sqlite:///{tmp.name}/latency-{i}.db" if args.url == "sqlite://" else args.url
+            stores[name] = await open_stores(url, space=embedder.space, settings=Settings())
+            retrievers[name] = HybridRetriever(
+                stores[name].store, embedder, default_config(embedder.space)
+            )
+        asks: list[tuple[str, str, datetime]] = []
+        for sample in data[: args.limit or 1]:
+            owner = f"locomo-latency-{sample['sample_id']}"
+            turns = conversation_turns(sample["conversation"])
+            known = {str(t.attributes["dia_id"]) for t in turns}
+            for name, retriever in retrievers.items():
+                await stores[name].store.delete_scope(owner)
+                await retriever.add_conversation(owner, turns, namespace="context")
+            asked = max(t.at for t in turns)
+            asks += [(owner, q, asked) for q, _, _ in questions(sample, known)]
+        await sides["minilm, query vectors precomputed"].prepare([q for _, q, _ in asks])
+        names = list(sides)
+        print(
+            f"Search latency, default pipelines, {args.url}, {len(asks)} questions per round, "
+            "each question searched by every pipeline back to back in rotating order"
+        )
+        print("| round | " + " | ".join(f"{n} p50 ms" for n in names) + " | minilm / hashing |")
+        print("| --- | " + " | ".join("---" for _ in names) + " | --- |")
+        ratios = []
+        for r in range(args.rounds):
+            times: dict[str, list[float]] = {n: [] for n in names}
+            for j, (owner, question, asked) in enumerate(asks):
+                shift = (j + r) % len(names)
+                for name in names[shift:] + names[:shift]:
+                    start = time.perf_counter()
+                    await retrievers[name].retrieve(owner, question, limit=25, reference=asked)
+                    times[name].append(time.perf_counter() - start)
+            p50 = {n: 1000.0 * statistics.median(v) for n, v in times.items()}
+            ratios.append(p50["minilm"] / p50["hashing"])
+            cells = " | ".join(f"{p50[n]:.2f}" for n in names)
+            print(f"| {r + 1} | {cells} | {ratios[-1]:.2f}x |")
+        print(f"| median | | | | {statistics.median(ratios):.2f}x |")
+    finally:
+        for st in stores.values():
+            await st.close()
+        tmp.cleanup()
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--data", default=str(DEFAULT_DATA), help="LoCoMo JSON (never copied)")
@@ -825,10 +918,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         "its wheel is installed, as connect() chooses)",
     )
     p.add_argument("--no-minilm", action="store_true", help="--cv without the MiniLM runs")
+    p.add_argument(
+        "--latency",
+        action="store_true",
+        help="the default MiniLM pipeline's search p50 against the hashing one's, "
+        "interleaved in one run (memory:// or sqlite://)",
+    )
+    p.add_argument("--rounds", type=int, default=3, help="--latency: rounds")
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
     data = json.loads(Path(args.data).read_text())
+    if args.latency:
+        if args.url not in ("memory://", "sqlite://"):
+            p.error("--latency runs on memory:// or sqlite://")
+        asyncio.run(latency_ratio(args, data))
+        return
     if args.cv:
         if args.cv_embedder is None:
             from agent_memory.bootstrap.connect import minilm_installed

@@ -153,11 +153,34 @@ class _Cluster(RedisCluster):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.commands_parser = _Commands()
+        _fail_fast_nodes(self)
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         if self._initialize:
             await self.initialize()
         return await super().execute_command(*args, **kwargs)
+
+
+def _fail_fast_nodes(client: RedisCluster) -> None:
+    """Give every node connection of `client` the fail-fast behaviour (`_FailFast`):
+    `RedisCluster` takes no connection class, but builds each node from one shared
+    `connection_kwargs` mapping (nodes found later too) and the seed nodes before
+    that. Against a silent node a command then fails in one socket timeout and the
+    ones after it at once, so the client re-reads the slot map (a promoted replica
+    is found) and an agent's request fails open, instead of every command waiting
+    its own timeout."""
+    shared = client.nodes_manager.connection_kwargs
+    current = shared.get("connection_class", aioredis.Connection)
+    if issubclass(current, _FailFast):
+        return
+    chosen = (
+        _FailFastSSLConnection
+        if issubclass(current, aioredis.SSLConnection)
+        else _FailFastConnection
+    )
+    shared["connection_class"] = chosen
+    for node in client.nodes_manager.startup_nodes.values():
+        node.connection_class = chosen
 
 
 def _seed_nodes(url: str) -> list[ClusterNode]:

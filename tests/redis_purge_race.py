@@ -14,7 +14,7 @@ from agent_memory.adapters.redis import RedisEventLog
 from agent_memory.domain.records import Entity, Event
 from redis_erase_race import Interleaved
 
-__all__ = ["check_purge_races"]
+__all__ = ["check_purge_races", "check_relink_forget_race"]
 
 ENTITY = Entity(type="t", id="x")
 
@@ -117,3 +117,69 @@ async def check_purge_races(url: str, deployment: str) -> None:
             if step >= trips:
                 break
             step += 1
+
+
+async def _global_members(log: RedisEventLog) -> set[bytes]:
+    """Every member of the global slots' sets (time, recorded time, the entity's)."""
+    k = log._keys
+    keys = [k.ev_global(), k.ev_global()[:-1] + "r", k.ev_global_entity(ENTITY.type, ENTITY.id)]
+    out: set[bytes] = set()
+    for key in keys:
+        out |= set(await log._r.zrange(key, 0, -1))
+    return out
+
+
+async def _relink_then_forget(url: str, dep: str, s1: int, s2: int) -> int:
+    """The purge's round trip `s1`: another handle purges the expired batch and
+    appends the fresh one (same ids); round trip `s2` (later): it forgets user A,
+    whose global event g1 the purge is relinking. The number of round trips."""
+    log = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
+    other = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
+    now = datetime.now(UTC).replace(microsecond=0)
+    seen = 0
+
+    async def after() -> None:
+        nonlocal seen
+        seen += 1
+        if seen == s1:
+            await other.purge_expired()
+            assert await other.append(_batch(now)) == 4
+        elif seen == s2:
+            await other.erase_user("A")
+
+    try:
+        await log.append(_batch(now - timedelta(hours=2)))  # expired
+        real = log._r
+        log._r = Interleaved(real, after)  # type: ignore[assignment]
+        try:
+            await log.purge_expired()
+        finally:
+            log._r = real
+        if seen >= s2:
+            left = {m.split(b"\x00")[0] for m in await _global_members(log)}
+            assert b"g1" not in left, (
+                f"user A forgotten at purge round trip {s2} (fresh batch at {s1}): "
+                f"the forgotten global event g1 is still referenced: {sorted(left)}"
+            )
+            assert (await _visible(log))["user A"] == set()
+    finally:
+        await log.close()
+        await other.close()
+    return seen
+
+
+async def check_relink_forget_race(url: str, deployment: str) -> None:
+    """A forget landing while a purge gives a re-appended global event back its
+    global references: for every pair of round trips (the fresh append at one,
+    the forget at a later one), nothing of the forgotten event stays referenced."""
+    most = 0
+    for s1 in range(1, 40):  # the purge's round trips with a fresh batch at s1
+        trips = await _relink_then_forget(url, f"{deployment}c{s1}", s1, 10**6)
+        most = max(most, trips)
+        if s1 >= most:
+            break
+    n = 0
+    for s1 in range(1, most):
+        for s2 in range(s1 + 1, most + 1):
+            n += 1
+            await _relink_then_forget(url, f"{deployment}r{n}", s1, s2)

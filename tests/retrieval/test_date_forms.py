@@ -1,7 +1,8 @@
 """Date forms a question (or a turn) writes in general English: holidays, parts
 and halves of a year, the week or weekend of a day, US numeric days, "over the
-weekend", "previous": each parses to the days it names, and a dated question in
-one of them finds its turn on a synthetic conversation."""
+weekend", "previous", spans of days and of months, quarters, a weekday before
+or after a date: each parses to the days it names, and a dated question in one
+of them finds its turn on a synthetic conversation."""
 
 from __future__ import annotations
 
@@ -159,6 +160,99 @@ def test_over_the_weekend_and_previous(reference: date) -> None:
     assert _one("the previous month", reference) == _one("last month", reference)
 
 
+# --- spans, quarters, a weekday before or after a date ----------------------------
+
+_ORDINAL_SUFFIX = {1: "st", 2: "nd", 3: "rd", 21: "st", 22: "nd", 23: "rd", 31: "st"}
+
+
+def _nth(n: int) -> str:
+    return f"{n}{_ORDINAL_SUFFIX.get(n, 'th')}"
+
+
+@given(first=DAYS, length=st.integers(1, 27), dash=st.sampled_from(["-", "\u2013", " to "]))
+def test_a_span_of_days_in_a_month_is_those_days(first: date, length: int, dash: str) -> None:
+    """Before, "from 3 to 5 May 2023" read as 5 May, "May 3-5, 2023" as 3 May and
+    the whole year, "on May 3 or 4, 2023" the same."""
+    last = first + timedelta(days=length)
+    assume(last.month == first.month)
+    want = DateRange(first, last)
+    name = MONTH_NAMES[first.month - 1].capitalize()
+    a, b, y = first.day, last.day, first.year
+    for text in (
+        f"from {a} to {b} {name} {y}",
+        f"between the {_nth(a)} and {_nth(b)} of {name} {y}",
+        f"{name} {a}{dash}{b}, {y}",
+        f"on {name} {a} or {b}, {y}",
+        f"between {name} {a} and {name} {b} {y}",
+    ):
+        assert _one(text) == want, text
+
+
+@given(reference=DAYS, day=st.integers(1, 27), length=st.integers(1, 3))
+def test_a_span_of_days_without_a_year_is_the_latest_one(
+    reference: date, day: int, length: int
+) -> None:
+    name = MONTH_NAMES[reference.month - 1].capitalize()
+    r = _one(f"What did Sam do {name} {day}-{day + length}?", reference)
+    assert (r.start.month, r.start.day, (r.end - r.start).days) == (reference.month, day, length)
+    assert r.start <= reference or r.start.year == reference.year - 1
+
+
+@given(year=YEARS, first=st.integers(1, 12), last=st.integers(1, 12))
+def test_a_span_of_months(year: int, first: int, last: int) -> None:
+    """A first month after the second is of the year before ("from November to
+    January 2023"). Before, only the second month was read."""
+    assume(first != last)
+    a, b = MONTH_NAMES[first - 1].capitalize(), MONTH_NAMES[last - 1].capitalize()
+    start_year = year - 1 if first > last else year
+    end = _one(f"in {b} {year}").end
+    want = DateRange(date(start_year, first, 1), end)
+    assert _one(f"between {a} and {b} {year}") == want
+    assert _one(f"from {a} to {b} {year}") == want
+
+
+@given(year=YEARS, quarter=st.integers(1, 4))
+def test_quarters_of_a_year(year: int, quarter: int) -> None:
+    """Before, "the first quarter of 2023" read as the whole year."""
+    want = DateRange(
+        date(year, 3 * quarter - 2, 1),
+        _one(f"in {MONTH_NAMES[3 * quarter - 1]} {year}").end,
+    )
+    words = ["first", "second", "third", "fourth"][quarter - 1]
+    assert _one(f"in the {words} quarter of {year}") == want
+    assert _one(f"in Q{quarter} {year}") == want
+    assert _one(f"in the last quarter of {year}") == _one(f"in Q4 {year}")
+
+
+@given(day=DAYS, weekday=st.integers(0, 6))
+def test_a_weekday_before_or_after_a_date(day: date, weekday: int) -> None:
+    """"the Friday before 16 November 2023" is 10 November; before, it read as
+    16 November itself."""
+    name = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"][weekday]
+    month = MONTH_NAMES[day.month - 1].capitalize()
+    before = _one(f"the {name} before {day.day} {month} {day.year}")
+    after = _one(f"the {name} after {month} {day.day}, {day.year}")
+    for r in (before, after):
+        assert r.start == r.end and r.start.weekday() == weekday
+    assert 1 <= (day - before.start).days <= 7
+    assert 1 <= (after.start - day).days <= 7
+
+
+def test_spans_on_examples() -> None:
+    ref = date(2023, 12, 1)
+    d = date
+    assert parse_dates("the Friday before 16 November 2023", ref) == (_day(d(2023, 11, 10)),)
+    assert parse_dates("May 3-5, 2023", ref) == (DateRange(d(2023, 5, 3), d(2023, 5, 5)),)
+    assert parse_dates("from November to January 2023", ref) == (
+        DateRange(d(2022, 11, 1), d(2023, 1, 31)),
+    )
+    # not spans: a second day before the first, or an impossible one
+    assert parse_dates("May 5-3, 2023", ref)[0] == _day(d(2023, 5, 5))
+    assert DateRange(d(2023, 2, 1), d(2023, 2, 28)) in parse_dates(
+        "from 30 to 31 February 2023", ref
+    )
+
+
 # --- through HybridRetriever ----------------------------------------------------
 
 
@@ -199,3 +293,18 @@ async def test_the_week_of_a_day_finds_the_turn_earlier_that_week(day: date) -> 
     name = MONTH_NAMES[friday.month - 1].capitalize()
     question = f"What did Sam drive the week of {name} {friday.day}, {friday.year}?"
     assert await _first(days, question) == days[-1]
+
+
+@settings(max_examples=15, deadline=None)
+@given(day=st.dates(date(2001, 1, 8), date(2089, 12, 1)))
+async def test_a_span_of_days_finds_the_turn_inside_it(day: date) -> None:
+    """The turn on the span's first day against one 12 days after its last
+    (first by id). Read as the last day alone (before spans were parsed), the
+    later turn is nearer the grace after it than the first day is before it
+    (wait: 12 days after is 5 past the grace, 2 before is inside no range)."""
+    first, last = day, day + timedelta(days=2)
+    assume(first.month == last.month)
+    name = MONTH_NAMES[first.month - 1].capitalize()
+    days = [last + timedelta(days=9), first]
+    question = f"What did Sam drive from {first.day} to {last.day} {name} {first.year}?"
+    assert await _first(days, question) == first

@@ -160,6 +160,55 @@ _SEASON_YEAR = re.compile(
     re.I,
 )
 _MONTH_ALONE = re.compile(r"(?<!\w)" + _M.format(name="m") + r"(?!\w)", re.I)
+_UNTIL = r"\s*(?:-|\u2013|to|until|till|through|thru|and|or)\s*"
+# spans of days in one month: "from 3 to 5 May 2023", "between the 3rd and 5th of
+# May", "May 3-5, 2023", "on May 3 or 4" (either day: both)
+_DAYS_MONTH = re.compile(
+    r"(?<!\w)(?:the\s+)?"
+    + _D.format(name="d")
+    + _UNTIL
+    + r"(?:the\s+)?"
+    + _D.format(name="d2")
+    + r"(?:\s+of)?\s+"
+    + _M.format(name="m")
+    + r"(?:,?\s*(?:of\s+)?"
+    + _Y.format(name="y")
+    + r")?(?!\w)",
+    re.I,
+)
+_MONTH_DAYS = re.compile(
+    r"(?<!\w)"
+    + _M.format(name="m")
+    + r"\s+(?:the\s+)?"
+    + _D.format(name="d")
+    + _UNTIL
+    + r"(?:the\s+)?"
+    + _D.format(name="d2")
+    + r"(?:,?\s*"
+    + _Y.format(name="y")
+    + r")?(?!\w)",
+    re.I,
+)
+# spans of months: "between May and July 2023", "from November to January 2023"
+# (a first month after the second is of the year before)
+_MONTHS_YEAR = re.compile(
+    r"(?<!\w)(?:between|from)\s+"
+    + _M.format(name="m")
+    + _UNTIL
+    + _M.format(name="m2")
+    + r",?\s+(?:of\s+)?"
+    + _Y.format(name="y")
+    + r"(?!\w)",
+    re.I,
+)
+# quarters: "the first quarter of 2023", "Q3 2022"
+_QUARTER = re.compile(
+    r"(?<!\w)(?:(?:the\s+)?(?P<q>first|second|third|fourth|last|final|1st|2nd|3rd|4th)"
+    r"\s+quarter\s+of|q(?P<n>[1-4]))\s+"
+    + _Y.format(name="y")
+    + r"(?!\w)",
+    re.I,
+)
 _YEAR_ALONE = re.compile(r"(?<![\w.,/-])(?P<y>(?:19|20)\d\d)(?![\w/-]|[.,]\d)")
 _NUMBER = (
     r"(?P<n>\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
@@ -182,7 +231,9 @@ _SHIFT_ALONE = re.compile(
 # modifiers of the date right after them (matched on the text before it)
 _AS_OF = re.compile(r"(?<!\w)as\s+of\s+(?:the\s+)?$", re.I)
 _SHIFT = re.compile(
-    r"(?<!\w)(?:(?:the|a)\s+(?P<unit>day|week(?:end)?|month)|"
+    r"(?<!\w)(?:(?:the|a)\s+(?P<unit>day|week(?:end)?|month|"
+    + "|".join(_WEEKDAYS)
+    + r")|"
     + _NUMBER
     + r"\s+(?P<units>day|week|month)s?)\s+(?P<dir>before|after|prior\s+to)\s+(?:the\s+)?$",
     re.I,
@@ -392,8 +443,16 @@ def _shift_alone(m: re.Match[str], reference: date) -> DateRange | None:
 
 def _shifted(r: DateRange, unit: str, n: int, direction: str) -> DateRange | None:
     """The `n` days/weeks/months before `r` starts (after it ends); a weekend:
-    the Saturday and Sunday before (after)."""
+    the Saturday and Sunday before (after); a weekday: the last one before `r`
+    starts (the first after it ends)."""
     before = not direction.startswith("after")
+    if unit in _WEEKDAYS:
+        weekday = _WEEKDAYS.index(unit)
+        if before:
+            d = r.start - timedelta(days=(r.start.weekday() - weekday) % 7 or 7)
+        else:
+            d = r.end + timedelta(days=(weekday - r.end.weekday()) % 7 or 7)
+        return DateRange(d, d)
     if unit == "weekend":
         if before:
             saturday = r.start - timedelta(days=(r.start.weekday() - 5) % 7 or 7)
@@ -650,6 +709,39 @@ def _us_day(m: re.Match[str], _ref: date) -> DateRange | None:
     return _day(int(m["y"]), month, day)
 
 
+def _day_span(m: re.Match[str], reference: date) -> DateRange | None:
+    """Days `d` to `d2` of a month (of the year named, else the latest such span
+    not after `reference`); None when the second day is before the first."""
+    first, last = int(m["d"]), int(m["d2"])
+    if last <= first:
+        return None
+    if m["y"]:
+        start = _day(int(m["y"]), _month(m["m"]), first)
+    else:
+        start = _latest_day(_month(m["m"]), first, reference)
+    if start is None:
+        return None
+    end = _day(start.start.year, start.start.month, last)
+    return None if end is None else DateRange(start.start, end.end)
+
+
+def _month_span(m: re.Match[str], _ref: date) -> DateRange | None:
+    year, first, last = int(m["y"]), _month(m["m"]), _month(m["m2"])
+    if first == last:
+        return None
+    start = _month_range(year - 1 if first > last else year, first)
+    return DateRange(start.start, _month_range(year, last).end)
+
+
+def _quarter(m: re.Match[str], _ref: date) -> DateRange | None:
+    n = int(m["n"]) if m["n"] else _ORDINALS[m["q"].lower()]
+    quarter = 4 if n < 0 else n
+    year = int(m["y"])
+    return DateRange(
+        _month_range(year, 3 * quarter - 2).start, _month_range(year, 3 * quarter).end
+    )
+
+
 def _month_alone(m: re.Match[str], reference: date) -> DateRange | None:
     return _latest_month(_month(m["m"]), reference)
 
@@ -665,6 +757,10 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_ISO_MONTH, _iso_month),
     (_HOLIDAY, _holiday),
     (_PART_YEAR, _part_of_year),
+    (_QUARTER, _quarter),
+    (_MONTHS_YEAR, _month_span),
+    (_DAYS_MONTH, _day_span),
+    (_MONTH_DAYS, _day_span),
     (_DAY_MONTH, _named_day),
     (_MONTH_DAY, _named_day),
     (_MONTH_YEAR, _month_of_year),
@@ -757,7 +853,9 @@ def _between(
     text: str, found: list[tuple[int, int, DateRange]]
 ) -> list[tuple[int, int, DateRange]]:
     """ "between August 11 and August 15 2023", "from May 1 to May 9": one range
-    from the first date's start to the second's end (when that is not earlier)."""
+    from the first date's start to the second's end (when that is not earlier).
+    A first date written without a year takes the second's year (or the year
+    before, "between December 30 and January 2 2020"), not the reference's."""
     out: list[tuple[int, int, DateRange]] = []
     i = 0
     while i < len(found):
@@ -765,13 +863,34 @@ def _between(
         if i + 1 < len(found) and not r.as_of:
             m = _BETWEEN.search(text[:start])
             nxt_start, nxt_end, nxt = found[i + 1]
-            if m and _AND.fullmatch(text[end:nxt_start]) and nxt.end >= r.start and not nxt.as_of:
-                out.append((m.start(), nxt_end, DateRange(r.start, nxt.end)))
-                i += 2
-                continue
+            if m and _AND.fullmatch(text[end:nxt_start]) and not nxt.as_of:
+                if not re.search(r"\d{4}", text[start:end]):
+                    r = _in_year_before(r, nxt)
+                if nxt.end >= r.start:
+                    out.append((m.start(), nxt_end, DateRange(r.start, nxt.end)))
+                    i += 2
+                    continue
         out.append((start, end, r))
         i += 1
     return out
+
+
+def _in_year_before(r: DateRange, nxt: DateRange) -> DateRange:
+    """`r` (a range written without a year) moved to the latest year in which it
+    ends before `nxt` starts: `nxt`'s year or the one before; `r` itself when
+    neither fits."""
+    shift = r.end.year - r.start.year
+    years = [nxt.start.year]
+    if r.start.month > nxt.start.month:  # "December 30 to January 2": across New Year
+        years.append(nxt.start.year - 1)
+    for year in years:
+        try:
+            moved = DateRange(r.start.replace(year=year - shift), r.end.replace(year=year))
+        except ValueError:  # 29 February
+            continue
+        if moved.end <= nxt.start:
+            return moved
+    return r
 
 
 def event_time_words(at: datetime | date) -> str:

@@ -651,15 +651,34 @@ class RedisEventLog(RedisHandle):
 
     async def _relink(self, refs: Sequence[_Ref]) -> None:
         """Give the global events stored now under `refs` (appended after the
-        purge read the old ones) the global references the purge just removed."""
-        zadds = [
-            ref
-            for e in await self._payloads(refs)
-            if e is not None and e.is_global
-            for ref in self._global_refs(e)
-        ]
-        if zadds:
+        purge read the old ones) the global references the purge just removed.
+
+        A forget (or purge) deleting such an event between the read and the
+        writes has already removed its references, and these would bring them
+        back for an event that is gone: the payloads are read again after the
+        writes, and a reference no event stored now warrants is taken out again
+        (one deleted later still removes its own)."""
+        zadds = self._warranted(await self._payloads(refs))
+        if not zadds:
+            return
+        pipe = self._r.pipeline(transaction=False)
+        for key, mapping in zadds:
+            pipe.zadd(key, mapping, nx=True)
+        await pipe.execute()
+        now = {
+            (key, m)
+            for key, mapping in self._warranted(await self._payloads(refs))
+            for m in mapping
+        }
+        stale = [(key, m) for key, mapping in zadds for m in mapping if (key, m) not in now]
+        if stale:
             pipe = self._r.pipeline(transaction=False)
-            for key, mapping in zadds:
-                pipe.zadd(key, mapping, nx=True)
+            for key, member in stale:
+                pipe.zrem(key, member)
             await pipe.execute()
+
+    def _warranted(self, events: Sequence[Event | None]) -> list[tuple[str, dict[bytes, int]]]:
+        """The global references the global events among `events` have."""
+        return [
+            ref for e in events if e is not None and e.is_global for ref in self._global_refs(e)
+        ]

@@ -116,6 +116,10 @@ _DATEISH = st.lists(
             "summer",
             "Friday",
             "two",
+            # spans, quarters, a weekday before or after a date
+            *("between", "from", "to", "and", "or", "until", "\u2013"),
+            *("quarter", "first", "last", "Q4", "Q1", "before", "after", "the"),
+            *("0", "1", "29", "31", "1000", "2199", "5th"),
         ]
     ),
     max_size=12,

@@ -8,6 +8,8 @@ tests/redis (one server) and tests/redis_cluster (a cluster)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from agent_memory.adapters.redis import RedisEventLog
@@ -62,34 +64,56 @@ WANTED = {
 }
 
 
-async def _purge_with_race_after(url: str, dep: str, how: str, step: int) -> int:
-    """One run: expired events, then `purge_expired` with the race after its
-    round trip `step`; checks the fresh events; the number of round trips."""
+Hook = Callable[[RedisEventLog, int], Awaitable[None]]
+
+
+@asynccontextmanager
+async def _racing_purge(url: str, dep: str, hook: Hook) -> AsyncIterator[tuple[RedisEventLog, int]]:
+    """An expired batch, then `purge_expired` on one handle with `hook(other,
+    n)` awaited after its round trip `n` (`other`: a second handle on the same
+    deployment); yields the first handle and the number of round trips."""
     log = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
     other = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
-    now = datetime.now(UTC).replace(microsecond=0)
     seen = 0
 
     async def after() -> None:
         nonlocal seen
         seen += 1
-        if seen != step:
-            return
-        if how == "forget":
-            await other.erase_user("A")
-            await other.erase_user("B")
-        await other.purge_expired()  # what is left of the expired batch
-        # every id is free again: the fresh batch is appended whole
-        assert await other.append(_batch(now)) == 4
+        await hook(other, seen)
 
     try:
-        await log.append(_batch(now - timedelta(hours=2)))  # expired
+        await log.append(_batch(datetime.now(UTC).replace(microsecond=0) - timedelta(hours=2)))
         real = log._r
         log._r = Interleaved(real, after)  # type: ignore[assignment]
         try:
             await log.purge_expired()
         finally:
             log._r = real
+        yield log, seen
+    finally:
+        await log.close()
+        await other.close()
+
+
+async def _append_fresh(other: RedisEventLog) -> None:
+    """Every id is free again: the fresh batch is appended whole."""
+    assert await other.append(_batch(datetime.now(UTC).replace(microsecond=0))) == 4
+
+
+async def _purge_with_race_after(url: str, dep: str, how: str, step: int) -> int:
+    """One run: expired events, then `purge_expired` with the race after its
+    round trip `step`; checks the fresh events; the number of round trips."""
+
+    async def hook(other: RedisEventLog, n: int) -> None:
+        if n != step:
+            return
+        if how == "forget":
+            await other.erase_user("A")
+            await other.erase_user("B")
+        await other.purge_expired()  # what is left of the expired batch
+        await _append_fresh(other)
+
+    async with _racing_purge(url, dep, hook) as (log, seen):
         shown = await _visible(log)
         assert shown == WANTED, (
             f"fresh events appended after purge round trip {step} of {seen} "
@@ -97,9 +121,6 @@ async def _purge_with_race_after(url: str, dep: str, how: str, step: int) -> int
         )
         await log.purge_expired()
         assert await _visible(log) == WANTED, f"after a quiet purge ({how}, step {step})"
-    finally:
-        await log.close()
-        await other.close()
     return seen
 
 
@@ -133,28 +154,15 @@ async def _relink_then_forget(url: str, dep: str, s1: int, s2: int) -> int:
     """The purge's round trip `s1`: another handle purges the expired batch and
     appends the fresh one (same ids); round trip `s2` (later): it forgets user A,
     whose global event g1 the purge is relinking. The number of round trips."""
-    log = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
-    other = RedisEventLog.from_url(url, deployment=dep, retention=timedelta(hours=1))
-    now = datetime.now(UTC).replace(microsecond=0)
-    seen = 0
 
-    async def after() -> None:
-        nonlocal seen
-        seen += 1
-        if seen == s1:
+    async def hook(other: RedisEventLog, n: int) -> None:
+        if n == s1:
             await other.purge_expired()
-            assert await other.append(_batch(now)) == 4
-        elif seen == s2:
+            await _append_fresh(other)
+        elif n == s2:
             await other.erase_user("A")
 
-    try:
-        await log.append(_batch(now - timedelta(hours=2)))  # expired
-        real = log._r
-        log._r = Interleaved(real, after)  # type: ignore[assignment]
-        try:
-            await log.purge_expired()
-        finally:
-            log._r = real
+    async with _racing_purge(url, dep, hook) as (log, seen):
         if seen >= s2:
             left = {m.split(b"\x00")[0] for m in await _global_members(log)}
             assert b"g1" not in left, (
@@ -162,9 +170,6 @@ async def _relink_then_forget(url: str, dep: str, s1: int, s2: int) -> int:
                 f"the forgotten global event g1 is still referenced: {sorted(left)}"
             )
             assert (await _visible(log))["user A"] == set()
-    finally:
-        await log.close()
-        await other.close()
     return seen
 
 

@@ -131,26 +131,39 @@ _D = r"(?P<{name}>[0-3]?\d)(?:st|nd|rd|th)?"
 _Y = r"(?P<{name}>(?:1[0-9]|20|21)\d\d)"
 _ISO_DAY = re.compile(r"(?<![\w/-])(?P<y>\d{4})[-/](?P<m>\d{1,2})[-/](?P<d>\d{1,2})(?![\w/-])")
 _ISO_MONTH = re.compile(r"(?<![\w/-])(?P<y>\d{4})-(?P<m>\d{1,2})(?![\w/-])")
-_DAY_MONTH = re.compile(
-    r"(?<!\w)"
-    + _D.format(name="d")
-    + r"(?:\s+of)?\s+"
-    + _M.format(name="m")
-    + r"(?:,?\s*(?:of\s+)?"
-    + _Y.format(name="y")
-    + r")?(?!\w)",
-    re.I,
-)
-_MONTH_DAY = re.compile(
-    r"(?<!\w)"
-    + _M.format(name="m")
-    + r"\s+(?:the\s+)?"
-    + _D.format(name="d")
-    + r"(?:,?\s*"
-    + _Y.format(name="y")
-    + r")?(?!\w)",
-    re.I,
-)
+
+
+def _day_then_month(day: str) -> re.Pattern[str]:
+    """`day` (a pattern with group `d`) before a month name and an optional year:
+    "8 May 2023", "the 8th of May"."""
+    return re.compile(
+        r"(?<!\w)"
+        + day
+        + r"(?:\s+of)?\s+"
+        + _M.format(name="m")
+        + r"(?:,?\s*(?:of\s+)?"
+        + _Y.format(name="y")
+        + r")?(?!\w)",
+        re.I,
+    )
+
+
+def _month_then_day(day: str) -> re.Pattern[str]:
+    """A month name before `day` and an optional year: "May 8th, 2023"."""
+    return re.compile(
+        r"(?<!\w)"
+        + _M.format(name="m")
+        + r"\s+(?:the\s+)?"
+        + day
+        + r"(?:,?\s*"
+        + _Y.format(name="y")
+        + r")?(?!\w)",
+        re.I,
+    )
+
+
+_DAY_MONTH = _day_then_month(_D.format(name="d"))
+_MONTH_DAY = _month_then_day(_D.format(name="d"))
 _MONTH_YEAR = re.compile(
     r"(?<!\w)" + _M.format(name="m") + r",?\s+(?:of\s+)?" + _Y.format(name="y") + r"(?!\w)",
     re.I,
@@ -163,32 +176,9 @@ _MONTH_ALONE = re.compile(r"(?<!\w)" + _M.format(name="m") + r"(?!\w)", re.I)
 _UNTIL = r"\s*(?:-|\u2013|to|until|till|through|thru|and|or)\s*"
 # spans of days in one month: "from 3 to 5 May 2023", "between the 3rd and 5th of
 # May", "May 3-5, 2023", "on May 3 or 4" (either day: both)
-_DAYS_MONTH = re.compile(
-    r"(?<!\w)(?:the\s+)?"
-    + _D.format(name="d")
-    + _UNTIL
-    + r"(?:the\s+)?"
-    + _D.format(name="d2")
-    + r"(?:\s+of)?\s+"
-    + _M.format(name="m")
-    + r"(?:,?\s*(?:of\s+)?"
-    + _Y.format(name="y")
-    + r")?(?!\w)",
-    re.I,
-)
-_MONTH_DAYS = re.compile(
-    r"(?<!\w)"
-    + _M.format(name="m")
-    + r"\s+(?:the\s+)?"
-    + _D.format(name="d")
-    + _UNTIL
-    + r"(?:the\s+)?"
-    + _D.format(name="d2")
-    + r"(?:,?\s*"
-    + _Y.format(name="y")
-    + r")?(?!\w)",
-    re.I,
-)
+_DAY_SPAN = _D.format(name="d") + _UNTIL + r"(?:the\s+)?" + _D.format(name="d2")
+_DAYS_MONTH = _day_then_month(r"(?:the\s+)?" + _DAY_SPAN)
+_MONTH_DAYS = _month_then_day(_DAY_SPAN)
 # spans of months: "between May and July 2023", "from November to January 2023"
 # (a first month after the second is of the year before)
 _MONTHS_YEAR = re.compile(
@@ -204,9 +194,7 @@ _MONTHS_YEAR = re.compile(
 # quarters: "the first quarter of 2023", "Q3 2022"
 _QUARTER = re.compile(
     r"(?<!\w)(?:(?:the\s+)?(?P<q>first|second|third|fourth|last|final|1st|2nd|3rd|4th)"
-    r"\s+quarter\s+of|q(?P<n>[1-4]))\s+"
-    + _Y.format(name="y")
-    + r"(?!\w)",
+    r"\s+quarter\s+of|q(?P<n>[1-4]))\s+" + _Y.format(name="y") + r"(?!\w)",
     re.I,
 )
 _YEAR_ALONE = re.compile(r"(?<![\w.,/-])(?P<y>(?:19|20)\d\d)(?![\w/-]|[.,]\d)")
@@ -737,9 +725,7 @@ def _quarter(m: re.Match[str], _ref: date) -> DateRange | None:
     n = int(m["n"]) if m["n"] else _ORDINALS[m["q"].lower()]
     quarter = 4 if n < 0 else n
     year = int(m["y"])
-    return DateRange(
-        _month_range(year, 3 * quarter - 2).start, _month_range(year, 3 * quarter).end
-    )
+    return DateRange(_month_range(year, 3 * quarter - 2).start, _month_range(year, 3 * quarter).end)
 
 
 def _month_alone(m: re.Match[str], reference: date) -> DateRange | None:

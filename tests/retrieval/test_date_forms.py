@@ -226,14 +226,15 @@ def test_quarters_of_a_year(year: int, quarter: int) -> None:
 
 @given(day=DAYS, weekday=st.integers(0, 6))
 def test_a_weekday_before_or_after_a_date(day: date, weekday: int) -> None:
-    """"the Friday before 16 November 2023" is 10 November; before, it read as
+    """ "the Friday before 16 November 2023" is 10 November; before, it read as
     16 November itself."""
     name = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"][weekday]
     month = MONTH_NAMES[day.month - 1].capitalize()
     before = _one(f"the {name} before {day.day} {month} {day.year}")
     after = _one(f"the {name} after {month} {day.day}, {day.year}")
     for r in (before, after):
-        assert r.start == r.end and r.start.weekday() == weekday
+        assert r.start == r.end
+        assert r.start.weekday() == weekday
     assert 1 <= (day - before.start).days <= 7
     assert 1 <= (after.start - day).days <= 7
 

@@ -45,6 +45,8 @@ from agent_memory.services.portability.reembed import (
     ReembedSummary,
     drop_space,
     read_switch,
+    record_space,
+    unrecord_space,
     write_switch,
 )
 from agent_memory.services.portability.reembed import reembed as reembed_store
@@ -511,6 +513,10 @@ async def reembed(
                         switched_at=datetime.now(UTC),
                     ),
                 )
+            # both spaces hold records from now on (the new one as soon as the
+            # first batch lands): a forget must reach them, even mid-run
+            await record_space(old.cache, old_space)
+            await record_space(old.cache, embedder.space)
             summary = await reembed_store(
                 old.store, new.store, embedder, batch_size=batch_size, progress=progress
             )
@@ -524,7 +530,10 @@ async def reembed(
                         switched_at=datetime.now(UTC),
                     ),
                 )
-                dropped = await drop_space(old.store) if drop_old else 0
+                dropped = 0
+                if drop_old:
+                    dropped = await drop_space(old.store)
+                    await unrecord_space(old.cache, old_space)
                 await AuditTrail(old.audit, _Utc()).record(
                     "reembed_switch",
                     subject=None,

@@ -7,12 +7,16 @@ and every service gets `memory.observability` unless one is given.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.bootstrap.memory import Memory
+from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock
-from agent_memory.ports.storage import TripleStore
+from agent_memory.ports.storage import MemoryStore, TripleStore
 from agent_memory.services.compaction import Compactor, CompactorOptions
 from agent_memory.services.conversation import ConversationConfig, ConversationMemory, load_config
 from agent_memory.services.graph_memory import GraphMemory, GraphSettings
@@ -21,7 +25,7 @@ from agent_memory.services.observability import Observability
 from agent_memory.services.recorder import RecorderOptions
 from agent_memory.services.reflection import ReflectionJob, ReflectionOptions
 from agent_memory.services.request import AgentMemory, RequestOptions
-from agent_memory.services.user_memory import UserMemory, UserMemoryOptions
+from agent_memory.services.user_memory import OtherSpaces, UserMemory, UserMemoryOptions
 
 __all__ = [
     "agent_memory_service",
@@ -162,6 +166,51 @@ def user_memory_options(memory: Memory) -> UserMemoryOptions:
     )
 
 
+async def _other_space_list(memory: Memory) -> list[EmbeddingSpace]:
+    """The spaces besides the one reads use that may hold `memory`'s records: the
+    ones re-embeds recorded (`read_spaces`), and, for a switch recorded before
+    that list existed, its old space when it is a local default's (hashing at
+    the configured dimension, or MiniLM's)."""
+    from agent_memory.adapters._common.minilm import MINILM_SPACE
+    from agent_memory.adapters.memory.embedder import HashingEmbedder
+    from agent_memory.services.portability.reembed import read_spaces, read_switch
+
+    try:
+        cache = memory.cache
+    except ConfigurationError:  # no cache: no re-embed was ever recorded here
+        return []
+    here = memory.store.space.identity
+    spaces = [s for s in await read_spaces(cache) if s.identity != here]
+    switch = await read_switch(cache)
+    if switch is not None and switch.old != here and all(s.identity != switch.old for s in spaces):
+        local = (HashingEmbedder(memory.settings.embedding_dimension).space, MINILM_SPACE)
+        spaces += [s for s in local if s.identity == switch.old]
+    return spaces
+
+
+def other_spaces(memory: Memory) -> OtherSpaces:
+    """Opens the memory stores of `memory`'s other embedding spaces
+    (`_other_space_list`) for a forget to delete in them too; closed on exit."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[Sequence[MemoryStore]]:
+        from agent_memory.bootstrap.connect import open_stores
+
+        spaces = await _other_space_list(memory)
+        stores = []
+        try:
+            for space in spaces:
+                stores.append(
+                    await open_stores(memory.storage_url(), space=space, settings=memory.settings)
+                )
+            yield [st.store for st in stores]
+        finally:
+            for st in stores:
+                await st.close()
+
+    return opened
+
+
 def user_memory_service(
     memory: Memory,
     *,
@@ -179,6 +228,7 @@ def user_memory_service(
         options=user_memory_options(memory),
         observability=observability or memory.observability,
         audit=memory.audit,
+        other_spaces=other_spaces(memory),
     )
 
 

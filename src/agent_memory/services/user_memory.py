@@ -22,11 +22,13 @@ graph checkpoints owned by the user id go too.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -155,6 +157,14 @@ class ForgetReceipt:
         return not self.failures
 
 
+_log = logging.getLogger(__name__)
+
+#: Opens the memory stores of the deployment's other embedding spaces (the old
+#: space a re-embed keeps, a new one it is building), which a forget must reach
+#: too (`bootstrap.services.other_spaces`).
+OtherSpaces = Callable[[], AbstractAsyncContextManager[Sequence[MemoryStore]]]
+
+
 def _failure(what: str, exc: BaseException) -> str:
     return f"{what}: {type(exc).__name__}: {exc}"
 
@@ -211,8 +221,10 @@ class UserMemory:
         triples: TripleStore | None = None,
         observability: Observability | None = None,
         audit: AuditTrail | None = None,
+        other_spaces: OtherSpaces | None = None,
     ) -> None:
         self.observability = observability or Observability()
+        self.other_spaces = other_spaces
         self.audit = audit if audit is not None else AuditTrail(None, clock)
         self.store = store
         self.triples = triples
@@ -718,6 +730,9 @@ class UserMemory:
                 facts = await self.store.delete_scope(user_id, namespace=namespace)
             except Exception as exc:
                 failures.append(_failure("store", exc))
+            await self._in_other_spaces(
+                failures, lambda store: store.delete_scope(user_id, namespace=namespace)
+            )
             receipt = ForgetReceipt(user_id, namespace, facts=facts, failures=tuple(failures))
             await self._audit("forget_namespace", receipt)
             return receipt
@@ -730,11 +745,19 @@ class UserMemory:
                 domains = await self.events.domains()
             except Exception as exc:
                 failures.append(_failure("lineage", exc))
-        # Primary data next, so nothing can be rebuilt from it afterwards.
+        # Primary data next, so nothing can be rebuilt from it afterwards: in the
+        # space reads use and in every other one that holds the deployment's
+        # records (a re-embed's kept or half-built space).
         try:
             facts = await self.store.delete_scope(user_id)
         except Exception as exc:
             failures.append(_failure("store", exc))
+
+        async def elsewhere(store: MemoryStore) -> None:
+            await store.delete_scope(user_id)
+            await self._forget_fragments(store, user_id, mine, domains, failures)
+
+        await self._in_other_spaces(failures, elsewhere)
         if self.events is not None:
             try:
                 events_erased = await self.events.erase_user(user_id)
@@ -755,7 +778,7 @@ class UserMemory:
                         derived.append(Invalidated("digest", domain, "digest"))
                 except Exception as exc:
                     failures.append(_failure(f"digest {domain}", exc))
-        derived.extend(await self._forget_fragments(user_id, mine, domains, failures))
+        derived.extend(await self._forget_fragments(self.store, user_id, mine, domains, failures))
         derived.extend(await self._forget_graph(user_id, failures))
         receipt = ForgetReceipt(
             user_id,
@@ -791,23 +814,52 @@ class UserMemory:
         """`MemoryStore.delete_scope` with an audit entry (`delete_scope`, subject
         the owner, `records` the count): the store's own call writes none."""
         removed = await self.store.delete_scope(owner, namespace=namespace, kinds=kinds)
+        failures: list[str] = []
+        await self._in_other_spaces(
+            failures, lambda store: store.delete_scope(owner, namespace=namespace, kinds=kinds)
+        )
+        if failures:
+            _log.warning("delete_scope in other embedding spaces: %s", "; ".join(failures))
         await self.audit.record(
             "delete_scope", subject=owner, counts={"records": removed}, result=removed
         )
         return removed
 
+    async def _in_other_spaces(
+        self, failures: list[str], action: Callable[[MemoryStore], Awaitable[Any]]
+    ) -> None:
+        """Run `action` on the store of every other embedding space the deployment
+        holds records in (`other_spaces`); what fails is added to `failures`."""
+        if self.other_spaces is None:
+            return
+        try:
+            async with self.other_spaces() as stores:
+                for store in stores:
+                    try:
+                        await action(store)
+                    except Exception as exc:
+                        failures.append(_failure(f"store {store.space.identity}", exc))
+        except Exception as exc:
+            failures.append(_failure("other embedding spaces", exc))
+
     async def _forget_fragments(
-        self, user_id: str, mine: Sequence[Event], domains: Sequence[str], failures: list[str]
+        self,
+        store: MemoryStore,
+        user_id: str,
+        mine: Sequence[Event],
+        domains: Sequence[str],
+        failures: list[str],
     ) -> list[Invalidated]:
-        """Delete the knowledge fragments derived from the user's data, in every
-        known domain (a tagged fragment can outlive the events it came from)."""
+        """Delete the knowledge fragments derived from the user's data from
+        `store`, in every known domain (a tagged fragment can outlive the events
+        it came from)."""
         out: list[Invalidated] = []
         for domain in sorted({*domains, *(e.domain for e in mine)}):
             try:
                 doomed: list[str] = []
                 cursor = None
                 while True:
-                    page = await self.store.list(
+                    page = await store.list(
                         domain, namespace=KNOWLEDGE_NAMESPACE, limit=200, cursor=cursor
                     )
                     doomed += [r.id for r in page.records if derived_from(r, user_id, mine)]
@@ -815,7 +867,7 @@ class UserMemory:
                         break
                     cursor = page.next_cursor
                 for record_id in doomed:
-                    if await self.store.delete(domain, record_id):
+                    if await store.delete(domain, record_id):
                         out.append(Invalidated("fragment", domain, record_id))
             except Exception as exc:
                 failures.append(_failure(f"knowledge {domain}", exc))
@@ -845,12 +897,14 @@ class UserMemory:
     async def forget_fact(self, user_id: str, fact_id: str) -> ForgetReceipt:
         require_id(user_id, "user_id")
         require_id(fact_id, "fact_id")
+        failures: list[str] = []
+        removed = 0
         try:
             removed = int(await self.store.delete(user_id, fact_id))
         except Exception as exc:
-            receipt = ForgetReceipt(user_id, None, failures=(_failure("store", exc),))
-        else:
-            receipt = ForgetReceipt(user_id, None, facts=removed)
+            failures.append(_failure("store", exc))
+        await self._in_other_spaces(failures, lambda store: store.delete(user_id, fact_id))
+        receipt = ForgetReceipt(user_id, None, facts=removed, failures=tuple(failures))
         await self._audit("forget_fact", receipt)
         return receipt
 

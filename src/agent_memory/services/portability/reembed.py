@@ -24,15 +24,25 @@ from agent_memory.services.portability.transfer import (
 )
 
 __all__ = [
+    "SPACES_KEY",
     "SWITCH_KEY",
     "SWITCH_SCOPE",
     "EmbeddingSwitch",
     "ReembedSummary",
     "drop_space",
+    "read_spaces",
     "read_switch",
+    "record_space",
     "reembed",
+    "unrecord_space",
     "write_switch",
 ]
+
+#: Where the spaces that may hold the deployment's records are listed (next to
+#: the switch, `SWITCH_SCOPE`): a re-embed adds its source and target before it
+#: copies anything and removes a space it drops. A forget deletes in every listed
+#: space, so a kept old space or a half-built new one holds nothing forgotten.
+SPACES_KEY = "spaces"
 
 # Where the switch is recorded (`SWITCH_SCOPE`, `SWITCH_KEY`): one cache entry
 # without ttl, in the deployment's coordination cache (the one `connect()` opens
@@ -64,13 +74,7 @@ class EmbeddingSwitch:
         body: dict[str, Any] = {
             "version": 1,
             "old": self.old,
-            "new": {
-                "model": self.new.model,
-                "dimension": self.new.dimension,
-                "revision": self.new.revision,
-                "provable": self.new.provable,
-                "identity": self.new.identity,
-            },
+            "new": _space_body(self.new),
             "provider": self.provider,
             "switched_at": self.switched_at.isoformat(),
         }
@@ -80,21 +84,65 @@ class EmbeddingSwitch:
     def from_bytes(cls, raw: bytes) -> EmbeddingSwitch:
         try:
             body = json.loads(raw)
-            new = body["new"]
-            space = EmbeddingSpace(
-                model=new["model"],
-                dimension=new["dimension"],
-                revision=new.get("revision", ""),
-                provable=bool(new.get("provable", True)),
-            )
             return cls(
                 old=str(body["old"]),
-                new=space,
+                new=_space_of(body["new"]),
                 provider=str(body["provider"]),
                 switched_at=datetime.fromisoformat(body["switched_at"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise PortabilityError(f"the embedding switch record is unreadable: {exc}") from None
+
+
+def _space_body(space: EmbeddingSpace) -> dict[str, Any]:
+    return {
+        "model": space.model,
+        "dimension": space.dimension,
+        "revision": space.revision,
+        "provable": space.provable,
+        "identity": space.identity,
+    }
+
+
+def _space_of(body: Any) -> EmbeddingSpace:
+    return EmbeddingSpace(
+        model=body["model"],
+        dimension=body["dimension"],
+        revision=body.get("revision", ""),
+        provable=bool(body.get("provable", True)),
+    )
+
+
+async def read_spaces(cache: Cache) -> list[EmbeddingSpace]:
+    """The spaces that may hold the deployment's records (`SPACES_KEY`), in the
+    order they were recorded; `PortabilityError` when the entry is unreadable."""
+    raw = await cache.get(SWITCH_SCOPE, SPACES_KEY)
+    if raw is None:
+        return []
+    try:
+        return [_space_of(body) for body in json.loads(raw)["spaces"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
+
+
+async def _write_spaces(cache: Cache, spaces: list[EmbeddingSpace]) -> None:
+    body = {"version": 1, "spaces": [_space_body(s) for s in spaces]}
+    await cache.put(SWITCH_SCOPE, SPACES_KEY, json.dumps(body, sort_keys=True).encode())
+
+
+async def record_space(cache: Cache, space: EmbeddingSpace) -> None:
+    """List `space` among the spaces that may hold records (once)."""
+    spaces = await read_spaces(cache)
+    if all(s.identity != space.identity for s in spaces):
+        await _write_spaces(cache, [*spaces, space])
+
+
+async def unrecord_space(cache: Cache, space: EmbeddingSpace) -> None:
+    """Take `space` off the list (its records were dropped)."""
+    spaces = await read_spaces(cache)
+    kept = [s for s in spaces if s.identity != space.identity]
+    if len(kept) != len(spaces):
+        await _write_spaces(cache, kept)
 
 
 async def reembed(

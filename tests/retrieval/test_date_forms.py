@@ -299,10 +299,10 @@ async def test_the_week_of_a_day_finds_the_turn_earlier_that_week(day: date) -> 
 @settings(max_examples=15, deadline=None)
 @given(day=st.dates(date(2001, 1, 8), date(2089, 12, 1)))
 async def test_a_span_of_days_finds_the_turn_inside_it(day: date) -> None:
-    """The turn on the span's first day against one 12 days after its last
-    (first by id). Read as the last day alone (before spans were parsed), the
-    later turn is nearer the grace after it than the first day is before it
-    (wait: 12 days after is 5 past the grace, 2 before is inside no range)."""
+    """The turn on the span's first day against one 9 days after its last
+    (first by id). Read as the last day alone (before spans were parsed), both
+    are 2 days outside (2 before it; 9 after, 2 past the 7-day grace): a tie the
+    later turn wins by id. Read as the span, the first day is inside it."""
     first, last = day, day + timedelta(days=2)
     assume(first.month == last.month)
     name = MONTH_NAMES[first.month - 1].capitalize()

@@ -640,6 +640,7 @@ async def _open(
         storage_url=url,
         embedder_reason=reason,
         builders={"agents": agent_memory_service, "users": user_memory_service},
+        space_opener=lambda space: open_stores(url, space=space, settings=settings),
     )
     for part in (embedder, llm, *dict.fromkeys(models.values())):
         closer = getattr(part, "aclose", None)

@@ -13,6 +13,7 @@ from attrs import define, field
 
 from agent_memory.bootstrap.settings import MODEL_FALLBACK, Settings
 from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.domain.time import SystemClock
 from agent_memory.ports.models import Embedder, LanguageModel
 from agent_memory.ports.storage import AuditLog, Cache, EventLog, LeaseStore, MemoryStore
@@ -70,6 +71,11 @@ class Memory:
     _builders: Mapping[str, Callable[[Memory], Any]] = field(factory=dict, repr=False)
     """The service factories (`bootstrap.services`) behind `agents` and `users`,
     given by `connect`: they take a `Memory`, so this module cannot import them."""
+    _space_opener: Callable[[EmbeddingSpace], Awaitable[Stores]] | None = field(
+        default=None, repr=False
+    )
+    """Opens this deployment's stores in another embedding space (given by
+    `connect`, `open_space`)."""
 
     @property
     def store(self) -> MemoryStore:
@@ -96,6 +102,13 @@ class Memory:
             self._services["users"] = self._build("users")
         users: UserMemory = self._services["users"]
         return users
+
+    async def open_space(self, space: EmbeddingSpace) -> Stores:
+        """This deployment's stores bound to another embedding space (the old one a
+        re-embed keeps, say); the caller closes them."""
+        if self._space_opener is None:
+            raise ConfigurationError("this Memory cannot open other spaces: open it with connect()")
+        return await self._space_opener(space)
 
     def _build(self, service: str) -> Any:
         builder = self._builders.get(service)

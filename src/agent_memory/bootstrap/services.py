@@ -194,15 +194,11 @@ def other_spaces(memory: Memory) -> OtherSpaces:
 
     @asynccontextmanager
     async def opened() -> AsyncIterator[Sequence[MemoryStore]]:
-        from agent_memory.bootstrap.connect import open_stores
-
         spaces = await _other_space_list(memory)
         stores = []
         try:
             for space in spaces:
-                stores.append(
-                    await open_stores(memory.storage_url(), space=space, settings=memory.settings)
-                )
+                stores.append(await memory.open_space(space))
             yield [st.store for st in stores]
         finally:
             for st in stores:

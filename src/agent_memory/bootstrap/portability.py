@@ -44,6 +44,7 @@ from agent_memory.services.portability.reembed import (
     EmbeddingSwitch,
     ReembedSummary,
     drop_space,
+    holds_records,
     read_switch,
     record_space,
     unrecord_space,
@@ -517,8 +518,18 @@ async def reembed(
             # first batch lands): a forget must reach them, even mid-run
             await record_space(old.cache, old_space)
             await record_space(old.cache, embedder.space)
+            switch = await read_switch(old.cache)
+            # Until reads use the new space only this copy writes there, so what
+            # the old space lost meanwhile is deleted from it; after the switch
+            # (completing from the origin) writers use it too: nothing is deleted.
+            reading_new = switch is not None and switch.new.identity == embedder.space.identity
             summary = await reembed_store(
-                old.store, new.store, embedder, batch_size=batch_size, progress=progress
+                old.store,
+                new.store,
+                embedder,
+                batch_size=batch_size,
+                progress=progress,
+                mirror_deletes=not reading_new,
             )
             if summary.complete:
                 await write_switch(
@@ -532,8 +543,10 @@ async def reembed(
                 )
                 dropped = 0
                 if drop_old:
-                    dropped = await drop_space(old.store)
-                    await unrecord_space(old.cache, old_space)
+                    dropped = await drop_space(old.store, new.store)
+                    if not await holds_records(old.store):
+                        # nothing left (a late write is kept, and listed, until copied)
+                        await unrecord_space(old.cache, old_space)
                 await AuditTrail(old.audit, _Utc()).record(
                     "reembed_switch",
                     subject=None,

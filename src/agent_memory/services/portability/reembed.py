@@ -30,6 +30,7 @@ __all__ = [
     "EmbeddingSwitch",
     "ReembedSummary",
     "drop_space",
+    "holds_records",
     "read_spaces",
     "read_switch",
     "record_space",
@@ -57,6 +58,9 @@ class ReembedSummary:
     """Records embedded and stored in the new space by this run."""
     already: int = 0
     """Records the new space already held (an earlier, interrupted run)."""
+    removed: int = 0
+    """Records deleted from the new space because the old one no longer holds them
+    (deleted while the copy ran)."""
     complete: bool = False
 
 
@@ -145,6 +149,25 @@ async def unrecord_space(cache: Cache, space: EmbeddingSpace) -> None:
         await _write_spaces(cache, kept)
 
 
+#: Passes `reembed` makes over the old space at most: the copy, then checks that
+#: copy what was written, changed or deleted meanwhile, until one finds nothing.
+MAX_PASSES = 5
+
+
+def _same(a: MemoryRecord, b: MemoryRecord) -> bool:
+    """The same record apart from its vector (what a copy keeps)."""
+    return (
+        a.namespace == b.namespace
+        and a.kind == b.kind
+        and a.content == b.content
+        and a.updated_at == b.updated_at
+        and a.created_at == b.created_at
+        and a.importance == b.importance
+        and a.attributes == b.attributes
+        and a.context == b.context
+    )
+
+
 async def reembed(
     old: MemoryStore,
     new: MemoryStore,
@@ -152,11 +175,21 @@ async def reembed(
     *,
     batch_size: int = 64,
     progress: Callable[[str, int, int | None], None] | None = None,
+    mirror_deletes: bool = True,
 ) -> ReembedSummary:
-    """Copy every record of `old` into `new` (another space) with a vector of
-    `embedder` for its content. Resumable: records `new` already holds are
-    skipped, so an interrupted run continues where it stopped. `old` is not
-    changed. `complete` is True when `new` holds every record of `old`."""
+    """Make `new` (another space) hold every record of `old`, each with a vector
+    of `embedder` for its content. Resumable: records `new` already holds
+    unchanged are skipped, so an interrupted run continues where it stopped.
+    `old` is not changed.
+
+    Writers may go on meanwhile: after the copy, further passes re-embed what
+    was added or changed in `old` since (a record whose fields differ from its
+    copy), and with `mirror_deletes` (while reads do not use `new` yet, so only
+    this copy writes there) delete from `new` what was deleted from `old`, until
+    a pass finds nothing; `complete` is True then. Still changing after
+    `MAX_PASSES` passes, the run stops with `complete` False (run it again).
+    Without `mirror_deletes` (reads use `new` already, and writers with them) a
+    record `new` holds is replaced only by a later version from `old`."""
     if embedder.space != new.space:
         raise PortabilityError(
             f"the embedder's space {embedder.space.identity!r} is not the new store's "
@@ -167,26 +200,71 @@ async def reembed(
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     out = ReembedSummary()
-    owners = await _owners(old, "old store")
     tick = progress or (lambda _stage, _done, _total: None)
+    for first in [True] + [False] * (MAX_PASSES - 1):
+        changed = await _pass(old, new, embedder, batch_size, out, tick if first else None,
+                              first=first, mirror_deletes=mirror_deletes)  # fmt: skip
+        if not changed:
+            out.complete = True
+            break
+    return out
+
+
+async def _pass(
+    old: MemoryStore,
+    new: MemoryStore,
+    embedder: Embedder,
+    batch_size: int,
+    out: ReembedSummary,
+    tick: Callable[[str, int, int | None], None] | None,
+    *,
+    first: bool,
+    mirror_deletes: bool,
+) -> int:
+    """One pass over every owner: embed into `new` what it lacks or holds changed,
+    delete what `old` no longer holds (`mirror_deletes`); the number of changes.
+    The first pass fills the summary's counts; later ones add what they embed."""
+    owners = await _owners(old, "old store")
+    if mirror_deletes:
+        gone = set(await _owners(new, "new store")) - set(owners)
+        owners += sorted(gone)
+    changes = 0
     for i, owner in enumerate(owners):
-        have = {r.id async for r in _records(new, owner, None)}
+        have = {r.id: r async for r in _records(new, owner, None)}
         pending: list[MemoryRecord] = []
+        seen: set[str] = set()
         async for record in _records(old, owner, None):
-            out.records += 1
-            if record.id in have:
-                out.already += 1
+            seen.add(record.id)
+            if first:
+                out.records += 1
+            held = have.get(record.id)
+            if held is not None and (
+                _same(held, record)
+                # reads use `new` already: its own later write wins over the origin's
+                or (not mirror_deletes and held.updated_at >= record.updated_at)
+            ):
+                out.already += int(first)
                 continue
+            if held is not None:
+                await new.delete(owner, record.id)  # changed since it was copied
             pending.append(record)
             if len(pending) >= batch_size:
                 out.embedded += await _embed_batch(new, embedder, pending)
+                changes += len(pending)
                 pending = []
         if pending:
             out.embedded += await _embed_batch(new, embedder, pending)
-        out.owners += 1
-        tick("reembed", i + 1, len(owners))
-    out.complete = out.embedded + out.already == out.records
-    return out
+            changes += len(pending)
+        if mirror_deletes:
+            for record_id in sorted(set(have) - seen):  # deleted from `old` since
+                if await new.delete(owner, record_id):
+                    out.removed += 1
+                    changes += 1
+        if first:
+            out.owners += 1
+        if tick is not None:
+            tick("reembed", i + 1, len(owners))
+    return changes
 
 
 async def _embed_batch(new: MemoryStore, embedder: Embedder, batch: list[MemoryRecord]) -> int:
@@ -195,12 +273,25 @@ async def _embed_batch(new: MemoryStore, embedder: Embedder, batch: list[MemoryR
     return len(batch)
 
 
-async def drop_space(old: MemoryStore) -> int:
-    """Delete every record of the old space (after a complete switch); the count."""
+async def drop_space(old: MemoryStore, new: MemoryStore) -> int:
+    """Delete the records of the old space that the new one holds unchanged
+    (after a complete switch); the count. A record written to the old space
+    since (by a process connected before the switch) is kept, so nothing
+    acknowledged is lost: a re-embed run again copies it, then drops it."""
     removed = 0
     for owner in await _owners(old, "old store"):
-        removed += await old.delete_scope(owner)
+        have = {r.id: r async for r in _records(new, owner, None)}
+        doomed = [
+            r.id async for r in _records(old, owner, None) if r.id in have and _same(have[r.id], r)
+        ]
+        for record_id in doomed:
+            removed += int(await old.delete(owner, record_id))
     return removed
+
+
+async def holds_records(store: MemoryStore) -> bool:
+    """Whether `store` holds any record (of any owner)."""
+    return bool(await _owners(store, "store"))
 
 
 async def write_switch(cache: Cache, switch: EmbeddingSwitch) -> None:

@@ -1,0 +1,168 @@
+"""A re-embed while writers go on: what is added, changed or deleted in the old
+space during the copy reaches the new one before the switch; a drop deletes
+only what the new space holds unchanged; completing after the switch never
+deletes or overwrites what writers stored in the new space."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent_memory.adapters.memory import InMemoryMemoryStore
+from agent_memory.adapters.memory.embedder import HashingEmbedder
+from agent_memory.bootstrap.connect import connect
+from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from agent_memory.portability import open_ports, reembed
+from agent_memory.services.portability.reembed import drop_space
+from agent_memory.services.portability.reembed import reembed as reembed_store
+
+from .helpers import settings as isolated
+
+OLD = HashingEmbedder(256)
+NEW = HashingEmbedder(64)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _record(owner: str, i: int, text: str, at: datetime = T0) -> MemoryRecord:
+    return MemoryRecord(
+        id=f"{owner}{i}", owner=owner, namespace="n", kind="fact", content=text,
+        vector=np.ones(OLD.space.dimension, dtype=np.float32), created_at=T0, updated_at=at,
+    )  # fmt: skip
+
+
+class Meddling:
+    """NEW's embedder that awaits `meddle(n)` before its n-th call (a writer
+    acting on the old space while the copy runs)."""
+
+    def __init__(self, meddle: Callable[[int], Awaitable[None]]) -> None:
+        self.inner, self.meddle, self.calls = NEW, meddle, 0
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self.inner.space
+
+    async def embed(self, texts: Sequence[str]) -> Any:
+        self.calls += 1
+        await self.meddle(self.calls)
+        return await self.inner.embed(texts)
+
+
+async def _view(store: InMemoryMemoryStore | Any, owners: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for owner in owners:
+        for r in (await store.list(owner, limit=1000)).records:
+            out[r.id] = r.content
+    return out
+
+
+# one step of a writer on the old space: add a record, change one, delete one
+_STEP = st.tuples(
+    st.sampled_from(["add", "change", "delete"]), st.sampled_from("ab"), st.integers(0, 5)
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(1, 8), _STEP), max_size=8))
+async def test_writes_during_the_copy_reach_the_new_space(
+    steps: list[tuple[int, tuple[str, str, int]]],
+) -> None:
+    """When this fails, a write acknowledged while the copy ran (a new record, a
+    changed one, a deletion) was missing from the new space the switch would
+    make reads use: lost for reads, or a deleted record brought back."""
+    old = InMemoryMemoryStore(OLD.space)
+    new = InMemoryMemoryStore(NEW.space)
+    await old.add([_record(o, i, f"{o} fact {i}") for o in "ab" for i in range(3)])
+    clock = iter(range(1, 1000))
+
+    async def meddle(call: int) -> None:
+        for when, (op, owner, i) in steps:
+            if when != call:
+                continue
+            at = T0 + timedelta(minutes=next(clock))
+            await old.delete(owner, f"{owner}{i}")
+            if op != "delete":
+                await old.add([_record(owner, i, f"{owner} {op} {at}", at)])
+
+    done = await reembed_store(old, new, Meddling(meddle), batch_size=1)
+    assert done.complete
+    assert await _view(new, "ab") == await _view(old, "ab")
+
+
+async def test_a_copy_that_never_settles_is_not_complete() -> None:
+    old = InMemoryMemoryStore(OLD.space)
+    new = InMemoryMemoryStore(NEW.space)
+    await old.add([_record("a", 0, "first")])
+
+    async def meddle(call: int) -> None:  # a new record before every batch
+        await old.add([_record("a", 100 + call, f"late {call}")])
+
+    done = await reembed_store(old, new, Meddling(meddle), batch_size=1)
+    assert not done.complete
+
+
+async def test_drop_keeps_what_the_new_space_does_not_hold_unchanged() -> None:
+    """When this fails, `--drop-old` deleted a record written to the old space
+    after the last copy (by a process connected before the switch): an
+    acknowledged write lost for good."""
+    old = InMemoryMemoryStore(OLD.space)
+    new = InMemoryMemoryStore(NEW.space)
+    await old.add([_record("a", i, f"fact {i}") for i in range(3)])
+    assert (await reembed_store(old, new, NEW)).complete
+    await old.add([_record("a", 7, "written late")])
+    await old.delete("a", "a1")
+    await old.add([_record("a", 1, "changed late", T0 + timedelta(hours=1))])
+    assert await drop_space(old, new) == 2
+    assert await _view(old, "a") == {"a1": "changed late", "a7": "written late"}
+
+
+async def test_completing_after_the_switch_keeps_the_new_spaces_own_writes() -> None:
+    """After the switch writers use the new space: a run completing from the
+    origin adds what only the origin holds, and neither deletes nor overwrites
+    with an older version what the new space holds."""
+    old = InMemoryMemoryStore(OLD.space)
+    new = InMemoryMemoryStore(NEW.space)
+    await old.add([_record("a", i, f"fact {i}") for i in range(3)])
+    assert (await reembed_store(old, new, NEW)).complete
+    later = T0 + timedelta(hours=1)
+    ones = np.ones(NEW.space.dimension, np.float32)
+    await new.add([attrs.evolve(_record("a", 9, "new space only"), vector=ones)])
+    await new.delete("a", "a0")
+    await new.add([attrs.evolve(_record("a", 0, "updated in new", later), vector=ones)])
+    await old.add([_record("a", 5, "late in the origin")])
+    done = await reembed_store(old, new, NEW, mirror_deletes=False)
+    assert done.complete
+    assert await _view(new, "a") == {
+        "a0": "updated in new",
+        "a1": "fact 1",
+        "a2": "fact 2",
+        "a5": "late in the origin",
+        "a9": "new space only",
+    }
+
+
+async def test_a_write_during_a_reembed_run_is_read_after_the_switch(tmp_path: Path) -> None:
+    """End to end on SQLite: a record added by another connection while the
+    command copies is in the space reads switch to."""
+    s = isolated(tmp_path, embedder="hashing")
+    url = f"sqlite:///{tmp_path}/m.db"
+    async with connect(url, settings=s) as m:
+        await m.store.add([_record(o, i, f"{o} fact {i}") for o in "ab" for i in range(3)])
+
+    async def meddle(call: int) -> None:
+        if call == 2:
+            async with connect(url, settings=s) as m:
+                await m.store.add([_record("a", 9, "written during the copy")])
+
+    done = await reembed(url, to_model="hashing", embedder=Meddling(meddle), batch_size=2,
+                         settings=s)  # fmt: skip
+    assert done.complete
+    async with open_ports(url, space=NEW.space, settings=s) as ports:
+        ids = {r.id for r in (await ports.store.list("a")).records}
+    assert ids == {"a0", "a1", "a2", "a9"}

@@ -543,8 +543,9 @@ async def reembed(
                 )
                 dropped = 0
                 if drop_old:
-                    dropped = await drop_space(old.store, new.store)
-                    if not await holds_records(old.store):
+                    dropped = summary.dropped = await drop_space(old.store, new.store)
+                    summary.old_kept = await holds_records(old.store)
+                    if not summary.old_kept:
                         # nothing left (a late write is kept, and listed, until copied)
                         await unrecord_space(old.cache, old_space)
                 await AuditTrail(old.audit, _Utc()).record(

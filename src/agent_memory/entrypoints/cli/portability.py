@@ -173,7 +173,14 @@ async def _run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     _clear(err)
     state = "complete: reads now use the new space" if done.complete else "incomplete: re-run"
-    dropped = " (old space dropped)" if done.complete and args.drop_old else ""
+    dropped = ""
+    if done.complete and args.drop_old:
+        dropped = (
+            f" ({done.dropped} old records dropped; the old space keeps records written "
+            "since the copy: run reembed again to copy them, then drop)"
+            if done.old_kept
+            else " (old space dropped)"
+        )
     print(
         f"re-embedded {done.embedded} records ({done.already} already there) of "
         f"{done.owners} owners; {state}{dropped}"

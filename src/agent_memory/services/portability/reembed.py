@@ -62,6 +62,11 @@ class ReembedSummary:
     """Records deleted from the new space because the old one no longer holds them
     (deleted while the copy ran)."""
     complete: bool = False
+    dropped: int = 0
+    """With `drop_old`: records deleted from the old space."""
+    old_kept: bool = False
+    """With `drop_old`: the old space still holds records the new one does not
+    hold unchanged (written there since the copy); a run again copies them."""
 
 
 @frozen

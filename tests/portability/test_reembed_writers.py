@@ -107,41 +107,51 @@ async def test_a_copy_that_never_settles_is_not_complete() -> None:
     assert not done.complete
 
 
-async def test_drop_keeps_what_the_new_space_does_not_hold_unchanged() -> None:
+async def test_drop_keeps_only_what_the_new_space_lacks_from_after_the_switch() -> None:
     """When this fails, `--drop-old` deleted a record written to the old space
-    after the last copy (by a process connected before the switch): an
-    acknowledged write lost for good."""
+    after the switch (by a process connected before it): an acknowledged write
+    lost for good; or it kept records the new space supersedes (a later version,
+    or deleted there after the switch), so the old space never empties."""
     old = InMemoryMemoryStore(OLD.space)
     new = InMemoryMemoryStore(NEW.space)
-    await old.add([_record("a", i, f"fact {i}") for i in range(3)])
+    await old.add([_record("a", i, f"fact {i}") for i in range(4)])
     assert (await reembed_store(old, new, NEW)).complete
-    await old.add([_record("a", 7, "written late")])
+    switched = T0 + timedelta(hours=1)
+    after = switched + timedelta(minutes=5)
+    ones = np.ones(NEW.space.dimension, np.float32)
+    await old.add([_record("a", 7, "written late", after)])  # old connection, after
     await old.delete("a", "a1")
-    await old.add([_record("a", 1, "changed late", T0 + timedelta(hours=1))])
-    assert await drop_space(old, new) == 2
+    await old.add([_record("a", 1, "changed late", after)])  # in old, after: newer than new's
+    await new.delete("a", "a2")
+    await new.add([attrs.evolve(_record("a", 2, "updated in new", after), vector=ones)])
+    await new.delete("a", "a3")  # deleted in the new space after the switch
+    assert await drop_space(old, new, switched) == 3  # a0 unchanged, a2 newer, a3 deleted
     assert await _view(old, "a") == {"a1": "changed late", "a7": "written late"}
 
 
 async def test_completing_after_the_switch_keeps_the_new_spaces_own_writes() -> None:
     """After the switch writers use the new space: a run completing from the
-    origin adds what only the origin holds, and neither deletes nor overwrites
-    with an older version what the new space holds."""
+    origin adds what the origin got after the switch, and neither deletes,
+    overwrites with an older version, nor brings back what the new space deleted
+    since."""
     old = InMemoryMemoryStore(OLD.space)
     new = InMemoryMemoryStore(NEW.space)
     await old.add([_record("a", i, f"fact {i}") for i in range(3)])
     assert (await reembed_store(old, new, NEW)).complete
-    later = T0 + timedelta(hours=1)
+    switched = T0 + timedelta(hours=1)
+    later = switched + timedelta(minutes=5)
     ones = np.ones(NEW.space.dimension, np.float32)
     await new.add([attrs.evolve(_record("a", 9, "new space only"), vector=ones)])
     await new.delete("a", "a0")
     await new.add([attrs.evolve(_record("a", 0, "updated in new", later), vector=ones)])
-    await old.add([_record("a", 5, "late in the origin")])
-    done = await reembed_store(old, new, NEW, mirror_deletes=False)
+    await new.delete("a", "a2")  # deleted in the new space after the switch
+    await old.add([_record("a", 5, "late in the origin", later)])
+    done = await reembed_store(old, new, NEW, mirror_deletes=False, switched_at=switched)
     assert done.complete
+    assert done.deleted_since == 1
     assert await _view(new, "a") == {
         "a0": "updated in new",
         "a1": "fact 1",
-        "a2": "fact 2",
         "a5": "late in the origin",
         "a9": "new space only",
     }

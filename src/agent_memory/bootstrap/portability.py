@@ -530,20 +530,26 @@ async def reembed(
                 batch_size=batch_size,
                 progress=progress,
                 mirror_deletes=not reading_new,
+                switched_at=switch.switched_at if switch is not None and reading_new else None,
             )
             if summary.complete:
+                # a run completing after the switch keeps its time: records older
+                # than it were copied before it
+                switched_at = (
+                    switch.switched_at if switch is not None and reading_new else datetime.now(UTC)
+                )
                 await write_switch(
                     old.cache,
                     EmbeddingSwitch(
                         old=configured.identity,
                         new=embedder.space,
                         provider=provider,
-                        switched_at=datetime.now(UTC),
+                        switched_at=switched_at,
                     ),
                 )
                 dropped = 0
                 if drop_old:
-                    dropped = summary.dropped = await drop_space(old.store, new.store)
+                    dropped = summary.dropped = await drop_space(old.store, new.store, switched_at)
                     summary.old_kept = await holds_records(old.store)
                     if not summary.old_kept:
                         # nothing left (a late write is kept, and listed, until copied)

@@ -61,6 +61,9 @@ class ReembedSummary:
     removed: int = 0
     """Records deleted from the new space because the old one no longer holds them
     (deleted while the copy ran)."""
+    deleted_since: int = 0
+    """Completing after the switch: records of the old space the new one deleted
+    since the switch (not copied back)."""
     complete: bool = False
     dropped: int = 0
     """With `drop_old`: records deleted from the old space."""
@@ -181,6 +184,7 @@ async def reembed(
     batch_size: int = 64,
     progress: Callable[[str, int, int | None], None] | None = None,
     mirror_deletes: bool = True,
+    switched_at: datetime | None = None,
 ) -> ReembedSummary:
     """Make `new` (another space) hold every record of `old`, each with a vector
     of `embedder` for its content. Resumable: records `new` already holds
@@ -194,7 +198,10 @@ async def reembed(
     a pass finds nothing; `complete` is True then. Still changing after
     `MAX_PASSES` passes, the run stops with `complete` False (run it again).
     Without `mirror_deletes` (reads use `new` already, and writers with them) a
-    record `new` holds is replaced only by a later version from `old`."""
+    record `new` holds is replaced only by a later version from `old`, and, with
+    `switched_at` (when reads moved), one `new` lacks is copied only when written
+    after the switch: an older one was copied before it, so `new` deleted it
+    since, and it is not brought back."""
     if embedder.space != new.space:
         raise PortabilityError(
             f"the embedder's space {embedder.space.identity!r} is not the new store's "
@@ -208,7 +215,8 @@ async def reembed(
     tick = progress or (lambda _stage, _done, _total: None)
     for first in [True] + [False] * (MAX_PASSES - 1):
         changed = await _pass(old, new, embedder, batch_size, out, tick if first else None,
-                              first=first, mirror_deletes=mirror_deletes)  # fmt: skip
+                              first=first, mirror_deletes=mirror_deletes,
+                              switched_at=switched_at)  # fmt: skip
         if not changed:
             out.complete = True
             break
@@ -225,6 +233,7 @@ async def _pass(
     *,
     first: bool,
     mirror_deletes: bool,
+    switched_at: datetime | None,
 ) -> int:
     """One pass over every owner: embed into `new` what it lacks or holds changed,
     delete what `old` no longer holds (`mirror_deletes`); the number of changes.
@@ -243,6 +252,14 @@ async def _pass(
             if first:
                 out.records += 1
             held = have.get(record.id)
+            if (
+                held is None
+                and not mirror_deletes
+                and switched_at is not None
+                and record.updated_at <= switched_at
+            ):
+                out.deleted_since += int(first)  # deleted from `new` after the switch
+                continue
             if held is not None and (
                 _same(held, record)
                 # reads use `new` already: its own later write wins over the origin's
@@ -278,16 +295,28 @@ async def _embed_batch(new: MemoryStore, embedder: Embedder, batch: list[MemoryR
     return len(batch)
 
 
-async def drop_space(old: MemoryStore, new: MemoryStore) -> int:
-    """Delete the records of the old space that the new one holds unchanged
-    (after a complete switch); the count. A record written to the old space
-    since (by a process connected before the switch) is kept, so nothing
+def _superseded(record: MemoryRecord, held: MemoryRecord | None, switched_at: datetime) -> bool:
+    """Whether the new space makes an old-space record redundant: it holds it
+    unchanged or in a version as late, or it deleted it after the switch (it is
+    older than the switch, so it was copied before)."""
+    if held is None:
+        return record.updated_at <= switched_at
+    return _same(held, record) or held.updated_at >= record.updated_at
+
+
+async def drop_space(old: MemoryStore, new: MemoryStore, switched_at: datetime) -> int:
+    """Delete the records of the old space that the new one makes redundant
+    (`_superseded`; after a complete switch at `switched_at`); the count. A
+    record written to the old space after the switch (by a process connected
+    before it) that the new space lacks or holds older is kept, so nothing
     acknowledged is lost: a re-embed run again copies it, then drops it."""
     removed = 0
     for owner in await _owners(old, "old store"):
         have = {r.id: r async for r in _records(new, owner, None)}
         doomed = [
-            r.id async for r in _records(old, owner, None) if r.id in have and _same(have[r.id], r)
+            r.id
+            async for r in _records(old, owner, None)
+            if _superseded(r, have.get(r.id), switched_at)
         ]
         for record_id in doomed:
             removed += int(await old.delete(owner, record_id))

@@ -176,3 +176,25 @@ async def test_a_write_during_a_reembed_run_is_read_after_the_switch(tmp_path: P
     async with open_ports(url, space=NEW.space, settings=s) as ports:
         ids = {r.id for r in (await ports.store.list("a")).records}
     assert ids == {"a0", "a1", "a2", "a9"}
+
+
+async def test_a_forget_while_completing_after_the_switch_stays_forgotten() -> None:
+    """When this fails, a run completing after the switch (which mirrors no
+    deletions) re-added, from the batch it was embedding, a record a forget had
+    just deleted from both spaces: forgotten data back in the space reads use."""
+    old = InMemoryMemoryStore(OLD.space)
+    new = InMemoryMemoryStore(NEW.space)
+    switched = T0 + timedelta(hours=1)
+    late = switched + timedelta(minutes=5)
+    await old.add([_record("a", i, f"late {i}", late) for i in range(3)])
+
+    async def forget(call: int) -> None:  # the forget lands while batch 1 embeds
+        if call == 1:
+            for store in (old, new):
+                await store.delete_scope("a")
+
+    done = await reembed_store(
+        old, new, Meddling(forget), batch_size=2, mirror_deletes=False, switched_at=switched
+    )
+    assert done.complete
+    assert await _view(new, "a") == {}

@@ -5,13 +5,14 @@ the switch so `connect()` reads from the new space (see `EmbeddingSwitch`)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 import attrs
 from attrs import define, frozen
 
+from agent_memory.domain.errors import NotFound
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import Cache, MemoryStore
@@ -267,15 +268,15 @@ async def _pass(
             ):
                 out.already += int(first)
                 continue
-            if held is not None:
-                await new.delete(owner, record.id)  # changed since it was copied
             pending.append(record)
             if len(pending) >= batch_size:
-                out.embedded += await _embed_batch(new, embedder, pending)
+                out.embedded += await _embed_batch(
+                    new, embedder, pending, have, old, mirror_deletes
+                )
                 changes += len(pending)
                 pending = []
         if pending:
-            out.embedded += await _embed_batch(new, embedder, pending)
+            out.embedded += await _embed_batch(new, embedder, pending, have, old, mirror_deletes)
             changes += len(pending)
         if mirror_deletes:
             for record_id in sorted(set(have) - seen):  # deleted from `old` since
@@ -289,9 +290,33 @@ async def _pass(
     return changes
 
 
-async def _embed_batch(new: MemoryStore, embedder: Embedder, batch: list[MemoryRecord]) -> int:
+async def _embed_batch(
+    new: MemoryStore,
+    embedder: Embedder,
+    batch: list[MemoryRecord],
+    held: Mapping[str, MemoryRecord],
+    old: MemoryStore,
+    mirror_deletes: bool,
+) -> int:
+    """Embed `batch` into `new`: added, or replacing the version `new` holds
+    (`held`). Without `mirror_deletes` (after the switch, where no later pass
+    mirrors deletions) a record deleted from `old` while this batch was embedded
+    (a forget reaching both spaces) is deleted again from `new` at once."""
     vectors = await embedder.embed([r.content for r in batch])
-    await new.add([attrs.evolve(r, vector=vectors[i]) for i, r in enumerate(batch)])
+    copies = [attrs.evolve(r, vector=vectors[i]) for i, r in enumerate(batch)]
+    fresh = [c for c in copies if c.id not in held]
+    if fresh:
+        await new.add(fresh)
+    for copy in copies:
+        if copy.id in held:
+            try:
+                await new.update(copy)
+            except NotFound:  # deleted from `new` meanwhile: the checks below decide
+                await new.add([copy])
+    if not mirror_deletes:
+        for copy in copies:
+            if await old.get(copy.owner, copy.id) is None:
+                await new.delete(copy.owner, copy.id)
     return len(batch)
 
 

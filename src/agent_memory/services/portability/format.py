@@ -51,6 +51,7 @@ __all__ = [
     "RecordItem",
     "open_export",
     "read_header",
+    "space_json",
 ]
 
 FORMAT_NAME = "agent-memory-export"
@@ -120,7 +121,8 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _space_json(space: EmbeddingSpace) -> dict[str, Any]:
+def space_json(space: EmbeddingSpace) -> dict[str, Any]:
+    """An embedding space as JSON (the export header's, the re-embed records')."""
     return {
         "identity": space.identity,
         "model": space.model,
@@ -137,7 +139,7 @@ def header_json(header: Header) -> dict[str, Any]:
         "version": header.version,
         "created_at": _time(header.created_at),
         "source": header.source,
-        "spaces": [_space_json(s) for s in header.spaces],
+        "spaces": [space_json(s) for s in header.spaces],
         "filter": {"user": header.user, "namespace": header.namespace},
         "includes": list(header.includes),
         "deployment": header.deployment,

@@ -17,6 +17,7 @@ from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import Cache, MemoryStore
 from agent_memory.services.portability.errors import PortabilityError
+from agent_memory.services.portability.format import space_json
 from agent_memory.services.portability.transfer import (
     SWITCH_KEY,
     SWITCH_SCOPE,
@@ -87,7 +88,7 @@ class EmbeddingSwitch:
         body: dict[str, Any] = {
             "version": 1,
             "old": self.old,
-            "new": _space_body(self.new),
+            "new": space_json(self.new),
             "provider": self.provider,
             "switched_at": self.switched_at.isoformat(),
         }
@@ -105,16 +106,6 @@ class EmbeddingSwitch:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise PortabilityError(f"the embedding switch record is unreadable: {exc}") from None
-
-
-def _space_body(space: EmbeddingSpace) -> dict[str, Any]:
-    return {
-        "model": space.model,
-        "dimension": space.dimension,
-        "revision": space.revision,
-        "provable": space.provable,
-        "identity": space.identity,
-    }
 
 
 def _space_of(body: Any) -> EmbeddingSpace:
@@ -139,7 +130,7 @@ async def read_spaces(cache: Cache) -> list[EmbeddingSpace]:
 
 
 async def _write_spaces(cache: Cache, spaces: list[EmbeddingSpace]) -> None:
-    body = {"version": 1, "spaces": [_space_body(s) for s in spaces]}
+    body = {"version": 1, "spaces": [space_json(s) for s in spaces]}
     await cache.put(SWITCH_SCOPE, SPACES_KEY, json.dumps(body, sort_keys=True).encode())
 
 

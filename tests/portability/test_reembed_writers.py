@@ -198,3 +198,52 @@ async def test_a_forget_while_completing_after_the_switch_stays_forgotten() -> N
     )
     assert done.complete
     assert await _view(new, "a") == {}
+
+
+class _WriterBetween(InMemoryMemoryStore):
+    """A store where another writer stores `late` just before the first `get`
+    of its id: between a listing that read the record and the write after it."""
+
+    def __init__(self, space: EmbeddingSpace, late: MemoryRecord) -> None:
+        super().__init__(space)
+        self.late: MemoryRecord | None = late
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        if self.late is not None and self.late.id == id:
+            late, self.late = self.late, None
+            await self.update(late)
+        return await super().get(owner, id)
+
+
+async def test_drop_keeps_a_version_written_after_it_listed_the_old_space() -> None:
+    """When this fails, `--drop-old` deleted, by the id it had listed, a newer
+    version a writer stored in the old space just before the delete."""
+    switched = T0 + timedelta(hours=1)
+    newer = _record("a", 0, "rewritten just now", switched + timedelta(minutes=5))
+    old = _WriterBetween(OLD.space, newer)
+    new = InMemoryMemoryStore(NEW.space)
+    await old.add([_record("a", 0, "fact 0")])
+    assert (await reembed_store(old, new, NEW)).complete
+    old.late = newer
+    assert await drop_space(old, new, switched) == 0
+    assert await _view(old, "a") == {"a0": "rewritten just now"}
+
+
+async def test_completing_after_the_switch_does_not_overwrite_a_write_made_meanwhile() -> None:
+    """When this fails, a run completing after the switch replaced, with the
+    origin's version, one a writer stored in the new space after the pass read it."""
+    switched = T0 + timedelta(hours=1)
+    ones = np.ones(NEW.space.dimension, np.float32)
+    newest = attrs.evolve(
+        _record("a", 0, "written to new meanwhile", switched + timedelta(minutes=9)), vector=ones
+    )
+    old = InMemoryMemoryStore(OLD.space)
+    new = _WriterBetween(NEW.space, newest)
+    await old.add([_record("a", 0, "fact 0")])
+    new.late = None
+    assert (await reembed_store(old, new, NEW)).complete
+    await old.update(_record("a", 0, "late in the origin", switched + timedelta(minutes=5)))
+    new.late = newest
+    done = await reembed_store(old, new, NEW, mirror_deletes=False, switched_at=switched)
+    assert done.complete
+    assert await _view(new, "a") == {"a0": "written to new meanwhile"}

@@ -154,18 +154,13 @@ async def unrecord_space(cache: Cache, space: EmbeddingSpace) -> None:
 MAX_PASSES = 5
 
 
+#: Every field a copy keeps (all but the vector, which it re-embeds).
+_KEPT = tuple(f.name for f in attrs.fields(MemoryRecord) if f.name != "vector")
+
+
 def _same(a: MemoryRecord, b: MemoryRecord) -> bool:
     """The same record apart from its vector (what a copy keeps)."""
-    return (
-        a.namespace == b.namespace
-        and a.kind == b.kind
-        and a.content == b.content
-        and a.updated_at == b.updated_at
-        and a.created_at == b.created_at
-        and a.importance == b.importance
-        and a.attributes == b.attributes
-        and a.context == b.context
-    )
+    return all(getattr(a, name) == getattr(b, name) for name in _KEPT)
 
 
 async def reembed(
@@ -299,11 +294,18 @@ async def _embed_batch(
     if fresh:
         await new.add(fresh)
     for copy in copies:
-        if copy.id in held:
-            try:
-                await new.update(copy)
-            except NotFound:  # deleted from `new` meanwhile: the checks below decide
-                await new.add([copy])
+        if copy.id not in held:
+            continue
+        if not mirror_deletes:
+            # writers use `new` too: read its version again right before replacing
+            # it, so one written since the pass read it is not overwritten
+            now = await new.get(copy.owner, copy.id)
+            if now is not None and now.updated_at >= copy.updated_at:
+                continue
+        try:
+            await new.update(copy)
+        except NotFound:  # deleted from `new` meanwhile: the checks below decide
+            await new.add([copy])
     if not mirror_deletes:
         for copy in copies:
             if await old.get(copy.owner, copy.id) is None:
@@ -335,7 +337,11 @@ async def drop_space(old: MemoryStore, new: MemoryStore, switched_at: datetime) 
             if _superseded(r, have.get(r.id), switched_at)
         ]
         for record_id in doomed:
-            removed += int(await old.delete(owner, record_id))
+            # read again right before deleting: a version written since the
+            # listing (a process connected before the switch) is kept
+            now = await old.get(owner, record_id)
+            if now is not None and _superseded(now, have.get(record_id), switched_at):
+                removed += int(await old.delete(owner, record_id))
     return removed
 
 

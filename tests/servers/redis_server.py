@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -99,6 +100,7 @@ class RedisServer:
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return
+        proc.send_signal(signal.SIGCONT)  # a stopped process ignores SIGTERM until resumed
         proc.terminate()
         try:
             proc.wait(timeout=5)
@@ -143,7 +145,8 @@ def redis_url() -> Iterator[str]:
 
 @pytest.fixture
 def restartable_redis() -> Iterator[RedisServer]:
-    """A private server (with the Search module) that a test may stop and restart."""
+    """A private server (with the Search module) that a test may stop, restart or
+    pause (`signal(SIGSTOP)`: it is resumed before it is stopped)."""
     server = launch_redis()
     try:
         yield server

@@ -239,6 +239,119 @@ def test_a_weekday_before_or_after_a_date(day: date, weekday: int) -> None:
     assert 1 <= (after.start - day).days <= 7
 
 
+# --- winter of a year, a season alone, two-digit years, "on the 15th", dotted ----
+# days, "the past two weeks", a holiday weekend ------------------------------------
+
+
+@given(year=st.integers(1951, 2090), of=st.sampled_from(["", "of ", ", "]))
+def test_winter_of_a_year_is_the_winter_its_january_falls_in(year: int, of: str) -> None:
+    """Before, "the winter of 2022" read as the whole of 2022 (winter had no year
+    form, the year stood alone)."""
+    text = f"in the winter {of}{year}".replace(" , ", ", ")
+    assert _one(text) == DateRange(date(year - 1, 12, 1), _one(f"in February {year}").end), text
+
+
+@given(reference=DAYS, season=st.sampled_from(["spring", "summer", "autumn", "fall", "winter"]))
+def test_a_season_alone_is_the_latest_one_begun_by_the_reference(
+    reference: date, season: str
+) -> None:
+    """ "in the summer" said in October 2023 is June-August 2023; before, it was
+    no date at all."""
+    r = _one(f"What did Sam do in the {season}?", reference)
+    assert r.start <= reference
+    if season != "winter":
+        assert r == _one(f"{season} {r.start.year}", reference)
+    else:
+        assert (r.start.month, r.start.day) == (12, 1)
+        assert r.end == _one(f"in February {r.end.year}", reference).end
+    # the next such season begins after the reference
+    nxt = _one(f"{season} {r.start.year + 1}" if season != "winter" else f"winter {r.end.year + 1}")
+    assert nxt.start > reference
+    assert _one(f"during {season}", reference) == r
+
+
+@given(month=st.integers(1, 12), yy=st.integers(0, 99), reference=DAYS)
+def test_a_month_with_a_two_digit_year_is_of_the_nearest_century(
+    month: int, yy: int, reference: date
+) -> None:
+    name = MONTH_NAMES[month - 1].capitalize()
+    r = _one(f"in {name} '{yy:02d}", reference)
+    assert r.start.year % 100 == yy
+    assert abs(r.start.year - reference.year) <= 50
+    assert r == _one(f"in {name} {r.start.year}", reference)
+
+
+@given(reference=DAYS, day=st.integers(1, 31), end=st.sampled_from(["?", ".", "", " after work"]))
+def test_on_the_nth_is_the_latest_such_day_not_after_the_reference(
+    reference: date, day: int, end: str
+) -> None:
+    r = _one(f"We met on the {_nth(day)}{end}", reference)
+    assert r.start == r.end
+    assert r.start.day == day
+    assert r.start <= reference
+    # no later day `day` of a month is on or before the reference
+    month = r.start.replace(day=1)
+    for _ in range(2):
+        month = (month + timedelta(days=32)).replace(day=1)
+        try:
+            later = month.replace(day=day)
+        except ValueError:
+            continue
+        assert later > reference
+
+
+def test_an_ordinal_before_a_noun_is_no_day() -> None:
+    for text in ("She lives on the 3rd floor.", "He won on the 2nd try", "on the 5th grade trip"):
+        assert parse_dates(text, date(2023, 5, 20)) == (), text
+
+
+@given(day=DAYS)
+def test_dotted_days(day: date) -> None:
+    assert _one(f"on {day.day:02d}.{day.month:02d}.{day.year}") == _day(day)
+    if day.day > 12:  # the second number cannot be a month: month first
+        assert _one(f"on {day.month}.{day.day}.{day.year}") == _day(day)
+
+
+@given(
+    reference=st.dates(date(1960, 1, 1), date(2090, 12, 31)),
+    n=st.integers(1, 12),
+    unit=st.sampled_from(["day", "week", "month", "year"]),
+    lead=st.sampled_from(["in the past", "over the last", "during the previous"]),
+)
+def test_the_past_n_units_end_at_the_reference(
+    reference: date, n: int, unit: str, lead: str
+) -> None:
+    """Before, "the past two weeks" was no date at all."""
+    r = _one(f"What did Sam do {lead} {n} {unit}s?", reference)
+    assert r.end == reference
+    if unit in ("day", "week"):
+        assert (r.end - r.start).days == n * (7 if unit == "week" else 1)
+    else:
+        months = n * (12 if unit == "year" else 1)
+        assert (r.start.year * 12 + r.start.month) + months == reference.year * 12 + reference.month
+    # the last weeks of a month are a part of it, not a time before the reference
+    assert not any(
+        x.end == reference for x in parse_dates(f"the last {n} weeks of May 2023", reference)
+    )
+
+
+@given(year=YEARS, a=_APOSTROPHES)
+def test_a_holiday_weekend_holds_the_holiday_and_the_weekend_nearest_it(year: int, a: str) -> None:
+    """Before, "Labor Day weekend 2023" read as Labor Day and the whole of 2023."""
+    names = ("Labor Day", "Memorial Day", "Thanksgiving", "Easter", f"Mother{a}s Day", "Christmas")
+    for name in names:
+        day = _one(f"on {name} {year}")
+        r = _one(f"over {name} weekend {year}")
+        assert day.start in r, name
+        days = [r.start + timedelta(days=i) for i in range((r.end - r.start).days + 1)]
+        assert [d.weekday() for d in days].count(5) == 1, (name, r)
+        assert [d.weekday() for d in days].count(6) == 1, (name, r)
+        assert len(days) <= 5, (name, r)
+    labor = _one(f"Labor Day weekend {year}")
+    assert labor.start.weekday() == 5  # Saturday to Monday
+    assert (labor.end - labor.start).days == 2
+
+
 def test_spans_on_examples() -> None:
     ref = date(2023, 12, 1)
     d = date

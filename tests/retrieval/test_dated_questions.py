@@ -7,6 +7,7 @@ from __future__ import annotations
 import calendar
 from datetime import UTC, date, datetime, timedelta
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -100,6 +101,94 @@ async def test_as_of_on_each_local_backend(store: MemoryStore) -> None:
     days = [date(2023, 8, 2), date(2023, 10, 12), date(2023, 11, 20), date(2024, 1, 5)]
     ranked = await _ranked(store, days, "What does Sam drive as of October 2023?")
     assert ranked[:2] == [date(2023, 10, 12), date(2023, 8, 2)]
+
+
+# --- open on one side: by, before, since, after --------------------------------
+
+
+@given(month=MONTHS, reference=st.dates(date(1990, 1, 1), date(2099, 12, 31)))
+def test_by_before_since_and_after_a_date_open_its_range(
+    month: tuple[int, int], reference: date
+) -> None:
+    """Before, each read as the month itself: "since March 2023" favoured March
+    alone, "before May 2023" favoured May, what the question excludes."""
+    m = _month(*month)
+    name = f"{_name(month[1])} {month[0]}"
+    (by,) = parse_dates(f"What did Sam drive by {name}?", reference)
+    assert by == DateRange(m.start, m.end, as_of=True)
+    (before,) = parse_dates(f"What did Sam drive before {name}?", reference)
+    day_before = m.start - timedelta(days=1)
+    assert before == DateRange(day_before, day_before, as_of=True)
+    (since,) = parse_dates(f"What has Sam driven since {name}?", reference)
+    assert since == DateRange(m.start, max(m.start, reference), since=True)
+    (after,) = parse_dates(f"What did Sam drive after {name}?", reference)
+    first = m.end + timedelta(days=1)
+    assert after == DateRange(first, max(first, reference), since=True)
+    # a modifier between them is applied first: since the week before the 1st
+    (week,) = parse_dates(f"since the week before 1 {name}", reference)
+    assert week.since
+    assert week.start == m.start - timedelta(days=7)
+
+
+def test_until_still_ends_a_span_and_a_range_is_never_both_open_ways() -> None:
+    ref = date(2024, 1, 1)
+    assert parse_dates("from May 1 until May 9, 2023", ref) == (
+        DateRange(date(2023, 5, 1), date(2023, 5, 9)),
+    )
+    with pytest.raises(ValueError, match="either"):
+        DateRange(date(2023, 5, 1), date(2023, 5, 9), as_of=True, since=True)
+
+
+@given(month=MONTHS, offsets=st.lists(st.integers(-200, 200), min_size=2, max_size=30))
+def test_since_favours_the_soonest_day_from_the_start_and_nothing_before(
+    month: tuple[int, int], offsets: list[int]
+) -> None:
+    (r,) = parse_dates(f"since {_name(month[1])} {month[0]}", date(2099, 1, 1))
+    days = sorted({r.start + timedelta(days=o) for o in offsets})
+    score = {d: date_match(d, [r], grace_days=7, half_life_days=7) for d in days}
+    for d in days:
+        assert (score[d] == 0.0) == (d < r.start)
+        assert score[d] >= 0.5 or d < r.start
+    on = [d for d in days if d >= r.start]
+    assert [score[d] for d in on] == sorted((score[d] for d in on), reverse=True)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    month=MONTHS,
+    offsets=st.lists(st.integers(-90, 90), min_size=2, max_size=8, unique=True),
+    word=st.sampled_from(["since", "after"]),
+)
+@example(month=(2023, 3), offsets=[-40, -3, 5, 20], word="since")
+@example(month=(2023, 7), offsets=[-2, 1, 45], word="after")
+async def test_since_and_after_rank_turns_from_then_on_above_earlier_ones(
+    month: tuple[int, int], offsets: list[int], word: str
+) -> None:
+    m = _month(*month)
+    start = m.start if word == "since" else m.end + timedelta(days=1)
+    days = [start + timedelta(days=o) for o in offsets]
+    question = f"What has Sam driven {word} {_name(month[1])} {month[0]}?"
+    ranked = await _ranked(InMemoryMemoryStore(EMBEDDER.space), days, question)
+    on = [d for d in ranked if d >= start]
+    earlier = [d for d in ranked if d < start]
+    assert ranked == on + earlier, ranked
+    assert on == sorted(on), ranked  # the soonest first
+
+
+@settings(max_examples=25, deadline=None)
+@given(month=MONTHS, offsets=st.lists(st.integers(-90, 90), min_size=2, max_size=8, unique=True))
+@example(month=(2023, 5), offsets=[-20, -1, 3, 40])  # turns in May itself come after
+async def test_before_a_month_ranks_the_latest_turn_before_it_first(
+    month: tuple[int, int], offsets: list[int]
+) -> None:
+    m = _month(*month)
+    days = [m.start + timedelta(days=o) for o in offsets]
+    question = f"What did Sam drive before {_name(month[1])} {month[0]}?"
+    ranked = await _ranked(InMemoryMemoryStore(EMBEDDER.space), days, question)
+    before = [d for d in ranked if d < m.start]
+    later = [d for d in ranked if d >= m.start]
+    assert ranked == before + later, ranked
+    assert before == sorted(before, reverse=True), ranked
 
 
 # --- an exact day and a month ---------------------------------------------------

@@ -39,7 +39,17 @@ Recognised (case-insensitive; "st/nd/rd/th" ordinals and commas allowed):
   `three days after May 8`, `the first weekend of October`, `the second week of
   November`, `the last Friday of May 2023`, `the beginning|middle|end of
   October 2023`, `early|mid|late October`; and `as of <date>`: a state at that
-  time (`DateRange.as_of`), which `date_match` reads as "the latest before it".
+  time (`DateRange.as_of`), which `date_match` reads as "the latest before it";
+  `by <date>` the same, `before <date>` as of the day before it; `since <date>`
+  and `after <date>`: what happened from its start (the day after it) on
+  (`DateRange.since`), "the soonest after it";
+- `winter 2022` (the winter its January is in: December 2021-February 2022), a
+  season alone after a time word (`in the summer`: the latest begun by the
+  reference), `May '23` (the century nearest the reference), `on the 15th` (the
+  latest 15th not after the reference; not before a noun: "on the 3rd floor"),
+  dotted days `14.08.2023` (day first unless the second number cannot be a
+  month), `the past two weeks` / `the last 3 months` (up to the reference), and
+  a holiday weekend (`Labor Day weekend`: the holiday and the weekend nearest it).
 
 A record's own words can say when its events happened ("we went camping two
 weekends ago"): `mentioned_dates` resolves them against when it was said,
@@ -169,9 +179,32 @@ _MONTH_YEAR = re.compile(
     re.I,
 )
 _SEASON_YEAR = re.compile(
-    r"(?<!\w)(?P<s>spring|summer|autumn|fall)(?:\s+of)?,?\s+" + _Y.format(name="y") + r"(?!\w)",
+    r"(?<!\w)(?P<s>spring|summer|autumn|fall|winter)(?:\s+of)?,?\s+"
+    + _Y.format(name="y")
+    + r"(?!\w)",
     re.I,
 )
+# a season with no year after a time word: "in the summer", "during winter"
+_SEASON_ALONE = re.compile(
+    r"(?<!\w)(?:in|during|over|throughout)\s+(?:the\s+)?(?P<s>spring|summer|autumn|fall|winter)"
+    r"(?!\w)(?!\s+(?:of\s+)?\d)",
+    re.I,
+)
+# a month and a two-digit year: "May '23" (the century nearest the reference)
+_MONTH_SHORT_YEAR = re.compile(
+    r"(?<!\w)" + _M.format(name="m") + r",?\s+['\u2019](?P<yy>\d\d)(?!\w)", re.I
+)
+# "on the 15th": the latest 15th not after the reference, when what follows is
+# no noun the ordinal counts ("on the 3rd floor", "on the 2nd try")
+_ON_THE_DAY = re.compile(
+    r"(?<!\w)on\s+the\s+(?P<d>[0-3]?\d)(?:st|nd|rd|th)(?!\w)"
+    r"(?=\s*(?:$|[?.!,;:)\]\"\u201d]|(?:after|before|at|and|or|when|while|with|for|to|we|i|he"
+    r"|she|they|you|it|this|last|next|of\s+(?:this|last|next|the)\s+month)(?!\w)))",
+    re.I,
+)
+# European dotted days: "14.08.2023" (day first unless the second number cannot
+# be a month)
+_DOT_DAY = re.compile(r"(?<![\w./-])(?P<a>\d{1,2})\.(?P<b>\d{1,2})\.(?P<y>\d{4})(?![\w/-]|\.\d)")
 _MONTH_ALONE = re.compile(r"(?<!\w)" + _M.format(name="m") + r"(?!\w)", re.I)
 _UNTIL = r"\s*(?:-|\u2013|to|until|till|through|thru|and|or)\s*"
 # spans of days in one month: "from 3 to 5 May 2023", "between the 3rd and 5th of
@@ -206,6 +239,14 @@ _AGO = re.compile(
     r"(?<!\w)" + _NUMBER + r"\s+(?P<unit>day|week(?:end)?|month|year)s?\s+ago(?!\w)",
     re.I,
 )
+# "the past two weeks", "the last 3 months": from that long before the reference
+# up to it ("the last two weeks of May" is a part of May, not this)
+_PAST_N = re.compile(
+    r"(?<!\w)(?:the\s+)?(?:past|last|previous)\s+"
+    + _NUMBER
+    + r"\s+(?P<unit>day|week|month|year)s?(?!\w)(?!\s+(?:of|in|before|after)(?!\w))",
+    re.I,
+)
 _LAST_NEXT = re.compile(
     r"(?<!\w)(?P<which>last|this|next|past|previous)\s+(?P<unit>week(?:end)?|month|year|"
     + "|".join(_WEEKDAYS)
@@ -218,6 +259,11 @@ _SHIFT_ALONE = re.compile(
 )
 # modifiers of the date right after them (matched on the text before it)
 _AS_OF = re.compile(r"(?<!\w)as\s+of\s+(?:the\s+)?$", re.I)
+# open on one side: "by May 2023" and "before May 2023" ask for a state then (as
+# of its end, as of the day before it); "since March 2023" and "after July 2023"
+# for what happened from it on (from its start, from the day after it). "until"
+# and "till" are left to spans ("from May 1 until May 9")
+_OPEN = re.compile(r"(?<!\w)(?P<w>by|before|since|after)\s+(?:the\s+)?$", re.I)
 _SHIFT = re.compile(
     r"(?<!\w)(?:(?:the|a)\s+(?P<unit>day|week(?:end)?|month|"
     + "|".join(_WEEKDAYS)
@@ -284,7 +330,7 @@ _HOLIDAY = re.compile(
     + _APOSTROPHE
     + r"s?\s+day|father"
     + _APOSTROPHE
-    + r"s?\s+day|easter)(?:\s+(?:day\s+)?(?:of\s+)?"
+    + r"s?\s+day|easter)(?P<weekend>\s+weekend)?(?:\s+(?:day\s+)?(?:of\s+)?"
     + _Y.format(name="y")
     + r")?(?!\w)",
     re.I,
@@ -302,16 +348,29 @@ _PRECEDING_WORD = re.compile(r"(\w+)\W*$")
 @frozen(order=True)
 class DateRange:
     """Days `start` to `end`, both included (`start <= end`). `as_of`: the text
-    asks for a state at that time ("as of October 2023"), so what was said up to
-    its end counts, the latest most, and nothing after it."""
+    asks for a state at that time ("as of October 2023", "by May 2023", "before
+    May 2023"), so what was said up to its end counts, the latest most, and
+    nothing after it. `since`: the text asks for what happened from `start` on
+    ("since March 2023", "after July 2023"; `end` is the reference day it was
+    read against, or `start` when that is earlier), so nothing before `start`
+    counts and everything after it does, the soonest most."""
 
     start: date
     end: date
     as_of: bool = False
+    since: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.start > self.end:
             raise ValueError(f"start {self.start} is after end {self.end}")
+        if self.as_of and self.since:
+            raise ValueError("a range is either as of its end or since its start, not both")
+
+    @property
+    def open(self) -> bool:
+        """Whether the range is open on one side (`as_of` or `since`): a state up
+        to its end or what happened from its start on."""
+        return self.as_of or self.since
 
     def __contains__(self, day: object) -> bool:
         return isinstance(day, date) and self.start <= day <= self.end
@@ -507,17 +566,18 @@ def _part_of(r: DateRange, part: str) -> DateRange:
     return DateRange(r.start + timedelta(days=20), r.end)
 
 
-def _modified(text: str, start: int, r: DateRange) -> tuple[int, DateRange]:
+def _modified(text: str, start: int, r: DateRange, reference: date) -> tuple[int, DateRange]:
     """Apply the modifiers written right before a date (`text[:start]`), the
     nearest first: "as of the end of October 2023" is the end of October, as
-    of then. The new start of the span and the range."""
+    of then; "since the week before 16 November" is from that week on. The new
+    start of the span and the range."""
     while True:
         before = text[:start]
         m = _AS_OF.search(before)
-        if m and not r.as_of:
+        if m and not r.open:
             start, r = m.start(), DateRange(r.start, r.end, as_of=True)
             continue
-        if r.as_of:
+        if r.open:
             return start, r
         m = _SHIFT.search(before)
         if m:
@@ -545,7 +605,21 @@ def _modified(text: str, start: int, r: DateRange) -> tuple[int, DateRange]:
         if m and r.start == r.end:
             start, r = m.start(), _week_around(r.start, m["unit"].lower())
             continue
+        m = _OPEN.search(before)
+        if m:
+            return m.start(), _opened(r, m["w"].lower(), reference)
         return start, r
+
+
+def _opened(r: DateRange, word: str, reference: date) -> DateRange:
+    """`r` after "by", "before", "since" or "after" (see `_OPEN`)."""
+    if word == "by":
+        return DateRange(r.start, r.end, as_of=True)
+    if word == "before":
+        day = r.start - timedelta(days=1)
+        return DateRange(day, day, as_of=True)
+    first = r.start if word == "since" else r.end + timedelta(days=1)
+    return DateRange(first, max(first, reference), since=True)
 
 
 def _half_of(r: DateRange, first: bool) -> DateRange:
@@ -621,7 +695,67 @@ def _month_of_year(m: re.Match[str], _ref: date) -> DateRange | None:
 
 
 def _season_of_year(m: re.Match[str], _ref: date) -> DateRange | None:
-    return _season(m["s"], int(m["y"]))
+    """ "summer 2021": June-August 2021; "winter 2022": the winter whose January
+    is in 2022 (December 2021 to February 2022, as seasonal records label it)."""
+    name, year = m["s"].lower(), int(m["y"])
+    if name == "winter":
+        return _season_in(name, year - 1)
+    return _season(name, year)
+
+
+def _season_alone(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "in the summer": the latest summer begun by `reference` (this one while
+    it lasts)."""
+    name = m["s"].lower()
+    year = reference.year
+    while _season_in(name, year).start > reference:
+        year -= 1
+    return _season_in(name, year)
+
+
+def _month_short_year(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "May '23": May of the year ending in 23 nearest `reference`."""
+    yy = int(m["yy"])
+    century = reference.year - reference.year % 100
+    year = min(
+        (c + yy for c in (century - 100, century, century + 100)),
+        key=lambda y: abs(y - reference.year),
+    )
+    return _month_range(year, _month(m["m"]))
+
+
+def _on_the_day(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "on the 15th": the latest 15th not after `reference` (this month's or an
+    earlier month's; None past the 31st)."""
+    day = int(m["d"])
+    if not 1 <= day <= 31:
+        return None
+    first = reference.replace(day=1)
+    for back in range(12):
+        month = _add_months(first, -back)
+        got = _day(month.year, month.month, day)
+        if got is not None and got.end <= reference:
+            return got
+    return None
+
+
+def _dot_day(m: re.Match[str], _ref: date) -> DateRange | None:
+    a, b = int(m["a"]), int(m["b"])
+    day, month = (b, a) if b > 12 else (a, b)
+    return _day(int(m["y"]), month, day)
+
+
+def _past_n(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "the past two weeks": from two weeks before `reference` up to it."""
+    n = _number(m["n"])
+    unit = m["unit"].lower()
+    if unit == "month":
+        start = _add_months(reference, -n)
+    elif unit == "year":
+        start = _add_months(reference, -12 * n)
+    else:
+        start = reference - timedelta(days=n * (7 if unit == "week" else 1))
+    return DateRange(start, reference)
 
 
 def _single_day(m: re.Match[str], reference: date) -> DateRange | None:
@@ -668,18 +802,27 @@ def _holiday_in(key: str, year: int) -> date:
 
 
 def _holiday(m: re.Match[str], reference: date) -> DateRange | None:
-    """A holiday: of the year named, else the latest one not after `reference`."""
+    """A holiday: of the year named, else the latest one not after `reference`;
+    "<holiday> weekend": the holiday and the weekend nearest it ("Labor Day
+    weekend": Saturday to Monday; "Thanksgiving weekend": Thursday to Sunday)."""
     key = _holiday_key(m["h"])
     if key not in _HOLIDAYS:
         return None
+    day: date | None = None
     if m["y"]:
-        d = _holiday_in(key, int(m["y"]))
-        return DateRange(d, d)
-    for year in range(reference.year, reference.year - 2, -1):
-        d = _holiday_in(key, year)
-        if d <= reference:
-            return DateRange(d, d)
-    return None
+        day = _holiday_in(key, int(m["y"]))
+    else:
+        for year in range(reference.year, reference.year - 2, -1):
+            d = _holiday_in(key, year)
+            if d <= reference:
+                day = d
+                break
+    if day is None:
+        return None
+    if m["weekend"]:
+        weekend = _week_around(day, "weekend")
+        return DateRange(min(day, weekend.start), max(day, weekend.end))
+    return DateRange(day, day)
 
 
 def _over_weekend(_m: re.Match[str], reference: date) -> DateRange | None:
@@ -751,11 +894,16 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_MONTH_DAY, _named_day),
     (_MONTH_YEAR, _month_of_year),
     (_SEASON_YEAR, _season_of_year),
+    (_MONTH_SHORT_YEAR, _month_short_year),
+    (_DOT_DAY, _dot_day),
     (_AGO, _ago),
+    (_PAST_N, _past_n),
     (_LAST_NEXT, _relative),
     (_SHIFT_ALONE, _shift_alone),
     (_OVER_WEEKEND, _over_weekend),
     (_SINGLE_DAY, _single_day),
+    (_SEASON_ALONE, _season_alone),
+    (_ON_THE_DAY, _on_the_day),
     (_MONTH_ALONE, _month_alone),
     (_YEAR_ALONE, _year_alone),
 )
@@ -818,7 +966,7 @@ def date_spans(text: str, reference: date) -> list[tuple[tuple[int, int], DateRa
     joined: list[tuple[int, int, DateRange]] = []
     for start, end, got in found:
         try:
-            new_start, got = _modified(text, start, got)
+            new_start, got = _modified(text, start, got, reference)
         except (ValueError, OverflowError, KeyError):
             new_start = start
         joined.append((new_start, end, got))
@@ -846,10 +994,10 @@ def _between(
     i = 0
     while i < len(found):
         start, end, r = found[i]
-        if i + 1 < len(found) and not r.as_of:
+        if i + 1 < len(found) and not r.open:
             m = _BETWEEN.search(text[:start])
             nxt_start, nxt_end, nxt = found[i + 1]
-            if m and _AND.fullmatch(text[end:nxt_start]) and not nxt.as_of:
+            if m and _AND.fullmatch(text[end:nxt_start]) and not nxt.open:
                 if not re.search(r"\d{4}", text[start:end]):
                     r = _in_year_before(r, nxt)
                 if nxt.end >= r.start:
@@ -911,9 +1059,17 @@ def date_match(
     is usually told on it or soon after), then halving every `half_life_days`
     further away on either side; the best range counts. 0 without ranges. An
     `as_of` range: 0 after its end; up to it, from 1 on its last day down towards
-    0.5 (the excess halving every half-life back): the latest state counts most."""
+    0.5 (the excess halving every half-life back): the latest state counts most.
+    A `since` range, mirrored: 0 before its start; from it on, from 1 down
+    towards 0.5 (the excess halving every half-life on): all of it counts, the
+    soonest most."""
     best = 0.0
     for r in ranges:
+        if r.since:
+            if day >= r.start:
+                on = (day - r.start).days
+                best = max(best, 0.5 + 0.5 * float(0.5 ** (on / half_life_days)))
+            continue
         if r.as_of:
             # a state as of then: nothing said after counts; up to its end, the
             # later the better (never below half)
@@ -982,9 +1138,10 @@ def mention_match(
     of 1 inside a named range and `0.5 ** (distance / half_life_days)` outside
     (the event is equally likely on any of its days: "last week" inside "in May"
     is 1, half of it inside "on May 3"-week less); the best pair counts. "As of"
-    ranges ask for a state, not an event: they are not matched here."""
+    ranges ask for a state, not an event: they are not matched here; a `since`
+    range holds every day from its start on."""
     best = 0.0
-    named = [r for r in ranges if not r.as_of]
+    named = [DateRange(r.start, date.max) if r.since else r for r in ranges if not r.as_of]
     for m in mentioned:
         days = (m.end - m.start).days + 1
         if days > MAX_MENTION_DAYS:

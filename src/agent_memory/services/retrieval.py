@@ -270,13 +270,15 @@ class HybridRetriever:
         ranges = tuple(dict.fromkeys(r for _, r in spans))
         lexical: list[ScoredRecord] = []
         vector: list[ScoredRecord] = []
-        # "as of <date>" asks for the state then, which was told before it: the
-        # date's words would match what was said in that month or year, later
-        # turns included, so they leave the keyword query (the date bonus reads it)
-        keywords = _without(query, [span for span, r in spans if r.as_of])
+        # "as of <date>" asks for the state then, which was told before it, and
+        # "since <date>" for what happened from then on: the date's words would
+        # match what was said in that month or year (later turns included, or
+        # earlier ones left out), so they leave the keyword query (the date
+        # bonus reads it)
+        keywords = _without(query, [span for span, r in spans if r.open])
         if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
             if ranges and config.context_dates:
-                words = [range_words(r) for r in ranges if not r.as_of]
+                words = [range_words(r) for r in ranges if not r.open]
                 keywords = _extended(keywords, words)
             if config.query_variants and not listing:
                 keywords = _extended(keywords, query_variants(query))

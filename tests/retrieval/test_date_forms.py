@@ -189,6 +189,7 @@ def test_a_span_of_days_in_a_month_is_those_days(first: date, length: int, dash:
 
 
 @given(reference=DAYS, day=st.integers(1, 27), length=st.integers(1, 3))
+@example(reference=date(2000, 2, 1), day=26, length=3)  # 26-29 February: 1996, not 26 Feb 1999
 def test_a_span_of_days_without_a_year_is_the_latest_one(
     reference: date, day: int, length: int
 ) -> None:

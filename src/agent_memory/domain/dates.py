@@ -846,14 +846,16 @@ def _day_span(m: re.Match[str], reference: date) -> DateRange | None:
     first, last = int(m["d"]), int(m["d2"])
     if last <= first:
         return None
+    month = _month(m["m"])
     if m["y"]:
-        start = _day(int(m["y"]), _month(m["m"]), first)
-    else:
-        start = _latest_day(_month(m["m"]), first, reference)
-    if start is None:
-        return None
-    end = _day(start.start.year, start.start.month, last)
-    return None if end is None else DateRange(start.start, end.end)
+        start, end = _day(int(m["y"]), month, first), _day(int(m["y"]), month, last)
+        return None if start is None or end is None else DateRange(start.start, end.end)
+    # the latest year the whole span exists in ("February 26-29": a leap year's)
+    for year in range(reference.year, reference.year - 9, -1):
+        start, end = _day(year, month, first), _day(year, month, last)
+        if start is not None and end is not None and start.start <= reference:
+            return DateRange(start.start, end.end)
+    return None
 
 
 def _month_span(m: re.Match[str], _ref: date) -> DateRange | None:

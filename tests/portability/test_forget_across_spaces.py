@@ -5,6 +5,7 @@ forgotten user's records and switch reads to)."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,13 +14,23 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent_memory.adapters.memory.cache import InMemoryCache
 from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.bootstrap.connect import connect
 from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.portability import open_ports, reembed
-from agent_memory.services.portability.reembed import SPACES_KEY, SWITCH_SCOPE, read_spaces
+from agent_memory.ports.storage import Cache, CacheEntry
+from agent_memory.services.portability.reembed import (
+    SPACE_PREFIX,
+    SPACES_KEY,
+    SWITCH_SCOPE,
+    _write_spaces,
+    read_spaces,
+    record_space,
+    unrecord_space,
+)
 
 from .helpers import settings
 
@@ -172,10 +183,107 @@ async def test_a_switch_recorded_before_the_list_still_has_its_old_space_forgott
     await reembed(url, to_model="hashing", dimension=64, settings=s)
     async with open_ports(url, space=NEW, settings=s) as ports:
         assert ports.cache is not None
-        assert await ports.cache.delete(SWITCH_SCOPE, SPACES_KEY)
+        assert await ports.cache.delete_prefix(SWITCH_SCOPE, SPACE_PREFIX) == 2
         assert await read_spaces(ports.cache) == []
     async with connect(url, settings=s) as m:
         assert m.embedder.space == NEW
         assert (await m.users.forget("alice")).failures == ()
     assert await _contents(url, s, OLD, "alice") == []
     assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+
+
+# --- the list of spaces under concurrent re-embeds --------------------------------
+
+SPACES = [HashingEmbedder(d).space for d in range(8, 8 + 12)]
+
+
+class YieldingCache:
+    """A cache whose every call yields to the event loop first, as a network or
+    file cache does: concurrent read-then-write sequences interleave."""
+
+    def __init__(self, inner: InMemoryCache) -> None:
+        self.inner = inner
+
+    async def get(self, scope: str, key: str) -> bytes | None:
+        await asyncio.sleep(0)
+        return await self.inner.get(scope, key)
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: Any = None) -> None:
+        await asyncio.sleep(0)
+        await self.inner.put(scope, key, value, ttl)
+
+    async def delete(self, scope: str, key: str) -> bool:
+        await asyncio.sleep(0)
+        return await self.inner.delete(scope, key)
+
+    async def delete_prefix(self, scope: str, prefix: str) -> int:
+        await asyncio.sleep(0)
+        return await self.inner.delete_prefix(scope, prefix)
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        await asyncio.sleep(0)
+        return await self.inner.entries(scope, prefix)
+
+    async def ping(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class UnlistedCache(YieldingCache):
+    """The same without `entries`: a cache that cannot enumerate its keys."""
+
+    entries = None  # type: ignore[assignment]
+
+
+async def test_spaces_recorded_at_once_are_all_listed() -> None:
+    """When this fails, two re-embeds recording their spaces at once each read the
+    list and wrote it back with only their own added: a forget then missed the
+    space the other wrote, and the user's facts stayed there."""
+    cache = YieldingCache(InMemoryCache())
+    await asyncio.gather(*(record_space(cache, sp) for sp in SPACES))
+    assert {sp.identity for sp in await read_spaces(cache)} == {sp.identity for sp in SPACES}
+    # dropping some at once while others are recorded keeps every other
+    dropped, kept = SPACES[:6], SPACES[6:]
+    await asyncio.gather(
+        *(unrecord_space(cache, sp) for sp in dropped), *(record_space(cache, sp) for sp in kept)
+    )
+    assert {sp.identity for sp in await read_spaces(cache)} == {sp.identity for sp in kept}
+
+
+async def test_a_list_written_in_one_entry_is_still_read_and_dropped_from() -> None:
+    """A deployment whose list was written as one entry (`SPACES_KEY`) by an
+    earlier version, and a cache that cannot list keys, which keeps writing it."""
+    cache = YieldingCache(InMemoryCache())
+    await _write_spaces(cache, SPACES[:2])
+    await record_space(cache, SPACES[2])
+    assert [sp.identity for sp in await read_spaces(cache)] == [s.identity for s in SPACES[:3]]
+    await unrecord_space(cache, SPACES[0])
+    assert [sp.identity for sp in await read_spaces(cache)] == [s.identity for s in SPACES[1:3]]
+    unlisted: Cache = UnlistedCache(InMemoryCache())
+    for sp in SPACES[:3]:
+        await record_space(unlisted, sp)
+    await unrecord_space(unlisted, SPACES[1])
+    assert [sp.identity for sp in await read_spaces(unlisted)] == [
+        SPACES[0].identity,
+        SPACES[2].identity,
+    ]
+    assert await unlisted.get(SWITCH_SCOPE, SPACES_KEY) is not None
+
+
+async def test_spaces_recorded_at_once_on_each_backend(backend: str, tmp_path: Path) -> None:
+    """Concurrent writers, each with its own connection to the deployment's cache."""
+    s = settings(tmp_path, embedder="hashing")
+
+    async def one(space: EmbeddingSpace) -> None:
+        async with open_ports(backend, space=OLD, settings=s) as ports:
+            assert ports.cache is not None
+            await record_space(ports.cache, space)
+
+    await asyncio.gather(*(one(sp) for sp in SPACES[:6]))
+    async with open_ports(backend, space=OLD, settings=s) as ports:
+        assert ports.cache is not None
+        listed = {sp.identity for sp in await read_spaces(ports.cache)}
+        assert listed == {sp.identity for sp in SPACES[:6]}
+        for sp in SPACES[:6]:
+            await unrecord_space(ports.cache, sp)
+        assert await read_spaces(ports.cache) == []

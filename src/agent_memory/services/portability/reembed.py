@@ -15,7 +15,7 @@ from attrs import define, frozen
 from agent_memory.domain.errors import NotFound
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Embedder
-from agent_memory.ports.storage import Cache, MemoryStore
+from agent_memory.ports.storage import Cache, CacheListing, MemoryStore
 from agent_memory.services.portability.errors import PortabilityError
 from agent_memory.services.portability.format import space_json
 from agent_memory.services.portability.transfer import (
@@ -27,6 +27,7 @@ from agent_memory.services.portability.transfer import (
 
 __all__ = [
     "SPACES_KEY",
+    "SPACE_PREFIX",
     "SWITCH_KEY",
     "SWITCH_SCOPE",
     "EmbeddingSwitch",
@@ -45,6 +46,11 @@ __all__ = [
 #: the switch, `SWITCH_SCOPE`): a re-embed adds its source and target before it
 #: copies anything and removes a space it drops. A forget deletes in every listed
 #: space, so a kept old space or a half-built new one holds nothing forgotten.
+#: One entry per space, key `SPACE_PREFIX + space.identity`, so two re-embeds
+#: recording at once never overwrite each other's; a cache without
+#: `CacheListing` (which cannot enumerate them) keeps the list in one entry,
+#: `SPACES_KEY`, which lists written before per-space entries existed also use.
+SPACE_PREFIX = "space/"
 SPACES_KEY = "spaces"
 
 # Where the switch is recorded (`SWITCH_SCOPE`, `SWITCH_KEY`): one cache entry
@@ -118,15 +124,29 @@ def _space_of(body: Any) -> EmbeddingSpace:
 
 
 async def read_spaces(cache: Cache) -> list[EmbeddingSpace]:
-    """The spaces that may hold the deployment's records (`SPACES_KEY`), in the
-    order they were recorded; `PortabilityError` when the entry is unreadable."""
+    """The spaces that may hold the deployment's records: those of the one-entry
+    list (`SPACES_KEY`) in the order recorded, then the per-space entries
+    (`SPACE_PREFIX`) by identity, each space once; `PortabilityError` when an
+    entry is unreadable."""
+    found: dict[str, EmbeddingSpace] = {}
+    try:
+        for space in await _listed(cache):
+            found.setdefault(space.identity, space)
+        if isinstance(cache, CacheListing):
+            for entry in await cache.entries(SWITCH_SCOPE, SPACE_PREFIX):
+                space = _space_of(json.loads(entry.value))
+                found.setdefault(space.identity, space)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
+    return list(found.values())
+
+
+async def _listed(cache: Cache) -> list[EmbeddingSpace]:
+    """The spaces of the one-entry list (`SPACES_KEY`)."""
     raw = await cache.get(SWITCH_SCOPE, SPACES_KEY)
     if raw is None:
         return []
-    try:
-        return [_space_of(body) for body in json.loads(raw)["spaces"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
+    return [_space_of(body) for body in json.loads(raw)["spaces"]]
 
 
 async def _write_spaces(cache: Cache, spaces: list[EmbeddingSpace]) -> None:
@@ -135,15 +155,30 @@ async def _write_spaces(cache: Cache, spaces: list[EmbeddingSpace]) -> None:
 
 
 async def record_space(cache: Cache, space: EmbeddingSpace) -> None:
-    """List `space` among the spaces that may hold records (once)."""
-    spaces = await read_spaces(cache)
+    """List `space` among the spaces that may hold records (once): its own entry
+    where the cache can list entries (a write that races no other), else in the
+    one-entry list (read, then written)."""
+    if isinstance(cache, CacheListing):
+        value = json.dumps(space_json(space), sort_keys=True).encode()
+        await cache.put(SWITCH_SCOPE, SPACE_PREFIX + space.identity, value)
+        return
+    try:
+        spaces = await _listed(cache)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
     if all(s.identity != space.identity for s in spaces):
         await _write_spaces(cache, [*spaces, space])
 
 
 async def unrecord_space(cache: Cache, space: EmbeddingSpace) -> None:
-    """Take `space` off the list (its records were dropped)."""
-    spaces = await read_spaces(cache)
+    """Take `space` off the list (its records were dropped): its own entry, and
+    the one-entry list where that names it."""
+    if isinstance(cache, CacheListing):
+        await cache.delete(SWITCH_SCOPE, SPACE_PREFIX + space.identity)
+    try:
+        spaces = await _listed(cache)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
     kept = [s for s in spaces if s.identity != space.identity]
     if len(kept) != len(spaces):
         await _write_spaces(cache, kept)

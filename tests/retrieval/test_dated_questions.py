@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 
 from agent_memory.adapters.memory import InMemoryMemoryStore
 from agent_memory.adapters.memory.embedder import HashingEmbedder
-from agent_memory.domain.dates import MONTH_NAMES, DateRange, date_match, parse_dates
+from agent_memory.domain.dates import (
+    MONTH_NAMES,
+    DateRange,
+    date_match,
+    date_spans,
+    parse_dates,
+    question_spans,
+)
 from agent_memory.ports.storage import MemoryStore
 from agent_memory.services.retrieval import ConversationTurn, HybridRetriever
 
@@ -189,6 +196,71 @@ async def test_before_a_month_ranks_the_latest_turn_before_it_first(
     later = [d for d in ranked if d >= m.start]
     assert ranked == before + later, ranked
     assert before == sorted(before, reverse=True), ranked
+
+
+# --- relative forms in a question that names its date ---------------------------
+
+_RELATIVE = ["last week", "yesterday", "last Friday", "two days ago", "last weekend"]
+
+
+@given(
+    day=st.dates(date(1990, 1, 1), date(2090, 12, 31)),
+    asked=st.dates(date(1990, 1, 1), date(2099, 12, 31)),
+    relative=st.sampled_from(_RELATIVE),
+)
+@example(day=date(2023, 11, 6), asked=date(2024, 1, 15), relative="last week")
+def test_a_relative_date_resolves_against_the_date_the_question_names(
+    day: date, asked: date, relative: str
+) -> None:
+    """ "What was Tim's issue last week, as mentioned on November 6, 2023?" asks
+    about the week before 6 November, not the week before it is asked; before,
+    "last week" resolved against when it was asked."""
+    text = (
+        f"What did Sam drive {relative}, as mentioned on {_name(day.month)} {day.day}, {day.year}?"
+    )
+    got = [r for _, r in question_spans(text, asked)]
+    assert got == [parse_dates(relative, day)[0], DateRange(day, day)], text
+    # the turn's own words keep resolving against when they were said
+    assert parse_dates(text, asked)[0] == parse_dates(relative, asked)[0]
+
+
+@given(asked=st.dates(date(1990, 1, 1), date(2099, 12, 31)), relative=st.sampled_from(_RELATIVE))
+def test_without_a_short_absolute_date_relative_ones_resolve_against_the_reference(
+    asked: date, relative: str
+) -> None:
+    for text in (f"What did Sam drive {relative}?", f"What did Sam drive in 2022 and {relative}?"):
+        assert question_spans(text, asked) == date_spans(text, asked), text
+
+
+@given(day=st.dates(date(1901, 1, 1), date(2098, 12, 31)))
+def test_the_last_weekend_before_a_day_is_the_weekend_before_it(day: date) -> None:
+    """ "What did Maria do last weekend before April 10, 2023?" read as the
+    weekend before the reference and as of 9 April."""
+    name = f"{_name(day.month)} {day.day}, {day.year}"
+    (r,) = parse_dates(f"What did Sam do last weekend before {name}?", date(2099, 1, 1))
+    assert r == parse_dates(f"the weekend before {name}", date(2099, 1, 1))[0]
+    assert r.start.weekday() == 5
+    assert r.end < day
+
+
+async def test_a_relative_date_anchored_to_the_question_s_date_ranks_its_turn_first() -> None:
+    said = date(2023, 11, 6)  # a Monday: "last week" is 30 October - 5 November
+    days = [date(2023, 11, 1), date(2024, 1, 10)]  # the second in the week before it is asked
+    turns = [
+        ConversationTurn(
+            id=f"t{i}",
+            speaker="Sam",
+            text="I drive a red pickup truck these days.",
+            at=datetime(d.year, d.month, d.day, 12, tzinfo=UTC),
+            session=str(i),
+        )
+        for i, d in enumerate(days)
+    ]
+    retriever = HybridRetriever(InMemoryMemoryStore(EMBEDDER.space), EMBEDDER)
+    await retriever.add_conversation("sam", turns)
+    question = f"What did Sam drive last week, as mentioned on November {said.day}, 2023?"
+    got = await retriever.retrieve("sam", question, limit=2, reference=date(2024, 1, 15))
+    assert [h.record.id for h in got.hits] == ["t0", "t1"]
 
 
 # --- an exact day and a month ---------------------------------------------------

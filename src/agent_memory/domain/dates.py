@@ -67,6 +67,7 @@ from datetime import date, datetime, timedelta
 from attrs import frozen
 
 __all__ = [
+    "MAX_ANCHOR_DAYS",
     "MONTH_NAMES",
     "DateRange",
     "date_match",
@@ -77,6 +78,7 @@ __all__ = [
     "mentioned_dates",
     "parse_dates",
     "parse_ranges",
+    "question_spans",
     "range_words",
 ]
 
@@ -265,7 +267,7 @@ _AS_OF = re.compile(r"(?<!\w)as\s+of\s+(?:the\s+)?$", re.I)
 # and "till" are left to spans ("from May 1 until May 9")
 _OPEN = re.compile(r"(?<!\w)(?P<w>by|before|since|after)\s+(?:the\s+)?$", re.I)
 _SHIFT = re.compile(
-    r"(?<!\w)(?:(?:the|a)\s+(?P<unit>day|week(?:end)?|month|"
+    r"(?<!\w)(?:(?:the|a|last|first)\s+(?P<unit>day|week(?:end)?|month|"
     + "|".join(_WEEKDAYS)
     + r")|"
     + _NUMBER
@@ -501,8 +503,9 @@ def _shifted(r: DateRange, unit: str, n: int, direction: str) -> DateRange | Non
             d = r.end + timedelta(days=(weekday - r.end.weekday()) % 7 or 7)
         return DateRange(d, d)
     if unit == "weekend":
-        if before:
-            saturday = r.start - timedelta(days=(r.start.weekday() - 5) % 7 or 7)
+        if before:  # a whole weekend before it: before a Sunday, the one a week back
+            back = (r.start.weekday() - 5) % 7
+            saturday = r.start - timedelta(days=back if back >= 2 else back + 7)
         else:
             saturday = r.end + timedelta(days=(5 - r.end.weekday()) % 7 or 7)
         return _weekend(saturday)
@@ -942,6 +945,38 @@ def parse_dates(text: str, reference: date) -> tuple[DateRange, ...]:
     dates ("31 February", arithmetic past year 9999) are skipped: this never
     raises for any `text`."""
     return tuple(dict.fromkeys(r for _, r in date_spans(text, reference)))
+
+
+#: the longest range a question's absolute date may be to anchor its relative ones
+MAX_ANCHOR_DAYS = 31
+
+
+def question_spans(text: str, reference: date) -> list[tuple[tuple[int, int], DateRange]]:
+    """`date_spans` of a question about what was said: when it names an absolute
+    date of at most `MAX_ANCHOR_DAYS` days ("as mentioned on November 6, 2023")
+    and relative ones ("last week"), the relative ones resolve against that
+    date's last day (the last such date written), the time the question is about,
+    not against `reference` (when it is asked). A range is relative when it
+    changes with the reference."""
+    if isinstance(reference, datetime):
+        reference = reference.date()
+    spans = date_spans(text, reference)
+    if len(spans) < 2:
+        return spans
+    try:
+        other = reference - timedelta(days=800)
+    except OverflowError:
+        other = reference + timedelta(days=800)
+    elsewhere = dict(date_spans(text, other))
+    absolute = [
+        r
+        for span, r in spans
+        if elsewhere.get(span) == r and (r.end - r.start).days < MAX_ANCHOR_DAYS
+    ]
+    if not absolute or all(elsewhere.get(span) == r for span, r in spans):
+        return spans
+    anchored = dict(date_spans(text, absolute[-1].end))
+    return [(span, r if elsewhere.get(span) == r else anchored.get(span, r)) for span, r in spans]
 
 
 def date_spans(text: str, reference: date) -> list[tuple[tuple[int, int], DateRange]]:

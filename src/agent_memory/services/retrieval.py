@@ -21,11 +21,11 @@ from attrs import field, frozen
 
 from agent_memory.domain.dates import (
     DateRange,
-    date_spans,
     event_time_words,
     format_ranges,
     mentioned_dates,
     parse_ranges,
+    question_spans,
     range_words,
 )
 from agent_memory.domain.errors import InvalidInput, UnsupportedBackend
@@ -266,7 +266,7 @@ class HybridRetriever:
             wanted = RetrievalMode.VECTOR
 
         now = self._clock.now()
-        spans = date_spans(query, reference if reference is not None else now.date())
+        spans = question_spans(query, reference if reference is not None else now.date())
         ranges = tuple(dict.fromkeys(r for _, r in spans))
         lexical: list[ScoredRecord] = []
         vector: list[ScoredRecord] = []

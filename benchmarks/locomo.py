@@ -499,9 +499,21 @@ def knobs(base: str) -> tuple[Knob, ...]:
             if other != weight
         ),
     )
+    date = RetrievalConfig().date_weight
+    dates = tuple(
+        Knob(
+            f"date bonus weight {other} instead of {date}",
+            {"date_weight": other},
+            {"date_weight": date},
+            refines="dates (month and year in context + date bonus)",
+        )
+        for other in (0.2, 0.3, 0.4, 0.5)
+        if other != date
+    )
     if base == "hashing":
         return (
             *_RULE_KNOBS,
+            *dates,
             *length,
             Knob("hashing vectors 0.2", {"vector_weight": 0.2}, {"vector_weight": 0.0}),
             Knob("MiniLM instead of hashing, vector weight 0.3", {"vector_weight": 0.3}, {},
@@ -513,6 +525,7 @@ def knobs(base: str) -> tuple[Knob, ...]:
         )  # fmt: skip
     return (
         *_RULE_KNOBS,
+        *dates,
         *length,
         Knob("MiniLM vectors 0.4", {"vector_weight": 0.4}, {"vector_weight": 0.0}),
         Knob("MiniLM vector weight 0.3 instead of 0.4", {"vector_weight": 0.3},

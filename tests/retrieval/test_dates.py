@@ -13,6 +13,7 @@ from agent_memory.domain.dates import (
     date_match,
     event_time_words,
     parse_dates,
+    question_spans,
     range_words,
 )
 from agent_memory.domain.lexical import tokenize
@@ -87,8 +88,12 @@ def test_a_year_parses_to_the_whole_year(day: date, reference: date) -> None:
 @example(text="next year", reference=date(9999, 12, 31))
 @example(text="31 February 2023, 2023-13-45, 2023-00", reference=date(2023, 1, 1))
 @example(text="in May", reference=date(1, 3, 1))
+@example(text="the past 999 years, on 3 May 2023", reference=date(1, 3, 1))
+@example(text="in the winter, since May '99", reference=date(9999, 12, 31))
 def test_the_parser_never_raises_and_every_range_is_ordered(text: str, reference: date) -> None:
     for r in parse_dates(text, reference):
+        assert r.start <= r.end
+    for _, r in question_spans(text, reference):
         assert r.start <= r.end
 
 
@@ -120,6 +125,9 @@ _DATEISH = st.lists(
             *("between", "from", "to", "and", "or", "until", "\u2013"),
             *("quarter", "first", "last", "Q4", "Q1", "before", "after", "the"),
             *("0", "1", "29", "31", "1000", "2199", "5th"),
+            # open ranges, seasons, two-digit years, "on the 15th", dotted days
+            *("since", "by", "as", "on", "winter", "spring", "'23", "15th", "14.08.2023"),
+            *("past", "previous", "Labor Day", "Easter", "weekend", "999", "years", "9999"),
         ]
     ),
     max_size=12,
@@ -129,6 +137,8 @@ _DATEISH = st.lists(
 @given(text=_DATEISH, reference=REFERENCES)
 def test_date_like_word_salad_never_raises(text: str, reference: date) -> None:
     for r in parse_dates(text, reference):
+        assert r.start <= r.end
+    for _, r in question_spans(text, reference):
         assert r.start <= r.end
 
 

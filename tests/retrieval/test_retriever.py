@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import attrs
 import numpy as np
@@ -398,3 +400,72 @@ def test_the_default_config_follows_the_embedder_space() -> None:
     ) == (0.2, 0.5, 0.05, True, 0.0)
     assert semantic.length_prior is LengthPrior.BONUS
     assert 0 < HASHING_VECTOR_WEIGHT < RetrievalConfig().vector_weight
+
+
+# --- the query's embedding runs while the keyword search does ----------------------
+
+
+class _Gate:
+    """An embedder whose embedding sets `embedding` and then waits for `release`,
+    and a store whose keyword search waits for `embedding`: the two must overlap."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(64)
+        self.embedding = asyncio.Event()
+        self.release = asyncio.Event()
+        self.cancelled = False
+
+    @property
+    def space(self) -> EmbeddingSpace:
+        return self.inner.space
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.embedding.set()
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            self.cancelled = True
+            raise
+        vectors: npt.NDArray[np.float32] = await self.inner.embed(texts)
+        return vectors
+
+
+class _WaitingKeywordStore(InMemoryMemoryStore):
+    def __init__(self, space: EmbeddingSpace, gate: _Gate, *, fail: bool = False) -> None:
+        super().__init__(space)
+        self.gate, self.fail = gate, fail
+
+    async def search_text(self, owner: str, query: str, **kwargs: Any) -> list[ScoredRecord]:
+        await asyncio.wait_for(self.gate.embedding.wait(), timeout=5)
+        if self.fail:
+            raise RuntimeError("keyword search failed")
+        self.gate.release.set()
+        return await super().search_text(owner, query, **kwargs)
+
+
+async def test_the_query_is_embedded_while_the_keyword_search_runs() -> None:
+    """When this fails (a TimeoutError), retrieval embedded the query only after
+    the keyword search returned: the two latencies added up."""
+    gate = _Gate()
+    store = _WaitingKeywordStore(gate.space, gate)
+    retriever = HybridRetriever(store, gate, RetrievalConfig(vector_weight=0.2))
+    gate.release.set()  # adding the conversation embeds it
+    await retriever.add_conversation(OWNER, conversation())
+    gate.release.clear()
+    gate.embedding.clear()
+    got = await retriever.retrieve(OWNER, "Where did Sam go hiking?", limit=3)
+    assert got.mode is RetrievalMode.HYBRID
+    assert got.hits
+
+
+async def test_a_failed_keyword_search_cancels_the_embedding() -> None:
+    gate = _Gate()
+    store = _WaitingKeywordStore(gate.space, gate, fail=True)
+    retriever = HybridRetriever(store, gate, RetrievalConfig(vector_weight=0.2))
+    gate.release.set()
+    await retriever.add_conversation(OWNER, conversation())
+    gate.release.clear()
+    gate.embedding.clear()
+    with pytest.raises(RuntimeError, match="keyword search failed"):
+        await retriever.retrieve(OWNER, "Where did Sam go hiking?", limit=3)
+    assert gate.cancelled

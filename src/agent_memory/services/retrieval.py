@@ -13,6 +13,8 @@ record per turn, the neighbouring turns (same session) as indexing context.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
 from typing import Any
@@ -276,19 +278,33 @@ class HybridRetriever:
         # earlier ones left out), so they leave the keyword query (the date
         # bonus reads it)
         keywords = _without(query, [span for span, r in spans if r.open])
-        if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
-            if ranges and config.context_dates:
-                words = [range_words(r) for r in ranges if not r.open]
-                keywords = _extended(keywords, words)
-            if config.query_variants and not listing:
-                keywords = _extended(keywords, query_variants(query))
-            if config.category_members and listing:
-                keywords = _extended(keywords, category_members(query))
-            lexical = await self._keyword.search_text(
-                owner, keywords, limit=depth, namespace=namespace, kinds=kinds
-            )
-        if wanted is not RetrievalMode.LEXICAL:
-            embedded = await self._embedder.embed([query])
+        # the query's embedding (a model's forward pass, off the event loop)
+        # runs while the keyword search does
+        embedding = (
+            asyncio.ensure_future(self._embedder.embed([query]))
+            if wanted is not RetrievalMode.LEXICAL
+            else None
+        )
+        try:
+            if wanted is not RetrievalMode.VECTOR and self._keyword is not None:
+                if ranges and config.context_dates:
+                    words = [range_words(r) for r in ranges if not r.open]
+                    keywords = _extended(keywords, words)
+                if config.query_variants and not listing:
+                    keywords = _extended(keywords, query_variants(query))
+                if config.category_members and listing:
+                    keywords = _extended(keywords, category_members(query))
+                lexical = await self._keyword.search_text(
+                    owner, keywords, limit=depth, namespace=namespace, kinds=kinds
+                )
+        except BaseException:
+            if embedding is not None:
+                embedding.cancel()
+                with contextlib.suppress(BaseException):
+                    await embedding
+            raise
+        if embedding is not None:
+            embedded = await embedding
             vector = await self._store.search(
                 owner, embedded[0], limit=depth, namespace=namespace, kinds=kinds
             )

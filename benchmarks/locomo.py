@@ -480,6 +480,23 @@ _RULE_KNOBS = (
 )
 
 
+def _weight_rows(
+    knob: str, name: str, default: float, grid: Sequence[float], *, label: str | None = None
+) -> tuple[Knob, ...]:
+    """ "<label> weight X instead of <default>" for each other weight X of `grid`,
+    each refining `knob` (chosen only where that knob is)."""
+    return tuple(
+        Knob(
+            f"{label or knob} weight {other} instead of {default}",
+            {name: other},
+            {name: default},
+            refines=knob,
+        )
+        for other in grid
+        if other != default
+    )
+
+
 def knobs(base: str) -> tuple[Knob, ...]:
     """The knobs judged with `base` ("hashing" or "minilm") as the default
     embedder: the rules, the length prior at the base embedder's weight (0.3,
@@ -488,27 +505,14 @@ def knobs(base: str) -> tuple[Knob, ...]:
     weight = 0.3 if base == "hashing" else 0.2
     length = (
         Knob("length prior", {"length_weight": weight}, {"length_weight": 0.0}),
-        *(
-            Knob(
-                f"length prior weight {other} instead of {weight}",
-                {"length_weight": other},
-                {"length_weight": weight},
-                refines="length prior",
-            )
-            for other in (0.1, 0.2, 0.3, 0.4)
-            if other != weight
-        ),
+        *_weight_rows("length prior", "length_weight", weight, (0.1, 0.2, 0.3, 0.4)),
     )
-    date = RetrievalConfig().date_weight
-    dates = tuple(
-        Knob(
-            f"date bonus weight {other} instead of {date}",
-            {"date_weight": other},
-            {"date_weight": date},
-            refines="dates (month and year in context + date bonus)",
-        )
-        for other in (0.2, 0.3, 0.4, 0.5)
-        if other != date
+    dates = _weight_rows(
+        "dates (month and year in context + date bonus)",
+        "date_weight",
+        RetrievalConfig().date_weight,
+        (0.2, 0.3, 0.4, 0.5),
+        label="date bonus",
     )
     if base == "hashing":
         return (

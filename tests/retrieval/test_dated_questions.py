@@ -37,9 +37,12 @@ def _name(month: int) -> str:
     return MONTH_NAMES[month - 1].capitalize()
 
 
-async def _ranked(store: MemoryStore, days: list[date], question: str) -> list[date]:
+async def _ranked(
+    store: MemoryStore, days: list[date], question: str, asked: date | None = None
+) -> list[date]:
     """The days of the turns retrieval ranks, best first: one identical turn per
-    day, each its own session, so only the dates tell them apart."""
+    day, each its own session, so only the dates tell them apart; asked on
+    `asked` (default: 30 days after the last turn)."""
     turns = [
         ConversationTurn(
             id=f"t{i:03d}",
@@ -52,7 +55,7 @@ async def _ranked(store: MemoryStore, days: list[date], question: str) -> list[d
     ]
     retriever = HybridRetriever(store, EMBEDDER)
     await retriever.add_conversation("sam", turns)
-    asked = max(days) + timedelta(days=30)
+    asked = asked or max(days) + timedelta(days=30)
     got = await retriever.retrieve("sam", question, limit=len(days), reference=asked)
     by_id = {t.id: t.at.date() for t in turns}
     return [by_id[h.record.id] for h in got.hits]
@@ -244,23 +247,12 @@ def test_the_last_weekend_before_a_day_is_the_weekend_before_it(day: date) -> No
 
 
 async def test_a_relative_date_anchored_to_the_question_s_date_ranks_its_turn_first() -> None:
-    said = date(2023, 11, 6)  # a Monday: "last week" is 30 October - 5 November
-    days = [date(2023, 11, 1), date(2024, 1, 10)]  # the second in the week before it is asked
-    turns = [
-        ConversationTurn(
-            id=f"t{i}",
-            speaker="Sam",
-            text="I drive a red pickup truck these days.",
-            at=datetime(d.year, d.month, d.day, 12, tzinfo=UTC),
-            session=str(i),
-        )
-        for i, d in enumerate(days)
-    ]
-    retriever = HybridRetriever(InMemoryMemoryStore(EMBEDDER.space), EMBEDDER)
-    await retriever.add_conversation("sam", turns)
-    question = f"What did Sam drive last week, as mentioned on November {said.day}, 2023?"
-    got = await retriever.retrieve("sam", question, limit=2, reference=date(2024, 1, 15))
-    assert [h.record.id for h in got.hits] == ["t0", "t1"]
+    # 6 November 2023 is a Monday: "last week" is 30 October - 5 November; the
+    # second turn is in the week before the question is asked
+    days = [date(2024, 1, 10), date(2023, 11, 1)]
+    question = "What did Sam drive last week, as mentioned on November 6, 2023?"
+    store = InMemoryMemoryStore(EMBEDDER.space)
+    assert await _ranked(store, days, question, asked=date(2024, 1, 15)) == days[::-1]
 
 
 # --- an exact day and a month ---------------------------------------------------

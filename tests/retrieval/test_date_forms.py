@@ -353,6 +353,26 @@ def test_a_holiday_weekend_holds_the_holiday_and_the_weekend_nearest_it(year: in
     assert (labor.end - labor.start).days == 2
 
 
+@given(
+    year=YEARS,
+    first=st.integers(1, 12),
+    second=st.integers(1, 12),
+    join=st.sampled_from([" or ", " and ", ", ", "/"]),
+    reference=DAYS,
+)
+def test_a_month_joined_to_a_dated_one_takes_its_year(
+    year: int, first: int, second: int, join: str, reference: date
+) -> None:
+    """ "in June or July 2023" asked in 2030 was June 2030's latest June (2029)
+    and July 2023."""
+    a, b = MONTH_NAMES[first - 1].capitalize(), MONTH_NAMES[second - 1].capitalize()
+    got = parse_dates(f"Where did Sam go in {a}{join}{b} {year}?", reference)
+    assert got[0] == _one(f"in {a} {year}"), got
+    assert got[-1] == _one(f"in {b} {year}"), got
+    # a relative date keeps the reference
+    assert parse_dates(f"last week or {b} {year}", reference)[0] == _one("last week", reference)
+
+
 def test_spans_on_examples() -> None:
     ref = date(2023, 12, 1)
     d = date

@@ -1026,7 +1026,9 @@ def _between(
     """ "between August 11 and August 15 2023", "from May 1 to May 9": one range
     from the first date's start to the second's end (when that is not earlier).
     A first date written without a year takes the second's year (or the year
-    before, "between December 30 and January 2 2020"), not the reference's."""
+    before, "between December 30 and January 2 2020"), not the reference's; so
+    does a month or day joined to a dated one by "or", "and" or a comma ("in
+    June or July 2023": June 2023), the two kept apart."""
     out: list[tuple[int, int, DateRange]] = []
     i = 0
     while i < len(found):
@@ -1041,9 +1043,35 @@ def _between(
                     out.append((m.start(), nxt_end, DateRange(r.start, nxt.end)))
                     i += 2
                     continue
+            if (
+                _OR.fullmatch(text[end:nxt_start])
+                and not nxt.open
+                and _MONTH_ALONE.search(text[start:end])
+                and not re.search(r"\d{4}", text[start:end])
+                and re.search(r"\d{4}", text[nxt_start:nxt_end])
+            ):
+                r = _in_year_of(r, nxt)
         out.append((start, end, r))
         i += 1
     return out
+
+
+#: what joins two dates of which the first takes the second's year: "in June or
+#: July 2023", "on May 3 and May 5, 2023"
+_OR = re.compile(r",?\s*(?:or|and|,|/)\s*", re.I)
+
+
+def _in_year_of(r: DateRange, nxt: DateRange) -> DateRange:
+    """`r` (a month or day written without a year) in the year `nxt` starts in;
+    `r` itself when that day does not exist (29 February)."""
+    year = nxt.start.year
+    try:
+        if _is_month(r):  # February's last day depends on the year
+            return _month_range(year, r.start.month)
+        shift = r.end.year - r.start.year
+        return DateRange(r.start.replace(year=year), r.end.replace(year=year + shift))
+    except ValueError:
+        return r
 
 
 def _in_year_before(r: DateRange, nxt: DateRange) -> DateRange:

@@ -1013,7 +1013,7 @@ def date_spans(text: str, reference: date) -> list[tuple[tuple[int, int], DateRa
         if not any(j != i and s <= start and end <= e for j, (s, e, _) in enumerate(joined))
     ]
     kept.sort(key=lambda item: item[0])
-    return [((start, end), r) for start, end, r in _between(text, kept)]
+    return [((start, end), r) for start, end, r in _between(text, _shared_years(text, kept))]
 
 
 _BETWEEN = re.compile(r"(?<!\w)(?:between|from)\s+$", re.I)
@@ -1043,16 +1043,32 @@ def _between(
                     out.append((m.start(), nxt_end, DateRange(r.start, nxt.end)))
                     i += 2
                     continue
-            if (
-                _OR.fullmatch(text[end:nxt_start])
-                and not nxt.open
-                and _MONTH_ALONE.search(text[start:end])
-                and not re.search(r"\d{4}", text[start:end])
-                and re.search(r"\d{4}", text[nxt_start:nxt_end])
-            ):
-                r = _in_year_of(r, nxt)
         out.append((start, end, r))
         i += 1
+    return out
+
+
+def _shared_years(
+    text: str, found: list[tuple[int, int, DateRange]]
+) -> list[tuple[int, int, DateRange]]:
+    """A month or day written without a year, joined by "or", "and" or a comma to
+    one that has a year (written, or taken this way), takes that year: "in June,
+    July or August 2023" is of 2023 throughout."""
+    out = list(found)
+    dated = [bool(re.search(r"\d{4}", text[s:e])) for s, e, _ in found]
+    for i in range(len(out) - 2, -1, -1):
+        start, end, r = out[i]
+        nxt_start, _, nxt = out[i + 1]
+        if (
+            not dated[i]
+            and dated[i + 1]
+            and not r.open
+            and not nxt.open
+            and _MONTH_ALONE.search(text[start:end])
+            and _OR.fullmatch(text[end:nxt_start])
+        ):
+            out[i] = (start, end, _in_year_of(r, nxt))
+            dated[i] = True
     return out
 
 

@@ -521,23 +521,26 @@ async def reembed(
             switch = await read_switch(old.cache)
             # Until reads use the new space only this copy writes there, so what
             # the old space lost meanwhile is deleted from it; after the switch
-            # (completing from the origin) writers use it too: nothing is deleted.
-            reading_new = switch is not None and switch.new.identity == embedder.space.identity
+            # (`moved_at`: completing from the origin) writers use it too:
+            # nothing is deleted.
+            moved_at = (
+                switch.switched_at
+                if switch is not None and switch.new.identity == embedder.space.identity
+                else None
+            )
             summary = await reembed_store(
                 old.store,
                 new.store,
                 embedder,
                 batch_size=batch_size,
                 progress=progress,
-                mirror_deletes=not reading_new,
-                switched_at=switch.switched_at if switch is not None and reading_new else None,
+                mirror_deletes=moved_at is None,
+                switched_at=moved_at,
             )
             if summary.complete:
                 # a run completing after the switch keeps its time: records older
                 # than it were copied before it
-                switched_at = (
-                    switch.switched_at if switch is not None and reading_new else datetime.now(UTC)
-                )
+                switched_at = moved_at or datetime.now(UTC)
                 await write_switch(
                     old.cache,
                     EmbeddingSwitch(

@@ -128,25 +128,28 @@ async def read_spaces(cache: Cache) -> list[EmbeddingSpace]:
     list (`SPACES_KEY`) in the order recorded, then the per-space entries
     (`SPACE_PREFIX`) by identity, each space once; `PortabilityError` when an
     entry is unreadable."""
-    found: dict[str, EmbeddingSpace] = {}
-    try:
-        for space in await _listed(cache):
+    found = {space.identity: space for space in await _listed(cache)}
+    if isinstance(cache, CacheListing):
+        for entry in await cache.entries(SWITCH_SCOPE, SPACE_PREFIX):
+            (space,) = _parsed(entry.value, one_entry=False)
             found.setdefault(space.identity, space)
-        if isinstance(cache, CacheListing):
-            for entry in await cache.entries(SWITCH_SCOPE, SPACE_PREFIX):
-                space = _space_of(json.loads(entry.value))
-                found.setdefault(space.identity, space)
+    return list(found.values())
+
+
+def _parsed(raw: bytes, *, one_entry: bool) -> list[EmbeddingSpace]:
+    """The spaces of the one-entry list (`one_entry`) or of one space's entry;
+    `PortabilityError` when it is unreadable."""
+    try:
+        body = json.loads(raw)
+        return [_space_of(b) for b in body["spaces"]] if one_entry else [_space_of(body)]
     except (KeyError, TypeError, ValueError) as exc:
         raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
-    return list(found.values())
 
 
 async def _listed(cache: Cache) -> list[EmbeddingSpace]:
     """The spaces of the one-entry list (`SPACES_KEY`)."""
     raw = await cache.get(SWITCH_SCOPE, SPACES_KEY)
-    if raw is None:
-        return []
-    return [_space_of(body) for body in json.loads(raw)["spaces"]]
+    return [] if raw is None else _parsed(raw, one_entry=True)
 
 
 async def _write_spaces(cache: Cache, spaces: list[EmbeddingSpace]) -> None:
@@ -162,10 +165,7 @@ async def record_space(cache: Cache, space: EmbeddingSpace) -> None:
         value = json.dumps(space_json(space), sort_keys=True).encode()
         await cache.put(SWITCH_SCOPE, SPACE_PREFIX + space.identity, value)
         return
-    try:
-        spaces = await _listed(cache)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
+    spaces = await _listed(cache)
     if all(s.identity != space.identity for s in spaces):
         await _write_spaces(cache, [*spaces, space])
 
@@ -175,10 +175,7 @@ async def unrecord_space(cache: Cache, space: EmbeddingSpace) -> None:
     the one-entry list where that names it."""
     if isinstance(cache, CacheListing):
         await cache.delete(SWITCH_SCOPE, SPACE_PREFIX + space.identity)
-    try:
-        spaces = await _listed(cache)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PortabilityError(f"the list of embedding spaces is unreadable: {exc}") from None
+    spaces = await _listed(cache)
     kept = [s for s in spaces if s.identity != space.identity]
     if len(kept) != len(spaces):
         await _write_spaces(cache, kept)

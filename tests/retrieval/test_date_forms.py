@@ -386,6 +386,11 @@ def test_spans_on_examples() -> None:
     assert parse_dates("from November to January 2023", ref) == (
         DateRange(d(2022, 11, 1), d(2023, 1, 31)),
     )
+    # a month without a year takes the second date's year whole: asked in a leap
+    # year, February (1-29) is moved to 2023 as February 1-28, not left in 2024
+    assert parse_dates("from February to March 5 2023", d(2024, 6, 1)) == (
+        DateRange(d(2023, 2, 1), d(2023, 3, 5)),
+    )
     # not spans: a second day before the first, or an impossible one
     assert parse_dates("May 5-3, 2023", ref)[0] == _day(d(2023, 5, 5))
     assert DateRange(d(2023, 2, 1), d(2023, 2, 28)) in parse_dates(

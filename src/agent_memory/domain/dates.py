@@ -1017,6 +1017,8 @@ def date_spans(text: str, reference: date) -> list[tuple[tuple[int, int], DateRa
 
 
 _BETWEEN = re.compile(r"(?<!\w)(?:between|from)\s+$", re.I)
+# a year written in a date's own words (else it took the reference's)
+_WRITTEN_YEAR = re.compile(r"\d{4}")
 _AND = re.compile(r",?\s*(?:and|to|until|till|-|\u2013)\s*", re.I)
 
 
@@ -1037,7 +1039,7 @@ def _between(
             m = _BETWEEN.search(text[:start])
             nxt_start, nxt_end, nxt = found[i + 1]
             if m and _AND.fullmatch(text[end:nxt_start]) and not nxt.open:
-                if not re.search(r"\d{4}", text[start:end]):
+                if _WRITTEN_YEAR.search(text[start:end]) is None:
                     r = _in_year_before(r, nxt)
                 if nxt.end >= r.start:
                     out.append((m.start(), nxt_end, DateRange(r.start, nxt.end)))
@@ -1055,7 +1057,7 @@ def _shared_years(
     one that has a year (written, or taken this way), takes that year: "in June,
     July or August 2023" is of 2023 throughout."""
     out = list(found)
-    dated = [bool(re.search(r"\d{4}", text[s:e])) for s, e, _ in found]
+    dated = [_WRITTEN_YEAR.search(text[s:e]) is not None for s, e, _ in found]
     for i in range(len(out) - 2, -1, -1):
         start, end, r = out[i]
         nxt_start, _, nxt = out[i + 1]
@@ -1080,32 +1082,35 @@ _OR = re.compile(r",?\s*(?:or|and|,|/)\s*", re.I)
 def _in_year_of(r: DateRange, nxt: DateRange) -> DateRange:
     """`r` (a month or day written without a year) in the year `nxt` starts in;
     `r` itself when that day does not exist (29 February)."""
-    year = nxt.start.year
-    try:
-        if _is_month(r):  # February's last day depends on the year
-            return _month_range(year, r.start.month)
-        shift = r.end.year - r.start.year
-        return DateRange(r.start.replace(year=year), r.end.replace(year=year + shift))
-    except ValueError:
-        return r
+    return _moved(r, nxt.start.year - r.start.year) or r
 
 
 def _in_year_before(r: DateRange, nxt: DateRange) -> DateRange:
     """`r` (a range written without a year) moved to the latest year in which it
     ends before `nxt` starts: `nxt`'s year or the one before; `r` itself when
     neither fits."""
-    shift = r.end.year - r.start.year
     years = [nxt.start.year]
     if r.start.month > nxt.start.month:  # "December 30 to January 2": across New Year
         years.append(nxt.start.year - 1)
     for year in years:
-        try:
-            moved = DateRange(r.start.replace(year=year - shift), r.end.replace(year=year))
-        except ValueError:  # 29 February
-            continue
-        if moved.end <= nxt.start:
+        moved = _moved(r, year - r.end.year)
+        if moved is not None and moved.end <= nxt.start:
             return moved
     return r
+
+
+def _moved(r: DateRange, years: int) -> DateRange | None:
+    """`r` `years` years later (earlier when negative): a whole month stays the
+    whole month (February's last day depends on the year); None when a day of
+    it does not exist then (29 February) or the year is out of range."""
+    try:
+        if _is_month(r):
+            return _month_range(r.start.year + years, r.start.month)
+        return DateRange(
+            r.start.replace(year=r.start.year + years), r.end.replace(year=r.end.year + years)
+        )
+    except ValueError:
+        return None
 
 
 def event_time_words(at: datetime | date) -> str:

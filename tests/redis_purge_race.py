@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 from agent_memory.adapters.redis import RedisEventLog
+from agent_memory.adapters.redis.events import _recorded_key
 from agent_memory.domain.records import Entity, Event
 from redis_erase_race import Interleaved
 
@@ -143,17 +145,18 @@ async def check_purge_races(url: str, deployment: str) -> None:
 async def _global_members(log: RedisEventLog) -> set[bytes]:
     """Every member of the global slots' sets (time, recorded time, the entity's)."""
     k = log._keys
-    keys = [k.ev_global(), k.ev_global()[:-1] + "r", k.ev_global_entity(ENTITY.type, ENTITY.id)]
+    keys = [k.ev_global(), _recorded_key(k.ev_global()), k.ev_global_entity(ENTITY.type, ENTITY.id)]
     out: set[bytes] = set()
     for key in keys:
-        out |= set(await log._r.zrange(key, 0, -1))
+        out |= set(cast("list[bytes]", await log._r.zrange(key, 0, -1)))
     return out
 
 
-async def _relink_then_forget(url: str, dep: str, s1: int, s2: int) -> int:
+async def _relink_then_forget(url: str, dep: str, s1: int, s2: int) -> tuple[int, bool]:
     """The purge's round trip `s1`: another handle purges the expired batch and
     appends the fresh one (same ids); round trip `s2` (later): it forgets user A,
-    whose global event g1 the purge is relinking. The number of round trips."""
+    whose global event g1 the purge is relinking. The number of round trips, and
+    whether the forget landed (and was checked)."""
 
     async def hook(other: RedisEventLog, n: int) -> None:
         if n == s1:
@@ -170,7 +173,7 @@ async def _relink_then_forget(url: str, dep: str, s1: int, s2: int) -> int:
                 f"the forgotten global event g1 is still referenced: {sorted(left)}"
             )
             assert (await _visible(log))["user A"] == set()
-    return seen
+    return seen, seen >= s2
 
 
 async def check_relink_forget_race(url: str, deployment: str) -> None:
@@ -179,12 +182,15 @@ async def check_relink_forget_race(url: str, deployment: str) -> None:
     the forget at a later one), nothing of the forgotten event stays referenced."""
     most = 0
     for s1 in range(1, 40):  # the purge's round trips with a fresh batch at s1
-        trips = await _relink_then_forget(url, f"{deployment}c{s1}", s1, 10**6)
+        trips, _ = await _relink_then_forget(url, f"{deployment}c{s1}", s1, 10**6)
         most = max(most, trips)
         if s1 >= most:
             break
-    n = 0
+    n = checked = 0
     for s1 in range(1, most):
         for s2 in range(s1 + 1, most + 1):
             n += 1
-            await _relink_then_forget(url, f"{deployment}r{n}", s1, s2)
+            checked += (await _relink_then_forget(url, f"{deployment}r{n}", s1, s2))[1]
+    # the purge has several round trips, and the forget landed in most pairs
+    assert most >= 2, most
+    assert checked >= most - 1, (checked, n, most)

@@ -152,21 +152,27 @@ async def test_forget_during_an_interrupted_reembed_is_not_undone_by_resuming(
     assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
-async def test_dropping_the_old_space_takes_it_off_the_list(tmp_path: Path) -> None:
+async def _reembedded(tmp_path: Path) -> tuple[str, Settings]:
+    """A SQLite deployment with both users' facts, re-embedded from OLD to NEW."""
     s = settings(tmp_path, embedder="hashing")
     url = f"sqlite:///{tmp_path}/m.db"
     await _remember(url, s)
     await reembed(url, to_model="hashing", dimension=64, settings=s)
+    return url, s
+
+
+async def _listed_spaces(url: str, s: Settings) -> list[str]:
+    """The identities of the spaces the deployment lists (`read_spaces`)."""
     async with open_ports(url, space=NEW, settings=s) as ports:
         assert ports.cache is not None
-        assert {sp.identity for sp in await read_spaces(ports.cache)} == {
-            OLD.identity,
-            NEW.identity,
-        }
+        return [sp.identity for sp in await read_spaces(ports.cache)]
+
+
+async def test_dropping_the_old_space_takes_it_off_the_list(tmp_path: Path) -> None:
+    url, s = await _reembedded(tmp_path)
+    assert set(await _listed_spaces(url, s)) == {OLD.identity, NEW.identity}
     await reembed(url, to_model="hashing", dimension=64, drop_old=True, settings=s)
-    async with open_ports(url, space=NEW, settings=s) as ports:
-        assert ports.cache is not None
-        assert [sp.identity for sp in await read_spaces(ports.cache)] == [NEW.identity]
+    assert await _listed_spaces(url, s) == [NEW.identity]
     async with connect(url, settings=s) as m:
         assert (await m.users.forget("alice")).failures == ()
     assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
@@ -177,14 +183,11 @@ async def test_a_switch_recorded_before_the_list_still_has_its_old_space_forgott
 ) -> None:
     """A deployment re-embedded before the list of spaces existed has only the
     switch: its old space, a local default's, is still reached."""
-    s = settings(tmp_path, embedder="hashing")
-    url = f"sqlite:///{tmp_path}/m.db"
-    await _remember(url, s)
-    await reembed(url, to_model="hashing", dimension=64, settings=s)
+    url, s = await _reembedded(tmp_path)
     async with open_ports(url, space=NEW, settings=s) as ports:
         assert ports.cache is not None
         assert await ports.cache.delete_prefix(SWITCH_SCOPE, SPACE_PREFIX) == 2
-        assert await read_spaces(ports.cache) == []
+    assert await _listed_spaces(url, s) == []
     async with connect(url, settings=s) as m:
         assert m.embedder.space == NEW
         assert (await m.users.forget("alice")).failures == ()

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -107,18 +108,26 @@ async def test_a_copy_that_never_settles_is_not_complete() -> None:
     assert not done.complete
 
 
+async def _switched(
+    n: int,
+) -> tuple[InMemoryMemoryStore, InMemoryMemoryStore, datetime, datetime, npt.NDArray[np.float32]]:
+    """`n` records of owner "a" copied from the old space to the new one; the
+    stores, the switch's time, a time after it, and a vector for new-space writes."""
+    old = InMemoryMemoryStore(OLD.space)
+    new = InMemoryMemoryStore(NEW.space)
+    await old.add([_record("a", i, f"fact {i}") for i in range(n)])
+    assert (await reembed_store(old, new, NEW)).complete
+    switched = T0 + timedelta(hours=1)
+    ones = np.ones(NEW.space.dimension, np.float32)
+    return old, new, switched, switched + timedelta(minutes=5), ones
+
+
 async def test_drop_keeps_only_what_the_new_space_lacks_from_after_the_switch() -> None:
     """When this fails, `--drop-old` deleted a record written to the old space
     after the switch (by a process connected before it): an acknowledged write
     lost for good; or it kept records the new space supersedes (a later version,
     or deleted there after the switch), so the old space never empties."""
-    old = InMemoryMemoryStore(OLD.space)
-    new = InMemoryMemoryStore(NEW.space)
-    await old.add([_record("a", i, f"fact {i}") for i in range(4)])
-    assert (await reembed_store(old, new, NEW)).complete
-    switched = T0 + timedelta(hours=1)
-    after = switched + timedelta(minutes=5)
-    ones = np.ones(NEW.space.dimension, np.float32)
+    old, new, switched, after, ones = await _switched(4)
     await old.add([_record("a", 7, "written late", after)])  # old connection, after
     await old.delete("a", "a1")
     await old.add([_record("a", 1, "changed late", after)])  # in old, after: newer than new's
@@ -134,13 +143,7 @@ async def test_completing_after_the_switch_keeps_the_new_spaces_own_writes() -> 
     origin adds what the origin got after the switch, and neither deletes,
     overwrites with an older version, nor brings back what the new space deleted
     since."""
-    old = InMemoryMemoryStore(OLD.space)
-    new = InMemoryMemoryStore(NEW.space)
-    await old.add([_record("a", i, f"fact {i}") for i in range(3)])
-    assert (await reembed_store(old, new, NEW)).complete
-    switched = T0 + timedelta(hours=1)
-    later = switched + timedelta(minutes=5)
-    ones = np.ones(NEW.space.dimension, np.float32)
+    old, new, switched, later, ones = await _switched(3)
     await new.add([attrs.evolve(_record("a", 9, "new space only"), vector=ones)])
     await new.delete("a", "a0")
     await new.add([attrs.evolve(_record("a", 0, "updated in new", later), vector=ones)])

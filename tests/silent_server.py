@@ -6,7 +6,6 @@ tests/postgres (call_timeout) and tests/redis (socket_timeout)."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ import pytest
 
 from agent_memory import Entity, connect
 from agent_memory.domain.errors import BackendUnavailable
+from retrying import eventually
 
 __all__ = ["check_silent_server"]
 
@@ -50,13 +50,7 @@ async def check_silent_server(
             assert waited < request_within, waited
         finally:
             send(signal.SIGCONT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                window = await memory.agents.events.window("d", since=since, limit=5)
-                break
-            except BackendUnavailable:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.2)
+        window, _ = await eventually(
+            lambda: memory.agents.events.window("d", since=since, limit=5), timeout=60, pause=0.2
+        )
         assert window.events == ()

@@ -33,6 +33,7 @@ from agent_memory.adapters.postgres import (
 )
 from agent_memory.domain.errors import BackendUnavailable
 from agent_memory.domain.records import EmbeddingSpace, Entity, Event, MemoryRecord
+from retrying import eventually
 from servers.postgres_server import EmbeddedPostgres, start_postgres
 
 SPACE = EmbeddingSpace(model="failure-test", dimension=4)
@@ -78,20 +79,6 @@ def _event(i: int) -> Event:
     )
 
 
-async def _eventually(op: Callable[[], Awaitable[T]], timeout: float = 15.0) -> tuple[T, int]:
-    """Retry an operation while it raises BackendUnavailable; (result, failures)."""
-    failures = 0
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return await op(), failures
-        except BackendUnavailable:
-            failures += 1
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.05)
-
-
 async def test_restart_mid_test_same_handles_recover(private_server: EmbeddedPostgres) -> None:
     """When this fails, a lost connection leaked a raw psycopg error, the pool
     kept handing out dead connections after the server came back, or it waited
@@ -110,7 +97,7 @@ async def test_restart_mid_test_same_handles_recover(private_server: EmbeddedPos
         await events.append([_event(2)])
 
     private_server.start()
-    got, failures = await _eventually(lambda: store.get("alice", "r1"))
+    got, failures = await eventually(lambda: store.get("alice", "r1"))
     assert got == _record(1)
     assert failures == 0, f"{failures} failures after the server was back"
     await store.add([_record(2)])  # writes work again on the same handle

@@ -26,6 +26,7 @@ The dataset (CC BY-NC 4.0) is read from its path and never copied:
         [--embedder hashing|semantic|minilm] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
     python benchmarks/locomo.py --cv [--no-minilm]
     python benchmarks/locomo.py --latency [--url memory://|sqlite://] [--limit 1] [--rounds 3]
+    python benchmarks/locomo.py --dated-forms [--embedder minilm]
 
 `--cv` is leave-one-conversation-out cross-validation on memory://: for each
 knob (rule, word list, weight, and MiniLM at a few vector weights), R@10 with it
@@ -35,6 +36,11 @@ of choosing every knob (and the embedder) on the other conversations and scoring
 the held-back one. A knob stays on by default only when it helps in at least 4
 of 5 folds and on average (docs/retrieval.md). Session-level R@k (`sR@k`): the
 share of a question's evidence sessions that hold one of the top-k turns.
+
+`--dated-forms` asks every undated question whose evidence was said on one day
+again with that day written in each form of `DATED_FORMS` ("in May 2023", "on
+Tuesday", "two weeks ago", ...), asked when the phrase names that day: R@10
+undated against dated per form, and how many questions the date helped or hurt.
 
 `--latency` is the default pipeline's search latency as a ratio against the
 hashing embedder's pipeline (the dependency-free fallback, the pipeline every
@@ -58,7 +64,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -757,6 +763,132 @@ async def cross_validate(args: argparse.Namespace, data: list[dict[str, Any]]) -
             await st.close()
 
 
+# --- dated forms (`--dated-forms`) ----------------------------------------------
+
+
+def _month_name(day: date) -> str:
+    return day.strftime("%B")
+
+
+def _on(day: date) -> str:
+    return f"{_month_name(day)} {day.day}, {day.year}"
+
+
+def _season(day: date) -> str:
+    if day.month in (12, 1, 2):  # a winter is labelled by the year of its January
+        return f"winter {day.year + (day.month == 12)}"
+    name = {3: "spring", 4: "spring", 5: "spring", 6: "summer", 7: "summer", 8: "summer"}
+    return f"{name.get(day.month, 'fall')} {day.year}"
+
+
+def _month_later(day: date) -> date:
+    """A day of the month after `day`'s (the 28th at most)."""
+    return (day.replace(day=1) + timedelta(days=40)).replace(day=min(day.day, 28))
+
+
+#: name -> (the phrase naming `day`, the day the question is asked; None: the
+#: conversation's last session). Each names a range that holds `day`.
+DATED_FORMS: dict[str, Callable[[date], tuple[str, date | None]]] = {
+    "month": lambda d: (f"in {_month_name(d)} {d.year}", None),
+    "day, month first": lambda d: (f"on {_on(d)}", None),
+    "day, day first": lambda d: (f"on {d.day} {_month_name(d)} {d.year}", None),
+    "numeric day": lambda d: (f"on {d.month}/{d.day}/{d.year}", None),
+    "year": lambda d: (f"in {d.year}", None),
+    "week of": lambda d: (f"in the week of {_on(d)}", None),
+    "around a day": lambda d: (f"around {_on(d)}", None),
+    "part of a month": lambda d: (
+        f"in {'early' if d.day <= 10 else 'mid' if d.day <= 20 else 'late'} "
+        f"{_month_name(d)} {d.year}",
+        None,
+    ),
+    "season": lambda d: (f"in {_season(d)}", None),
+    "the week before": lambda d: (f"the week before {_on(d + timedelta(days=7))}", None),
+    "between two days": lambda d: (
+        f"between {_month_name(d - timedelta(days=2))} {(d - timedelta(days=2)).day} and "
+        f"{_on(d + timedelta(days=2))}",
+        None,
+    ),
+    "yesterday": lambda d: ("yesterday", d + timedelta(days=1)),
+    "days ago": lambda d: ("three days ago", d + timedelta(days=3)),
+    "weekday": lambda d: (f"on {d.strftime('%A')}", d + timedelta(days=3)),
+    "last week": lambda d: ("last week", d + timedelta(days=7)),
+    "two weeks ago": lambda d: ("two weeks ago", d + timedelta(days=14)),
+    "last month": lambda d: ("last month", _month_later(d)),
+}
+
+
+def dated_question(question: str, form: str, day: date) -> tuple[str, date | None]:
+    """`question` (ending in "?") with the `form` phrase naming `day` before its
+    question mark, and the day it is asked (None: when the conversation ends)."""
+    phrase, asked = DATED_FORMS[form](day)
+    return f"{question[:-1].rstrip()} {phrase}?", asked
+
+
+async def dated_forms(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
+    """Each question that names no date, does not ask "when", and whose evidence
+    was said on one day, asked again with that day written in each form of
+    `DATED_FORMS`: R@10 undated against dated, and how many questions the date
+    helped and hurt (a correct date should never hurt)."""
+    embedder = make_embedder(args.embedder)
+    config = default_config(embedder.space)
+    stores = await open_stores("memory://", space=embedder.space, settings=Settings())
+    retriever = HybridRetriever(stores.store, embedder, config)
+    totals: dict[str, list[float]] = {form: [0.0, 0.0, 0, 0, 0] for form in DATED_FORMS}
+    try:
+        for sample in data[: args.limit or None]:
+            owner = f"locomo-dated-{sample['sample_id']}"
+            turns = conversation_turns(sample["conversation"])
+            dia = {t.id: str(t.attributes["dia_id"]) for t in turns}
+            said = {str(t.attributes["dia_id"]): t.at for t in turns}
+            last = max(t.at for t in turns)
+            await retriever.add_conversation(owner, turns, namespace="context")
+
+            async def recall(
+                question: str, asked: datetime, gold: set[str], owner: str = owner
+            ) -> float:
+                got = await retriever.retrieve(owner, question, limit=10, reference=asked)
+                return len(gold & {str(h.record.attributes["dia_id"]) for h in got.hits}) / len(
+                    gold
+                )
+
+            for question, _, gold in questions(sample, set(dia.values())):
+                days = {said[g].date() for g in gold}
+                if (
+                    len(days) != 1
+                    or is_dated(question)
+                    or not question.endswith("?")
+                    or question.lower().startswith("when")
+                ):
+                    continue
+                (day,) = days
+                undated = await recall(question, last, gold)
+                for form, row in totals.items():
+                    text, on = dated_question(question, form, day)
+                    asked = last if on is None else datetime.combine(on, last.timetz())
+                    dated = await recall(text, asked, gold)
+                    row[0] += undated
+                    row[1] += dated
+                    row[2] += 1
+                    row[3] += dated > undated
+                    row[4] += dated < undated
+    finally:
+        await stores.close()
+    print(
+        f"Questions with their evidence day written in each form, {args.embedder}, "
+        'memory://, R@10 (turns), categories 1-4 (no "when" questions, none dated)'
+    )
+    print("| form | example | questions | R@10 undated | R@10 dated | helped | hurt |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    example = date(2023, 5, 9)
+    for form, (undated, dated, n, helped, hurt) in totals.items():
+        phrase = DATED_FORMS[form](example)[0]
+        n = max(int(n), 1)
+        print(
+            f"| {form} | {phrase} | {n} | {100 * undated / n:.1f} | {100 * dated / n:.1f} | "
+            f"{int(helped)} | {int(hurt)} |"
+        )
+
+
 async def latency_ratio(args: argparse.Namespace, data: list[dict[str, Any]]) -> None:
     """Search p50 of the default pipelines, hashing against MiniLM, interleaved
     question by question in one run (see the module docstring)."""
@@ -918,6 +1050,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "interleaved in one run (memory:// or sqlite://)",
     )
     p.add_argument("--rounds", type=int, default=3, help="--latency: rounds")
+    p.add_argument(
+        "--dated-forms",
+        action="store_true",
+        help="each undated question asked again with its evidence day in each written "
+        "form (memory://)",
+    )
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
     args = p.parse_args(argv)
@@ -926,6 +1064,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.url not in ("memory://", "sqlite://"):
             p.error("--latency runs on memory:// or sqlite://")
         asyncio.run(latency_ratio(args, data))
+        return
+    if args.dated_forms:
+        asyncio.run(dated_forms(args, data))
         return
     if args.cv:
         if args.cv_embedder is None:

@@ -15,7 +15,7 @@ import importlib.util
 import json
 import sys
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,6 +30,7 @@ from agent_memory.adapters.qdrant._codec import record_from_payload
 from agent_memory.adapters.redis import RedisEventLog
 from agent_memory.adapters.redis._codec import encode_event, encode_record
 from agent_memory.adapters.redis._keys import digest
+from agent_memory.domain.dates import question_spans
 from agent_memory.domain.records import Entity, Event, MemoryRecord
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -52,6 +53,7 @@ def _load(name: str) -> ModuleType:
 pg = _load("postgres_overhead")
 rd = _load("redis_overhead")
 qd = _load("qdrant_overhead")
+locomo = _load("locomo")
 
 
 def _record_fields(r: MemoryRecord) -> tuple[Any, ...]:
@@ -323,3 +325,20 @@ async def test_qdrant_add_sides_store_the_same_points() -> None:
         assert p.payload["created_at"] == r.created_at.isoformat()
         assert p.vector == ours_vectors[(r.owner, r.id)]
     await client.close()
+
+
+@pytest.mark.parametrize("form", sorted(locomo.DATED_FORMS))
+@given(day=st.dates(date(1990, 1, 1), date(2080, 12, 31)))
+def test_every_dated_form_names_a_range_that_holds_its_day(day: date, form: str) -> None:
+    """`locomo.py --dated-forms` credits a form with what retrieval does for it:
+    that is only fair when the question it writes names the evidence day (read
+    by the product's parser, against the day it is asked), once."""
+    asked_last = day + timedelta(days=60)
+    text, asked = locomo.dated_question("What did Sam cook?", form, day)
+    assert text.startswith("What did Sam cook ")
+    assert text.endswith("?")
+    spans = question_spans(text, asked or asked_last)
+    assert len(spans) == 1, (text, spans)
+    ((_, found),) = spans
+    assert found.start <= day <= found.end, (text, found)
+    assert not found.open

@@ -301,6 +301,39 @@ def test_on_the_nth_is_the_latest_such_day_not_after_the_reference(
         assert later > reference
 
 
+_WEEKDAY_NAMES = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+
+
+@given(
+    reference=DAYS,
+    weekday=st.integers(0, 6),
+    form=st.sampled_from(["on {}", "{} night", "On {} morning", "{} afternoon", "on {} evening"]),
+    end=st.sampled_from(["?", ".", "", " after work", ", as usual"]),
+)
+def test_a_bare_weekday_is_the_last_such_day_before_the_reference(
+    reference: date, weekday: int, form: str, end: str
+) -> None:
+    """A question asks about the past: "on Friday" is the last Friday before it
+    is asked (a week back when asked on a Friday), like "last Friday"; before,
+    it was no date at all."""
+    name = _WEEKDAY_NAMES[weekday]
+    r = _one(f"What did Sam cook {form.format(name)}{end}", reference)
+    assert r.start == r.end
+    assert r.start.weekday() == weekday
+    assert 1 <= (reference - r.start).days <= 7
+    assert r == _one(f"last {name}", reference)
+
+
+def test_a_weekday_with_its_date_or_as_a_habit_is_no_day_of_its_own() -> None:
+    reference = date(2023, 5, 20)
+    # the date says which Tuesday: one range, May 9, not also the last Tuesday
+    for text in ("on Tuesday, May 9", "on Tuesday May 9th", "on Tuesday, 9 May"):
+        assert parse_dates(text, reference) == (_day(date(2023, 5, 9)),), text
+    for text in ("We swim on Fridays.", "Sundays are for rest", "on Monday the 8th"):
+        assert all(r != _day(date(2023, 5, 15)) for r in parse_dates(text, reference)), text
+    assert parse_dates("on Fridays", reference) == ()
+
+
 def test_an_ordinal_before_a_noun_is_no_day() -> None:
     for text in ("She lives on the 3rd floor.", "He won on the 2nd try", "on the 5th grade trip"):
         assert parse_dates(text, date(2023, 5, 20)) == (), text
@@ -438,6 +471,20 @@ async def test_the_week_of_a_day_finds_the_turn_earlier_that_week(day: date) -> 
     name = MONTH_NAMES[friday.month - 1].capitalize()
     question = f"What did Sam drive the week of {name} {friday.day}, {friday.year}?"
     assert await _first(days, question) == days[-1]
+
+
+@settings(max_examples=15, deadline=None)
+@given(day=st.dates(date(2001, 1, 8), date(2089, 12, 1)), weekday=st.integers(0, 6))
+async def test_a_bare_weekday_finds_the_turn_told_that_day(day: date, weekday: int) -> None:
+    """Turns on each of the last seven days before the question (identical, the
+    earliest first by id): "on <weekday>" must rank that day's turn first; read
+    as no date (before), the earliest wins the tie."""
+    asked = day + timedelta(days=7)
+    days = [day + timedelta(days=k) for k in range(7)]
+    wanted = next(d for d in days if d.weekday() == weekday)
+    question = f"What did Sam drive on {_WEEKDAY_NAMES[weekday]}?"
+    ranked = await _ranked(InMemoryMemoryStore(EMBEDDER.space), days, question, asked)
+    assert ranked[0] == wanted
 
 
 @settings(max_examples=15, deadline=None)

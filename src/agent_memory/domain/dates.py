@@ -338,6 +338,17 @@ _HOLIDAY = re.compile(
     re.I,
 )
 # "over the weekend": the latest weekend up to the reference
+# a weekday with no "last"/"next"/date: "on Friday", "Saturday night" (not
+# "on Fridays", a habit, nor "on Tuesday, May 9", whose date says which Tuesday)
+_BARE_WEEKDAY = re.compile(
+    r"(?<!\w)(?:on\s+(?P<a>"
+    + "|".join(_WEEKDAYS)
+    + r")|(?P<b>"
+    + "|".join(_WEEKDAYS)
+    + r")\s+(?:night|morning|afternoon|evening))(?!\w)"
+    r"(?!,?\s+(?:the\s+)?\d|,?\s+" + _M.format(name="after") + r"(?!\w))",
+    re.I,
+)
 _OVER_WEEKEND = re.compile(r"(?<!\w)over\s+the\s+weekend(?!\w)", re.I)
 _SINGLE_DAY = re.compile(
     r"(?<!\w)(?P<w>today|yesterday|tomorrow|tonight|last\s+night|this\s+(?:morning|afternoon|evening))"
@@ -768,6 +779,14 @@ def _single_day(m: re.Match[str], reference: date) -> DateRange | None:
     return DateRange(d, d)
 
 
+def _bare_weekday(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "on Friday": the last Friday before `reference` (a question about what
+    was said asks about the past; "this Friday" and "next Friday" are other forms)."""
+    weekday = _WEEKDAYS.index((m["a"] or m["b"]).lower())
+    d = reference - timedelta(days=(reference.weekday() - weekday) % 7 or 7)
+    return DateRange(d, d)
+
+
 def _nth_weekday(year: int, month: int, weekday: int, n: int) -> date:
     """The `n`-th (`-1`: last) `weekday` (Monday 0) of a month."""
     if n < 0:
@@ -904,6 +923,7 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_AGO, _ago),
     (_PAST_N, _past_n),
     (_LAST_NEXT, _relative),
+    (_BARE_WEEKDAY, _bare_weekday),
     (_SHIFT_ALONE, _shift_alone),
     (_OVER_WEEKEND, _over_weekend),
     (_SINGLE_DAY, _single_day),

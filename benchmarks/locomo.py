@@ -814,6 +814,12 @@ DATED_FORMS: dict[str, Callable[[date], tuple[str, date | None]]] = {
     "last week": lambda d: ("last week", d + timedelta(days=7)),
     "two weeks ago": lambda d: ("two weeks ago", d + timedelta(days=14)),
     "last month": lambda d: ("last month", _month_later(d)),
+    "the week before last": lambda d: ("the week before last", d + timedelta(days=14)),
+    "the past week": lambda d: ("in the past week", d + timedelta(days=3)),
+    "month of last year": lambda d: (
+        f"in {_month_name(d)} last year",
+        date(d.year + 1, d.month, min(d.day, 28)),
+    ),
 }
 
 

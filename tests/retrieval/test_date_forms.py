@@ -334,6 +334,77 @@ def test_a_weekday_with_its_date_or_as_a_habit_is_no_day_of_its_own() -> None:
     assert parse_dates("on Fridays", reference) == ()
 
 
+@given(
+    reference=DAYS,
+    month=st.integers(1, 12),
+    which=st.sampled_from(["last", "this", "next"]),
+    form=st.sampled_from(["{m} of {w} year", "in {m} {w} year", "{m}, {w} year"]),
+)
+def test_a_month_of_last_this_or_next_year(
+    reference: date, month: int, which: str, form: str
+) -> None:
+    """Before, "May of last year" read as two ranges: the latest May and the
+    whole of last year."""
+    name = MONTH_NAMES[month - 1].capitalize()
+    year = reference.year + {"last": -1, "this": 0, "next": 1}[which]
+    assume(1951 <= year <= 2090)
+    text = f"What did Sam cook {form.format(m=name, w=which)}?"
+    assert _one(text, reference) == _one(f"{name} {year}", reference), text
+
+
+@given(reference=DAYS, month=st.integers(1, 12))
+def test_last_and_next_month_name_are_outside_the_reference_month(
+    reference: date, month: int
+) -> None:
+    """ "last May" asked in May 2023 is May 2022 (it read as May 2023); asked in
+    December 2023, May 2023. "next May" is the first May after the reference's
+    month."""
+    assume(1951 <= reference.year <= 2089)
+    name = MONTH_NAMES[month - 1].capitalize()
+    this_month = reference.replace(day=1)
+    last = _one(f"What did Sam cook last {name}?", reference)
+    assert last.start.month == month
+    assert last.end < this_month
+    assert (this_month - last.start).days <= 366
+    nxt = _one(f"What will Sam cook next {name}?", reference)
+    assert nxt.start.month == month
+    assert nxt.start > reference
+    assert (nxt.start - this_month).days <= 366
+    assert _one(f"this {name}", reference) == _one(f"{name} {reference.year}", reference)
+
+
+@given(reference=DAYS, unit=st.sampled_from(["week", "weekend", "month", "year"]))
+def test_the_unit_before_last_is_two_units_ago(reference: date, unit: str) -> None:
+    """Before, "the week before last" read as "the week before" (the seven days
+    before the reference) and "the weekend before last" as last weekend."""
+    assume(reference.year >= 1953)
+    assert _one(f"the {unit} before last", reference) == _one(f"two {unit}s ago", reference)
+
+
+@given(reference=DAYS, unit=st.sampled_from(["day", "week", "month", "year"]))
+def test_the_past_unit_ends_at_the_reference(reference: date, unit: str) -> None:
+    """Before, "in the past month" read as last calendar month."""
+    assume(reference.year >= 1952)
+    r = _one(f"What did Sam cook in the past {unit}?", reference)
+    assert r.end == reference
+    assert r == _one(f"the past 1 {unit}", reference)
+
+
+@given(reference=DAYS, word=st.sampled_from(["on", "at"]))
+def test_on_the_weekend_is_over_the_weekend(reference: date, word: str) -> None:
+    assert _one(f"What did Sam cook {word} the weekend?", reference) == _one(
+        "over the weekend", reference
+    )
+
+
+def test_the_weekend_of_a_date_is_one_range() -> None:
+    """Before, "over the weekend of July 8" was two: last weekend, and July 8's."""
+    reference = date(2023, 8, 1)
+    expected = (DateRange(date(2023, 7, 8), date(2023, 7, 9)),)
+    for text in ("over the weekend of July 8", "on the weekend of July 8"):
+        assert parse_dates(text, reference) == expected, text
+
+
 def test_an_ordinal_before_a_noun_is_no_day() -> None:
     for text in ("She lives on the 3rd floor.", "He won on the 2nd try", "on the 5th grade trip"):
         assert parse_dates(text, date(2023, 5, 20)) == (), text

@@ -128,6 +128,8 @@ _DATEISH = st.lists(
             # open ranges, seasons, two-digit years, "on the 15th", dotted days
             *("since", "by", "as", "on", "winter", "spring", "'23", "15th", "14.08.2023"),
             *("past", "previous", "Labor Day", "Easter", "weekend", "999", "years", "9999"),
+            # a weekday alone, a month of last year, "before last", "the past month"
+            *("Sunday", "night", "year", "this", "next", "month", "at", "Dec", "March"),
         ]
     ),
     max_size=12,

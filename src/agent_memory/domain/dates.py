@@ -349,7 +349,29 @@ _BARE_WEEKDAY = re.compile(
     r"(?!,?\s+(?:the\s+)?\d|,?\s+" + _M.format(name="after") + r"(?!\w))",
     re.I,
 )
-_OVER_WEEKEND = re.compile(r"(?<!\w)over\s+the\s+weekend(?!\w)", re.I)
+# "over the weekend", "on the weekend" (not "the weekend of July 8", a modifier)
+_OVER_WEEKEND = re.compile(r"(?<!\w)(?:over|on|at)\s+the\s+weekend(?!\w)(?!\s+of(?!\w))", re.I)
+# "May of last year", "in March this year": the month of the year that names
+_MONTH_OF_YEAR_WORD = re.compile(
+    r"(?<!\w)" + _M.format(name="m") + r"(?:\s+of)?,?\s+(?P<which>last|this|next)\s+year(?!\w)",
+    re.I,
+)
+# "last May" (the latest May before this month), "next March", "this June"
+_WHICH_MONTH = re.compile(
+    r"(?<!\w)(?P<which>last|past|previous|this|next)\s+" + _M.format(name="m") + r"(?!\w)",
+    re.I,
+)
+# "the week before last": two weeks (weekends, months, years) back
+_BEFORE_LAST = re.compile(
+    r"(?<!\w)the\s+(?P<unit>week(?:end)?|month|year)\s+before\s+last(?!\w)", re.I
+)
+# "the past week" (no number): the week up to the reference, as "the past two
+# weeks" is two ("last week" is the calendar week before this one)
+_THE_PAST = re.compile(
+    r"(?<!\w)the\s+past\s+(?P<unit>day|week|month|year)(?!\w)"
+    r"(?!\s+(?:of|in|before|after)(?!\w))",
+    re.I,
+)
 _SINGLE_DAY = re.compile(
     r"(?<!\w)(?P<w>today|yesterday|tomorrow|tonight|last\s+night|this\s+(?:morning|afternoon|evening))"
     r"(?!\w)",
@@ -895,6 +917,49 @@ def _quarter(m: re.Match[str], _ref: date) -> DateRange | None:
     return DateRange(_month_range(year, 3 * quarter - 2).start, _month_range(year, 3 * quarter).end)
 
 
+def _month_of_year_word(m: re.Match[str], reference: date) -> DateRange | None:
+    step = {"last": -1, "this": 0, "next": 1}[m["which"].lower()]
+    return _month_range(reference.year + step, _month(m["m"]))
+
+
+def _which_month(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "last May": the latest May before the reference's month (May a year back
+    when asked in May); "next May" the first after it; "this May" the reference
+    year's. "the last may be …" is no month: an ambiguous name must be capitalised."""
+    name = m["m"].lower().rstrip(".")
+    if (name in _AMBIGUOUS_MONTHS or len(name) == 3) and not m["m"][0].isupper():
+        return None
+    month = _month(m["m"])
+    which = m["which"].lower()
+    if which == "this":
+        return _month_range(reference.year, month)
+    if which == "next":
+        return _month_range(reference.year + (month <= reference.month), month)
+    return _month_range(reference.year - (month >= reference.month), month)
+
+
+def _before_last(m: re.Match[str], reference: date) -> DateRange | None:
+    unit = m["unit"].lower()
+    if unit == "week":
+        return _week_of(reference - timedelta(weeks=2))
+    if unit == "weekend":
+        return _weekend(_week_of(reference).start + timedelta(days=5 - 14))
+    if unit == "month":
+        first = _add_months(reference.replace(day=1), -2)
+        return _month_range(first.year, first.month)
+    return _year(reference.year - 2)
+
+
+def _the_past(m: re.Match[str], reference: date) -> DateRange | None:
+    """ "the past month": from a month before `reference` up to it."""
+    unit = m["unit"].lower()
+    if unit == "month":
+        return DateRange(_add_months(reference, -1), reference)
+    if unit == "year":
+        return DateRange(_add_months(reference, -12), reference)
+    return DateRange(reference - timedelta(days=7 if unit == "week" else 1), reference)
+
+
 def _month_alone(m: re.Match[str], reference: date) -> DateRange | None:
     return _latest_month(_month(m["m"]), reference)
 
@@ -917,6 +982,10 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_DAY_MONTH, _named_day),
     (_MONTH_DAY, _named_day),
     (_MONTH_YEAR, _month_of_year),
+    (_MONTH_OF_YEAR_WORD, _month_of_year_word),
+    (_WHICH_MONTH, _which_month),
+    (_BEFORE_LAST, _before_last),
+    (_THE_PAST, _the_past),
     (_SEASON_YEAR, _season_of_year),
     (_MONTH_SHORT_YEAR, _month_short_year),
     (_DOT_DAY, _dot_day),

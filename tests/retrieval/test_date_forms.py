@@ -475,11 +475,20 @@ def test_a_month_joined_to_a_dated_one_takes_its_year(
     assert got[-1] == _one(f"in {b} {year}"), got
     # a relative date keeps the reference
     assert parse_dates(f"last week or {b} {year}", reference)[0] == _one("last week", reference)
-    # along a chain: "in June, July or August 2023" ("May" and "March" after a
-    # comma are no months: "may" needs a time word before it)
-    if a not in ("May", "March"):
-        got = parse_dates(f"in {b}, {a}{join}{b} {year}", reference)
-        assert got[0] == _one(f"in {b} {year}"), got
+    # along a chain: "in June, July or August 2023", "in June, May or July
+    # 2023" (a capitalised "May" or "March" listed with another month is one)
+    got = parse_dates(f"in {b}, {a}{join}{b} {year}", reference)
+    assert got[0] == _one(f"in {b} {year}"), got
+    assert _one(f"in {a} {year}") in got, got
+
+
+def test_may_and_march_are_months_only_in_a_list_or_after_a_time_word() -> None:
+    reference = date(2024, 3, 17)
+    may = DateRange(date(2023, 5, 1), date(2023, 5, 31))
+    assert may in parse_dates("in June, May or July 2023", reference)
+    assert may in parse_dates("June or May 2023", reference)
+    for text in ("Sam, May I ask?", "in June, may I ask", "May I ask, June?", "march on"):
+        assert all(r.start.month not in (3, 5) for r in parse_dates(text, reference)), text
 
 
 def test_spans_on_examples() -> None:

@@ -1012,9 +1012,26 @@ def _scan(text: str) -> Iterable[tuple[re.Match[str], _Build]]:
 
 
 def _month_alone_is_a_date(text: str, m: re.Match[str]) -> bool:
+    """Whether a month name with no day or year is a date: an unambiguous one
+    always; "May", "March" and short names after a time word ("in May"), or,
+    capitalised, in a list with another month ("June, May or July 2023")."""
     name = m["m"].lower().rstrip(".")
     ambiguous = name in _AMBIGUOUS_MONTHS or len(name) == 3
-    return not ambiguous or _preceded_by_time_word(text, m.start())
+    if not ambiguous or _preceded_by_time_word(text, m.start()):
+        return True
+    return m["m"][0].isupper() and bool(
+        _LISTED_AFTER_MONTH.search(text, 0, m.start()) or _LISTED_BEFORE_MONTH.match(text, m.end())
+    )
+
+
+#: a month name and what joins it to the next in a list ("June, ", "June or ")
+_LISTED_AFTER_MONTH = re.compile(
+    r"(?<!\w)" + _M.format(name="prev") + r"(?:,?\s*(?:or|and|/)\s*|,\s*)$", re.I
+)
+#: what joins a month to the next one in a list, and that month (" or July")
+_LISTED_BEFORE_MONTH = re.compile(
+    r"(?:,?\s*(?:or|and|/)\s*|,\s*)" + _M.format(name="next") + r"(?!\w)", re.I
+)
 
 
 def _season(name: str, year: int) -> DateRange:

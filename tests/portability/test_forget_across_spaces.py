@@ -168,14 +168,39 @@ async def _listed_spaces(url: str, s: Settings) -> list[str]:
         return [sp.identity for sp in await read_spaces(ports.cache)]
 
 
-async def test_dropping_the_old_space_takes_it_off_the_list(tmp_path: Path) -> None:
-    url, s = await _reembedded(tmp_path)
-    assert set(await _listed_spaces(url, s)) == {OLD.identity, NEW.identity}
-    await reembed(url, to_model="hashing", dimension=64, drop_old=True, settings=s)
-    assert await _listed_spaces(url, s) == [NEW.identity]
+async def test_a_write_after_drop_old_from_a_process_connected_before_is_forgotten(
+    tmp_path: Path, backend: str
+) -> None:
+    """`--drop-old` keeps the emptied old space on the list of spaces: a process
+    connected before the switch may still write there, and a forget reaches
+    that write through the list whatever the recorded switch names by then (its
+    own fallback covers only a local default's space). Before, the emptied
+    space was taken off the list (the listing assertion fails)."""
+    s = settings(tmp_path, embedder="hashing")
+    url = backend
+    await _remember(url, s)
+    async with connect(url, settings=s) as late:
+        assert late.embedder.space == OLD
+        await reembed(url, to_model="hashing", dimension=64, settings=s)
+        done = await reembed(url, to_model="hashing", dimension=64, drop_old=True, settings=s)
+        assert done.complete
+        assert not done.old_kept
+        assert await _contents(url, s, OLD, "alice") == []
+        assert set(await _listed_spaces(url, s)) == {OLD.identity, NEW.identity}
+        # a second re-embed: the recorded switch is now 64 -> 32
+        assert (await reembed(url, to_model="hashing", dimension=32, settings=s)).complete
+        await late.users.reconcile(
+            user_id="alice",
+            namespace="assistant",
+            candidates=[FactCandidate(f"Alice named her new iguana {SECRET} Jr", "preference")],
+        )
+    assert await _contents(url, s, OLD, "alice")
     async with connect(url, settings=s) as m:
+        assert m.embedder.space == HashingEmbedder(32).space
         assert (await m.users.forget("alice")).failures == ()
-    assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+    assert await _contents(url, s, OLD, "alice") == []
+    if url.startswith("sqlite"):
+        assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
 async def test_a_switch_recorded_before_the_list_still_has_its_old_space_forgotten(

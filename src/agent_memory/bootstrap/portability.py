@@ -47,7 +47,6 @@ from agent_memory.services.portability.reembed import (
     holds_records,
     read_switch,
     record_space,
-    unrecord_space,
     write_switch,
 )
 from agent_memory.services.portability.reembed import reembed as reembed_store
@@ -553,10 +552,10 @@ async def reembed(
                 dropped = 0
                 if drop_old:
                     dropped = summary.dropped = await drop_space(old.store, new.store, switched_at)
+                    # the old space stays listed even when empty: a process
+                    # connected before the switch may still write there, and a
+                    # forget must reach that write
                     summary.old_kept = await holds_records(old.store)
-                    if not summary.old_kept:
-                        # nothing left (a late write is kept, and listed, until copied)
-                        await unrecord_space(old.cache, old_space)
                 await AuditTrail(old.audit, _Utc()).record(
                     "reembed_switch",
                     subject=None,

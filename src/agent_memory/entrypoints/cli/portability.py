@@ -179,7 +179,7 @@ async def _run(args: argparse.Namespace) -> int:
             f" ({done.dropped} old records dropped; the old space keeps records written "
             "since the copy: run reembed again to copy them, then drop)"
             if done.old_kept
-            else " (old space dropped)"
+            else " (old space emptied; still listed, so a forget reaches a late write to it)"
         )
     print(
         f"re-embedded {done.embedded} records ({done.already} already there) of "

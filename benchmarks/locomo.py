@@ -811,6 +811,16 @@ def _season(day: date) -> str:
     return f"{name.get(day.month, 'fall')} {day.year}"
 
 
+def _part_of_month(day: date) -> str:
+    return "early" if day.day <= 10 else "mid" if day.day <= 20 else "late"
+
+
+def _days_around(day: date) -> str:
+    """ "May 7 and May 11, 2023" for 9 May 2023."""
+    before, after = day - timedelta(days=2), day + timedelta(days=2)
+    return f"{_month_name(before)} {before.day} and {_on(after)}"
+
+
 def _month_later(day: date) -> date:
     """A day of the month after `day`'s (the 28th at most)."""
     return (day.replace(day=1) + timedelta(days=40)).replace(day=min(day.day, 28))
@@ -826,18 +836,10 @@ DATED_FORMS: dict[str, Callable[[date], tuple[str, date | None]]] = {
     "year": lambda d: (f"in {d.year}", None),
     "week of": lambda d: (f"in the week of {_on(d)}", None),
     "around a day": lambda d: (f"around {_on(d)}", None),
-    "part of a month": lambda d: (
-        f"in {'early' if d.day <= 10 else 'mid' if d.day <= 20 else 'late'} "
-        f"{_month_name(d)} {d.year}",
-        None,
-    ),
+    "part of a month": lambda d: (f"in {_part_of_month(d)} {_month_name(d)} {d.year}", None),
     "season": lambda d: (f"in {_season(d)}", None),
     "the week before": lambda d: (f"the week before {_on(d + timedelta(days=7))}", None),
-    "between two days": lambda d: (
-        f"between {_month_name(d - timedelta(days=2))} {(d - timedelta(days=2)).day} and "
-        f"{_on(d + timedelta(days=2))}",
-        None,
-    ),
+    "between two days": lambda d: (f"between {_days_around(d)}", None),
     "yesterday": lambda d: ("yesterday", d + timedelta(days=1)),
     "days ago": lambda d: ("three days ago", d + timedelta(days=3)),
     "weekday": lambda d: (f"on {d.strftime('%A')}", d + timedelta(days=3)),

@@ -381,13 +381,21 @@ def test_the_unit_before_last_is_two_units_ago(reference: date, unit: str) -> No
     assert _one(f"the {unit} before last", reference) == _one(f"two {unit}s ago", reference)
 
 
-@given(reference=DAYS, unit=st.sampled_from(["day", "week", "month", "year"]))
-def test_the_past_unit_ends_at_the_reference(reference: date, unit: str) -> None:
-    """Before, "in the past month" read as last calendar month."""
+@given(
+    reference=DAYS,
+    unit=st.sampled_from(["day", "week", "month", "year"]),
+    word=st.sampled_from(["past", "last"]),
+)
+def test_the_past_unit_ends_at_the_reference(reference: date, unit: str, word: str) -> None:
+    """Before, "in the past month" and "in the last month" read as last calendar
+    month ("last month", without "the", still does)."""
     assume(reference.year >= 1952)
-    r = _one(f"What did Sam cook in the past {unit}?", reference)
+    r = _one(f"What did Sam cook in the {word} {unit}?", reference)
     assert r.end == reference
     assert r == _one(f"the past 1 {unit}", reference)
+    if unit != "day":
+        assert _one(f"last {unit}", reference).end < reference
+    assert parse_dates(f"the last {unit} of 2023", reference) != (r,)
 
 
 @given(reference=DAYS, word=st.sampled_from(["on", "at"]))

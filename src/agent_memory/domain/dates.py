@@ -365,10 +365,11 @@ _WHICH_MONTH = re.compile(
 _BEFORE_LAST = re.compile(
     r"(?<!\w)the\s+(?P<unit>week(?:end)?|month|year)\s+before\s+last(?!\w)", re.I
 )
-# "the past week" (no number): the week up to the reference, as "the past two
-# weeks" is two ("last week" is the calendar week before this one)
+# "the past week", "in the last month" (no number): the week (month) up to the
+# reference, as "the past two weeks" is two ("last week" without "the" is the
+# calendar week before this one; "the last week of May" a part of May)
 _THE_PAST = re.compile(
-    r"(?<!\w)the\s+past\s+(?P<unit>day|week|month|year)(?!\w)"
+    r"(?<!\w)the\s+(?:past|last)\s+(?P<unit>day|week|month|year)(?!\w)"
     r"(?!\s+(?:of|in|before|after)(?!\w))",
     re.I,
 )

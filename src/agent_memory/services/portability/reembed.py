@@ -38,7 +38,6 @@ __all__ = [
     "read_switch",
     "record_space",
     "reembed",
-    "unrecord_space",
     "write_switch",
 ]
 
@@ -168,17 +167,6 @@ async def record_space(cache: Cache, space: EmbeddingSpace) -> None:
     spaces = await _listed(cache)
     if all(s.identity != space.identity for s in spaces):
         await _write_spaces(cache, [*spaces, space])
-
-
-async def unrecord_space(cache: Cache, space: EmbeddingSpace) -> None:
-    """Take `space` off the list (its records were dropped): its own entry, and
-    the one-entry list where that names it."""
-    if isinstance(cache, CacheListing):
-        await cache.delete(SWITCH_SCOPE, SPACE_PREFIX + space.identity)
-    spaces = await _listed(cache)
-    kept = [s for s in spaces if s.identity != space.identity]
-    if len(kept) != len(spaces):
-        await _write_spaces(cache, kept)
 
 
 #: Passes `reembed` makes over the old space at most: the copy, then checks that

@@ -130,6 +130,7 @@ _DATEISH = st.lists(
             *("past", "previous", "Labor Day", "Easter", "weekend", "999", "years", "9999"),
             # a weekday alone, a month of last year, "before last", "the past month"
             *("Sunday", "night", "year", "this", "next", "month", "at", "Dec", "March"),
+            *("day", "fifth", "second"),
         ]
     ),
     max_size=12,

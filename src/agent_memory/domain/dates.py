@@ -277,7 +277,7 @@ _SHIFT = re.compile(
 _ORDINAL_OF = re.compile(
     r"(?<!\w)(?:the\s+)?(?P<ord>"
     + "|".join(_ORDINALS)
-    + r")\s+(?P<unit>week(?:end)?|"
+    + r")\s+(?P<unit>week(?:end)?|day|month|"
     + "|".join(_WEEKDAYS)
     + r")\s+(?:of|in)\s+$",
     re.I,
@@ -562,9 +562,16 @@ def _is_month(r: DateRange) -> bool:
 
 
 def _ordinal_of(r: DateRange, ordinal: int, unit: str) -> DateRange | None:
-    """The first (second, …, last) week, weekend or weekday of the month `r`: a
-    week is days 1-7, 8-14, … (the last: the final 7 days); a weekend is a
-    Saturday of the month and the Sunday after it."""
+    """The first (second, …, last) week, weekend, weekday or day of the month or
+    year `r`, or month of the year `r`: a week is days 1-7, 8-14, … (the last:
+    the final 7 days); a weekend is a Saturday in `r` and the Sunday after it."""
+    if unit == "month":
+        if not _is_year(r):
+            return None
+        return _month_range(r.start.year, 12 if ordinal < 0 else ordinal)
+    if unit == "day":
+        d = r.end if ordinal < 0 else r.start + timedelta(days=ordinal - 1)
+        return DateRange(d, d) if d <= r.end else None
     if unit == "week":
         if ordinal < 0:
             return DateRange(r.end - timedelta(days=6), r.end)
@@ -625,7 +632,7 @@ def _modified(text: str, start: int, r: DateRange, reference: date) -> tuple[int
                 start, r = m.start(), got
                 continue
         m = _ORDINAL_OF.search(before)
-        if m and _is_month(r):
+        if m and (_is_month(r) or _is_year(r)):
             got = _ordinal_of(r, _ORDINALS[m["ord"].lower()], m["unit"].lower())
             if got is not None:
                 start, r = m.start(), got

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 
 from hypothesis import example, given
@@ -51,7 +52,10 @@ def _month_forms(d: date) -> list[str]:
 
 # A number right before the date changes what the text says ("2 January 1, 2000"
 # names 2 January too), so the prefix never ends in a digit.
-_BEFORE = st.text(max_size=20).filter(lambda b: not b.rstrip()[-1:].isdigit())
+# no number or ordinal right before the day ("2TH January 1, 2000" names 2 January)
+_BEFORE = st.text(max_size=20).filter(
+    lambda b: not re.search(r"\d(?:st|nd|rd|th)?(?:\s+of)?\s*$", b, re.I)
+)
 
 
 @given(day=DAYS, reference=REFERENCES, form=st.integers(0, 8), before=_BEFORE)

@@ -26,7 +26,7 @@ The dataset (CC BY-NC 4.0) is read from its path and never copied:
         [--embedder hashing|semantic|minilm] [--window 2 --self-weight 2 --vector-weight 0.2 ...]
     python benchmarks/locomo.py --cv [--no-minilm]
     python benchmarks/locomo.py --latency [--url memory://|sqlite://] [--limit 1] [--rounds 3]
-    python benchmarks/locomo.py --dated-forms [--embedder minilm]
+    python benchmarks/locomo.py --dated-forms [--embedder minilm] [--url sqlite://|...]
 
 `--cv` is leave-one-conversation-out cross-validation on memory://: for each
 knob (rule, word list, weight, and MiniLM at a few vector weights), R@10 with it
@@ -296,6 +296,18 @@ _ARG_FIELDS = {
 }
 
 
+def _backend_url(url: str) -> tuple[str, tempfile.TemporaryDirectory[str] | None]:
+    """`sqlite://` and `milvus+lite://` as a file in a new temporary directory
+    (returned, to clean up); any other URL as it is."""
+    if url == "sqlite://":
+        tmp = tempfile.TemporaryDirectory()
+        return f"sqlite:///{tmp.name}/locomo.db", tmp
+    if url == "milvus+lite://":
+        tmp = tempfile.TemporaryDirectory()
+        return f"milvus+lite://{tmp.name}/locomo.db", tmp
+    return url, None
+
+
 async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str, Scores]:
     embedder = make_embedder(args.embedder)
     # every knob not given on the command line takes the embedder's default
@@ -325,14 +337,7 @@ async def run(args: argparse.Namespace, data: list[dict[str, Any]]) -> dict[str,
         reply_weight=0.0,
         category_members=False,
     )
-    url = args.url
-    tmp = None
-    if url == "sqlite://":
-        tmp = tempfile.TemporaryDirectory()
-        url = f"sqlite:///{tmp.name}/locomo.db"
-    elif url == "milvus+lite://":
-        tmp = tempfile.TemporaryDirectory()
-        url = f"milvus+lite://{tmp.name}/locomo.db"
+    url, tmp = _backend_url(args.url)
     stores = await open_stores(url, space=embedder.space, settings=Settings())
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     results = {m: Scores() for m in modes}
@@ -869,7 +874,8 @@ async def dated_forms(args: argparse.Namespace, data: list[dict[str, Any]]) -> N
     helped and hurt (a correct date should never hurt)."""
     embedder = make_embedder(args.embedder)
     config = default_config(embedder.space)
-    stores = await open_stores("memory://", space=embedder.space, settings=Settings())
+    url, tmp = _backend_url(args.url)
+    stores = await open_stores(url, space=embedder.space, settings=Settings())
     retriever = HybridRetriever(stores.store, embedder, config)
     totals: dict[str, list[float]] = {form: [0.0, 0.0, 0, 0, 0] for form in DATED_FORMS}
     try:
@@ -910,10 +916,15 @@ async def dated_forms(args: argparse.Namespace, data: list[dict[str, Any]]) -> N
                     row[3] += dated > undated
                     row[4] += dated < undated
     finally:
+        if not args.keep:
+            for sample in data[: args.limit or None]:
+                await stores.store.delete_scope(f"locomo-dated-{sample['sample_id']}")
         await stores.close()
+        if tmp is not None:
+            tmp.cleanup()
     print(
         f"Questions with their evidence day written in each form, {args.embedder}, "
-        'memory://, R@10 (turns), categories 1-4 (no "when" questions, none dated)'
+        f'{args.url}, R@10 (turns), categories 1-4 (no "when" questions, none dated)'
     )
     print("| form | example | questions | R@10 undated | R@10 dated | helped | hurt |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -1092,7 +1103,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--dated-forms",
         action="store_true",
         help="each undated question asked again with its evidence day in each written "
-        "form (memory://)",
+        "form (on --url)",
     )
     p.add_argument("--limit", type=int, default=0, help="first N conversations only")
     p.add_argument("--keep", action="store_true", help="leave the records in the backend")
@@ -1102,9 +1113,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.url not in ("memory://", "sqlite://"):
             p.error("--latency runs on memory:// or sqlite://")
         asyncio.run(latency_ratio(args, data))
-        return
-    if args.dated_forms:
-        asyncio.run(dated_forms(args, data))
         return
     if args.cv:
         if args.cv_embedder is None:
@@ -1129,7 +1137,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             valkey = launch_redis()
             args.url, stop = valkey.url, valkey.close
     try:
-        report(asyncio.run(run(args, data)), args)
+        if args.dated_forms:
+            asyncio.run(dated_forms(args, data))
+        else:
+            report(asyncio.run(run(args, data)), args)
     finally:
         if stop is not None:
             stop()

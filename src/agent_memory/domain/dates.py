@@ -49,7 +49,12 @@ Recognised (case-insensitive; "st/nd/rd/th" ordinals and commas allowed):
   latest 15th not after the reference; not before a noun: "on the 3rd floor"),
   dotted days `14.08.2023` (day first unless the second number cannot be a
   month), `the past two weeks` / `the last 3 months` (up to the reference), and
-  a holiday weekend (`Labor Day weekend`: the holiday and the weekend nearest it).
+  a holiday weekend (`Labor Day weekend`: the holiday and the weekend nearest it);
+- a weekday alone (`on Friday`, `Saturday night`: the last one before the
+  reference), `May of last year`, `last May` (the latest before the reference's
+  month), `the week before last`, `the past month` (up to the reference), `on the
+  weekend`, `the last month of 2023`, `the first day of May`, and "May" or
+  "March" capitalised in a list of months.
 
 A record's own words can say when its events happened ("we went camping two
 weekends ago"): `mentioned_dates` resolves them against when it was said,
@@ -483,9 +488,8 @@ def _relative(match: re.Match[str], reference: date) -> DateRange | None:
         return _relative_season(unit, step, reference)
     weekday = _WEEKDAYS.index(unit)
     if step < 0:
-        back = (reference.weekday() - weekday) % 7 or 7
-        d = reference - timedelta(days=back)
-    elif step > 0:
+        return _last_weekday(weekday, reference)
+    if step > 0:
         ahead = (weekday - reference.weekday()) % 7 or 7
         d = reference + timedelta(days=ahead)
     else:
@@ -689,8 +693,12 @@ def _week_around(day: date, unit: str) -> DateRange:
 
 
 def _ago(match: re.Match[str], reference: date) -> DateRange | None:
-    n = _number(match["n"])
-    unit = match["unit"].lower()
+    return _units_back(_number(match["n"]), match["unit"].lower(), reference)
+
+
+def _units_back(n: int, unit: str, reference: date) -> DateRange:
+    """The day, calendar week, weekend, month or year `n` of them before
+    `reference`'s ("two weeks ago", "the week before last")."""
     if unit == "day":
         d = reference - timedelta(days=n)
         return DateRange(d, d)
@@ -790,8 +798,9 @@ def _dot_day(m: re.Match[str], _ref: date) -> DateRange | None:
 
 
 def _past_n(m: re.Match[str], reference: date) -> DateRange | None:
-    """ "the past two weeks": from two weeks before `reference` up to it."""
-    n = _number(m["n"])
+    """ "the past two weeks": from two weeks before `reference` up to it ("the
+    past month", no number: one)."""
+    n = _number(m["n"]) if m.groupdict().get("n") else 1
     unit = m["unit"].lower()
     if unit == "month":
         start = _add_months(reference, -n)
@@ -812,7 +821,11 @@ def _single_day(m: re.Match[str], reference: date) -> DateRange | None:
 def _bare_weekday(m: re.Match[str], reference: date) -> DateRange | None:
     """ "on Friday": the last Friday before `reference` (a question about what
     was said asks about the past; "this Friday" and "next Friday" are other forms)."""
-    weekday = _WEEKDAYS.index((m["a"] or m["b"]).lower())
+    return _last_weekday(_WEEKDAYS.index((m["a"] or m["b"]).lower()), reference)
+
+
+def _last_weekday(weekday: int, reference: date) -> DateRange:
+    """The last `weekday` (Monday 0) before `reference` (a week back on that day)."""
     d = reference - timedelta(days=(reference.weekday() - weekday) % 7 or 7)
     return DateRange(d, d)
 
@@ -934,8 +947,7 @@ def _which_month(m: re.Match[str], reference: date) -> DateRange | None:
     """ "last May": the latest May before the reference's month (May a year back
     when asked in May); "next May" the first after it; "this May" the reference
     year's. "the last may be …" is no month: an ambiguous name must be capitalised."""
-    name = m["m"].lower().rstrip(".")
-    if (name in _AMBIGUOUS_MONTHS or len(name) == 3) and not m["m"][0].isupper():
+    if _ambiguous_month(m["m"]) and not m["m"][0].isupper():
         return None
     month = _month(m["m"])
     which = m["which"].lower()
@@ -947,25 +959,7 @@ def _which_month(m: re.Match[str], reference: date) -> DateRange | None:
 
 
 def _before_last(m: re.Match[str], reference: date) -> DateRange | None:
-    unit = m["unit"].lower()
-    if unit == "week":
-        return _week_of(reference - timedelta(weeks=2))
-    if unit == "weekend":
-        return _weekend(_week_of(reference).start + timedelta(days=5 - 14))
-    if unit == "month":
-        first = _add_months(reference.replace(day=1), -2)
-        return _month_range(first.year, first.month)
-    return _year(reference.year - 2)
-
-
-def _the_past(m: re.Match[str], reference: date) -> DateRange | None:
-    """ "the past month": from a month before `reference` up to it."""
-    unit = m["unit"].lower()
-    if unit == "month":
-        return DateRange(_add_months(reference, -1), reference)
-    if unit == "year":
-        return DateRange(_add_months(reference, -12), reference)
-    return DateRange(reference - timedelta(days=7 if unit == "week" else 1), reference)
+    return _units_back(2, m["unit"].lower(), reference)
 
 
 def _month_alone(m: re.Match[str], reference: date) -> DateRange | None:
@@ -993,7 +987,7 @@ _FORMS: tuple[tuple[re.Pattern[str], _Build], ...] = (
     (_MONTH_OF_YEAR_WORD, _month_of_year_word),
     (_WHICH_MONTH, _which_month),
     (_BEFORE_LAST, _before_last),
-    (_THE_PAST, _the_past),
+    (_THE_PAST, _past_n),
     (_SEASON_YEAR, _season_of_year),
     (_MONTH_SHORT_YEAR, _month_short_year),
     (_DOT_DAY, _dot_day),
@@ -1023,23 +1017,25 @@ def _month_alone_is_a_date(text: str, m: re.Match[str]) -> bool:
     """Whether a month name with no day or year is a date: an unambiguous one
     always; "May", "March" and short names after a time word ("in May"), or,
     capitalised, in a list with another month ("June, May or July 2023")."""
-    name = m["m"].lower().rstrip(".")
-    ambiguous = name in _AMBIGUOUS_MONTHS or len(name) == 3
-    if not ambiguous or _preceded_by_time_word(text, m.start()):
+    if not _ambiguous_month(m["m"]) or _preceded_by_time_word(text, m.start()):
         return True
     return m["m"][0].isupper() and bool(
         _LISTED_AFTER_MONTH.search(text, 0, m.start()) or _LISTED_BEFORE_MONTH.match(text, m.end())
     )
 
 
+def _ambiguous_month(name: str) -> bool:
+    """Whether a month name is also a common word or abbreviation ("may", "mar")."""
+    name = name.lower().rstrip(".")
+    return name in _AMBIGUOUS_MONTHS or len(name) == 3
+
+
+#: what joins two dates of a list ("June, July", "June or July 2023")
+_JOIN = r",?\s*(?:or|and|,|/)\s*"
 #: a month name and what joins it to the next in a list ("June, ", "June or ")
-_LISTED_AFTER_MONTH = re.compile(
-    r"(?<!\w)" + _M.format(name="prev") + r"(?:,?\s*(?:or|and|/)\s*|,\s*)$", re.I
-)
+_LISTED_AFTER_MONTH = re.compile(r"(?<!\w)" + _M.format(name="prev") + _JOIN + "$", re.I)
 #: what joins a month to the next one in a list, and that month (" or July")
-_LISTED_BEFORE_MONTH = re.compile(
-    r"(?:,?\s*(?:or|and|/)\s*|,\s*)" + _M.format(name="next") + r"(?!\w)", re.I
-)
+_LISTED_BEFORE_MONTH = re.compile(_JOIN + _M.format(name="next") + r"(?!\w)", re.I)
 
 
 def _season(name: str, year: int) -> DateRange:
@@ -1190,7 +1186,7 @@ def _shared_years(
 
 #: what joins two dates of which the first takes the second's year: "in June or
 #: July 2023", "on May 3 and May 5, 2023"
-_OR = re.compile(r",?\s*(?:or|and|,|/)\s*", re.I)
+_OR = re.compile(_JOIN, re.I)
 
 
 def _in_year_of(r: DateRange, nxt: DateRange) -> DateRange:

@@ -72,13 +72,22 @@ def test_as_of_marks_the_range_as_a_state_at_that_time() -> None:
     assert not plain.as_of
 
 
+def _scored_around(
+    text: str, offsets: list[int], *, end: bool
+) -> tuple[DateRange, list[date], dict[date, float]]:
+    """The one range `text` names, the days `offsets` away from its end (`end`)
+    or start, and each day's `date_match` against it."""
+    (r,) = parse_dates(text, date(2099, 1, 1))
+    pivot = r.end if end else r.start
+    days = sorted({pivot + timedelta(days=o) for o in offsets})
+    return r, days, {d: date_match(d, [r], grace_days=7, half_life_days=7) for d in days}
+
+
 @given(month=MONTHS, offsets=st.lists(st.integers(-200, 200), min_size=2, max_size=30))
 def test_as_of_favours_the_latest_day_up_to_the_end_and_nothing_after(
     month: tuple[int, int], offsets: list[int]
 ) -> None:
-    (r,) = parse_dates(f"as of {_name(month[1])} {month[0]}", date(2099, 1, 1))
-    days = sorted({r.end + timedelta(days=o) for o in offsets})
-    score = {d: date_match(d, [r], grace_days=7, half_life_days=7) for d in days}
+    r, days, score = _scored_around(f"as of {_name(month[1])} {month[0]}", offsets, end=True)
     for d in days:
         assert (score[d] == 0.0) == (d > r.end)
         assert score[d] >= 0.5 or d > r.end
@@ -153,9 +162,7 @@ def test_until_still_ends_a_span_and_a_range_is_never_both_open_ways() -> None:
 def test_since_favours_the_soonest_day_from_the_start_and_nothing_before(
     month: tuple[int, int], offsets: list[int]
 ) -> None:
-    (r,) = parse_dates(f"since {_name(month[1])} {month[0]}", date(2099, 1, 1))
-    days = sorted({r.start + timedelta(days=o) for o in offsets})
-    score = {d: date_match(d, [r], grace_days=7, half_life_days=7) for d in days}
+    r, days, score = _scored_around(f"since {_name(month[1])} {month[0]}", offsets, end=False)
     for d in days:
         assert (score[d] == 0.0) == (d < r.start)
         assert score[d] >= 0.5 or d < r.start

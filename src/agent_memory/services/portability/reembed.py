@@ -43,8 +43,10 @@ __all__ = [
 
 #: Where the spaces that may hold the deployment's records are listed (next to
 #: the switch, `SWITCH_SCOPE`): a re-embed adds its source and target before it
-#: copies anything and removes a space it drops. A forget deletes in every listed
-#: space, so a kept old space or a half-built new one holds nothing forgotten.
+#: copies anything, and a space stays listed (`--drop-old` empties it, and a
+#: process connected before the switch may still write there). A forget deletes
+#: in every listed space, so a kept old space or a half-built new one holds
+#: nothing forgotten.
 #: One entry per space, key `SPACE_PREFIX + space.identity`, so two re-embeds
 #: recording at once never overwrite each other's; a cache without
 #: `CacheListing` (which cannot enumerate them) keeps the list in one entry,

@@ -342,3 +342,52 @@ def test_every_dated_form_names_a_range_that_holds_its_day(day: date, form: str)
     ((_, found),) = spans
     assert found.start <= day <= found.end, (text, found)
     assert not found.open
+
+
+def _tiny_locomo(path: Path) -> Path:
+    """A LoCoMo-shaped conversation of three sessions on three days, written for
+    this test, with two questions whose evidence was said on one day."""
+    said = {
+        1: ("1:00 pm on 3 May, 2023", ["I baked bread with rosemary.", "I went hiking."]),
+        2: ("2:00 pm on 17 May, 2023", ["I cooked a spicy curry for friends.", "I read."]),
+        3: ("3:00 pm on 2 June, 2023", ["We cooked pasta at the lake.", "I painted a sunset."]),
+    }
+    conversation: dict[str, Any] = {"speaker_a": "Sam", "speaker_b": "Ana"}
+    for n, (when, texts) in said.items():
+        conversation[f"session_{n}_date_time"] = when
+        conversation[f"session_{n}"] = [
+            {"speaker": ("Sam", "Ana")[i % 2], "dia_id": f"D{n}:{i + 1}", "text": text}
+            for i, text in enumerate(texts)
+        ]
+    qa = [
+        {"question": "What did Sam cook for friends?", "evidence": ["D2:1"], "category": 4},
+        {"question": "What did Ana paint?", "evidence": ["D3:2"], "category": 4},
+    ]
+    path.write_text(json.dumps([{"sample_id": "tiny-1", "conversation": conversation, "qa": qa}]))
+    return path
+
+
+def test_dated_forms_runs_the_knobs_given_beside_the_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--dated-forms` with a knob on the command line runs that configuration
+    beside the default one and prints the gain per conversation; without one, the
+    defaults alone. (It used to run the defaults whatever the command line said.)"""
+    data = str(_tiny_locomo(tmp_path / "tiny.json"))
+    locomo.main(["--dated-forms", "--data", data, "--date-weight", "0.9"])
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert "date_weight 0.9" in header, header
+    rows = [line for line in out.splitlines() if line.startswith("| month |")]
+    assert len(rows) == 1, out
+    assert rows[0].count("|") == 10, rows  # both sides' columns
+    assert "Gain of date_weight 0.9 per conversation" in out
+    fold = out.splitlines()[-1].split(" | ")
+    assert fold[-1].endswith("/1 |"), out  # one conversation, one fold
+    locomo.main(["--dated-forms", "--data", data])
+    out = capsys.readouterr().out
+    assert ", defaults, " in out.splitlines()[0]
+    assert "Gain of" not in out
+    rows = [line for line in out.splitlines() if line.startswith("| month |")]
+    assert len(rows) == 1, out
+    assert rows[0].count("|") == 8, rows

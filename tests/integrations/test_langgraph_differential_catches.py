@@ -69,7 +69,7 @@ class TiesBackwards(AgentMemoryStore):
 
 
 class ListsEmptyNamespaces(AgentMemoryStore):
-    async def _holds_items(self, namespace: tuple[str, ...]) -> bool:
+    async def _holds_items(self, namespace: tuple[str, ...], store: Any = None) -> bool:
         return True
 
 

@@ -302,3 +302,42 @@ async def test_spaces_recorded_at_once_on_each_backend(backend: str, tmp_path: P
         # the session's server is shared: leave no list behind
         await ports.cache.delete_prefix(SWITCH_SCOPE, SPACE_PREFIX)
         assert await read_spaces(ports.cache) == []
+
+
+async def test_a_langgraph_delete_after_a_reembed_empties_the_kept_old_space(
+    tmp_path: Path, backend: str
+) -> None:
+    """When this fails, an item deleted through the LangGraph store stayed in the
+    old space a re-embed keeps until `--drop-old` (its value and its vectors):
+    deleted for reads, still stored."""
+    from agent_memory.entrypoints.langgraph import AgentMemoryStore
+    from agent_memory.entrypoints.langgraph.store import REGISTRY_OWNER
+
+    s = settings(tmp_path, embedder="hashing")
+    ns = ("alice", "notes")
+    async with connect(backend, settings=s) as m:
+        store = AgentMemoryStore(m, index={"fields": ["text"]})
+        await store.aput(ns, "pet", {"text": f"my iguana is named {SECRET}"})
+        await store.aput(ns, "hobby", {"text": "theremin on Sundays"})
+        await store.aput(("bob", "notes"), "pet", {"text": "a cat"})
+    done = await reembed(backend, to_model="hashing", dimension=64, settings=s)
+    assert done.complete
+    assert any(SECRET in c for c in await _contents(backend, s, OLD, "alice"))
+    async with connect(backend, settings=s) as m:
+        assert m.embedder.space == NEW
+        store = AgentMemoryStore(m, index={"fields": ["text"]})
+        await store.adelete(ns, "pet")
+        await store.adelete(("bob", "notes"), "pet")  # bob's last item: its namespace goes
+        assert await store.aget(ns, "pet") is None
+        assert await store.aget(ns, "hobby") is not None
+        assert await store.alist_namespaces() == [ns]
+    for space in (NEW, OLD):
+        left = await _contents(backend, s, space, "alice")
+        assert not any(SECRET in c for c in left), (space.identity, left)
+        assert any("theremin" in c for c in left), (space.identity, left)  # the other item stays
+        assert await _contents(backend, s, space, "bob") == []
+        registry = await _contents(backend, s, space, REGISTRY_OWNER)
+        assert not any("bob" in c for c in registry), (space.identity, registry)
+        assert any("alice" in c for c in registry), (space.identity, registry)
+    if backend.startswith("sqlite"):
+        assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []

@@ -57,6 +57,7 @@ from langgraph.store.base import (
 )
 
 from agent_memory.bootstrap import Memory
+from agent_memory.bootstrap.services import other_spaces
 from agent_memory.domain.errors import (
     BackendUnavailable,
     ConfigurationError,
@@ -340,6 +341,7 @@ class AgentMemoryStore(BaseStore):
             )
         self._store: MemoryStore = memory.store
         self._embedder: Embedder = memory.embedder
+        self._other_spaces = other_spaces(memory)
         self._now = now or (lambda: datetime.now(UTC))
         dimension = self._store.space.dimension
         self._unit = np.zeros(dimension, dtype=np.float32)
@@ -480,8 +482,8 @@ class AgentMemoryStore(BaseStore):
                 return out
             cursor = page.next_cursor
 
-    async def _holds_items(self, namespace: Namespace) -> bool:
-        page = await self._store.list(
+    async def _holds_items(self, namespace: Namespace, store: MemoryStore | None = None) -> bool:
+        page = await (store or self._store).list(
             owner_of(namespace),
             namespace=record_namespace_of(namespace),
             kinds=[ITEM_KIND],
@@ -625,15 +627,42 @@ class AgentMemoryStore(BaseStore):
         flat = [text for pairs in texts for _, text in pairs]
         matrix = await self._embed(flat)
         row = 0
+        deleted: list[tuple[Namespace, str, int]] = []
         for op, pairs in zip(puts, texts, strict=True):
             vectors = matrix[row : row + len(pairs)]
             row += len(pairs)
-            await self._put(op, [p for p, _ in pairs], vectors)
+            stale = await self._put(op, [p for p, _ in pairs], vectors)
+            if op.value is None:
+                deleted.append((tuple(op.namespace), op.key, stale))
+        if deleted:
+            await self._delete_elsewhere(deleted)
 
-    async def _put(self, op: PutOp, paths: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
+    async def _delete_elsewhere(self, deleted: Sequence[tuple[Namespace, str, int]]) -> None:
+        """A delete reaches every other embedding space the deployment holds
+        records in, as a forget does (the old space a re-embed keeps until
+        `--drop-old`, a new one it is building): the item there, its vectors
+        (as many as either space's version had) and, once the namespace holds no
+        item there, its registry entry. A space that cannot be reached fails the
+        call after the delete in the space reads use; the delete is idempotent,
+        so a retry finishes it."""
+        async with self._other_spaces() as stores:
+            for store in stores:
+                for namespace, key, stale in deleted:
+                    owner, item_id = owner_of(namespace), _item_id(namespace, key)
+                    there = await store.get(owner, item_id)
+                    if there is not None:
+                        stale = max(stale, int(there.attributes["langgraph"].get("vectors", 0)))
+                    await store.delete(owner, item_id)
+                    for i in range(stale):
+                        await store.delete(owner, _vector_id(namespace, key, i))
+                for namespace in dict.fromkeys(ns for ns, _, _ in deleted):
+                    await self._unregister_if_empty(namespace, store)
+
+    async def _put(self, op: PutOp, paths: Sequence[str], vectors: npt.NDArray[np.float32]) -> int:
         """An upsert (last write wins, `created_at` kept when the item existed) or
         an idempotent delete; race-free against concurrent puts and deletes of
-        the same item (no read-then-write that a concurrent delete can fail)."""
+        the same item (no read-then-write that a concurrent delete can fail). The
+        number of vectors the item had before."""
         namespace, key = tuple(op.namespace), op.key
         owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
         item_id = _item_id(namespace, key)
@@ -644,7 +673,7 @@ class AgentMemoryStore(BaseStore):
             for i in range(stale):
                 await self._store.delete(owner, _vector_id(namespace, key, i))
             await self._unregister_if_empty(namespace)
-            return
+            return stale
         for i in range(len(paths), stale):  # vectors of paths this put no longer has
             await self._store.delete(owner, _vector_id(namespace, key, i))
         value = dict(op.value)
@@ -680,6 +709,7 @@ class AgentMemoryStore(BaseStore):
                 keep_created=False,
             )
         await self._register(namespace, now)
+        return stale
 
     async def _upsert(self, record: MemoryRecord, *, keep_created: bool) -> None:
         """Add `record`, or replace the stored one (keeping its `created_at` when
@@ -708,22 +738,31 @@ class AgentMemoryStore(BaseStore):
             f"record {record.id!r} kept changing under {_UPSERT_ATTEMPTS} put attempts",
         )
 
-    async def _unregister_if_empty(self, namespace: Namespace) -> None:
-        """Drop the namespace from the registry once it holds no item; re-register
-        it when a concurrent put added one meanwhile (that put may have seen the
-        registry entry before this delete removed it)."""
-        if await self._holds_items(namespace):
+    async def _unregister_if_empty(
+        self, namespace: Namespace, store: MemoryStore | None = None
+    ) -> None:
+        """Drop the namespace from the registry (of `store`, default the one reads
+        use) once it holds no item; re-register it when a concurrent put added one
+        meanwhile (that put may have seen the registry entry before this delete
+        removed it)."""
+        store = store or self._store
+        if await self._holds_items(namespace, store):
             return
-        await self._store.delete(REGISTRY_OWNER, _registry_id(namespace))
-        if await self._holds_items(namespace):
-            await self._register(namespace, self._now())
+        await store.delete(REGISTRY_OWNER, _registry_id(namespace))
+        if await self._holds_items(namespace, store):
+            await self._register(namespace, self._now(), store)
 
-    async def _register(self, namespace: Namespace, now: datetime) -> None:
+    async def _register(
+        self, namespace: Namespace, now: datetime, store: MemoryStore | None = None
+    ) -> None:
+        store = store or self._store
         rid = _registry_id(namespace)
-        if await self._store.get(REGISTRY_OWNER, rid) is not None:
+        if await store.get(REGISTRY_OWNER, rid) is not None:
             return
+        unit = np.zeros(store.space.dimension, dtype=np.float32)
+        unit[0] = 1.0
         with contextlib.suppress(DuplicateRecord):
-            await self._store.add(
+            await store.add(
                 [
                     MemoryRecord(
                         id=rid,
@@ -731,7 +770,7 @@ class AgentMemoryStore(BaseStore):
                         namespace=_registry_shard(namespace[0]),
                         kind=REGISTRY_KIND,
                         content=_json(list(namespace)),
-                        vector=self._unit,
+                        vector=unit,
                         created_at=now,
                         updated_at=now,
                         attributes={"namespace": list(namespace)},

@@ -3,11 +3,12 @@ in-memory adapter. The contract suite must fail on every one of them."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import string
 import unicodedata
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import attrs
 import numpy as np
@@ -34,8 +35,10 @@ __all__ = [
     "OverFoldingKeyword",
     "OverreadingSearch",
     "OwnerBlindSearch",
+    "ReadThenWriteVersions",
     "ShiftedTimestamps",
     "TrimmedOwners",
+    "UnconditionalVersionedWrites",
     "WriteAfterClosePersists",
 ]
 
@@ -503,3 +506,39 @@ class CaseInsensitiveIds(InMemoryMemoryStore):
 
     async def delete(self, owner: str, id: str) -> bool:
         return await super().delete(owner, id.lower())
+
+
+class UnconditionalVersionedWrites(InMemoryMemoryStore):
+    """`update_if_older` replaces whatever version is stored, and
+    `delete_if_unchanged` deletes whatever version is stored: a copy then
+    overwrites or deletes a writer's newer record."""
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        if await self.get(record.owner, record.id) is None:
+            return False
+        await self.update(record)
+        return True
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        return await self.delete(owner, id)
+
+
+class ReadThenWriteVersions(InMemoryMemoryStore):
+    """Checks the version, then writes, with an await in between (the way a
+    client without a conditional statement would): right in one call at a time,
+    wrong when calls race."""
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        held = await self.get(record.owner, record.id)
+        await asyncio.sleep(0)
+        if held is None or held.updated_at >= record.updated_at:
+            return False
+        await self.update(record)
+        return True
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        held = await self.get(owner, id)
+        await asyncio.sleep(0)
+        if held is None or held.updated_at != updated_at:
+            return False
+        return await self.delete(owner, id)

@@ -92,6 +92,8 @@ EXPECTED = {
     "ShiftedTimestamps": ["MS-ADD-1"],
     "InclusiveCursorList": ["MS-LIST-2"],
     "OverreadingSearch": ["MS-SEARCH-1"],
+    "UnconditionalVersionedWrites": ["MS-VER-1", "MS-VER-2"],
+    "ReadThenWriteVersions": ["MS-VER-3"],
 }
 
 #: broken store -> (clause id, pattern) pairs: some failure naming the clause must
@@ -140,6 +142,8 @@ SELECTION = {
     "ShiftedTimestamps": "add_round_trip or add_and_get",
     "InclusiveCursorList": "add_large_batch",
     "OverreadingSearch": "search_orders_by_cosine_score",
+    "UnconditionalVersionedWrites": "if_older or if_unchanged",
+    "ReadThenWriteVersions": "if_older or if_unchanged or conditional_writes",
 }
 
 

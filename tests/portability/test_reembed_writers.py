@@ -205,17 +205,29 @@ async def test_a_forget_while_completing_after_the_switch_stays_forgotten() -> N
 
 class _WriterBetween(InMemoryMemoryStore):
     """A store where another writer stores `late` just before the first `get`
-    of its id: between a listing that read the record and the write after it."""
+    or conditional write of its id: after a listing that read the record,
+    before the write that follows it."""
 
     def __init__(self, space: EmbeddingSpace, late: MemoryRecord) -> None:
         super().__init__(space)
         self.late: MemoryRecord | None = late
 
-    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+    async def _meddle(self, id: str) -> None:
         if self.late is not None and self.late.id == id:
             late, self.late = self.late, None
             await self.update(late)
+
+    async def get(self, owner: str, id: str) -> MemoryRecord | None:
+        await self._meddle(id)
         return await super().get(owner, id)
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        await self._meddle(record.id)
+        return await super().update_if_older(record)
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        await self._meddle(id)
+        return await super().delete_if_unchanged(owner, id, updated_at)
 
 
 async def test_drop_keeps_a_version_written_after_it_listed_the_old_space() -> None:
@@ -229,6 +241,7 @@ async def test_drop_keeps_a_version_written_after_it_listed_the_old_space() -> N
     assert (await reembed_store(old, new, NEW)).complete
     old.late = newer
     assert await drop_space(old, new, switched) == 0
+    assert old.late is None  # the writer did write, before the drop's delete
     assert await _view(old, "a") == {"a0": "rewritten just now"}
 
 
@@ -249,4 +262,5 @@ async def test_completing_after_the_switch_does_not_overwrite_a_write_made_meanw
     new.late = newest
     done = await reembed_store(old, new, NEW, mirror_deletes=False, switched_at=switched)
     assert done.complete
+    assert new.late is None  # the writer did write, before the copy's write
     assert await _view(new, "a") == {"a0": "written to new meanwhile"}

@@ -125,6 +125,17 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-OWN-1 (when the store implements `OwnerListing`) `owners()` lists every owner
   with a record, once, sorted by code point; an owner whose records were all deleted
   is no longer listed.
+- MS-VER-1 (when the store implements `VersionedWrites`) `update_if_older` replaces
+  a record whose stored `updated_at` is earlier (search and keyword search then
+  see the new version), and leaves one as late or later, or a missing one,
+  untouched (False, nothing created).
+- MS-VER-2 (`VersionedWrites`) `delete_if_unchanged` deletes the version it names
+  and nothing else: another version or a missing record gives False and leaves
+  the store as it was; a naive datetime raises InvalidInput naming `updated_at`.
+- MS-VER-3 (`VersionedWrites`) conditional writes racing on one record (many
+  `update_if_older` with shuffled versions and a `delete_if_unchanged` of the
+  first version, all at once) end as one order of them would: the latest
+  version stored, or the record deleted and no update applied.
 - MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
   fixture does not leak data between tests).
 - MS-SM-1 random operation sequences agree with the in-memory oracle.
@@ -171,7 +182,7 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.records import MemoryRecord, Page, ScoredRecord
 from agent_memory.domain.validation import MAX_LIMIT, MAX_QUERY_BYTES, MAX_QUERY_WORD_BYTES
-from agent_memory.ports.storage import KeywordSearch, MemoryStore, OwnerListing
+from agent_memory.ports.storage import KeywordSearch, MemoryStore, OwnerListing, VersionedWrites
 
 __all__ = ["MemoryStoreContract", "Reopen", "assert_same_record"]
 
@@ -2383,6 +2394,157 @@ class MemoryStoreContract:
         assert got == want, clause(
             "MS-OWN-1", "an owner without records is not listed", got, want=want
         )
+
+    # -------------------------------------------------------- versioned writes
+
+    @staticmethod
+    def _versioned(store: MemoryStore) -> VersionedWrites:
+        if not isinstance(store, VersionedWrites):
+            pytest.skip(
+                "the store does not implement VersionedWrites (update_if_older, "
+                "delete_if_unchanged)"
+            )
+        return store
+
+    async def test_update_if_older_replaces_only_an_older_version(self, store: MemoryStore) -> None:
+        """When this fails, `update_if_older` replaced a version as late or later
+        (a copy would overwrite a writer's newer record), created a missing
+        record, or left the indexes on the old version. Stores without
+        `VersionedWrites` skip (a re-embed then reads, then writes)."""
+        versioned = self._versioned(store)
+        dim = _dim(store)
+        first = _rec(store, "v1", content="alpha granite", vector=_vec(dim, 1.0))
+        await store.add([first])
+        later = attrs.evolve(
+            first,
+            content="omega basalt",
+            vector=_vec(dim, -1.0),
+            updated_at=first.updated_at + ms(5),
+        )
+        done = await versioned.update_if_older(later)
+        got = await store.get(OWNER, "v1")
+        seen = (done, got.content if got else None)
+        assert seen == (True, "omega basalt"), clause(
+            "MS-VER-1", "an older stored version is replaced", seen, want=(True, "omega basalt")
+        )
+        hits = await store.search(OWNER, _vec(dim, -1.0), limit=1)
+        found = [(h.record.id, h.record.content) for h in hits]
+        assert found == [("v1", "omega basalt")], clause(
+            "MS-VER-1", "vector search sees the new version", found, want=[("v1", "omega basalt")]
+        )
+        if self.capabilities.keyword_search and isinstance(store, KeywordSearch):
+            new_words = _ids(await store.search_text(OWNER, "basalt"))
+            old_words = _ids(await store.search_text(OWNER, "granite"))
+            assert (new_words, old_words) == (["v1"], []), clause(
+                "MS-VER-1",
+                "keyword search sees the new version only",
+                (new_words, old_words),
+                want=(["v1"], []),
+            )
+        for label, version in (("as late", later.updated_at), ("earlier", first.updated_at)):
+            stale = attrs.evolve(first, content=f"stale {label}", updated_at=version)
+            done = await versioned.update_if_older(stale)
+            got = await store.get(OWNER, "v1")
+            seen = (done, got.content if got else None)
+            assert seen == (False, "omega basalt"), clause(
+                "MS-VER-1",
+                f"a stored version is kept against one {label}",
+                seen,
+                want=(False, "omega basalt"),
+            )
+        missing = _rec(store, "never-added")
+        done = await versioned.update_if_older(missing)
+        created = await store.get(OWNER, "never-added") is not None
+        assert (done, created) == (False, False), clause(
+            "MS-VER-1",
+            "a missing record is neither updated nor created",
+            (done, created),
+            want=(False, False),
+        )
+
+    async def test_delete_if_unchanged_deletes_only_that_version(self, store: MemoryStore) -> None:
+        """When this fails, `delete_if_unchanged` deleted another version than
+        the one it names (a writer's newer record, lost), or took a naive
+        datetime. Stores without `VersionedWrites` skip."""
+        versioned = self._versioned(store)
+        first = _rec(store, "d1")
+        await store.add([first, _rec(store, "d2")])
+        newer = attrs.evolve(first, content="newer", updated_at=first.updated_at + ms(1))
+        await store.update(newer)
+        done = await versioned.delete_if_unchanged(OWNER, "d1", first.updated_at)
+        kept = await store.get(OWNER, "d1")
+        seen = (done, kept.content if kept else None)
+        assert seen == (False, "newer"), clause(
+            "MS-VER-2", "another version is kept", seen, want=(False, "newer")
+        )
+        other_zone = newer.updated_at.astimezone(timezone(timedelta(hours=-5)))
+        done = await versioned.delete_if_unchanged(OWNER, "d1", other_zone)
+        left_there = await store.get(OWNER, "d1") is not None
+        assert (done, left_there) == (True, False), clause(
+            "MS-VER-2",
+            "the version named (in any time zone) is deleted",
+            (done, left_there),
+            want=(True, False),
+        )
+        done = await versioned.delete_if_unchanged(OWNER, "d1", newer.updated_at)
+        assert done is False, clause("MS-VER-2", "a missing record gives False", done, want=False)
+        left = _page_ids(await store.list(OWNER))
+        assert left == ["d2"], clause("MS-VER-2", "the other record stays", left, want=["d2"])
+        naive = newer.updated_at.replace(tzinfo=None)
+        with pytest.raises(InvalidInput) as caught:
+            await versioned.delete_if_unchanged(OWNER, "d2", naive)
+        assert caught.value.field == "updated_at", clause(
+            "MS-VER-2", "a naive datetime names updated_at", caught.value.field, want="updated_at"
+        )
+
+    async def test_conditional_writes_racing_on_one_record_end_in_order(
+        self, store: MemoryStore
+    ) -> None:
+        """When this fails, a conditional write was not atomic: an older version
+        replaced a later one (a lost write), or a delete and an update both took
+        effect. Stores without `VersionedWrites` skip."""
+        versioned = self._versioned(store)
+        rng = random.Random(20261207)
+        for round_ in range(5):
+            rid = f"race-{round_}"
+            first = _rec(store, rid)
+            await store.add([first])
+            versions = [first.updated_at + ms(i) for i in range(1, 25)]
+            rng.shuffle(versions)
+            ops: list[Awaitable[bool]] = [
+                versioned.update_if_older(
+                    attrs.evolve(first, content=f"at {v.isoformat()}", updated_at=v)
+                )
+                for v in versions
+            ]
+            at = rng.randrange(len(ops) + 1)
+            ops.insert(at, versioned.delete_if_unchanged(OWNER, rid, first.updated_at))
+            results = await asyncio.gather(*ops)
+            deleted, updated = results[at], results[:at] + results[at + 1 :]
+            got = await store.get(OWNER, rid)
+            if got is None:
+                assert (deleted, any(updated)) == (True, False), clause(
+                    "MS-VER-3",
+                    "deleted first, so no update applies",
+                    (deleted, updated),
+                    want="delete True, every update False",
+                )
+            else:
+                assert not deleted, clause(
+                    "MS-VER-3",
+                    "an update came first, so the delete is refused",
+                    deleted,
+                    want=False,
+                )
+                want = max(versions)
+                seen = (got.updated_at, got.content)
+                assert seen == (want, f"at {want.isoformat()}"), clause(
+                    "MS-VER-3",
+                    "the latest version stays",
+                    seen,
+                    want=(want, f"at {want.isoformat()}"),
+                )
+            await store.delete(OWNER, rid)
 
     # -------------------------------------------------------- state machine
 

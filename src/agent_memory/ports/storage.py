@@ -65,6 +65,7 @@ __all__ = [
     "MemoryStore",
     "OwnerListing",
     "TripleStore",
+    "VersionedWrites",
 ]
 
 
@@ -162,6 +163,29 @@ class KeywordSearch(Protocol):
         everywhere: engines index only bounded tokens (RediSearch truncates at
         128 bytes, PostgreSQL drops words over 2047), so such words would match
         on some backends and not on others."""
+        ...
+
+
+@runtime_checkable
+class VersionedWrites(Protocol):
+    """Optional MemoryStore capability: writes conditional on the stored record's
+    version (its `updated_at`), each atomic against every other write to that
+    record. A copy between two stores while writers use them (a re-embed
+    completing after reads switched, `--drop-old` deleting the old space) needs
+    them: a version a writer stores meanwhile is then never replaced by an older
+    copy, nor deleted unseen. Without them those steps read, then write, and a
+    write landing between the two is lost (docs/portability.md)."""
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        """Replace the stored record (same owner and id) with `record` when the
+        stored one's `updated_at` is earlier than `record`'s; True when replaced,
+        False when the stored one is as late or later, or there is none."""
+        ...
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        """Delete the record when its stored `updated_at` is `updated_at` (to the
+        microsecond); True when deleted, False when it is missing or another
+        version. `updated_at` must be an aware datetime (`InvalidInput`)."""
         ...
 
 

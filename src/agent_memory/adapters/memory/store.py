@@ -11,6 +11,7 @@ import builtins
 import heapq
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 
 import numpy as np
 import numpy.typing as npt
@@ -38,6 +39,7 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     require_id,
     require_scope,
+    require_utc,
 )
 
 __all__ = ["InMemoryMemoryStore", "MemoryBackend"]
@@ -261,9 +263,36 @@ class InMemoryMemoryStore:
         index = self._owners().get(owner)
         if index is None or id not in index.records:
             return False
+        self._remove(owner, index, id)
+        return True
+
+    def _remove(self, owner: str, index: _OwnerIndex, id: str) -> None:
         index.remove([id])
         if not index.records:  # leave no trace of the owner (forgetting a user)
             self._owners().pop(owner, None)
+
+    # VersionedWrites: each a check and a write with no await between them, so no
+    # other write of this process's loop lands in between
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        self._life.check()
+        check_record(record, "record", self._space)
+        index = self._owners().get(record.owner)
+        held = None if index is None else index.records.get(record.id)
+        if index is None or held is None or held.updated_at >= record.updated_at:
+            return False
+        index.put([record])
+        return True
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        self._life.check()
+        require_scope(owner, "owner")
+        require_id(id)
+        version = require_utc(updated_at, "updated_at")
+        index = self._owners().get(owner)
+        held = None if index is None else index.records.get(id)
+        if index is None or held is None or held.updated_at != version:
+            return False
+        self._remove(owner, index, id)
         return True
 
     async def search(

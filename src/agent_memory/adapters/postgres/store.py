@@ -35,6 +35,7 @@ import functools
 import json
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,7 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     require_id,
     require_scope,
+    require_utc,
 )
 
 __all__ = [
@@ -528,42 +530,65 @@ class PostgresMemoryStore(PostgresHandle):
     async def update(self, record: MemoryRecord) -> None:
         async with self._life.op():
             check_record(record, "record", self._space)
-            table = await self._tbl()
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    sql.SQL(
-                        "UPDATE {} SET namespace = %s, kind = %s, content = %s, context = %s,"
-                        " embedding = %b, created_at = %s, updated_at = %s, importance = %s,"
-                        " attributes = %s WHERE owner = %s AND id = %s"
-                    ).format(table),
-                    (
-                        record.namespace,
-                        record.kind,
-                        record.content,
-                        record.context,
-                        PgVector(record.vector),
-                        record.created_at,
-                        record.updated_at,
-                        record.importance,
-                        _dump_attributes(record.attributes),
-                        record.owner,
-                        record.id,
-                    ),
-                )
-                if cur.rowcount == 0:
-                    raise NotFound(record.owner, record.id)
+            if not await self._update(record, if_older=False):
+                raise NotFound(record.owner, record.id)
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        """`VersionedWrites`: replace the record only when the stored version is
+        older (the check and the write are one statement)."""
+        async with self._life.op():
+            check_record(record, "record", self._space)
+            return await self._update(record, if_older=True)
+
+    async def _update(self, record: MemoryRecord, *, if_older: bool) -> bool:
+        table = await self._tbl()
+        condition = " AND updated_at < %s" if if_older else ""
+        async with self._db.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL(
+                    "UPDATE {} SET namespace = %s, kind = %s, content = %s, context = %s,"
+                    " embedding = %b, created_at = %s, updated_at = %s, importance = %s,"
+                    " attributes = %s WHERE owner = %s AND id = %s" + condition
+                ).format(table),
+                (
+                    record.namespace,
+                    record.kind,
+                    record.content,
+                    record.context,
+                    PgVector(record.vector),
+                    record.created_at,
+                    record.updated_at,
+                    record.importance,
+                    _dump_attributes(record.attributes),
+                    record.owner,
+                    record.id,
+                    *((record.updated_at,) if if_older else ()),
+                ),
+            )
+            return cur.rowcount > 0
 
     async def delete(self, owner: str, id: str) -> bool:
         async with self._life.op():
             require_scope(owner, "owner")
             require_id(id)
-            table = await self._tbl()
-            async with self._db.connection() as conn:
-                cur = await conn.execute(
-                    sql.SQL("DELETE FROM {} WHERE owner = %s AND id = %s").format(table),
-                    (owner, id),
-                )
-                return cur.rowcount > 0
+            return await self._delete(owner, id, None)
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        """`VersionedWrites`: delete the record only when it is that version."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            return await self._delete(owner, id, require_utc(updated_at, "updated_at"))
+
+    async def _delete(self, owner: str, id: str, version: datetime | None) -> bool:
+        table = await self._tbl()
+        condition = " AND updated_at = %s" if version is not None else ""
+        async with self._db.connection() as conn:
+            cur = await conn.execute(
+                sql.SQL("DELETE FROM {} WHERE owner = %s AND id = %s" + condition).format(table),
+                (owner, id, *((version,) if version is not None else ())),
+            )
+            return cur.rowcount > 0
 
     async def delete_scope(
         self,

@@ -15,6 +15,7 @@ import asyncio
 import functools
 import math
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 import numpy as np
@@ -71,6 +72,7 @@ from agent_memory.domain.validation import (
     as_vector,
     require_id,
     require_scope,
+    require_utc,
 )
 
 __all__ = [
@@ -163,10 +165,42 @@ return 1
 """
 )
 
-# KEYS: stats, then records of that owner. Deletes those that exist; returns the count.
-_DELETE = (
+# Versions (`ua`, updated_at in microseconds, a decimal integer without leading
+# zeros) compared exactly as strings: sign, then length, then digits (a Lua
+# number would round those past 2^53, years after 2255).
+_VERSION_LUA = """
+local function older(a, b)
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then return na end
+  local x, y = na and string.sub(a, 2) or a, na and string.sub(b, 2) or b
+  local less
+  if #x ~= #y then less = #x < #y else less = x < y end
+  if x == y then return false end
+  if na then return not less end
+  return less
+end
+"""
+
+# KEYS: record, stats. ARGV: the new version, new cell, new length, fields... The
+# record is replaced only when its stored version is older; returns 1 when it was.
+_UPDATE_IF_OLDER = (
     _STATS_LUA
+    + _VERSION_LUA
     + """
+local ua = redis.call('HGET', KEYS[1], 'ua')
+if not ua or not older(ua, ARGV[1]) then return 0 end
+local cell, len = stored(KEYS[1])
+if not cell then return 0 end
+gone(KEYS[2], cell, 1, len)
+redis.call('HSET', KEYS[1], unpack(ARGV, 4))
+redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[2], 1)
+redis.call('HINCRBY', KEYS[2], 'l' .. ARGV[2], ARGV[3])
+bump(KEYS[2])
+return 1
+"""
+)
+
+_DELETE_BODY = """
 local cells, count = {}, 0
 for i = 2, #KEYS do
   local cell, len = stored(KEYS[i])
@@ -187,6 +221,18 @@ if count > 0 then
 end
 return count
 """
+
+# KEYS: stats, then records of that owner. Deletes those that exist; returns the count.
+_DELETE = _STATS_LUA + _DELETE_BODY
+
+# KEYS: stats, record. ARGV: a version. Deletes the record only when it is that
+# version; returns 1 when it did.
+_DELETE_IF_UNCHANGED = (
+    _STATS_LUA
+    + """
+if redis.call('HGET', KEYS[2], 'ua') ~= ARGV[1] then return 0 end
+"""
+    + _DELETE_BODY
 )
 
 # KEYS: the owner's statistics. ARGV: index, query, mode, LOAD arguments. The
@@ -918,6 +964,8 @@ class RedisMemoryStore(RedisHandle):
         self._add = self._r.register_script(_ADD)
         self._update = self._r.register_script(_UPDATE)
         self._delete = self._r.register_script(_DELETE)
+        self._update_if_older = self._r.register_script(_UPDATE_IF_OLDER)
+        self._delete_if_unchanged = self._r.register_script(_DELETE_IF_UNCHANGED)
         self._candidates = self._r.register_script(_CANDIDATES)
         self._fetch = self._r.register_script(_FETCH)
         self._term_counts_script = self._r.register_script(_TERM_COUNTS)
@@ -1444,6 +1492,32 @@ class RedisMemoryStore(RedisHandle):
             with translate("delete"):
                 keys = [self._stats_key(owner), self._key(owner, id)]
                 return bool(await self._delete(keys=keys, args=[]))
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        """`VersionedWrites`: replace the record only when the stored version is
+        older (one script: the check and the write are atomic)."""
+        async with self._life.op():
+            r = check_record(record, "record", self._space)
+            self._check_vectors([r])
+            flat, cell, length = self._encode(r)
+            with translate("update_if_older"):
+                await self.ensure_index()
+                ok = await self._update_if_older(
+                    keys=[self._key(r.owner, r.id), self._stats_key(r.owner)],
+                    args=[str(to_micros(r.updated_at)), cell, length, *flat],
+                )
+            return bool(ok)
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        """`VersionedWrites`: delete the record only when it is that version (one
+        script)."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            version = str(to_micros(require_utc(updated_at, "updated_at")))
+            with translate("delete_if_unchanged"):
+                keys = [self._stats_key(owner), self._key(owner, id)]
+                return bool(await self._delete_if_unchanged(keys=keys, args=[version]))
 
     async def delete_scope(
         self,

@@ -16,6 +16,7 @@ import os
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ from agent_memory.domain.validation import (
     require_id,
     require_positive,
     require_scope,
+    require_utc,
 )
 from agent_memory.domain.vector_index import ExactIndex
 
@@ -349,20 +351,48 @@ class SqliteMemoryStore(SqliteHandle):
             check_record(record, "record", self._space)
             await self._db.run(lambda conn: self._update(conn, record))
 
-    def _update(self, conn: sqlite3.Connection, record: MemoryRecord) -> None:
+    def _update(
+        self, conn: sqlite3.Connection, record: MemoryRecord, *, if_older: bool = False
+    ) -> bool:
+        """Replace the stored record; with `if_older`, only one whose updated_at is
+        earlier (the check and the write are one statement). Whether it did."""
         t = self._t(conn)
         params = record_params(record)
+        condition = " AND updated_at < ?" if if_older else ""
         with write_tx(conn):
             cur = conn.execute(
                 f"UPDATE {t.q(t.records)} SET namespace = ?, kind = ?, content = ?, context = ?,"
                 " vector = ?, created_at = ?, updated_at = ?, importance = ?, attributes = ?,"
-                " terms = ?, n_terms = ? WHERE owner = ? AND id = ?",
-                (*params[2:], *text_terms(record), record.owner, record.id),
+                f" terms = ?, n_terms = ? WHERE owner = ? AND id = ?{condition}",
+                (
+                    *params[2:],
+                    *text_terms(record),
+                    record.owner,
+                    record.id,
+                    *((to_micros(record.updated_at),) if if_older else ()),
+                ),
             )
             if cur.rowcount == 0:
+                if if_older:
+                    return False
                 raise NotFound(record.owner, record.id)
             versions = self._bump(conn, [record.owner])
         self._patch(record.owner, versions, lambda index: index.update(record.id, record.vector))
+        return True
+
+    async def update_if_older(self, record: MemoryRecord) -> bool:
+        """`VersionedWrites`: replace the record only when the stored version is older."""
+        async with self._life.op():
+            check_record(record, "record", self._space)
+            return await self._db.run(lambda conn: self._update(conn, record, if_older=True))
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        """`VersionedWrites`: delete the record only when it is that version."""
+        async with self._life.op():
+            require_scope(owner, "owner")
+            require_id(id)
+            version = to_micros(require_utc(updated_at, "updated_at"))
+            return await self._db.run(lambda conn: self._delete(conn, owner, id, version))
 
     async def delete(self, owner: str, id: str) -> bool:
         async with self._life.op():
@@ -370,11 +400,17 @@ class SqliteMemoryStore(SqliteHandle):
             require_id(id)
             return await self._db.run(lambda conn: self._delete(conn, owner, id))
 
-    def _delete(self, conn: sqlite3.Connection, owner: str, id: str) -> bool:
+    def _delete(
+        self, conn: sqlite3.Connection, owner: str, id: str, version: int | None = None
+    ) -> bool:
+        """Delete the record; with `version` (updated_at in microseconds), only
+        that version (the check and the delete are one statement)."""
         t = self._t(conn)
+        condition, extra = (" AND updated_at = ?", (version,)) if version is not None else ("", ())
         with write_tx(conn):
             cur = conn.execute(
-                f"DELETE FROM {t.q(t.records)} WHERE owner = ? AND id = ?", (owner, id)
+                f"DELETE FROM {t.q(t.records)} WHERE owner = ? AND id = ?{condition}",
+                (owner, id, *extra),
             )
             if cur.rowcount == 0:
                 return False

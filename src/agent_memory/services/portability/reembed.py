@@ -4,6 +4,7 @@ the switch so `connect()` reads from the new space (see `EmbeddingSwitch`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -12,10 +13,10 @@ from typing import Any
 import attrs
 from attrs import define, frozen
 
-from agent_memory.domain.errors import NotFound
+from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Embedder
-from agent_memory.ports.storage import Cache, CacheListing, MemoryStore
+from agent_memory.ports.storage import Cache, CacheListing, MemoryStore, VersionedWrites
 from agent_memory.services.portability.errors import PortabilityError
 from agent_memory.services.portability.format import space_json
 from agent_memory.services.portability.transfer import (
@@ -309,7 +310,12 @@ async def _embed_batch(
     """Embed `batch` into `new`: added, or replacing the version `new` holds
     (`held`). Without `mirror_deletes` (after the switch, where no later pass
     mirrors deletions) a record deleted from `old` while this batch was embedded
-    (a forget reaching both spaces) is deleted again from `new` at once."""
+    (a forget reaching both spaces) is deleted again from `new` at once.
+
+    Without `mirror_deletes` writers use `new` too, so a version `new` holds is
+    replaced only by a later one: in one conditional write where `new` has
+    `VersionedWrites` (no writer's version can land between the check and the
+    write), else by reading it again right before replacing it."""
     vectors = await embedder.embed([r.content for r in batch])
     copies = [attrs.evolve(r, vector=vectors[i]) for i, r in enumerate(batch)]
     fresh = [c for c in copies if c.id not in held]
@@ -318,9 +324,16 @@ async def _embed_batch(
     for copy in copies:
         if copy.id not in held:
             continue
+        if not mirror_deletes and isinstance(new, VersionedWrites):
+            if await new.update_if_older(copy):
+                continue
+            if await new.get(copy.owner, copy.id) is not None:
+                continue  # `new` holds a version as late or later: a writer's
+            # deleted from `new` meanwhile: the checks below decide
+            with contextlib.suppress(DuplicateRecord):  # a writer added it again
+                await new.add([copy])
+            continue
         if not mirror_deletes:
-            # writers use `new` too: read its version again right before replacing
-            # it, so one written since the pass read it is not overwritten
             now = await new.get(copy.owner, copy.id)
             if now is not None and now.updated_at >= copy.updated_at:
                 continue
@@ -360,10 +373,17 @@ async def drop_space(old: MemoryStore, new: MemoryStore, switched_at: datetime) 
         ]
         for record_id in doomed:
             # read again right before deleting: a version written since the
-            # listing (a process connected before the switch) is kept
+            # listing (a process connected before the switch) is kept; with
+            # `VersionedWrites` the delete takes only the version read, so one
+            # written between the read and the delete is kept too
             now = await old.get(owner, record_id)
-            if now is not None and _superseded(now, have.get(record_id), switched_at):
-                removed += int(await old.delete(owner, record_id))
+            if now is None or not _superseded(now, have.get(record_id), switched_at):
+                continue
+            if isinstance(old, VersionedWrites):
+                gone = await old.delete_if_unchanged(owner, record_id, now.updated_at)
+            else:
+                gone = await old.delete(owner, record_id)
+            removed += int(gone)
     return removed
 
 

@@ -128,7 +128,8 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-VER-1 (when the store implements `VersionedWrites`) `update_if_older` replaces
   a record whose stored `updated_at` is earlier (search and keyword search then
   see the new version), and leaves one as late or later, or a missing one,
-  untouched (False, nothing created).
+  untouched (False, nothing created); versions compare to the microsecond over
+  the whole datetime range (year 1 to 9999).
 - MS-VER-2 (`VersionedWrites`) `delete_if_unchanged` deletes the version it names
   and nothing else: another version or a missing record gives False and leaves
   the store as it was; a naive datetime raises InvalidInput naming `updated_at`.
@@ -147,7 +148,7 @@ import asyncio
 import math
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -2452,6 +2453,24 @@ class MemoryStoreContract:
                 seen,
                 want=(False, "omega basalt"),
             )
+        # versions far from now: before 1970 (negative in microseconds) and past
+        # 2255 (beyond a double's exact integers)
+        far = _rec(store, "far")
+        steps = [
+            (datetime(1, 1, 2, tzinfo=UTC), None),
+            (datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), True),
+            (datetime(1, 1, 3, tzinfo=UTC), False),
+            (datetime(9999, 12, 31, 23, 59, 59, 999998, tzinfo=UTC), True),
+            (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), True),
+            (datetime(9999, 12, 31, 23, 59, 59, 999998, tzinfo=UTC), False),
+        ]
+        await store.add([attrs.evolve(far, updated_at=steps[0][0])])
+        for version, want in steps[1:]:
+            done = await versioned.update_if_older(attrs.evolve(far, updated_at=version))
+            assert done is want, clause(
+                "MS-VER-1", f"a version of {version.isoformat()} is compared exactly", done,
+                want=want,
+            )  # fmt: skip
         missing = _rec(store, "never-added")
         done = await versioned.update_if_older(missing)
         created = await store.get(OWNER, "never-added") is not None

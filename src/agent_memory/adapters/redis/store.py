@@ -150,20 +150,24 @@ return {}
 """
 )
 
-# KEYS: record, stats. ARGV: new cell, new length, fields...
-_UPDATE = (
-    _STATS_LUA
-    + """
-local cell, len = stored(KEYS[1])
-if not cell then return 0 end
-gone(KEYS[2], cell, 1, len)
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
-redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[1], 1)
-redis.call('HINCRBY', KEYS[2], 'l' .. ARGV[1], ARGV[2])
-bump(KEYS[2])
-return 1
+# Replaces the record KEYS[1] (statistics KEYS[2]) with the fields from
+# ARGV[first + 2] on, its new cell and length in ARGV[first] and ARGV[first + 1];
+# 0 when there is no such record.
+_REPLACE_LUA = """
+local function replace(first)
+  local cell, len = stored(KEYS[1])
+  if not cell then return 0 end
+  gone(KEYS[2], cell, 1, len)
+  redis.call('HSET', KEYS[1], unpack(ARGV, first + 2))
+  redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[first], 1)
+  redis.call('HINCRBY', KEYS[2], 'l' .. ARGV[first], ARGV[first + 1])
+  bump(KEYS[2])
+  return 1
+end
 """
-)
+
+# KEYS: record, stats. ARGV: new cell, new length, fields...
+_UPDATE = _STATS_LUA + _REPLACE_LUA + "return replace(1)\n"
 
 # Versions (`ua`, updated_at in microseconds, a decimal integer without leading
 # zeros) compared exactly as strings: sign, then length, then digits (a Lua
@@ -185,18 +189,12 @@ end
 # record is replaced only when its stored version is older; returns 1 when it was.
 _UPDATE_IF_OLDER = (
     _STATS_LUA
+    + _REPLACE_LUA
     + _VERSION_LUA
     + """
 local ua = redis.call('HGET', KEYS[1], 'ua')
 if not ua or not older(ua, ARGV[1]) then return 0 end
-local cell, len = stored(KEYS[1])
-if not cell then return 0 end
-gone(KEYS[2], cell, 1, len)
-redis.call('HSET', KEYS[1], unpack(ARGV, 4))
-redis.call('HINCRBY', KEYS[2], 'n' .. ARGV[2], 1)
-redis.call('HINCRBY', KEYS[2], 'l' .. ARGV[2], ARGV[3])
-bump(KEYS[2])
-return 1
+return replace(2)
 """
 )
 

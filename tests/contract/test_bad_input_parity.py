@@ -43,6 +43,7 @@ from agent_memory.domain.errors import (
 from agent_memory.domain.ranking import encode_cursor
 from agent_memory.domain.records import EmbeddingSpace, Event, MemoryRecord
 from agent_memory.domain.validation import MAX_LIMIT, MAX_QUERY_BYTES, MAX_TTL
+from agent_memory.ports.storage import VersionedWrites
 
 SPACE = EmbeddingSpace("parity", 4)
 NOW = datetime(2024, 5, 1, tzinfo=UTC)
@@ -375,6 +376,46 @@ def _store_cases() -> list[Case]:
     return cases
 
 
+def _versioned_cases() -> list[Case]:
+    """`VersionedWrites` (every backend here but Qdrant): the same checks as
+    `update` and `delete`, plus the version."""
+    v = "versioned"
+    cases = [
+        Case(v, "update_if_older record=None", lambda p: p.update_if_older(None), "record"),
+        Case(
+            v,
+            "update_if_older content=NUL",
+            lambda p: p.update_if_older(_record(content="\x00")),
+            "record.content",
+        ),
+        Case(
+            v,
+            "update_if_older vector dim 3",
+            lambda p: p.update_if_older(_record(vector=np.ones(3))),
+            "",
+            DimensionMismatch,
+        ),
+    ]
+    cases += _scope_cases(v, "owner", lambda x: lambda p: p.delete_if_unchanged(x, "r", NOW))
+    cases += _id_cases(v, "id", lambda x: lambda p: p.delete_if_unchanged("o", x, NOW))
+    for name, value in {
+        "naive": NOW.replace(tzinfo=None),
+        "str": NOW.isoformat(),
+        "None": None,
+        "int": 1714521600,
+        "date": NOW.date(),
+    }.items():
+        cases.append(
+            Case(
+                v,
+                f"delete_if_unchanged updated_at={name}",
+                lambda p, x=value: p.delete_if_unchanged("o", "r", x),
+                "updated_at",
+            )
+        )
+    return cases
+
+
 def attrs_field(case: Case, field: str) -> Case:
     return Case(case.port, case.name, case.call, field, case.error)
 
@@ -554,6 +595,7 @@ CASES = {
     "leases": _lease_cases(),
     "cache": _cache_cases(),
 }
+VERSIONED_CASES = _versioned_cases()
 
 
 async def _expect(ports: Ports, case: Case) -> str | None:
@@ -677,6 +719,18 @@ async def test_every_bad_input_raises_the_same_typed_error(ports: Ports, port: s
         pytest.skip("this backend does not serve the port (Qdrant serves MemoryStore only)")
     failures = [f for case in CASES[port] if (f := await _expect(ports, case)) is not None]
     assert not failures, f"{len(failures)} of {len(CASES[port])} cases:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("ports", [b for b in BACKENDS + DEAD if b != "qdrant"], indirect=True)
+async def test_every_bad_conditional_write_raises_the_same_typed_error(ports: Ports) -> None:
+    """`update_if_older` and `delete_if_unchanged` (every backend with
+    `VersionedWrites`; Qdrant has none): the exact error type, naming the
+    argument, before any I/O."""
+    store = ports["store"]
+    assert isinstance(store, VersionedWrites)
+    with_port = {**ports, "versioned": store}
+    failures = [f for case in VERSIONED_CASES if (f := await _expect(with_port, case)) is not None]
+    assert not failures, f"{len(failures)} of {len(VERSIONED_CASES)} cases:\n" + "\n".join(failures)
 
 
 # ------------------------------------------------------------ converged rules

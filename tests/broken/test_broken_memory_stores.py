@@ -92,7 +92,7 @@ EXPECTED = {
     "ShiftedTimestamps": ["MS-ADD-1"],
     "InclusiveCursorList": ["MS-LIST-2"],
     "OverreadingSearch": ["MS-SEARCH-1"],
-    "UnconditionalVersionedWrites": ["MS-VER-1", "MS-VER-2"],
+    "UnconditionalVersionedWrites": ["MS-VER-1", "MS-VER-2", "MS-SM-1"],
     "ReadThenWriteVersions": ["MS-VER-3"],
 }
 
@@ -142,7 +142,7 @@ SELECTION = {
     "ShiftedTimestamps": "add_round_trip or add_and_get",
     "InclusiveCursorList": "add_large_batch",
     "OverreadingSearch": "search_orders_by_cosine_score",
-    "UnconditionalVersionedWrites": "if_older or if_unchanged",
+    "UnconditionalVersionedWrites": "if_older or if_unchanged or state_machine",
     "ReadThenWriteVersions": "if_older or if_unchanged or conditional_writes",
 }
 

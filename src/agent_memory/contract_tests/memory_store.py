@@ -139,7 +139,8 @@ test's docstring says what to look at when it fails. Clauses:
   version stored, or the record deleted and no update applied.
 - MS-CANARY-1 a fresh store holds nothing of the owners earlier tests wrote (the
   fixture does not leak data between tests).
-- MS-SM-1 random operation sequences agree with the in-memory oracle.
+- MS-SM-1 random operation sequences agree with the in-memory oracle (with
+  `update_if_older` and `delete_if_unchanged` when the store has `VersionedWrites`).
 """
 
 from __future__ import annotations

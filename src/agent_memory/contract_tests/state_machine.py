@@ -1,5 +1,6 @@
 """A hypothesis state machine that runs random add/get/update/delete/search/
-list/delete_scope sequences against the store under test and the in-memory
+list/delete_scope sequences (and update_if_older/delete_if_unchanged on a store
+with `VersionedWrites`) against the store under test and the in-memory
 oracle (`InMemoryMemoryStore`) and asserts they agree (clause MS-SM-1).
 
 The store lives on pytest-asyncio's event loop; hypothesis drives the machine
@@ -17,6 +18,7 @@ from collections.abc import Coroutine, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar, cast
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 from hypothesis import HealthCheck, settings
@@ -25,6 +27,7 @@ from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     invariant,
+    precondition,
     rule,
     run_state_machine_as_test,
 )
@@ -43,7 +46,7 @@ from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import AgentMemoryError, DuplicateRecord
 from agent_memory.domain.records import MemoryRecord, ScoredRecord
 from agent_memory.domain.validation import require_int_at_least
-from agent_memory.ports.storage import MemoryStore
+from agent_memory.ports.storage import MemoryStore, VersionedWrites
 
 __all__ = ["STEP_COUNT", "run_against_oracle"]
 
@@ -204,6 +207,41 @@ class _StoreVsOracle(RuleBasedStateMachine):
         rec = self._record(spec)
         got, want = self._both(self.store.update(rec), self.oracle.update(rec))
         self._same_outcome("update", got, want)
+
+    def _stored_version(self, owner: str, rid: str, shift: int) -> Any:
+        """The oracle's version of the record moved by `shift` milliseconds (a
+        version as late, older or later), or a fresh one when it has none."""
+        held = self._run(self.oracle.get(owner, rid))
+        base = held.updated_at if held is not None else BASE_TIME
+        return base + timedelta(milliseconds=shift)
+
+    @precondition(lambda self: isinstance(self.store, VersionedWrites))
+    @rule(spec=_record_spec, shift=st.sampled_from((-1, 0, 1, 2)))
+    def update_if_older(self, spec: RecordSpec, shift: int) -> None:
+        """Conditional writes agree with the oracle (stores with `VersionedWrites`)."""
+        rec = self._record(spec)
+        rec = attrs.evolve(rec, updated_at=self._stored_version(rec.owner, rec.id, shift))
+        store = cast(VersionedWrites, self.store)
+        got, want = self._both(store.update_if_older(rec), self.oracle.update_if_older(rec))
+        assert got == want, clause(
+            "MS-SM-1", f"update_if_older({rec.id!r}, shift {shift} ms) returns the oracle's flag",
+            got, want=want,
+        )  # fmt: skip
+
+    @precondition(lambda self: isinstance(self.store, VersionedWrites))
+    @rule(owner_i=_owner_idx, rid=_ids, shift=st.sampled_from((-1, 0, 0, 1)))
+    def delete_if_unchanged(self, owner_i: int, rid: str, shift: int) -> None:
+        owner = self.owners[owner_i]
+        version = self._stored_version(owner, rid, shift)
+        store = cast(VersionedWrites, self.store)
+        got, want = self._both(
+            store.delete_if_unchanged(owner, rid, version),
+            self.oracle.delete_if_unchanged(owner, rid, version),
+        )
+        assert got == want, clause(
+            "MS-SM-1", f"delete_if_unchanged({rid!r}, shift {shift} ms) returns the oracle's flag",
+            got, want=want,
+        )  # fmt: skip
 
     @rule(owner_i=_owner_idx, rid=_ids)
     def delete(self, owner_i: int, rid: str) -> None:

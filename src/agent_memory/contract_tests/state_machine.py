@@ -81,6 +81,12 @@ _record_spec = st.tuples(
 RecordSpec = tuple[int, str, str, str, list[int], int, str, float]
 
 
+# Conditional writes: a version as late (0), older (-1) or later (1) than the
+# stored one, mostly aimed at a stored record (`pick`), sometimes at any id.
+_shifts = st.sampled_from((-1, 0, 0, 1))
+_picks = st.none() | st.integers(0, 1_000) | st.integers(0, 1_000)
+
+
 def _key(spec: RecordSpec) -> tuple[int, str]:
     return spec[0], spec[1]
 
@@ -208,6 +214,18 @@ class _StoreVsOracle(RuleBasedStateMachine):
         got, want = self._both(self.store.update(rec), self.oracle.update(rec))
         self._same_outcome("update", got, want)
 
+    def _target(self, owner_i: int, rid: str, pick: int | None) -> tuple[int, str]:
+        """With `pick`, one of the records the oracle holds (most conditional
+        writes should meet a stored version); else the drawn owner and id."""
+        if pick is None:
+            return owner_i, rid
+        held = [
+            (i, r.id)
+            for i, owner in enumerate(self.owners)
+            for r in self._run(self.oracle.list(owner, limit=100)).records
+        ]
+        return held[pick % len(held)] if held else (owner_i, rid)
+
     def _stored_version(self, owner: str, rid: str, shift: int) -> Any:
         """The oracle's version of the record moved by `shift` milliseconds (a
         version as late, older or later), or a fresh one when it has none."""
@@ -216,10 +234,11 @@ class _StoreVsOracle(RuleBasedStateMachine):
         return base + timedelta(milliseconds=shift)
 
     @precondition(lambda self: isinstance(self.store, VersionedWrites))
-    @rule(spec=_record_spec, shift=st.sampled_from((-1, 0, 1, 2)))
-    def update_if_older(self, spec: RecordSpec, shift: int) -> None:
+    @rule(spec=_record_spec, shift=_shifts, pick=_picks)
+    def update_if_older(self, spec: RecordSpec, shift: int, pick: int | None) -> None:
         """Conditional writes agree with the oracle (stores with `VersionedWrites`)."""
-        rec = self._record(spec)
+        owner_i, rid = self._target(spec[0], spec[1], pick)
+        rec = self._record((owner_i, rid, *spec[2:]))
         rec = attrs.evolve(rec, updated_at=self._stored_version(rec.owner, rec.id, shift))
         store = cast(VersionedWrites, self.store)
         got, want = self._both(store.update_if_older(rec), self.oracle.update_if_older(rec))
@@ -229,8 +248,9 @@ class _StoreVsOracle(RuleBasedStateMachine):
         )  # fmt: skip
 
     @precondition(lambda self: isinstance(self.store, VersionedWrites))
-    @rule(owner_i=_owner_idx, rid=_ids, shift=st.sampled_from((-1, 0, 0, 1)))
-    def delete_if_unchanged(self, owner_i: int, rid: str, shift: int) -> None:
+    @rule(owner_i=_owner_idx, rid=_ids, shift=_shifts, pick=_picks)
+    def delete_if_unchanged(self, owner_i: int, rid: str, shift: int, pick: int | None) -> None:
+        owner_i, rid = self._target(owner_i, rid, pick)
         owner = self.owners[owner_i]
         version = self._stored_version(owner, rid, shift)
         store = cast(VersionedWrites, self.store)

@@ -341,3 +341,36 @@ async def test_a_langgraph_delete_after_a_reembed_empties_the_kept_old_space(
         assert any("alice" in c for c in registry), (space.identity, registry)
     if backend.startswith("sqlite"):
         assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+
+
+async def test_forgetting_a_user_removes_their_langgraph_namespaces_everywhere(
+    tmp_path: Path, backend: str
+) -> None:
+    """When this fails, `users.forget(user)` left the LangGraph store's registry
+    entries of the user's namespaces (first label the user id), which name the
+    user and the namespaces: the items went with the user's scope, the entries
+    stayed, in the space reads use or the old one a re-embed kept."""
+    from agent_memory.entrypoints.langgraph import AgentMemoryStore
+    from agent_memory.entrypoints.langgraph.store import REGISTRY_OWNER
+
+    s = settings(tmp_path, embedder="hashing")
+    async with connect(backend, settings=s) as m:
+        store = AgentMemoryStore(m, index={"fields": ["text"]})
+        await store.aput(("alice", "medical"), "k", {"text": f"note {SECRET}"})
+        await store.aput(("bob", "notes"), "k", {"text": "a cat"})
+    assert (await reembed(backend, to_model="hashing", dimension=64, settings=s)).complete
+    async with connect(backend, settings=s) as m:
+        store = AgentMemoryStore(m, index={"fields": ["text"]})
+        await store.aput(("alice", "diary"), "k", {"text": "written after the switch"})
+        receipt = await m.users.forget("alice")
+        assert receipt.failures == ()
+        assert [(d.kind, d.count) for d in receipt.derived] == [("langgraph_namespaces", 2)]
+        assert await store.alist_namespaces() == [("bob", "notes")]
+    for space in (NEW, OLD):
+        registry = await _contents(backend, s, space, REGISTRY_OWNER)
+        assert not any("alice" in c for c in registry), (space.identity, registry)
+        assert await _contents(backend, s, space, "alice") == []
+    assert any("bob" in c for c in await _contents(backend, s, NEW, REGISTRY_OWNER))
+    if backend.startswith("sqlite"):
+        rows = [t for t in _sqlite_rows_with(tmp_path / "m.db", "alice") if t != "audit_log"]
+        assert rows == []  # the audit trail names the subject by design (docs/audit.md)

@@ -35,6 +35,12 @@ from typing import Any
 import numpy as np
 from attrs import define, evolve, frozen
 
+from agent_memory.domain.langgraph_layout import (
+    REGISTRY_KIND,
+    REGISTRY_OWNER,
+    owner_of,
+    registry_shard,
+)
 from agent_memory.domain.records import Event, MemoryRecord
 from agent_memory.domain.triples import MAX_LIMIT
 from agent_memory.domain.user_facts import (
@@ -131,8 +137,9 @@ class Invalidated:
     """One item derived from the user's data that forgetting removed.
 
     `kind` is `digest` (scope: the domain), `fragment` (scope: the domain, key:
-    the record id), `triples` or `checkpoints` (scope: the owner, key `*`,
-    `count` how many)."""
+    the record id), `triples`, `checkpoints` or `langgraph_namespaces` (the
+    LangGraph store's registry entries of the user's namespaces) (scope: the
+    owner, key `*`, `count` how many)."""
 
     kind: str
     scope: str
@@ -780,6 +787,7 @@ class UserMemory:
                     failures.append(_failure(f"digest {domain}", exc))
         derived.extend(await self._forget_fragments(self.store, user_id, mine, domains, failures))
         derived.extend(await self._forget_graph(user_id, failures))
+        derived.extend(await self._forget_langgraph_registry(user_id, failures))
         receipt = ForgetReceipt(
             user_id,
             None,
@@ -791,6 +799,26 @@ class UserMemory:
         )
         await self._audit("forget_user", receipt)
         return receipt
+
+    async def _forget_langgraph_registry(
+        self, user_id: str, failures: list[str]
+    ) -> list[Invalidated]:
+        """The LangGraph store's registry entries of the namespaces whose first
+        label is the user (`domain.langgraph_layout`), in every space: their
+        items went with the user's scope, and the entries name the namespaces."""
+        if owner_of((user_id,)) != user_id:  # such namespaces live under another owner
+            return []
+        shard, kinds = registry_shard(user_id), [REGISTRY_KIND]
+        removed = 0
+        try:
+            removed = await self.store.delete_scope(REGISTRY_OWNER, namespace=shard, kinds=kinds)
+        except Exception as exc:
+            failures.append(_failure("langgraph namespaces", exc))
+        await self._in_other_spaces(
+            failures,
+            lambda store: store.delete_scope(REGISTRY_OWNER, namespace=shard, kinds=kinds),
+        )
+        return [Invalidated("langgraph_namespaces", user_id, "*", removed)] if removed else []
 
     async def _audit(self, operation: str, receipt: ForgetReceipt) -> None:
         """The audit entry of a forget: the receipt's counts, no content."""

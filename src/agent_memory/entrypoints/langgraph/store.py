@@ -65,6 +65,14 @@ from agent_memory.domain.errors import (
     InvalidInput,
     NotFound,
 )
+from agent_memory.domain.langgraph_layout import (
+    LANGGRAPH_PREFIX,
+    REGISTRY_KIND,
+    REGISTRY_OWNER,
+    compact_json,
+    owner_of,
+    registry_shard,
+)
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.validation import (
     MAX_LIMIT,
@@ -85,9 +93,7 @@ __all__ = [
 
 ITEM_KIND = "langgraph.item"
 VECTOR_KIND = "langgraph.vector"
-REGISTRY_KIND = "langgraph.namespace"
-REGISTRY_OWNER = "langgraph"
-_PREFIX = "langgraph:"
+_PREFIX = LANGGRAPH_PREFIX
 _PAGE = 500
 _UPSERT_ATTEMPTS = 16
 _INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type"})
@@ -106,17 +112,7 @@ class NoLoopForSyncCall(ConfigurationError, asyncio.InvalidStateError):
     stores raise there, an `asyncio.InvalidStateError`."""
 
 
-def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
-def owner_of(namespace: Namespace) -> str:
-    """The record owner of a LangGraph namespace: its first label, escaped when
-    blank or starting with `langgraph` (so no label collides with the registry)."""
-    first = namespace[0]
-    if first.strip() and not first.startswith(REGISTRY_OWNER):
-        return first
-    return _PREFIX + _json(first)
+_json = compact_json
 
 
 def record_namespace_of(namespace: Namespace) -> str:
@@ -140,8 +136,7 @@ def _registry_id(namespace: Namespace) -> str:
     return _digest("namespace", list(namespace))
 
 
-def _registry_shard(first: str) -> str:
-    return _PREFIX + "registry:" + _json(first)
+_registry_shard = registry_shard
 
 
 def _labels(labels: object, field: str, *, allow_empty: bool) -> Namespace:

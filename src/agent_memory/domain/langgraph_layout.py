@@ -1,28 +1,41 @@
-"""Where the LangGraph store (`agent_memory.entrypoints.langgraph`) keeps its
-namespace registry in a `MemoryStore`, for the services that must reach it
-without importing LangGraph: a user's forget deletes the registry entries of
-the namespaces whose first label is the user (their items live under that
-owner, and the forget's `delete_scope` takes those).
+"""How the LangGraph store (`agent_memory.entrypoints.langgraph`) lays out its
+records in a `MemoryStore`, for the services that must reach them without
+importing LangGraph: a user's forget deletes the registry entries of the
+namespaces whose first label is the user (their items live under that owner,
+and the forget's `delete_scope` takes those); a re-embed, which embeds each
+record's stored content, checks that vector records hold their text.
 
 One registry record per namespace, under owner `REGISTRY_OWNER`, kind
-`REGISTRY_KIND`, record namespace `registry_shard(first label)`."""
+`REGISTRY_KIND`, record namespace `registry_shard(first label)`. One vector
+record (kind `VECTOR_KIND`) per indexed text of an item, its content that
+text and its attributes `{"langgraph": {"key", "path", "embeds": "content"}}`;
+one written before vector records held their text (content: the path, no
+`embeds`) is `holds_path_only`."""
 
 from __future__ import annotations
 
 import json
 
+from agent_memory.domain.records import MemoryRecord
+
 __all__ = [
+    "EMBEDS_CONTENT",
     "LANGGRAPH_PREFIX",
     "REGISTRY_KIND",
     "REGISTRY_OWNER",
+    "VECTOR_KIND",
     "compact_json",
+    "holds_path_only",
     "owner_of",
     "registry_shard",
 ]
 
+VECTOR_KIND = "langgraph.vector"
 REGISTRY_KIND = "langgraph.namespace"
 REGISTRY_OWNER = "langgraph"
 LANGGRAPH_PREFIX = "langgraph:"
+#: `attributes["langgraph"]["embeds"]` of a vector record whose content is its text
+EMBEDS_CONTENT = "content"
 
 
 def compact_json(value: object) -> str:
@@ -43,3 +56,14 @@ def registry_shard(first: str) -> str:
     """The record namespace of the registry entries of the namespaces whose
     first label is `first`."""
     return LANGGRAPH_PREFIX + "registry:" + compact_json(first)
+
+
+def holds_path_only(record: MemoryRecord) -> bool:
+    """Whether `record` is a LangGraph vector record written before vector
+    records held their text: its content is the path, so embedding its content
+    (a re-embed) would not rebuild its vector. `AgentMemoryStore.areindex()`
+    rewrites such records."""
+    if record.kind != VECTOR_KIND:
+        return False
+    meta = record.attributes.get("langgraph")
+    return not (isinstance(meta, dict) and meta.get("embeds") == EMBEDS_CONTENT)

@@ -31,6 +31,7 @@ import contextlib
 import hashlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -66,10 +67,13 @@ from agent_memory.domain.errors import (
     NotFound,
 )
 from agent_memory.domain.langgraph_layout import (
+    EMBEDS_CONTENT,
     LANGGRAPH_PREFIX,
     REGISTRY_KIND,
     REGISTRY_OWNER,
+    VECTOR_KIND,
     compact_json,
+    holds_path_only,
     owner_of,
     registry_shard,
 )
@@ -92,7 +96,6 @@ __all__ = [
 ]
 
 ITEM_KIND = "langgraph.item"
-VECTOR_KIND = "langgraph.vector"
 _PREFIX = LANGGRAPH_PREFIX
 _PAGE = 500
 _UPSERT_ATTEMPTS = 16
@@ -137,6 +140,26 @@ def _registry_id(namespace: Namespace) -> str:
 
 
 _registry_shard = registry_shard
+
+
+def _indexed_text(value: Mapping[str, Any], path: str) -> str | None:
+    """The text a vector record's `path` names in an item's `value`, as `_texts`
+    wrote it: the one text at `path`, or the i-th of several at `base` for a
+    path `base.i`. None when it names no such text."""
+    found = re.fullmatch(r"(.*)\.(\d+)", path)
+    tries: list[tuple[str, int | None]] = [(path, None)]
+    if found:
+        tries.append((found[1], int(found[2])))
+    for base, index in tries:
+        try:
+            texts = get_text_at_path(value, base if base == "$" else tokenize_path(base))
+        except Exception:  # LangGraph's parser refuses the path: not this form
+            continue
+        if index is None and len(texts) == 1:
+            return str(texts[0])
+        if index is not None and len(texts) > 1 and index < len(texts):
+            return str(texts[index])
+    return None
 
 
 def _labels(labels: object, field: str, *, allow_empty: bool) -> Namespace:
@@ -432,6 +455,36 @@ class AgentMemoryStore(BaseStore):
             await self._put_all(list(puts.values()))
         return results
 
+    async def areindex(self) -> int:
+        """Rewrite the vector records written before vector records held their
+        text (`domain.langgraph_layout.holds_path_only`): each gets the text its
+        path names in its item's value, so a re-embed, which embeds stored
+        content, rebuilds its vector. Vectors are kept; idempotent. The number
+        of records rewritten. A record whose path names no single text of the
+        value any more is left as it is (a put of the item rewrites it)."""
+        done = 0
+        for namespace in await self._registered(None):
+            owner = owner_of(namespace)
+            for item in await self._items_in(namespace):
+                meta = item.attributes["langgraph"]
+                for i in range(int(meta.get("vectors", 0))):
+                    record = await self._store.get(owner, _vector_id(namespace, meta["key"], i))
+                    if record is None or not holds_path_only(record):
+                        continue
+                    path = str(record.attributes["langgraph"].get("path", record.content))
+                    text = _indexed_text(meta["value"], path)
+                    if text is None:
+                        continue
+                    attributes = {
+                        "langgraph": {**record.attributes["langgraph"], "embeds": EMBEDS_CONTENT}
+                    }
+                    with contextlib.suppress(NotFound):
+                        await self._store.update(
+                            attrs.evolve(record, content=text, attributes=attributes)
+                        )
+                        done += 1
+        return done
+
     # -- reads -------------------------------------------------------------------
     @staticmethod
     def _item(record: MemoryRecord) -> Item:
@@ -626,7 +679,7 @@ class AgentMemoryStore(BaseStore):
         for op, pairs in zip(puts, texts, strict=True):
             vectors = matrix[row : row + len(pairs)]
             row += len(pairs)
-            stale = await self._put(op, [p for p, _ in pairs], vectors)
+            stale = await self._put(op, pairs, vectors)
             if op.value is None:
                 deleted.append((tuple(op.namespace), op.key, stale))
         if deleted:
@@ -653,11 +706,17 @@ class AgentMemoryStore(BaseStore):
                 for namespace in dict.fromkeys(ns for ns, _, _ in deleted):
                     await self._unregister_if_empty(namespace, store)
 
-    async def _put(self, op: PutOp, paths: Sequence[str], vectors: npt.NDArray[np.float32]) -> int:
+    async def _put(
+        self, op: PutOp, pairs: Sequence[tuple[str, str]], vectors: npt.NDArray[np.float32]
+    ) -> int:
         """An upsert (last write wins, `created_at` kept when the item existed) or
         an idempotent delete; race-free against concurrent puts and deletes of
         the same item (no read-then-write that a concurrent delete can fail). The
-        number of vectors the item had before."""
+        number of vectors the item had before.
+
+        Each (path, text) of `pairs` is one vector record whose content is the
+        text it embeds (so a re-embed, which embeds stored content, rebuilds it)."""
+        paths = [path for path, _ in pairs]
         namespace, key = tuple(op.namespace), op.key
         owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
         item_id = _item_id(namespace, key)
@@ -688,18 +747,18 @@ class AgentMemoryStore(BaseStore):
             ),
             keep_created=True,
         )
-        for i, path in enumerate(paths):
+        for i, (path, text) in enumerate(pairs):
             await self._upsert(
                 MemoryRecord(
                     id=_vector_id(namespace, key, i),
                     owner=owner,
                     namespace=rec_ns,
                     kind=VECTOR_KIND,
-                    content=path,
+                    content=text,
                     vector=vectors[i],
                     created_at=now,
                     updated_at=now,
-                    attributes={"langgraph": {"key": key, "path": path}},
+                    attributes={"langgraph": {"key": key, "path": path, "embeds": EMBEDS_CONTENT}},
                 ),
                 keep_created=False,
             )

@@ -14,6 +14,7 @@ import attrs
 from attrs import define, frozen
 
 from agent_memory.domain.errors import DuplicateRecord, NotFound
+from agent_memory.domain.langgraph_layout import holds_path_only
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import Cache, CacheListing, MemoryStore, VersionedWrites
@@ -258,6 +259,14 @@ async def _pass(
         pending: list[MemoryRecord] = []
         seen: set[str] = set()
         async for record in _records(old, owner, None):
+            if holds_path_only(record):
+                raise PortabilityError(
+                    f"owner {owner!r} has LangGraph vector records that hold their path, "
+                    "not their text (written before vector records held it): a re-embed "
+                    "would embed the path. Run `await AgentMemoryStore(memory).areindex()` "
+                    "(agent_memory.entrypoints.langgraph) on this deployment once, then "
+                    "re-embed"
+                )
             seen.add(record.id)
             if first:
                 out.records += 1

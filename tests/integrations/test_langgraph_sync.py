@@ -62,6 +62,9 @@ def test_sync_memory_serves_sync_and_async_api_and_graph_invoke(
             return [h.key for h in hits]
 
         assert asyncio.run(on_another_loop())[0] == "k2"
+        # nothing to rewrite (every vector record holds its text), from either API
+        assert store.reindex() == 0
+        assert asyncio.run(store.areindex()) == 0
         store.delete(("alice", "notes"), "k1")
         store.delete(("alice", "notes"), "k2")
 
@@ -89,6 +92,7 @@ async def test_the_sync_api_on_the_loop_thread_raises_like_langgraph_stores(
             lambda: store.get(("foo", "bar"), "baz"),
             lambda: store.search(("foo",)),
             lambda: store.list_namespaces(prefix=("foo",)),
+            store.reindex,
         ):
             with pytest.raises(asyncio.InvalidStateError) as caught:
                 call()

@@ -407,6 +407,16 @@ class AgentMemoryStore(BaseStore):
     # -- the two entry points LangGraph calls -------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync API: runs `abatch` on the store's loop from another thread."""
+        loop = self._sync_loop()
+        ops = list(ops)
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+
+    def reindex(self) -> int:
+        """`areindex` from synchronous code (as `batch` runs `abatch`)."""
+        loop = self._sync_loop()
+        return asyncio.run_coroutine_threadsafe(self.areindex(), loop).result()
+
+    def _sync_loop(self) -> asyncio.AbstractEventLoop:
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -419,8 +429,7 @@ class AgentMemoryStore(BaseStore):
                 "synchronous program (graph.invoke) opens the memory with "
                 "agent_memory.sync.connect(url) and passes that"
             )
-        ops = list(ops)
-        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+        return loop
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Get/Search/ListNamespaces see the state before the batch; then the puts
@@ -461,7 +470,17 @@ class AgentMemoryStore(BaseStore):
         path names in its item's value, so a re-embed, which embeds stored
         content, rebuilds its vector. Vectors are kept; idempotent. The number
         of records rewritten. A record whose path names no single text of the
-        value any more is left as it is (a put of the item rewrites it)."""
+        value any more is left as it is (a put of the item rewrites it). Runs on
+        the memory's loop, as `abatch` does."""
+        running = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = running
+        elif self._loop is not running and self._loop.is_running():
+            done = asyncio.run_coroutine_threadsafe(self._areindex(), self._loop)
+            return await asyncio.wrap_future(done)
+        return await self._areindex()
+
+    async def _areindex(self) -> int:
         done = 0
         for namespace in await self._registered(None):
             owner = owner_of(namespace)

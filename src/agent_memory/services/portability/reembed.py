@@ -263,9 +263,8 @@ async def _pass(
                 raise PortabilityError(
                     f"owner {owner!r} has LangGraph vector records that hold their path, "
                     "not their text (written before vector records held it): a re-embed "
-                    "would embed the path. Run `await AgentMemoryStore(memory).areindex()` "
-                    "(agent_memory.entrypoints.langgraph) on this deployment once, then "
-                    "re-embed"
+                    "would embed the path. Run `await agent_memory.langgraph.AgentMemoryStore("
+                    "memory).areindex()` on this deployment once, then re-embed"
                 )
             seen.add(record.id)
             if first:

@@ -10,6 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# gRPC (qdrant-client, pymilvus) restarts its poller in a forked child when its
+# fork support is on; a child that closes its file descriptors before exec (the
+# embedded PostgreSQL's pg_ctl, started with a preexec_fn) then crashes in
+# about 1 of 30 forks while a channel is open (grpc/grpc#43055). Nothing here
+# uses gRPC across a fork, so the session turns that support off before any
+# import of grpc.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 import pytest
 from hypothesis import HealthCheck, settings
 

@@ -39,6 +39,7 @@ __all__ = [
     "ShiftedTimestamps",
     "TrimmedOwners",
     "UnconditionalVersionedWrites",
+    "UndeclaredVersionedWrites",
     "WriteAfterClosePersists",
 ]
 
@@ -542,3 +543,11 @@ class ReadThenWriteVersions(InMemoryMemoryStore):
         if held is None or held.updated_at != updated_at:
             return False
         return await self.delete(owner, id)
+
+
+class UndeclaredVersionedWrites(InMemoryMemoryStore):
+    """Declares `versioned_writes` (the generated contract does) but has no
+    conditional writes: a re-embed would read, then write, unseen."""
+
+    update_if_older = None  # type: ignore[assignment]
+    delete_if_unchanged = None  # type: ignore[assignment]

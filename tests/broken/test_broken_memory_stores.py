@@ -37,7 +37,7 @@ SPACE = EmbeddingSpace(model="broken-test", dimension=8)
 
 def _contract(store_cls):
     class Contract(MemoryStoreContract):
-        capabilities = Capabilities(keyword_search=True)
+        capabilities = Capabilities(keyword_search=True, versioned_writes=True)
 
         @pytest.fixture
         def backend(self):
@@ -94,6 +94,7 @@ EXPECTED = {
     "OverreadingSearch": ["MS-SEARCH-1"],
     "UnconditionalVersionedWrites": ["MS-VER-1", "MS-VER-2", "MS-SM-1"],
     "ReadThenWriteVersions": ["MS-VER-3"],
+    "UndeclaredVersionedWrites": ["MS-VER-0"],
 }
 
 #: broken store -> (clause id, pattern) pairs: some failure naming the clause must
@@ -144,6 +145,7 @@ SELECTION = {
     "OverreadingSearch": "search_orders_by_cosine_score",
     "UnconditionalVersionedWrites": "if_older or if_unchanged or state_machine",
     "ReadThenWriteVersions": "if_older or if_unchanged or conditional_writes",
+    "UndeclaredVersionedWrites": "if_older or if_unchanged or conditional_writes",
 }
 
 

@@ -31,6 +31,7 @@ MEMORY = Capabilities(
     concurrent_duplicate_rejection=True,
     reopen=True,
     keyword_search=True,
+    versioned_writes=True,
     ttl_resolution_ms=10,
 )
 

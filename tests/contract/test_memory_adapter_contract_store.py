@@ -21,6 +21,7 @@ class TestInMemoryMemoryStore(MemoryStoreContract):
         concurrent_duplicate_rejection=True,
         reopen=True,
         keyword_search=True,
+        versioned_writes=True,
     )
 
     @pytest.fixture

@@ -18,6 +18,7 @@ CAPS = Capabilities(
     concurrent_duplicate_rejection=True,
     reopen=True,
     keyword_search=True,
+    versioned_writes=True,
     ttl_resolution_ms=20,
 )
 

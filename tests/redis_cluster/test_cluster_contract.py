@@ -24,6 +24,7 @@ CLUSTER_CAPS = Capabilities(
     concurrent_duplicate_rejection=True,
     reopen=True,
     keyword_search=True,
+    versioned_writes=True,
     ttl_resolution_ms=20,
 )
 

@@ -37,6 +37,7 @@ SQLITE = Capabilities(
     concurrent_duplicate_rejection=True,
     reopen=True,
     keyword_search=True,
+    versioned_writes=True,
     ttl_resolution_ms=10,
 )
 

@@ -125,6 +125,8 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-OWN-1 (when the store implements `OwnerListing`) `owners()` lists every owner
   with a record, once, sorted by code point; an owner whose records were all deleted
   is no longer listed.
+- MS-VER-0 (versioned_writes) a store declaring versioned writes implements
+  `VersionedWrites`.
 - MS-VER-1 (when the store implements `VersionedWrites`) `update_if_older` replaces
   a record whose stored `updated_at` is earlier (search and keyword search then
   see the new version), and leaves one as late or later, or a missing one,
@@ -2399,14 +2401,22 @@ class MemoryStoreContract:
 
     # -------------------------------------------------------- versioned writes
 
-    @staticmethod
-    def _versioned(store: MemoryStore) -> VersionedWrites:
-        if not isinstance(store, VersionedWrites):
-            pytest.skip(
-                "the store does not implement VersionedWrites (update_if_older, "
-                "delete_if_unchanged)"
+    def _versioned(self, store: MemoryStore) -> VersionedWrites:
+        """The store's conditional writes: checked when it implements them or
+        declares them (`versioned_writes`); declared and missing fails."""
+        if isinstance(store, VersionedWrites):
+            return store
+        if self.capabilities.versioned_writes:
+            pytest.fail(
+                clause(
+                    "MS-VER-0",
+                    "versioned_writes is declared: implement update_if_older and "
+                    "delete_if_unchanged",
+                )
             )
-        return store
+        pytest.skip(
+            "the store does not implement VersionedWrites (update_if_older, delete_if_unchanged)"
+        )
 
     async def test_update_if_older_replaces_only_an_older_version(self, store: MemoryStore) -> None:
         """When this fails, `update_if_older` replaced a version as late or later

@@ -100,10 +100,10 @@ PORTS = {
 
 #: What each of our backends declares (the same values its own test suite uses).
 BACKEND_CAPABILITIES: dict[str, dict[str, Any]] = {
-    "memory": {"keyword_search": True},
-    "sqlite": {"keyword_search": True},
-    "redis": {"keyword_search": True, "ttl_resolution_ms": 20},
-    "postgres": {"keyword_search": True, "ttl_resolution_ms": 20},
+    "memory": {"keyword_search": True, "versioned_writes": True},
+    "sqlite": {"keyword_search": True, "versioned_writes": True},
+    "redis": {"keyword_search": True, "versioned_writes": True, "ttl_resolution_ms": 20},
+    "postgres": {"keyword_search": True, "versioned_writes": True, "ttl_resolution_ms": 20},
     "qdrant": {"keyword_search": True, "concurrent_duplicate_rejection": False},
     "milvus": {"keyword_search": True, "concurrent_duplicate_rejection": False},
 }
@@ -359,6 +359,7 @@ class Target:
         declared_url = dict(BACKEND_CAPABILITIES.get(self.family, {}))
         if port != "store":
             declared_url.pop("keyword_search", None)
+            declared_url.pop("versioned_writes", None)
             declared_url.pop("concurrent_duplicate_rejection", None)
         if self.url is not None and self.url.startswith("qdrant+memory"):
             declared_url["reopen"] = False  # each in-process client holds its own data

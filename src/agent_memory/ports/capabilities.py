@@ -27,6 +27,9 @@ class Capabilities:
       handle on the same data (needed to prove a write racing close is not
       persisted after close).
     - `keyword_search`: the store implements `KeywordSearch.search_text`.
+    - `versioned_writes`: the store implements `VersionedWrites` (a store that
+      implements it without declaring it is checked too; declaring it makes its
+      absence a failure instead of a skip).
     - `ttl_resolution_ms`: the smallest TTL the backend honours precisely;
       TTL tests scale their sleeps to it.
     """
@@ -35,6 +38,7 @@ class Capabilities:
     concurrent_duplicate_rejection: bool = True
     reopen: bool = True
     keyword_search: bool = False
+    versioned_writes: bool = False
     ttl_resolution_ms: int = 50
 
 

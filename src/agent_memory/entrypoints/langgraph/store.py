@@ -32,9 +32,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
 
 import attrs
 import numpy as np
@@ -85,7 +85,7 @@ from agent_memory.domain.validation import (
     require_text,
 )
 from agent_memory.ports.models import Embedder
-from agent_memory.ports.storage import MemoryStore
+from agent_memory.ports.storage import MemoryStore, VersionedWrites
 
 __all__ = [
     "AgentMemoryStore",
@@ -96,8 +96,8 @@ __all__ = [
 ]
 
 ITEM_KIND = "langgraph.item"
-_PREFIX = LANGGRAPH_PREFIX
 _PAGE = 500
+_T = TypeVar("_T")
 _UPSERT_ATTEMPTS = 16
 _INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type"})
 
@@ -115,16 +115,14 @@ class NoLoopForSyncCall(ConfigurationError, asyncio.InvalidStateError):
     stores raise there, an `asyncio.InvalidStateError`."""
 
 
-_json = compact_json
-
-
 def record_namespace_of(namespace: Namespace) -> str:
     """The record namespace of a LangGraph namespace: its other labels, as JSON."""
-    return _PREFIX + _json(list(namespace[1:]))
+    return LANGGRAPH_PREFIX + compact_json(list(namespace[1:]))
 
 
 def _digest(*parts: object) -> str:
-    return _PREFIX + hashlib.sha256(_json(list(parts)).encode("utf-8")).hexdigest()[:40]
+    digest = hashlib.sha256(compact_json(list(parts)).encode("utf-8")).hexdigest()
+    return LANGGRAPH_PREFIX + digest[:40]
 
 
 def _item_id(namespace: Namespace, key: str) -> str:
@@ -139,7 +137,11 @@ def _registry_id(namespace: Namespace) -> str:
     return _digest("namespace", list(namespace))
 
 
-_registry_shard = registry_shard
+def _unit(dimension: int) -> npt.NDArray[np.float32]:
+    """The placeholder vector of records searched by no vector (items, registry)."""
+    unit = np.zeros(dimension, dtype=np.float32)
+    unit[0] = 1.0
+    return unit
 
 
 def _indexed_text(value: Mapping[str, Any], path: str) -> str | None:
@@ -362,8 +364,7 @@ class AgentMemoryStore(BaseStore):
         self._other_spaces = other_spaces(memory)
         self._now = now or (lambda: datetime.now(UTC))
         dimension = self._store.space.dimension
-        self._unit = np.zeros(dimension, dtype=np.float32)
-        self._unit[0] = 1.0
+        self._unit = _unit(dimension)
         self._loop = loop
         if self._loop is None:
             try:
@@ -435,14 +436,18 @@ class AgentMemoryStore(BaseStore):
         """Get/Search/ListNamespaces see the state before the batch; then the puts
         run, the last put to an item winning. A bad op fails the batch before any I/O."""
         ops = list(ops)
+        return await self._on_memory_loop(lambda: self._abatch(ops))
+
+    async def _on_memory_loop(self, work: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        """Await `work()` on the loop the memory lives on: this one, or, when the
+        memory lives on another thread's running loop (a SyncMemory), that one."""
         running = asyncio.get_running_loop()
         if self._loop is None:
             self._loop = running
         elif self._loop is not running and self._loop.is_running():
-            # The memory lives on another thread's loop (a SyncMemory): run there.
-            done = asyncio.run_coroutine_threadsafe(self._abatch(ops), self._loop)
+            done = asyncio.run_coroutine_threadsafe(work(), self._loop)
             return await asyncio.wrap_future(done)
-        return await self._abatch(ops)
+        return await work()
 
     async def _abatch(self, ops: list[Op]) -> list[Result]:
         for op in ops:
@@ -474,36 +479,38 @@ class AgentMemoryStore(BaseStore):
         one-off migration: run it while no other writer puts to the store (it
         reads each record, then replaces it). Runs on the memory's loop, as
         `abatch` does."""
-        running = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = running
-        elif self._loop is not running and self._loop.is_running():
-            done = asyncio.run_coroutine_threadsafe(self._areindex(), self._loop)
-            return await asyncio.wrap_future(done)
-        return await self._areindex()
+        return await self._on_memory_loop(self._areindex)
 
     async def _areindex(self) -> int:
         done = 0
+        versioned = self._store if isinstance(self._store, VersionedWrites) else None
         for namespace in await self._registered(None):
-            owner = owner_of(namespace)
-            for item in await self._items_in(namespace):
-                meta = item.attributes["langgraph"]
-                for i in range(int(meta.get("vectors", 0))):
-                    record = await self._store.get(owner, _vector_id(namespace, meta["key"], i))
-                    if record is None or not holds_path_only(record):
-                        continue
-                    path = str(record.attributes["langgraph"].get("path", record.content))
-                    text = _indexed_text(meta["value"], path)
-                    if text is None:
-                        continue
-                    attributes = {
-                        "langgraph": {**record.attributes["langgraph"], "embeds": EMBEDS_CONTENT}
-                    }
-                    with contextlib.suppress(NotFound):
-                        await self._store.update(
-                            attrs.evolve(record, content=text, attributes=attributes)
-                        )
-                        done += 1
+            values = {
+                item.attributes["langgraph"]["key"]: item.attributes["langgraph"]["value"]
+                for item in await self._items_in(namespace)
+            }
+            for record in await self._records_in(namespace, VECTOR_KIND):
+                meta = record.attributes["langgraph"]
+                value = values.get(meta.get("key"))
+                if value is None or not holds_path_only(record):
+                    continue
+                text = _indexed_text(value, str(meta.get("path", record.content)))
+                if text is None:
+                    continue
+                rewritten = attrs.evolve(
+                    record,
+                    content=text,
+                    attributes={"langgraph": {**meta, "embeds": EMBEDS_CONTENT}},
+                    # one microsecond later, so a conditional write replaces
+                    # exactly the version read (a put since then is later still)
+                    updated_at=record.updated_at + timedelta(microseconds=1),
+                )
+                if versioned is not None:
+                    done += int(await versioned.update_if_older(rewritten))
+                    continue
+                with contextlib.suppress(NotFound):
+                    await self._store.update(rewritten)
+                    done += 1
         return done
 
     # -- reads -------------------------------------------------------------------
@@ -528,7 +535,7 @@ class AgentMemoryStore(BaseStore):
         """Every registered namespace (of one first label, when given)."""
         out: list[Namespace] = []
         cursor = None
-        shard = None if first is None else _registry_shard(first)
+        shard = None if first is None else registry_shard(first)
         while True:
             page = await self._store.list(
                 REGISTRY_OWNER, namespace=shard, kinds=[REGISTRY_KIND], limit=_PAGE, cursor=cursor
@@ -539,12 +546,15 @@ class AgentMemoryStore(BaseStore):
             cursor = page.next_cursor
 
     async def _items_in(self, namespace: Namespace) -> list[MemoryRecord]:
+        return await self._records_in(namespace, ITEM_KIND)
+
+    async def _records_in(self, namespace: Namespace, kind: str) -> list[MemoryRecord]:
         out: list[MemoryRecord] = []
         cursor = None
         owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
         while True:
             page = await self._store.list(
-                owner, namespace=rec_ns, kinds=[ITEM_KIND], limit=_PAGE, cursor=cursor
+                owner, namespace=rec_ns, kinds=[kind], limit=_PAGE, cursor=cursor
             )
             out.extend(page.records)
             if page.next_cursor is None:
@@ -737,7 +747,6 @@ class AgentMemoryStore(BaseStore):
 
         Each (path, text) of `pairs` is one vector record whose content is the
         text it embeds (so a re-embed, which embeds stored content, rebuilds it)."""
-        paths = [path for path, _ in pairs]
         namespace, key = tuple(op.namespace), op.key
         owner, rec_ns = owner_of(namespace), record_namespace_of(namespace)
         item_id = _item_id(namespace, key)
@@ -749,18 +758,18 @@ class AgentMemoryStore(BaseStore):
                 await self._store.delete(owner, _vector_id(namespace, key, i))
             await self._unregister_if_empty(namespace)
             return stale
-        for i in range(len(paths), stale):  # vectors of paths this put no longer has
+        for i in range(len(pairs), stale):  # vectors of paths this put no longer has
             await self._store.delete(owner, _vector_id(namespace, key, i))
         value = dict(op.value)
         now = self._now()
-        meta = {"namespace": list(namespace), "key": key, "value": value, "vectors": len(paths)}
+        meta = {"namespace": list(namespace), "key": key, "value": value, "vectors": len(pairs)}
         await self._upsert(
             MemoryRecord(
                 id=item_id,
                 owner=owner,
                 namespace=rec_ns,
                 kind=ITEM_KIND,
-                content=_json(value),
+                content=compact_json(value),
                 vector=self._unit,
                 created_at=now,
                 updated_at=now,
@@ -834,17 +843,16 @@ class AgentMemoryStore(BaseStore):
         rid = _registry_id(namespace)
         if await store.get(REGISTRY_OWNER, rid) is not None:
             return
-        unit = np.zeros(store.space.dimension, dtype=np.float32)
-        unit[0] = 1.0
+        unit = self._unit if store is self._store else _unit(store.space.dimension)
         with contextlib.suppress(DuplicateRecord):
             await store.add(
                 [
                     MemoryRecord(
                         id=rid,
                         owner=REGISTRY_OWNER,
-                        namespace=_registry_shard(namespace[0]),
+                        namespace=registry_shard(namespace[0]),
                         kind=REGISTRY_KIND,
-                        content=_json(list(namespace)),
+                        content=compact_json(list(namespace)),
                         vector=unit,
                         created_at=now,
                         updated_at=now,

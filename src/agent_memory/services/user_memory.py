@@ -172,6 +172,18 @@ _log = logging.getLogger(__name__)
 OtherSpaces = Callable[[], AbstractAsyncContextManager[Sequence[MemoryStore]]]
 
 
+async def _forget_langgraph_registry(store: MemoryStore, user_id: str) -> int:
+    """Delete from `store` the LangGraph store's registry entries of the
+    namespaces whose first label is the user (`domain.langgraph_layout`): their
+    items went with the user's scope, and the entries name the namespaces. The
+    count."""
+    if owner_of((user_id,)) != user_id:  # such namespaces live under another owner
+        return 0
+    return await store.delete_scope(
+        REGISTRY_OWNER, namespace=registry_shard(user_id), kinds=[REGISTRY_KIND]
+    )
+
+
 def _failure(what: str, exc: BaseException) -> str:
     return f"{what}: {type(exc).__name__}: {exc}"
 
@@ -760,8 +772,15 @@ class UserMemory:
         except Exception as exc:
             failures.append(_failure("store", exc))
 
+        namespaces = 0
+        try:
+            namespaces = await _forget_langgraph_registry(self.store, user_id)
+        except Exception as exc:
+            failures.append(_failure("langgraph namespaces", exc))
+
         async def elsewhere(store: MemoryStore) -> None:
             await store.delete_scope(user_id)
+            await _forget_langgraph_registry(store, user_id)
             await self._forget_fragments(store, user_id, mine, domains, failures)
 
         await self._in_other_spaces(failures, elsewhere)
@@ -787,7 +806,8 @@ class UserMemory:
                     failures.append(_failure(f"digest {domain}", exc))
         derived.extend(await self._forget_fragments(self.store, user_id, mine, domains, failures))
         derived.extend(await self._forget_graph(user_id, failures))
-        derived.extend(await self._forget_langgraph_registry(user_id, failures))
+        if namespaces:
+            derived.append(Invalidated("langgraph_namespaces", user_id, "*", namespaces))
         receipt = ForgetReceipt(
             user_id,
             None,
@@ -799,26 +819,6 @@ class UserMemory:
         )
         await self._audit("forget_user", receipt)
         return receipt
-
-    async def _forget_langgraph_registry(
-        self, user_id: str, failures: list[str]
-    ) -> list[Invalidated]:
-        """The LangGraph store's registry entries of the namespaces whose first
-        label is the user (`domain.langgraph_layout`), in every space: their
-        items went with the user's scope, and the entries name the namespaces."""
-        if owner_of((user_id,)) != user_id:  # such namespaces live under another owner
-            return []
-        shard, kinds = registry_shard(user_id), [REGISTRY_KIND]
-        removed = 0
-        try:
-            removed = await self.store.delete_scope(REGISTRY_OWNER, namespace=shard, kinds=kinds)
-        except Exception as exc:
-            failures.append(_failure("langgraph namespaces", exc))
-        await self._in_other_spaces(
-            failures,
-            lambda store: store.delete_scope(REGISTRY_OWNER, namespace=shard, kinds=kinds),
-        )
-        return [Invalidated("langgraph_namespaces", user_id, "*", removed)] if removed else []
 
     async def _audit(self, operation: str, receipt: ForgetReceipt) -> None:
         """The audit entry of a forget: the receipt's counts, no content."""

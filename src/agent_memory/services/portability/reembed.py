@@ -372,26 +372,26 @@ async def drop_space(old: MemoryStore, new: MemoryStore, switched_at: datetime) 
     before it) that the new space lacks or holds older is kept, so nothing
     acknowledged is lost: a re-embed run again copies it, then drops it."""
     removed = 0
+    versioned = old if isinstance(old, VersionedWrites) else None
     for owner in await _owners(old, "old store"):
         have = {r.id: r async for r in _records(new, owner, None)}
         doomed = [
-            r.id
+            (r.id, r.updated_at)
             async for r in _records(old, owner, None)
             if _superseded(r, have.get(r.id), switched_at)
         ]
-        for record_id in doomed:
-            # read again right before deleting: a version written since the
-            # listing (a process connected before the switch) is kept; with
-            # `VersionedWrites` the delete takes only the version read, so one
-            # written between the read and the delete is kept too
-            now = await old.get(owner, record_id)
-            if now is None or not _superseded(now, have.get(record_id), switched_at):
+        for record_id, version in doomed:
+            if versioned is not None:
+                # only the version listed goes: one a process connected before
+                # the switch wrote since is kept, whenever it landed
+                removed += int(await versioned.delete_if_unchanged(owner, record_id, version))
                 continue
-            if isinstance(old, VersionedWrites):
-                gone = await old.delete_if_unchanged(owner, record_id, now.updated_at)
-            else:
-                gone = await old.delete(owner, record_id)
-            removed += int(gone)
+            # read again right before deleting: a version written since the
+            # listing is kept (one landing between this read and the delete is
+            # not: the store has no conditional delete)
+            now = await old.get(owner, record_id)
+            if now is not None and _superseded(now, have.get(record_id), switched_at):
+                removed += int(await old.delete(owner, record_id))
     return removed
 
 

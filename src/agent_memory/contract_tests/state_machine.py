@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Coroutine, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import attrs
@@ -226,7 +226,7 @@ class _StoreVsOracle(RuleBasedStateMachine):
         ]
         return held[pick % len(held)] if held else (owner_i, rid)
 
-    def _stored_version(self, owner: str, rid: str, shift: int) -> Any:
+    def _stored_version(self, owner: str, rid: str, shift: int) -> datetime:
         """The oracle's version of the record moved by `shift` milliseconds (a
         version as late, older or later), or a fresh one when it has none."""
         held = self._run(self.oracle.get(owner, rid))

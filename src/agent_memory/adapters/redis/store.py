@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -174,14 +174,13 @@ _UPDATE = _STATS_LUA + _REPLACE_LUA + "return replace(1)\n"
 # number would round those past 2^53, years after 2255).
 _VERSION_LUA = """
 local function older(a, b)
+  if a == b then return false end
   local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
   if na ~= nb then return na end
   local x, y = na and string.sub(a, 2) or a, na and string.sub(b, 2) or b
-  local less
-  if #x ~= #y then less = #x < #y else less = x < y end
-  if x == y then return false end
-  if na then return not less end
-  return less
+  local shorter = #x < #y or (#x == #y and x < y)  -- |a| < |b|
+  if na then return not shorter end
+  return shorter
 end
 """
 
@@ -1470,18 +1469,30 @@ class RedisMemoryStore(RedisHandle):
             raise DuplicateRecord(owner, tuple(ids))
 
     async def update(self, record: MemoryRecord) -> None:
+        if not await self._replace(record, "update", self._update, lambda _: ()):
+            raise NotFound(record.owner, record.id)
+
+    async def _replace(
+        self,
+        record: MemoryRecord,
+        op: str,
+        script: Any,
+        head: Callable[[MemoryRecord], Sequence[str]],
+    ) -> bool:
+        """Run a replacing script (`_UPDATE`, `_UPDATE_IF_OLDER`) on `record`:
+        KEYS record and statistics, ARGV `head(record)`, then the new cell,
+        length and fields. Whether it replaced."""
         async with self._life.op():
             r = check_record(record, "record", self._space)
             self._check_vectors([r])
             flat, cell, length = self._encode(r)
-            with translate("update"):
+            with translate(op):
                 await self.ensure_index()
-                ok = await self._update(
+                ok = await script(
                     keys=[self._key(r.owner, r.id), self._stats_key(r.owner)],
-                    args=[cell, length, *flat],
+                    args=[*head(r), cell, length, *flat],
                 )
-            if not ok:
-                raise NotFound(r.owner, r.id)
+            return bool(ok)
 
     async def delete(self, owner: str, id: str) -> bool:
         async with self._life.op():
@@ -1494,17 +1505,12 @@ class RedisMemoryStore(RedisHandle):
     async def update_if_older(self, record: MemoryRecord) -> bool:
         """`VersionedWrites`: replace the record only when the stored version is
         older (one script: the check and the write are atomic)."""
-        async with self._life.op():
-            r = check_record(record, "record", self._space)
-            self._check_vectors([r])
-            flat, cell, length = self._encode(r)
-            with translate("update_if_older"):
-                await self.ensure_index()
-                ok = await self._update_if_older(
-                    keys=[self._key(r.owner, r.id), self._stats_key(r.owner)],
-                    args=[str(to_micros(r.updated_at)), cell, length, *flat],
-                )
-            return bool(ok)
+        return await self._replace(
+            record,
+            "update_if_older",
+            self._update_if_older,
+            lambda r: (str(to_micros(r.updated_at)),),
+        )
 
     async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
         """`VersionedWrites`: delete the record only when it is that version (one

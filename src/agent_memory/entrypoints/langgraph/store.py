@@ -475,10 +475,11 @@ class AgentMemoryStore(BaseStore):
         path names in its item's value, so a re-embed, which embeds stored
         content, rebuilds its vector. Vectors are kept; idempotent. The number
         of records rewritten. A record whose path names no single text of the
-        value any more is left as it is (a put of the item rewrites it). A
-        one-off migration: run it while no other writer puts to the store (it
-        reads each record, then replaces it). Runs on the memory's loop, as
-        `abatch` does."""
+        value any more is left as it is (a put of the item rewrites it). Each
+        rewrite is conditional on the version listed where the store has
+        `VersionedWrites`, so a put landing meanwhile is kept; on a store
+        without them, run it while no other writer puts to the store. Runs on
+        the memory's loop, as `abatch` does."""
         return await self._on_memory_loop(self._areindex)
 
     async def _areindex(self) -> int:

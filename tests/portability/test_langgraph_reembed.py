@@ -5,6 +5,7 @@ them; records written before held their path, which a re-embed refuses until
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -129,3 +130,52 @@ def test_indexed_text_reads_the_path_as_puts_wrote_it(path: str, want: str | Non
         assert got == get_text_at_path(value, "$")[0]
     else:
         assert got == want
+
+
+class _PutAtTheRewrite:
+    """The memory's store, where a put of the same vector record (its text,
+    later) lands right before `areindex`'s rewrite of it reaches the store."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.landed = inner, False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def _land(self, record: Any) -> None:
+        if not self.landed:
+            self.landed = True
+            put = attrs.evolve(
+                record,
+                content="written by a put meanwhile",
+                updated_at=record.updated_at + timedelta(seconds=1),
+            )
+            await self.inner.update(put)
+
+    async def update(self, record: Any) -> None:
+        await self._land(record)
+        await self.inner.update(record)
+
+    async def update_if_older(self, record: Any) -> bool:
+        await self._land(record)
+        return bool(await self.inner.update_if_older(record))
+
+
+async def test_reindex_keeps_a_put_that_lands_during_it(tmp_path: Path) -> None:
+    """When this fails, `areindex` replaced a vector record a put wrote after
+    the rewrite listed it (it read, then wrote unconditionally)."""
+    s = settings(tmp_path, embedder="hashing")
+    async with connect(f"sqlite:///{tmp_path}/m.db", settings=s) as m:
+        store = AgentMemoryStore(m, index=INDEX)
+        await store.aput(NS, "zebra", ITEMS["zebra"])
+        (first, *_) = await _vector_records(m)
+        path = first.attributes["langgraph"]["path"]
+        meta = {"key": first.attributes["langgraph"]["key"], "path": path}
+        await m.store.update(attrs.evolve(first, content=path, attributes={"langgraph": meta}))
+        racing = _PutAtTheRewrite(m.store)
+        store._store = racing  # type: ignore[assignment]
+        await store.areindex()
+        assert racing.landed
+        got = await m.store.get(first.owner, first.id)
+        assert got is not None
+        assert got.content == "written by a put meanwhile"

@@ -36,9 +36,13 @@ from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
 from agent_memory.ports.models import Clock, Embedder
-from agent_memory.ports.storage import TripleStore
+from agent_memory.ports.storage import OwnerListing, TripleStore
 from agent_memory.services.audit import AuditTrail
-from agent_memory.services.portability.errors import PortabilityError, VerificationFailed
+from agent_memory.services.portability.errors import (
+    PortabilityError,
+    SpaceMismatch,
+    VerificationFailed,
+)
 from agent_memory.services.portability.format import ExportReader, open_export, read_header
 from agent_memory.services.portability.reembed import (
     EmbeddingSwitch,
@@ -51,6 +55,8 @@ from agent_memory.services.portability.reembed import (
 )
 from agent_memory.services.portability.reembed import reembed as reembed_store
 from agent_memory.services.portability.transfer import (
+    SWITCH_KEY,
+    SWITCH_SCOPE,
     ExportSummary,
     ImportFailed,
     ImportSummary,
@@ -261,6 +267,36 @@ def _save_progress(path: str, key: str, line: int) -> None:
     os.replace(tmp, _progress_path(path))
 
 
+async def _reads_file_space(url: str, settings: Settings, space: EmbeddingSpace) -> bool:
+    """Whether `connect()` on `url` reads `space` (the file's) already. When it
+    reads another one, an import may still go ahead into an empty target (the
+    records, and the file's re-embed switch, decide where it reads), but not
+    where the records would be left unread or the target's own hidden: a target
+    whose reads a re-embed switched (the file's records would land in its old
+    space, which `reembed --drop-old` empties) or that holds records where it
+    reads (the file's switch would move its reads away from them).
+    `SpaceMismatch` then, before anything is written."""
+    reads = await reading_space(url, settings)
+    if reads.identity == space.identity:
+        return True
+    async with open_ports(url, space=reads, settings=settings) as ports:
+        switch = None if ports.cache is None else await read_switch(ports.cache)
+        held = isinstance(ports.store, OwnerListing) and bool(await ports.store.owners())
+    if switch is not None and switch.new.identity == reads.identity:
+        reason = (
+            "a re-embed switched its reads there: the file's records would land in a "
+            "space connect() does not read (its old space, which `reembed --drop-old` empties)"
+        )
+    elif held:
+        reason = (
+            "holds records there: the file's records would land in a space connect() does "
+            "not read, or the file's re-embed switch would move its reads away from them"
+        )
+    else:
+        return False
+    raise SpaceMismatch(redact(url), reads.identity, space.identity, reason)
+
+
 async def import_file(
     target: str | Memory | Ports,
     path: str,
@@ -311,13 +347,18 @@ async def import_file(
         if on_batch is not None:
             on_batch(line, summary)
 
-    async def run(ports: Ports) -> ImportSummary:
+    async def run(ports: Ports, reads_file_space: bool) -> ImportSummary:
+        # a target that reads the file's space with a switch of its own keeps it:
+        # the file's, made from another configured space, would move its reads
+        keep_switch = reads_file_space and (
+            ports.cache is not None and await ports.cache.get(SWITCH_SCOPE, SWITCH_KEY) is not None
+        )
         try:
             summary = await import_data(
                 ports, lambda: open_export(path, "r"), clock=clock or _Utc(),
                 batch_size=batch_size, resume_after=start, on_batch=batch_done,
                 progress=progress, verified=verified, skip=skipped, replace=replace,
-                target_deployment=deployment,
+                target_deployment=deployment, keep_switch=keep_switch,
             )  # fmt: skip
         except ImportFailed as exc:
             exc.summary.check_seconds = checked
@@ -332,12 +373,15 @@ async def import_file(
         return summary
 
     if isinstance(target, str):
+        settings = Settings.from_env() if settings is None else settings
+        reads = await _reads_file_space(target, settings, header.spaces[0])
         async with open_ports(target, space=header.spaces[0], settings=settings) as ports:
-            return await run(ports)
+            return await run(ports, reads)
+    # an open Memory or Ports reads its store's space, which must be the file's
     if isinstance(target, Memory):
         async with _memory_ports(target) as found:
-            return await run(found.ports)
-    return await run(target)
+            return await run(found.ports, True)
+    return await run(target, True)
 
 
 async def migrate(

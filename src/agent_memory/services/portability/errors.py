@@ -10,6 +10,7 @@ __all__ = [
     "ExportFormatError",
     "ListingUnsupported",
     "PortabilityError",
+    "SpaceMismatch",
     "TruncatedExport",
     "UnknownRecordType",
     "UnsupportedFormatVersion",
@@ -72,6 +73,26 @@ class ChecksumMismatch(ExportFormatError):
 
 class ListingUnsupported(PortabilityError):
     """A source port cannot enumerate its data (no `OwnerListing`/`CacheListing`)."""
+
+
+class SpaceMismatch(PortabilityError):
+    """An import into a storage URL whose `connect()` reads another embedding
+    space than the file's records are in, where landing them would leave them
+    unread (the target's reads were switched by a re-embed: its old space, which
+    `reembed --drop-old` empties) or hide the target's own records (the file's
+    re-embed switch would move its reads away from them). Refused before
+    anything is written."""
+
+    def __init__(self, target: str, target_space: str, file_space: str, reason: str) -> None:
+        super().__init__(
+            f"{target} reads embedding space {target_space!r} and {reason}; the file's "
+            f"records are in {file_space!r}. Nothing was imported: re-embed one side into "
+            "the other's space first (`agent-memory reembed --to-model ...`), or import "
+            "into an empty target"
+        )
+        self.target = target
+        self.target_space = target_space
+        self.file_space = file_space
 
 
 class VerificationFailed(PortabilityError):

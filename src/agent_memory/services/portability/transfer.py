@@ -148,8 +148,9 @@ class ExportSummary:
 class ImportSummary:
     """Exactly what an import did. `written` counts items newly stored, `updated`
     records replaced by the file's version, `unchanged` items already there
-    (a re-run), `skipped` expired cache entries/leases and leases held by another
-    owner; `last_line` is the last line fully applied."""
+    (a re-run), `skipped` expired cache entries/leases, leases held by another
+    owner and the file's re-embed switch where the target keeps its own
+    (`keep_switch`); `last_line` is the last line fully applied."""
 
     written: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
     updated: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
@@ -435,7 +436,13 @@ async def _import_records(ports: Ports, batch: Sequence[MemoryRecord], out: Impo
 
 
 async def _apply(
-    ports: Ports, kind: str, batch: list[Any], out: ImportSummary, now: datetime
+    ports: Ports,
+    kind: str,
+    batch: list[Any],
+    out: ImportSummary,
+    now: datetime,
+    *,
+    keep_switch: bool = False,
 ) -> None:
     if kind == "record":
         await _import_records(ports, [i.record for i in batch], out)
@@ -455,6 +462,9 @@ async def _apply(
         if ports.cache is None:
             raise PortabilityError("the target serves no cache")
         for item in batch:
+            if keep_switch and (item.scope, item.key) == (SWITCH_SCOPE, SWITCH_KEY):
+                out.skipped["cache"] += 1  # the target's own switch leads to this space
+                continue
             ttl = None if item.expires_at is None else item.expires_at - now
             if ttl is not None and ttl <= timedelta(0):
                 out.skipped["cache"] += 1
@@ -490,6 +500,7 @@ async def import_data(
     skip: Collection[str] = (),
     replace: bool = False,
     target_deployment: str | None = None,
+    keep_switch: bool = False,
 ) -> ImportSummary:
     """Import an export file into `ports`: idempotent (a re-run changes nothing and
     duplicates nothing) and resumable (`resume_after`: lines up to it are skipped).
@@ -505,7 +516,11 @@ async def import_data(
 
     `skip` leaves the file's items of those ports (`PORTS`) out. Unless `replace`,
     an import that would change stored records (same owner and id, other content)
-    raises `WouldReplace` with their count before writing anything."""
+    raises `WouldReplace` with their count before writing anything.
+
+    `keep_switch`: the target reads the file's space already and records its
+    own re-embed switch: the file's switch entry is skipped, not written over it
+    (a switch from another configured space would move the target's reads away)."""
     skipped = check_skip(skip)
     left_out = {PORTS[p] for p in skipped}
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -560,7 +575,7 @@ async def import_data(
     async def flush() -> None:
         nonlocal batch
         if batch and kind is not None:
-            await _apply(ports, kind, batch, out, clock.now())
+            await _apply(ports, kind, batch, out, clock.now(), keep_switch=keep_switch)
             batch = []
             out.last_line = last
             if on_batch is not None:

@@ -22,6 +22,8 @@ the caller's loop until it returns.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
 import threading
 from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
@@ -34,7 +36,7 @@ import numpy.typing as npt
 from agent_memory.bootstrap import Memory, Settings
 from agent_memory.bootstrap import connect as _connect
 from agent_memory.domain.audit import AuditEntry, AuditPage
-from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.errors import ConfigurationError, StoreClosed
 from agent_memory.domain.records import (
     EmbeddingSpace,
     Entity,
@@ -59,6 +61,7 @@ from agent_memory.services.request import AgentMemory, MemoryRequest
 from agent_memory.services.user_memory import ForgetReceipt, UserMemory
 
 __all__ = [
+    "ConnectionClosed",
     "SyncAgents",
     "SyncCache",
     "SyncEventLog",
@@ -73,33 +76,104 @@ __all__ = [
 T = TypeVar("T")
 
 
-class _LoopThread:
-    """A private event loop running on a daemon helper thread."""
+class ConnectionClosed(StoreClosed, ConfigurationError):
+    """An `agent_memory.sync` connection used after (or while) `close()` ran: a
+    `StoreClosed`, as the stores raise to a call that lost the race with their
+    close, and a `ConfigurationError`, as this facade raised before."""
 
     def __init__(self) -> None:
+        super().__init__("this agent_memory.sync connection")
+
+
+class _LoopThread:
+    """A private event loop running on a daemon helper thread.
+
+    Calls from any thread are submitted under a lock that `close()` takes too, so
+    none is left waiting on a loop that has stopped: a call either runs before
+    `close()` stops the loop or raises `ConnectionClosed`. A process forked after
+    the connection was opened has the loop but not its thread: its calls raise a
+    `ConfigurationError` at once instead of waiting forever."""
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="agent-memory-sync", daemon=True
         )
         self._thread.start()
-        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def forked(self) -> bool:
+        """True in a child process forked after this connection was opened."""
+        return os.getpid() != self._pid
+
+    def _refuse_fork(self) -> None:
+        if self.forked:
+            raise ConfigurationError(
+                f"this agent_memory.sync connection was opened in process {self._pid}, "
+                f"and process {os.getpid()} is a fork of it: its helper thread and its "
+                "clients are not usable here; call agent_memory.sync.connect() again in "
+                "this process (e.g. in a multiprocessing worker's initializer)"
+            )
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Schedule `coro` on the helper loop (`ConnectionClosed` once closed)."""
+        try:
+            self._refuse_fork()  # before the lock: a fork may have copied it held
+            if threading.current_thread() is self._thread:
+                raise ConfigurationError(
+                    "a blocking agent_memory.sync call from its own event loop"
+                )
+            with self._lock:
+                if self._closed:
+                    raise ConnectionClosed()
+                return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        except BaseException:
+            coro.close()
+            raise
+
+    def _outcome(self, done: concurrent.futures.Future[T]) -> T:
+        try:
+            return done.result()
+        except concurrent.futures.CancelledError:
+            if self._closed:  # close() cancelled it
+                raise ConnectionClosed() from None
+            raise
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the helper loop and block until it finishes."""
-        if self._closed:
-            coro.close()
-            raise ConfigurationError("this agent_memory.sync connection is closed")
-        if threading.current_thread() is self._thread:
-            coro.close()
-            raise ConfigurationError("a blocking agent_memory.sync call from its own event loop")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return self._outcome(self.submit(coro))
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` on the helper loop from another event loop."""
+        done = self.submit(coro)
+        try:
+            return await asyncio.wrap_future(done)
+        except asyncio.CancelledError:
+            if done.cancelled() and self._closed:  # close() cancelled it, not our caller
+                raise ConnectionClosed() from None
+            raise
 
     def close(self) -> None:
-        """Cancel what is left, stop the loop and join the thread (idempotent)."""
-        if self._closed:
+        """Cancel what is left, stop the loop and join the thread (idempotent).
+        In a forked child it only marks the connection closed: the loop and its
+        clients belong to the parent."""
+        if self.forked:
+            self._closed = True
             return
-        self.run(self._cancel_rest())
-        self._closed = True
+        if threading.current_thread() is self._thread:
+            raise ConfigurationError("closing an agent_memory.sync connection from its own loop")
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True  # no call is submitted from here on
+        asyncio.run_coroutine_threadsafe(self._cancel_rest(), self._loop).result()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join()
         self._loop.close()
@@ -471,11 +545,31 @@ class SyncMemory:
         code that is handed `memory` schedules onto it (`AgentMemoryStore`)."""
         return self._loop._loop
 
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run `coro` (a coroutine using `memory`) on the memory's loop and block
+        until it finishes: how code holding the async API calls it from any other
+        thread (`AgentMemoryStore`'s sync API). `ConnectionClosed` after
+        `close()`; a `ConfigurationError` in a process forked from this one."""
+        return self._loop.run(coro)
+
+    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
+        """`run` for async code on another event loop: await `coro` on the
+        memory's loop (`AgentMemoryStore`'s async API)."""
+        return await self._loop.arun(coro)
+
     def close(self) -> None:
-        """Close the stores and stop the helper thread (idempotent)."""
+        """Close the stores and stop the helper thread (idempotent). Calls racing
+        it from other threads either finish first or raise `ConnectionClosed`
+        (a `StoreClosed`). In a process forked from the one that opened the
+        connection it only marks it closed: the clients are the parent's."""
+        if self._loop.forked:
+            self._loop.close()
+            return
         try:
-            if not self._loop._closed:
+            if not self._loop.closed:
                 self._loop.run(self.memory.close())
+        except ConnectionClosed:
+            pass  # another thread closed it meanwhile
         finally:
             self._loop.close()
 

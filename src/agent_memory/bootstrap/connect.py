@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import re
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any
@@ -110,9 +111,22 @@ def _index_options(settings: Settings) -> Any:
     )
 
 
+# Families whose URL names a server (host[:port]): a malformed port is refused
+# here, before a client library parses it (and raises a bare ValueError).
+_NETWORKED = frozenset({"redis", "postgres", "qdrant", "milvus"})
+
+
 def scheme_of(url: str) -> str:
-    """The backend family a URL names; `UnsupportedBackend` for an unknown scheme."""
-    scheme = urlsplit(url).scheme.lower()
+    """The backend family a URL names; `UnsupportedBackend` for an unknown
+    scheme, `ConfigurationError` for a URL that does not parse (an unclosed
+    `[` of an IPv6 host, a port that is not a number in 0..65535)."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if _SCHEMES.get(scheme) in _NETWORKED:
+            parts.port  # noqa: B018 (raises ValueError for a malformed port)
+    except ValueError as exc:
+        raise ConfigurationError(f"malformed storage URL {redact(url)!r}: {exc}") from None
     if scheme not in _SCHEMES:
         raise UnsupportedBackend(
             f"unsupported storage URL scheme {scheme!r} in {redact(url)!r}; "
@@ -140,9 +154,12 @@ def coordination_url(url: str, settings: Settings) -> str | None:
 
 def redact(url: str) -> str:
     """`url` with its password replaced by `***` (for messages and files)."""
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
+    try:
+        password = urlsplit(url).password
+    except ValueError:  # a malformed URL: hide whatever sits between ':' and '@'
+        return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", url)
+    if password:
+        return url.replace(f":{password}@", ":***@")
     return url
 
 

@@ -53,6 +53,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import AsyncConnection, sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import ConnStatus, TransactionStatus
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
@@ -380,6 +381,20 @@ class PostgresDatabase:
 
     # -- lifecycle ---------------------------------------------------------
 
+    async def _connect_error(self) -> str | None:
+        """Why a connection cannot be opened (libpq's message: a wrong database,
+        user or password, a refused port), after the pool gave up without
+        saying; None when one opens now."""
+        try:
+            async with asyncio.timeout(max(1.0, self._connect_timeout)):
+                conn = await AsyncConnection.connect(
+                    self._url, autocommit=True, connect_timeout=max(1, int(self._connect_timeout))
+                )
+        except (psycopg.Error, TimeoutError) as exc:
+            return " ".join(str(exc).split()) or type(exc).__name__
+        await conn.close()
+        return None
+
     async def open(self) -> None:
         """Apply migrations and open the pool (idempotent; concurrent callers wait)."""
         if self._pool is not None:
@@ -389,6 +404,10 @@ class PostgresDatabase:
                 return
             if self._closed:
                 raise BackendUnavailable(BACKEND, "the database handle is closed")
+            try:  # a URL libpq cannot parse would only time the pool out
+                conninfo_to_dict(self._url)
+            except psycopg.ProgrammingError as exc:
+                raise ConfigurationError(f"malformed PostgreSQL URL: {exc}") from None
             pool: AsyncConnectionPool[AsyncConnection[Any]] = AsyncConnectionPool(
                 self._url,
                 min_size=self._min_size,
@@ -418,7 +437,12 @@ class PostgresDatabase:
                         self._vector_oid = await _vector_oid(conn)
                         register_vector(conn, self._vector_oid)
                         await pool.drain()  # connections opened before it lack the type
-            except (PoolTimeout, psycopg.Error) as exc:
+            except PoolTimeout as exc:
+                await pool.close()
+                why = await self._connect_error()
+                detail = f"{exc}" + (f"; a direct connection says: {why}" if why else "")
+                raise BackendUnavailable(BACKEND, f"cannot open the database: {detail}") from exc
+            except psycopg.Error as exc:
                 await pool.close()
                 raise BackendUnavailable(BACKEND, f"cannot open the database: {exc}") from exc
             except BaseException:

@@ -121,9 +121,16 @@ def connect(url: str, **options: Any) -> Client:
         options["connection_class"] = (
             _FailFastSSLConnection if scheme == "rediss" else _FailFastConnection
         )
-    client: aioredis.Redis = aioredis.Redis.from_url(
-        url, protocol=2, decode_responses=False, **options
-    )
+    path = urlsplit(url).path if scheme in ("redis", "rediss") else ""
+    if path.strip("/") and not path.strip("/").isdigit():
+        # redis-py would silently use database 0 for `/cache` or `/-1`
+        raise InvalidInput("url", f"the path names a database number, got {path!r}")
+    try:
+        client: aioredis.Redis = aioredis.Redis.from_url(
+            url, protocol=2, decode_responses=False, **options
+        )
+    except ValueError as exc:  # redis-py's URL parser: a bad option value, no host
+        raise InvalidInput("url", str(exc)) from None
     return client
 
 

@@ -351,8 +351,12 @@ class AgentMemoryStore(BaseStore):
         loop: asyncio.AbstractEventLoop | None = None,
         now: Callable[[], datetime] | None = None,
     ) -> None:
+        self._sync: Any = None
         inner = getattr(memory, "memory", None)
         if isinstance(inner, Memory) and loop is None:  # agent_memory.sync's SyncMemory
+            # its run/arun submit to its loop, and refuse (rather than wait on a
+            # stopped loop) once it is closed or in a forked process
+            self._sync = memory
             loop, memory = getattr(memory, "loop", None), inner
         if not isinstance(memory, Memory):
             raise ConfigurationError(
@@ -408,21 +412,29 @@ class AgentMemoryStore(BaseStore):
     # -- the two entry points LangGraph calls -------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The sync API: runs `abatch` on the store's loop from another thread."""
-        loop = self._sync_loop()
         ops = list(ops)
-        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+        return self._run_sync(lambda: self.abatch(ops))
 
     def reindex(self) -> int:
         """`areindex` from synchronous code (as `batch` runs `abatch`)."""
-        loop = self._sync_loop()
-        return asyncio.run_coroutine_threadsafe(self.areindex(), loop).result()
+        return self._run_sync(self.areindex)
 
-    def _sync_loop(self) -> asyncio.AbstractEventLoop:
+    def _run_sync(self, work: Callable[[], Coroutine[Any, Any, _T]]) -> _T:
+        loop = self._sync_loop()
+        if self._sync is not None:  # a SyncMemory: its closed and fork checks apply
+            result: _T = self._sync.run(work())
+            return result
+        assert loop is not None
+        return asyncio.run_coroutine_threadsafe(work(), loop).result()
+
+    def _sync_loop(self) -> asyncio.AbstractEventLoop | None:
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         loop = self._loop
+        if self._sync is not None and loop is not running:
+            return loop  # the SyncMemory refuses a closed or forked connection itself
         if loop is None or not loop.is_running() or loop is running:
             raise NoLoopForSyncCall(
                 "AgentMemoryStore's sync API needs its event loop running in another thread: "
@@ -442,6 +454,9 @@ class AgentMemoryStore(BaseStore):
         """Await `work()` on the loop the memory lives on: this one, or, when the
         memory lives on another thread's running loop (a SyncMemory), that one."""
         running = asyncio.get_running_loop()
+        if self._sync is not None and self._loop is not running:
+            result: _T = await self._sync.arun(work())
+            return result
         if self._loop is None:
             self._loop = running
         elif self._loop is not running and self._loop.is_running():

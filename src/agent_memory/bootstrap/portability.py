@@ -309,13 +309,16 @@ async def import_file(
     on_batch: Callable[[int, ImportSummary], None] | None = None,
     skip: Collection[str] = (),
     replace: bool = False,
+    restore_forgotten: bool = False,
 ) -> ImportSummary:
     """Import the export file at `path` into `target` (opened in the file's
     embedding space when a URL). Idempotent; with `resume`, continues after the
     last batch an interrupted run stored (`<path>.progress`) into this very
     target (URL, deployment, space). `skip` leaves the file's items of those
     ports out; without `replace`, an import that would replace stored records
-    with other content raises `WouldReplace` before writing anything."""
+    with other content raises `WouldReplace` before writing anything. The items
+    of users the target forgot after the file was written stay forgotten
+    (`ImportSummary.forgotten`) unless `restore_forgotten`."""
     skipped = check_skip(skip)
     header = read_header(path)
     if len(header.spaces) != 1:
@@ -359,6 +362,7 @@ async def import_file(
                 batch_size=batch_size, resume_after=start, on_batch=batch_done,
                 progress=progress, verified=verified, skip=skipped, replace=replace,
                 target_deployment=deployment, keep_switch=keep_switch,
+                restore_forgotten=restore_forgotten,
             )  # fmt: skip
         except ImportFailed as exc:
             exc.summary.check_seconds = checked

@@ -25,7 +25,12 @@ from agent_memory.services.observability import Observability
 from agent_memory.services.recorder import RecorderOptions
 from agent_memory.services.reflection import ReflectionJob, ReflectionOptions
 from agent_memory.services.request import AgentMemory, RequestOptions
-from agent_memory.services.user_memory import OtherSpaces, UserMemory, UserMemoryOptions
+from agent_memory.services.user_memory import (
+    OtherSpaces,
+    TriplesOpener,
+    UserMemory,
+    UserMemoryOptions,
+)
 
 __all__ = [
     "agent_memory_service",
@@ -225,7 +230,31 @@ def user_memory_service(
         observability=observability or memory.observability,
         audit=memory.audit,
         other_spaces=other_spaces(memory),
+        open_triples=deployment_triples(memory),
     )
+
+
+def deployment_triples(memory: Memory) -> TriplesOpener:
+    """Opens the triple store of `memory`'s deployment (`open_triple_store`: the
+    one `graph_memory` is given from the same URL), for a forget to reach the
+    user's triples; None for memory:// (its triples live with whoever created
+    them) and for backends that keep none."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[TripleStore | None]:
+        from agent_memory.bootstrap.connect import open_triple_store, scheme_of
+
+        if scheme_of(memory.storage_url()) == "memory":
+            yield None
+            return
+        triples = await open_triple_store(memory.storage_url(), memory.settings)
+        try:
+            yield triples
+        finally:
+            if triples is not None:
+                await triples.close()
+
+    return opened
 
 
 def graph_memory(

@@ -37,6 +37,7 @@ __all__ = [
     "acting_as",
     "current_caller",
     "current_tenant",
+    "stored_subject",
 ]
 
 _log = logging.getLogger(__name__)
@@ -75,6 +76,14 @@ def _visible_subject(subject: str | None, tenant: str) -> str | None:
         return subject
     prefix = f"t/{tenant}/u/"
     return subject[len(prefix) :] if subject.startswith(prefix) else subject
+
+
+def stored_subject(entry: AuditEntry) -> str | None:
+    """The stored owner id an entry's subject stands for (`t/<tenant>/u/<user>`
+    for a tenant's entry; the inverse of what `AuditTrail.entry` records)."""
+    if entry.subject is None or not entry.tenant:
+        return entry.subject
+    return f"t/{entry.tenant}/u/{entry.subject}"
 
 
 class AuditTrail:

@@ -31,7 +31,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import timedelta
 
 from attrs import field, frozen, validators
@@ -222,6 +222,14 @@ async def forget_checkpoints(cache: Cache, owner: str, loops: Sequence[str] | se
             CHECKPOINT_SCOPE, _legacy_checkpoint_key(owner, loop) + "/"
         )
     return removed
+
+
+def is_checkpoint_of(key: str, owner: str, loops: Collection[str]) -> bool:
+    """Whether the checkpoint entry `key` (in `CHECKPOINT_SCOPE`) is one
+    `forget_checkpoints(cache, owner, loops)` deletes."""
+    return key.startswith(_owner_prefix(owner)) or any(
+        key.startswith(_legacy_checkpoint_key(owner, loop) + "/") for loop in loops
+    )
 
 
 class GraphMemory:

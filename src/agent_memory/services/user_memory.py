@@ -71,8 +71,13 @@ from agent_memory.ports.models import Clock, Embedder, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog, MemoryStore, TripleStore
 from agent_memory.services.audit import AuditTrail
 from agent_memory.services.background import BackgroundReports
+from agent_memory.services.compaction import CACHE_KEY as DIGEST_KEY
 from agent_memory.services.compaction import invalidate_digest
-from agent_memory.services.graph_memory import forget_checkpoints
+from agent_memory.services.graph_memory import (
+    CHECKPOINT_SCOPE,
+    forget_checkpoints,
+    is_checkpoint_of,
+)
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE
 from agent_memory.services.observability import Observability, hashed_id, view_attributes
 from agent_memory.services.reports import StageReport
@@ -171,6 +176,11 @@ _log = logging.getLogger(__name__)
 #: too (`bootstrap.services.other_spaces`).
 OtherSpaces = Callable[[], AbstractAsyncContextManager[Sequence[MemoryStore]]]
 
+#: Opens the deployment's triple store (None: it keeps none), which a forget
+#: must reach when the service was given no `triples` of its own
+#: (`bootstrap.services.deployment_triples`).
+TriplesOpener = Callable[[], AbstractAsyncContextManager[TripleStore | None]]
+
 
 async def _forget_langgraph_registry(store: MemoryStore, user_id: str) -> int:
     """Delete from `store` the LangGraph store's registry entries of the
@@ -211,6 +221,59 @@ def derived_from(record: MemoryRecord, user_id: str, events: Sequence[Event]) ->
     return False
 
 
+@frozen
+class ForgottenUsers:
+    """What `UserMemory.forget(user)` removes, as a test on single items: how an
+    import leaves out, of a file written before the forget, the data of users
+    forgotten since (it would bring them back). `users` are stored owner ids;
+    `events` the users' events (those of the file: the lineage of the
+    knowledge fragments and digests derived from them); `loops` the loops of
+    their triples (checkpoints written before the owner-prefixed keys)."""
+
+    users: frozenset[str]
+    events: tuple[Event, ...] = ()
+    loops: frozenset[tuple[str, str]] = frozenset()
+
+    def holds_record(self, record: MemoryRecord) -> bool:
+        """The user's facts and summaries (their scope), the LangGraph
+        registry entries of their namespaces, and knowledge fragments derived
+        from their data."""
+        if record.owner in self.users:
+            return True
+        if record.owner == REGISTRY_OWNER and record.kind == REGISTRY_KIND:
+            return any(
+                owner_of((user,)) == user and record.namespace == registry_shard(user)
+                for user in self.users
+            )
+        if record.namespace != KNOWLEDGE_NAMESPACE:
+            return False
+        return any(derived_from(record, user, self._events_of(user)) for user in self.users)
+
+    def holds_event(self, event: Event) -> bool:
+        return event.user_id in self.users
+
+    def holds_triple(self, owner: str) -> bool:
+        return owner in self.users
+
+    def holds_cache(self, scope: str, key: str) -> bool:
+        """Entries derived from the user's data (their cache scope), their
+        loops' checkpoints, and the digests of the domains their events fed
+        (every domain's, when one of them was global)."""
+        if any(scope == user_cache_scope(user) for user in self.users):
+            return True
+        if scope == CHECKPOINT_SCOPE:
+            return any(
+                is_checkpoint_of(key, user, [loop for o, loop in self.loops if o == user])
+                for user in self.users
+            )
+        if key != DIGEST_KEY:
+            return False
+        return any(e.is_global or e.domain == scope for e in self.events)
+
+    def _events_of(self, user: str) -> list[Event]:
+        return [e for e in self.events if e.user_id == user]
+
+
 def fact_from_record(record: MemoryRecord) -> Fact:
     attrs_ = record.attributes
     return Fact(
@@ -241,9 +304,11 @@ class UserMemory:
         observability: Observability | None = None,
         audit: AuditTrail | None = None,
         other_spaces: OtherSpaces | None = None,
+        open_triples: TriplesOpener | None = None,
     ) -> None:
         self.observability = observability or Observability()
         self.other_spaces = other_spaces
+        self.open_triples = open_triples
         self.audit = audit if audit is not None else AuditTrail(None, clock)
         self.store = store
         self.triples = triples
@@ -905,14 +970,23 @@ class UserMemory:
         """The user's triples and the checkpoints of their agent loops."""
         out: list[Invalidated] = []
         loops: set[str] = set()
-        if self.triples is not None:
-            try:
-                loops = {t.loop for t in await self.triples.query(user_id, limit=MAX_LIMIT)}
-                removed = await self.triples.delete_scope(user_id)
-                if removed:
-                    out.append(Invalidated("triples", user_id, "*", removed))
-            except Exception as exc:
-                failures.append(_failure("triples", exc))
+
+        async def erase(triples: TripleStore) -> None:
+            nonlocal loops
+            loops = {t.loop for t in await triples.query(user_id, limit=MAX_LIMIT)}
+            removed = await triples.delete_scope(user_id)
+            if removed:
+                out.append(Invalidated("triples", user_id, "*", removed))
+
+        try:
+            if self.triples is not None:
+                await erase(self.triples)
+            elif self.open_triples is not None:
+                async with self.open_triples() as triples:
+                    if triples is not None:
+                        await erase(triples)
+        except Exception as exc:
+            failures.append(_failure("triples", exc))
         if self.cache is not None:
             try:
                 removed = await forget_checkpoints(self.cache, user_id, loops)

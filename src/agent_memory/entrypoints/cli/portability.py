@@ -50,6 +50,12 @@ def add_parsers(sub: Any) -> None:
     imp.add_argument("--restart", action="store_true", help="ignore saved progress")
     imp.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
     imp.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
+    imp.add_argument(
+        "--restore-forgotten",
+        action="store_true",
+        help="import the items of users the target forgot after the file was written "
+        "(left out by default, so restoring an old export does not undo a forget)",
+    )
 
     mig = sub.add_parser(
         "migrate",
@@ -145,6 +151,7 @@ async def _run(args: argparse.Namespace) -> int:
             result = await p.import_file(
                 url, args.file, batch_size=args.batch_size, resume=not args.restart,
                 settings=settings, progress=progress, skip=args.skip, replace=args.replace,
+                restore_forgotten=args.restore_forgotten,
             )  # fmt: skip
         except p.ImportFailed as exc:
             _clear(err)

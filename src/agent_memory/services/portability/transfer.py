@@ -31,6 +31,7 @@ from agent_memory.ports.storage import (
     OwnerListing,
     TripleStore,
 )
+from agent_memory.services.audit import stored_subject
 from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
 from agent_memory.services.portability.errors import (
     ExportFormatError,
@@ -49,7 +50,7 @@ from agent_memory.services.portability.format import (
     Item,
     RecordItem,
 )
-from agent_memory.services.user_memory import derived_from, user_cache_scope
+from agent_memory.services.user_memory import ForgottenUsers, derived_from, user_cache_scope
 
 __all__ = [
     "PORTS",
@@ -169,6 +170,12 @@ class ImportSummary:
     """Time the bulk-load session spent building the deferred index at its end."""
     skipped_ports: dict[str, int] = field(factory=dict)
     """Ports left out on purpose (`skip=`) and how many of the file's items that left out."""
+    forgotten: dict[str, int] = field(factory=lambda: dict.fromkeys(TYPES, 0))
+    """The file's items of users forgotten in the target after the file was
+    written (its audit trail's `forget_user` entries), left out, per type."""
+    forgotten_users: int = 0
+    """How many users the target's audit trail says were forgotten since the file
+    was written (0 when `restore_forgotten`)."""
 
     def audit_counts(self) -> dict[str, int]:
         """What an audit entry records of this import: items written, updated
@@ -178,6 +185,7 @@ class ImportSummary:
             "updated": sum(self.updated.values()),
             "unchanged": sum(self.unchanged.values()),
             "skipped": sum(self.skipped.values()),
+            "forgotten": sum(self.forgotten.values()),
         }
 
     def applied(self, kind: str) -> int:
@@ -203,6 +211,11 @@ class ImportSummary:
         left = "".join(
             f"; skipped {port} ({n} in the file)" for port, n in self.skipped_ports.items()
         )
+        if sum(self.forgotten.values()):
+            left += (
+                f"; left out {sum(self.forgotten.values())} items of {self.forgotten_users} "
+                "users forgotten since the file was written (--restore-forgotten imports them)"
+            )
         return (
             f"import {state}{resumed}: " + ("; ".join(parts) or "nothing to import") + left + index
         )
@@ -501,6 +514,7 @@ async def import_data(
     replace: bool = False,
     target_deployment: str | None = None,
     keep_switch: bool = False,
+    restore_forgotten: bool = False,
 ) -> ImportSummary:
     """Import an export file into `ports`: idempotent (a re-run changes nothing and
     duplicates nothing) and resumable (`resume_after`: lines up to it are skipped).
@@ -520,7 +534,13 @@ async def import_data(
 
     `keep_switch`: the target reads the file's space already and records its
     own re-embed switch: the file's switch entry is skipped, not written over it
-    (a switch from another configured space would move the target's reads away)."""
+    (a switch from another configured space would move the target's reads away).
+
+    A forget is not undone by restoring an older file: the items of users the
+    target's audit trail says were forgotten after the file was written
+    (`forget_user` entries at or after the header's `created_at`) are left
+    out — what `UserMemory.forget` removes, `ForgottenUsers` — and counted in
+    `forgotten`, unless `restore_forgotten`."""
     skipped = check_skip(skip)
     left_out = {PORTS[p] for p in skipped}
     if not isinstance(batch_size, int) or batch_size < 1:
@@ -556,8 +576,15 @@ async def import_data(
             f"target ({ports.backend}) has no port for; nothing was imported "
             f"(leave them out with {' '.join(f'--skip {n}' for n in names)})"
         )
+    forgotten = (
+        None
+        if restore_forgotten
+        else await forgotten_since(ports, header.created_at, open_stream, fingerprints)
+    )
     if not replace:
-        changing = await count_replaced(ports, open_stream, fingerprints, resume_after)
+        changing = await count_replaced(
+            ports, open_stream, fingerprints, resume_after, forgotten=forgotten
+        )
         if changing:
             raise WouldReplace(
                 changing,
@@ -566,6 +593,8 @@ async def import_data(
             )
     total = footer.lines
     out = ImportSummary(resumed_after=resume_after, last_line=resume_after, check_seconds=checked)
+    if forgotten is not None:
+        out.forgotten_users = len(forgotten.users)
     out.skipped_ports = {p: footer.counts.get(k, 0) for p, k in PORTS.items() if p in skipped}
     tick = progress or (lambda _stage, _done, _total: None)
     kind: str | None = None
@@ -602,6 +631,10 @@ async def import_data(
                     item_kind = _kind(item)
                     if item_kind in left_out:
                         continue
+                    if forgotten is not None and _holds(forgotten, item):
+                        out.forgotten[item_kind] += 1
+                        last = number
+                        continue
                     if item_kind != kind or len(batch) >= batch_size:
                         await flush()
                         kind = item_kind
@@ -629,10 +662,13 @@ async def count_replaced(
     open_stream: Callable[[], IO[bytes]],
     fingerprints: Sequence[int] | None = None,
     resume_after: int = 0,
+    *,
+    forgotten: ForgottenUsers | None = None,
 ) -> int:
     """How many of the file's records (after line `resume_after`) the target
-    holds with other content: what an import would replace. Reads the target one
-    owner at a time, by listing pages (no read per record); writes nothing."""
+    holds with other content: what an import would replace (the records of
+    `forgotten` users are left out, not replaced). Reads the target one owner at
+    a time, by listing pages (no read per record); writes nothing."""
     held: set[str] | None = None
     if isinstance(ports.store, OwnerListing):
         held = set(await ports.store.owners())
@@ -648,6 +684,8 @@ async def count_replaced(
             record = item.record
             if held is not None and record.owner not in held:
                 continue
+            if forgotten is not None and forgotten.holds_record(record):
+                continue
             if record.owner != owner:
                 owner = record.owner
                 stored = {r.id: r async for r in _records(ports.store, owner, None, MAX_LIMIT)}
@@ -655,6 +693,54 @@ async def count_replaced(
             if have is not None and have != record:
                 changed += 1
     return changed
+
+
+async def forgotten_since(
+    ports: Ports,
+    written: datetime,
+    open_stream: Callable[[], IO[bytes]],
+    fingerprints: Sequence[int] | None = None,
+) -> ForgottenUsers | None:
+    """The users the target's audit trail says were forgotten (`forget_user`)
+    at or after `written` (when the file was written), with the file's events of
+    theirs and loops of their triples (what their derived data is found by);
+    None when there are none, or the target keeps no audit trail."""
+    if ports.audit is None:
+        return None
+    users: set[str] = set()
+    cursor: str | None = None
+    while True:
+        page = await ports.audit.list(since=written, limit=MAX_LIMIT, cursor=cursor)
+        for entry in page.entries:
+            subject = stored_subject(entry)
+            if entry.operation == "forget_user" and subject is not None:
+                users.add(subject)
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    if not users:
+        return None
+    events: list[Event] = []
+    loops: set[tuple[str, str]] = set()
+    with open_stream() as stream:
+        for _, item in ExportReader(stream, checked=fingerprints).items():
+            if isinstance(item, Event) and item.user_id in users:
+                events.append(item)
+            elif isinstance(item, Triple) and item.owner in users:
+                loops.add((item.owner, item.loop))
+    return ForgottenUsers(frozenset(users), tuple(events), frozenset(loops))
+
+
+def _holds(forgotten: ForgottenUsers, item: Item) -> bool:
+    if isinstance(item, RecordItem):
+        return forgotten.holds_record(item.record)
+    if isinstance(item, Event):
+        return forgotten.holds_event(item)
+    if isinstance(item, Triple):
+        return forgotten.holds_triple(item.owner)
+    if isinstance(item, CacheItem):
+        return forgotten.holds_cache(item.scope, item.key)
+    return False
 
 
 def _kind(item: Item) -> str:

@@ -197,6 +197,7 @@ async def test_restoring_an_export_from_before_a_forget_keeps_the_user_forgotten
         "triple": 2 * triples,
         "cache": 6,
         "lease": 0,
+        "audit": 0,
     }
     assert f"left out {12 + 2 * triples} items" in summary.describe()
     if backend.startswith("sqlite"):

@@ -14,8 +14,8 @@ __all__ = ["COMMANDS", "add_parsers", "run"]
 
 COMMANDS = ("export", "import", "migrate", "reembed")
 _URL_HELP = "storage URL (default: AGENT_MEMORY_URL or the SQLite file)"
-_PORTS = ("events", "triples", "cache", "leases")
-_SKIP_HELP = "leave this port out (repeatable: events, triples, cache, leases)"
+_PORTS = ("events", "triples", "cache", "leases", "audit")
+_SKIP_HELP = "leave this port out (repeatable: events, triples, cache, leases, audit)"
 _REPLACE_HELP = "overwrite stored records whose content differs (else refused, nothing written)"
 
 

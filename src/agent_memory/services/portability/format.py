@@ -1,9 +1,11 @@
-"""The export format, version 1: JSON Lines (UTF-8, optionally gzip), one object a
+"""The export format, version 2: JSON Lines (UTF-8, optionally gzip), one object a
 line, each with a `type`. docs/portability.md is its specification.
 
 - line 1 `header`: format name and version, source backend, embedding spaces;
 - `record` (memory records: user facts, knowledge, summaries...; the vector as
-  base64 of little-endian float32, exact), `event`, `triple`, `cache`, `lease`;
+  base64 of little-endian float32, exact), `event`, `triple`, `cache`, `lease`,
+  `audit` (the audit trail's entries; version 2 added them, a version 1 file
+  has none);
 - last line `footer`: counts per type, the number of lines before it and the
   SHA-256 of their bytes (each line with its `\\n`), so truncation and edits show.
 
@@ -27,6 +29,7 @@ import attrs
 import numpy as np
 from attrs import field, frozen
 
+from agent_memory.domain.audit import AuditEntry
 from agent_memory.domain.errors import AgentMemoryError
 from agent_memory.domain.records import EmbeddingSpace, Entity, Event, Lease, MemoryRecord
 from agent_memory.domain.triples import Triple
@@ -55,8 +58,8 @@ __all__ = [
 ]
 
 FORMAT_NAME = "agent-memory-export"
-FORMAT_VERSION = 1
-TYPES = ("record", "event", "triple", "cache", "lease")
+FORMAT_VERSION = 2
+TYPES = ("record", "event", "triple", "cache", "lease", "audit")
 _F32 = np.dtype("<f4")
 
 
@@ -107,7 +110,7 @@ class CacheItem:
     expires_at: datetime | None
 
 
-Item = RecordItem | Event | Triple | CacheItem | Lease
+Item = RecordItem | Event | Triple | CacheItem | Lease | AuditEntry
 
 
 # -- encoding -----------------------------------------------------------------
@@ -226,7 +229,13 @@ def lease_json(lease: Lease) -> dict[str, Any]:
     }
 
 
+def audit_json(entry: AuditEntry) -> dict[str, Any]:
+    return {"type": "audit", **entry.as_json()}
+
+
 def item_json(item: Item) -> dict[str, Any]:
+    if isinstance(item, AuditEntry):
+        return audit_json(item)
     if isinstance(item, RecordItem):
         return record_json(item)
     if isinstance(item, Event):
@@ -415,6 +424,13 @@ def parse_item(obj: dict[str, Any], line: int, spaces: dict[str, EmbeddingSpace]
                 value=_unb64(obj, "value", line),
                 expires_at=_opt_time(obj, "expires_at", line),
             )
+        if kind == "audit":
+            for name in ("id", "at", "operation", "tenant", "caller"):
+                _need(obj, name, line, str)
+            _need(obj, "counts", line, dict)
+            if obj.get("subject") is not None:
+                _need(obj, "subject", line, str)
+            return AuditEntry.from_json({**obj, "subject": obj.get("subject")})
         if kind == "lease":
             return Lease(
                 scope=_need(obj, "scope", line, str),

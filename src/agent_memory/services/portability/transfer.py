@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 import numpy as np
 from attrs import define, field
 
+from agent_memory.domain.audit import AuditEntry
 from agent_memory.domain.errors import DuplicateRecord, InvalidInput
 from agent_memory.domain.records import Event, Lease, MemoryRecord
 from agent_memory.domain.triples import MAX_LIMIT as TRIPLE_LIMIT
@@ -76,7 +77,13 @@ SWITCH_KEY = "active"
 
 #: The ports an export, import or migrate can leave out (`skip=`), and the item
 #: type each one holds.
-PORTS = {"events": "event", "triples": "triple", "cache": "cache", "leases": "lease"}
+PORTS = {
+    "events": "event",
+    "triples": "triple",
+    "cache": "cache",
+    "leases": "lease",
+    "audit": "audit",
+}
 
 
 def check_skip(skip: Collection[str]) -> tuple[str, ...]:
@@ -100,6 +107,7 @@ _LABELS = {
     "triple": "triples",
     "cache": "cache entries",
     "lease": "leases",
+    "audit": "audit entries",
 }
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICRO = timedelta(microseconds=1)
@@ -338,6 +346,7 @@ async def export_data(
         leases=None if "leases" in skipped else ports.leases,
         triples=None if "triples" in skipped else ports.triples,
         backend=ports.backend,
+        audit=None if "audit" in skipped else ports.audit,
     )
     tick = progress or (lambda _stage, _done, _total: None)
     header = Header(
@@ -422,8 +431,26 @@ async def export_data(
         for scope in sorted({*domains, *owners}):
             for lease in await ports.leases.scan(scope):
                 writer.write(lease)
+    if ports.audit is not None:
+        # the trail moves with the data (a forget's entry keeps an older file
+        # from bringing the user back); a data subject's export holds theirs
+        for entry in reversed(await audit_entries(ports.audit)):
+            if user is None or stored_subject(entry) == user:
+                writer.write(entry)
     footer = writer.finish()
     return ExportSummary(counts=footer.counts, footer=footer, owners=per_owner, skipped=skipped)
+
+
+async def audit_entries(audit: AuditLog, since: datetime | None = None) -> list[AuditEntry]:
+    """Every entry of the trail (at or after `since`), newest first."""
+    out: list[AuditEntry] = []
+    cursor: str | None = None
+    while True:
+        page = await audit.list(since=since, limit=MAX_LIMIT, cursor=cursor)
+        out.extend(page.entries)
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
 
 
 # -- import ---------------------------------------------------------------------
@@ -484,6 +511,14 @@ async def _apply(
                 continue
             await ports.cache.put(item.scope, item.key, item.value, ttl)
             out.written["cache"] += 1
+    elif kind == "audit":
+        if ports.audit is None:
+            raise PortabilityError("the target keeps no audit trail")
+        for entry in batch:  # idempotent by id: a re-run stores nothing twice
+            if await ports.audit.append(entry):
+                out.written["audit"] += 1
+            else:
+                out.unchanged["audit"] += 1
     elif kind == "lease":
         if ports.leases is None:
             raise PortabilityError("the target serves no lease store")
@@ -563,6 +598,7 @@ async def import_data(
         "triple": ports.triples,
         "cache": ports.cache,
         "lease": ports.leases,
+        "audit": ports.audit,
     }
     missing = [
         k
@@ -707,17 +743,11 @@ async def forgotten_since(
     None when there are none, or the target keeps no audit trail."""
     if ports.audit is None:
         return None
-    users: set[str] = set()
-    cursor: str | None = None
-    while True:
-        page = await ports.audit.list(since=written, limit=MAX_LIMIT, cursor=cursor)
-        for entry in page.entries:
-            subject = stored_subject(entry)
-            if entry.operation == "forget_user" and subject is not None:
-                users.add(subject)
-        if page.next_cursor is None:
-            break
-        cursor = page.next_cursor
+    users = {
+        subject
+        for entry in await audit_entries(ports.audit, since=written)
+        if entry.operation == "forget_user" and (subject := stored_subject(entry)) is not None
+    }
     if not users:
         return None
     events: list[Event] = []
@@ -754,6 +784,8 @@ def _kind(item: Item) -> str:
         return "cache"
     if isinstance(item, Lease):
         return "lease"
+    if isinstance(item, AuditEntry):
+        return "audit"
     raise TypeError(type(item).__name__)  # pragma: no cover - parse_item made it
 
 
@@ -840,6 +872,11 @@ async def verify_copy(
                 problems.append(
                     f"triples of {owner!r}: {n_src} on the source, {n_dst} on the target"
                 )
+    if source.audit is not None and target.audit is not None and "audit" not in skipped:
+        held_ids = {e.id for e in await audit_entries(target.audit)}
+        lost = [e.id for e in await audit_entries(source.audit) if e.id not in held_ids]
+        if lost:
+            problems.append(f"{len(lost)} audit entries of the source are not on the target")
     for record in sample:
         problems += compare_records(await target.store.get(record.owner, record.id), record)
     return problems

@@ -319,6 +319,12 @@ def _store_cases() -> list[Case]:
         ),
         Case(
             s,
+            "add attributes value=surrogate",
+            lambda p: p.add([_record(attributes={"a": ["x", {"b": "\ud800"}]})]),
+            "record.attributes",
+        ),
+        Case(
+            s,
             "add unchecked id=NUL",
             lambda p: p.add([_unchecked(_record(), id="r\x00")]),
             "record.id",
@@ -479,6 +485,12 @@ def _events_cases() -> list[Case]:
             e,
             "append metadata NUL value",
             lambda p: p.append([_event(metadata={"a": {"b": ["\x00"]}})]),
+            "event.metadata",
+        ),
+        Case(
+            e,
+            "append metadata surrogate key",
+            lambda p: p.append([_event(metadata={"\udfff": 1})]),
             "event.metadata",
         ),
     ]

@@ -292,7 +292,7 @@ BAD_BODIES: list[tuple[str, str, bytes, int, str]] = [
     ("not an object", "/v1/users/forget", b"[1, 2]", 422, "validation-failed"),
     ("blank id", "/v1/users/forget", b'{"user_id": "   "}', 422, "invalid-input"),
     ("NUL in id", "/v1/users/forget", b'{"user_id": "a\\u0000b"}', 422, "invalid-input"),
-    ("lone surrogate", "/v1/users/forget", b'{"user_id": "\\ud800"}', 400, "malformed-body"),
+    ("lone surrogate", "/v1/users/forget", b'{"user_id": "\\ud800"}', 422, "invalid-input"),
     ("bad category", "/v1/users/remember",
      b'{"user_id": "u", "namespace": "n", "facts": [{"content": "c", "category": "x"}]}',
      422, "validation-failed"),

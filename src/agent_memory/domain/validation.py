@@ -47,6 +47,7 @@ __all__ = [
     "require_positive",
     "require_positive_number",
     "require_scope",
+    "require_storable",
     "require_text",
     "require_ttl",
     "require_unit_interval",
@@ -106,6 +107,23 @@ def require_no_nul(value: _T, field: str) -> _T:
         if isinstance(item, str):
             if "\x00" in item:
                 raise InvalidInput(field, "text must not contain NUL (\\x00)")
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return value
+
+
+def require_storable(value: _T, field: str) -> _T:
+    """`value` unless a string in it (a mapping key or a nested JSON value too)
+    holds NUL or a lone surrogate: neither can be stored alike as UTF-8 text or
+    JSON by every backend."""
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _no_nul_text(item, field)
         elif isinstance(item, Mapping):
             stack.extend(item.keys())
             stack.extend(item.values())

@@ -1,21 +1,111 @@
-"""The size bounds every network entry point enforces on what a client sends
-(the HTTP service's bodies and the MCP server's tools share them), as strict
-pydantic types: one definition, so the two cannot drift apart."""
+"""The bounds every network entry point enforces on what a client sends (the
+HTTP service's bodies and the MCP server's tools share them), as strict pydantic
+types: one definition, so the two cannot drift apart.
+
+Besides sizes, the wire types apply the library's own text rules at the wire,
+where the offending argument is still known by its path (`facts.0.content`):
+no NUL and no lone surrogate in any text (neither can be stored alike as UTF-8
+by every backend), ids not blank and at most `MAX_ID_BYTES` of UTF-8. A value
+the library would refuse deep inside a fail-open stage (a step's event, a
+reconciled fact) is refused here instead, naming its field. `describe` turns a
+pydantic error into that field and a message, for both entry points."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
 
-from pydantic import Field, StrictStr
+from pydantic import AfterValidator, Field, StrictStr
+from pydantic_core import PydanticCustomError
 
-__all__ = ["MAX_BATCH", "Action", "Doing", "FactContent", "Id", "Outcome", "Query", "Text"]
+from agent_memory.domain.validation import MAX_ID_BYTES
 
-Id = Annotated[StrictStr, Field(min_length=1, max_length=1024)]
-Text = Annotated[StrictStr, Field(max_length=1_000_000)]
-FactContent = Annotated[StrictStr, Field(min_length=1, max_length=100_000)]
-Query = Annotated[StrictStr, Field(max_length=65_536)]
-Action = Annotated[StrictStr, Field(max_length=10_000)]
-Outcome = Annotated[StrictStr, Field(max_length=1_000)]
-Doing = Annotated[StrictStr, Field(max_length=10_000)]
+__all__ = [
+    "MAX_BATCH",
+    "REFUSED_TEXT",
+    "Action",
+    "Doing",
+    "FactContent",
+    "Id",
+    "IdChecks",
+    "Outcome",
+    "Query",
+    "Text",
+    "describe",
+    "storable_json",
+]
+
+#: The pydantic error types of a value the library itself refuses (its
+#: `InvalidInput`): text that cannot be stored, a blank or over-long id.
+REFUSED_TEXT = frozenset({"string_unicode", "text_nul", "text_surrogate", "id_blank", "id_bytes"})
+_SURROGATE = "text must be valid Unicode (no lone surrogates)"
+
+
+def _storable(value: str) -> str:
+    """Text without NUL (a lone surrogate already fails the str type itself)."""
+    if "\x00" in value:
+        raise PydanticCustomError("text_nul", "text must not contain NUL (\\x00)")
+    return value
+
+
+def _id(value: str) -> str:
+    """An id as the library takes it: not blank, at most MAX_ID_BYTES of UTF-8."""
+    if not value.strip():
+        raise PydanticCustomError("id_blank", "a non-blank id is required")
+    if len(value) * 4 > MAX_ID_BYTES and len(value.encode("utf-8")) > MAX_ID_BYTES:
+        raise PydanticCustomError(
+            "id_bytes", "at most {limit} bytes of UTF-8 are allowed", {"limit": MAX_ID_BYTES}
+        )
+    return value
+
+
+def storable_json(value: Any) -> Any:
+    """A JSON value (free-form metadata) whose strings and keys hold no NUL and
+    no lone surrogate."""
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            _storable(item)
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    raise PydanticCustomError("text_surrogate", _SURROGATE) from None
+        elif isinstance(item, Mapping):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return value
+
+
+_Text = AfterValidator(_storable)
+#: The checks of an id without its type and sizes (for HTTP query parameters,
+#: whose sizes their `Query(...)` gives).
+IdChecks = Annotated[str, _Text, AfterValidator(_id)]
+Id = Annotated[StrictStr, Field(min_length=1, max_length=1024), _Text, AfterValidator(_id)]
+Text = Annotated[StrictStr, Field(max_length=1_000_000), _Text]
+FactContent = Annotated[StrictStr, Field(min_length=1, max_length=100_000), _Text]
+Query = Annotated[StrictStr, Field(max_length=65_536), _Text]
+Action = Annotated[StrictStr, Field(max_length=10_000), _Text]
+Outcome = Annotated[StrictStr, Field(max_length=1_000), _Text]
+Doing = Annotated[StrictStr, Field(max_length=10_000), _Text]
 #: At most this many facts, steps or knowledge items in one request.
 MAX_BATCH = 100
+
+
+def describe(
+    error: Mapping[str, Any], *, skip: Sequence[str] = (), whole: str = "body"
+) -> tuple[str, str, bool]:
+    """`(field, message, refused)` of one pydantic error: the dotted path of the
+    argument (`facts.0.content`; leading parts in `skip` dropped, e.g. the
+    HTTP `body`/`query`; `whole` when the whole input is at fault), a message
+    without the offending value, and whether it is a value the library refuses
+    (`REFUSED_TEXT`: its `InvalidInput`) rather than a schema mismatch."""
+    loc = [str(part) for part in error.get("loc", ())]
+    path = loc[1:] if loc and loc[0] in skip else loc
+    field = ".".join(path) or (loc[0] if loc else whole)
+    kind = str(error.get("type", ""))
+    message = _SURROGATE if kind == "string_unicode" else str(error.get("msg", "invalid value"))
+    return field, message, kind in REFUSED_TEXT

@@ -38,6 +38,7 @@ from agent_memory.domain.validation import (
     require_limit,
     require_no_nul,
     require_scope,
+    require_storable,
     require_text,
     require_ttl,
     require_utc,
@@ -88,7 +89,7 @@ def check_record(record: object, field: str, space: EmbeddingSpace) -> MemoryRec
         if not isinstance(value, str):
             raise InvalidInput(f"record.{name}", "a string is required")
         require_no_nul(value, f"record.{name}")
-    require_no_nul(record.attributes, "record.attributes")
+    require_storable(record.attributes, "record.attributes")
     if not isinstance(record.vector, np.ndarray):
         raise InvalidInput("record.vector", "a numpy vector is required (build records normally)")
     require_dimension(space, record.vector)
@@ -347,7 +348,7 @@ def check_events(events: Sequence[Event]) -> list[Event]:
         if e.fallback_reason is not None:
             require_no_nul(require_text(e.fallback_reason, "event.fallback_reason"),
                            "event.fallback_reason")  # fmt: skip
-        require_no_nul(e.metadata, "event.metadata")
+        require_storable(e.metadata, "event.metadata")
     return batch
 
 

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from pymilvus import MilvusClient
 
+from agent_memory.adapters._common.urls import file_path
 from agent_memory.adapters.milvus.store import DEFAULT_COLLECTION_PREFIX, MilvusMemoryStore
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
@@ -85,7 +86,7 @@ def parse_milvus_url(url: str) -> MilvusTarget:
     if not _INDEX.fullmatch(index):
         raise ConfigurationError(f"milvus URL option index={index!r}: an index type such as FLAT")
     if scheme == "milvus+lite":
-        path = unquote(parts.path)
+        path = file_path(parts.path, url)
         if parts.netloc or not path.startswith("/") or not path.endswith(".db"):
             raise ConfigurationError(
                 "milvus+lite URL needs an absolute path to a file ending in .db, e.g. "

@@ -8,7 +8,7 @@ import os
 import sqlite3
 from datetime import timedelta
 from typing import Any, cast
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from attrs import frozen
 
@@ -18,6 +18,7 @@ from agent_memory.adapters._common.index_options import (
     IndexOptions,
     parse_index_options,
 )
+from agent_memory.adapters._common.urls import file_path
 from agent_memory.adapters.sqlite._db import DEFAULT_BUSY_TIMEOUT, Synchronous
 from agent_memory.adapters.sqlite.audit import SqliteAuditLog
 from agent_memory.adapters.sqlite.cache import SqliteCache
@@ -109,7 +110,7 @@ def path_from_url(url: str) -> tuple[str, dict[str, str]]:
     raw = parts.path
     if raw.startswith("//"):
         raw = "/" + raw.lstrip("/")
-    path = unquote(raw)
+    path = file_path(raw, url)
     if not path.strip() or path.endswith("/"):
         raise ConfigurationError(f"the SQLite URL {url!r} names no file")
     if not parts.path.startswith("//") and os.path.dirname(path) == "/":

@@ -4,14 +4,23 @@ Every subcommand validates configuration first (`AGENT_MEMORY_*`). Exit codes:
 0 success; 1 a runtime failure (a backend unreachable, a failed stage), shown as
 one line, never a traceback; 2 a usage error (bad arguments, bad configuration
 or URL; a bare `agent-memory` prints the help). `conformance` documents its own.
+
+A one-shot command (all but `serve`, `mcp` and `processor`, which are services
+with their own logs) reports a failure as that one line only: client libraries
+that log every failed connection attempt themselves (`psycopg.pool`) are set to
+ERROR while the command runs, unless a level was set for them already; the
+library itself never touches logging, so an application that configured it
+still sees those warnings.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, UnsupportedBackend
 
@@ -140,6 +149,30 @@ def _parser() -> argparse.ArgumentParser:
 
 # Errors that mean "you asked for something invalid" (exit 2), not "it failed" (exit 1).
 _USAGE_ERRORS = (ConfigurationError, InvalidInput, UnsupportedBackend)
+# Loggers of client libraries that warn on every failed connection attempt (a
+# pool retrying until its timeout): the typed error that follows says it once.
+_CHATTY_LOGGERS = ("psycopg.pool",)
+# Long-running services: their logs are theirs to keep.
+_SERVICES = frozenset({"serve", "mcp", "processor"})
+
+
+@contextlib.contextmanager
+def _quiet_clients(command: str) -> Iterator[None]:
+    """While a one-shot command runs, the chatty client loggers log errors only
+    (a level already set for one is left alone); restored afterwards, so an
+    in-process caller's logging is as it was."""
+    changed: list[logging.Logger] = []
+    if command not in _SERVICES:
+        for name in _CHATTY_LOGGERS:
+            logger = logging.getLogger(name)
+            if logger.level == logging.NOTSET:
+                logger.setLevel(logging.ERROR)
+                changed.append(logger)
+    try:
+        yield
+    finally:
+        for logger in changed:
+            logger.setLevel(logging.NOTSET)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -149,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return _dispatch(args)
+        with _quiet_clients(args.command):
+            return _dispatch(args)
     except KeyboardInterrupt:
         print("agent-memory: interrupted", file=sys.stderr)
         return 130

@@ -75,6 +75,7 @@ from agent_memory.entrypoints.bounds import (
     Outcome,
     Query,
     Text,
+    describe,
 )
 from agent_memory.services.audit import acting_as
 
@@ -136,12 +137,14 @@ def _resource_error(exc: BaseException) -> MCPError:
 
 def _invalid(tool: str, exc: ValidationError) -> ToolError:
     """Arguments that fail the input schema: the `InvalidInput` body, naming the
-    first bad field (`facts.0.content`), without the value (it may be megabytes)."""
+    first bad field (`facts.0.content`), without the value (it may be megabytes).
+    The field and message are the HTTP service's (`bounds.describe`): NUL, a lone
+    surrogate, a blank or over-long id read as the library's own refusal."""
     errors = exc.errors(include_url=False, include_input=False)
-    first = errors[0] if errors else {"loc": (), "msg": "invalid arguments"}
-    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    first: Mapping[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid arguments"}
+    field, message, _refused = describe(first, whole="arguments")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    body = {"type": "InvalidInput", "field": field, "message": f"{field}: {first['msg']}{more}"}
+    body = {"type": "InvalidInput", "field": field, "message": f"{field}: {message}{more}"}
     return ToolError(
         f"Error executing tool {tool}: " + json.dumps({"error": body}, ensure_ascii=False)
     )
@@ -599,7 +602,8 @@ def build_server(
     ) -> dict[str, Any]:
         async def run(who: Identity) -> dict[str, Any]:
             if (entity_type is None) != (entity_id is None):
-                raise InvalidInput("entity_id", "give both entity_type and entity_id, or neither")
+                missing = "entity_id" if entity_id is None else "entity_type"
+                raise InvalidInput(missing, "give both entity_type and entity_id, or neither")
             entities = [Entity(entity_type, entity_id)] if entity_type and entity_id else []
             stored = who.tenant.domain(domain)
             async with holder.get().agents.request(

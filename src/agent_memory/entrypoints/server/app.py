@@ -10,7 +10,7 @@ calls (`sessions`).
 
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime, timedelta
 from typing import Annotated, Any
@@ -25,12 +25,13 @@ from pydantic import AwareDatetime
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_memory.bootstrap import Memory, connect
-from agent_memory.domain.errors import AgentMemoryError
+from agent_memory.domain.errors import AgentMemoryError, InvalidInput
 from agent_memory.domain.records import Entity, MemoryRecord
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.domain.views import FactSource, KnowledgeItem
 from agent_memory.domain.views.encoding import encode_text
+from agent_memory.entrypoints.bounds import IdChecks, describe
 from agent_memory.entrypoints.server import schemas as s
 from agent_memory.entrypoints.server.keys import ApiKey, KeyRing
 from agent_memory.entrypoints.server.middleware import Guard
@@ -189,13 +190,10 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {"loc": [str(p) for p in e.get("loc", ())], "type": e.get("type"), "msg": e.get("msg")}
-            for e in exc.errors()[:20]
-        ]
-        if any(e["type"] in ("json_invalid", "string_unicode") for e in errors):
+        found = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in found):
             return problem_response(request, Problem("malformed-body"))
-        return problem_response(request, Problem("validation-failed", errors=errors))
+        return problem_response(request, _validation_problem(found))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -264,8 +262,8 @@ def create_app(
     @app.get("/v1/users/facts", tags=["users"], summary="List a user's facts")
     async def list_facts(
         who: Reader,
-        user_id: Annotated[str, Query(min_length=1, max_length=1024)],
-        namespace: Annotated[str | None, Query(min_length=1, max_length=1024)] = None,
+        user_id: Annotated[IdChecks, Query(min_length=1, max_length=1024)],
+        namespace: Annotated[IdChecks | None, Query(min_length=1, max_length=1024)] = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         cursor: Annotated[str | None, Query(max_length=4096)] = None,
     ) -> s.FactPage:
@@ -284,7 +282,7 @@ def create_app(
         owner = who.tenant.owner(body.user_id)
         if body.mode != "vector":
             if body.min_score is not None:
-                raise Problem("validation-failed", "min_score applies to mode 'vector' only")
+                raise _mismatch("min_score", "applies to mode 'vector' only")
             found = await HybridRetriever(users.store, users.embedder).retrieve(
                 owner, body.query, limit=body.limit, mode=body.mode, namespace=body.namespace
             )
@@ -333,7 +331,12 @@ def create_app(
         delete_scope, import with replace, re-embed switch and migration, with
         counts and the caller's key id; never user content. `before` is the
         `next` of the previous page."""
-        page = await memory().audit.page(tenant=who.tenant.name, limit=limit, cursor=before)
+        try:
+            page = await memory().audit.page(tenant=who.tenant.name, limit=limit, cursor=before)
+        except InvalidInput as exc:  # the library calls it `cursor`; here it is `before`
+            if exc.field != "cursor":
+                raise
+            raise InvalidInput("before", exc.problem) from None
         return s.AuditOut(
             entries=[s.AuditEntryOut(**e.as_json()) for e in page.entries], next=page.next_cursor
         )
@@ -438,18 +441,19 @@ def create_app(
     @app.get("/v1/events", tags=["events"], summary="A domain's event window")
     async def events(
         who: Reader,
-        domain: Annotated[str, Query(min_length=1, max_length=1024)],
+        domain: Annotated[IdChecks, Query(min_length=1, max_length=1024)],
         since: AwareDatetime | None = None,
         until: AwareDatetime | None = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
-        entity_type: Annotated[str | None, Query(min_length=1, max_length=1024)] = None,
-        entity_id: Annotated[str | None, Query(min_length=1, max_length=1024)] = None,
+        entity_type: Annotated[IdChecks | None, Query(min_length=1, max_length=1024)] = None,
+        entity_id: Annotated[IdChecks | None, Query(min_length=1, max_length=1024)] = None,
     ) -> s.EventsOut:
         """Newest first by the event's own time; `since` defaults to the lookback
         (AGENT_MEMORY_LOOKBACK_HOURS); `entity_type` + `entity_id` narrow it."""
         mem, tenant = memory(), who.tenant
         if (entity_type is None) != (entity_id is None):
-            raise Problem("validation-failed", "give both entity_type and entity_id, or neither")
+            missing = "entity_id" if entity_id is None else "entity_type"
+            raise _mismatch(missing, "give both entity_type and entity_id, or neither", "query")
         entity = None if entity_type is None else Entity(entity_type, entity_id or "")
         start_at = since or (datetime.now().astimezone() - _lookback(mem))
         window = await mem.events.window(
@@ -506,7 +510,7 @@ def create_app(
 
     @app.get("/v1/activity", tags=["inspect"], summary="A domain's active agents and claims")
     async def activity(
-        who: Reader, domain: Annotated[str, Query(min_length=1, max_length=1024)]
+        who: Reader, domain: Annotated[IdChecks, Query(min_length=1, max_length=1024)]
     ) -> s.ActivityOut:
         """Live activity signals and investigation claims of every agent in the
         domain (from the lease store: other servers' and library callers' too)."""
@@ -539,7 +543,7 @@ def create_app(
 
     @app.get("/v1/digest", tags=["inspect"], summary="A domain's digest")
     async def digest(
-        who: Reader, domain: Annotated[str, Query(min_length=1, max_length=1024)]
+        who: Reader, domain: Annotated[IdChecks, Query(min_length=1, max_length=1024)]
     ) -> s.DigestOut:
         """The digest the planning view would show now (cached, or compacted
         from the event window), with its decision path and coverage."""
@@ -564,6 +568,34 @@ def create_app(
         mount(app)
 
     return Guard(app, max_body_bytes=config.max_body_bytes, request_timeout=config.request_timeout)
+
+
+def _validation_problem(errors: Sequence[Any]) -> Problem:
+    """The problem for a body or query that fails the schema: `field` names the
+    first offending argument (`facts.0.content`; `body` for the body as a
+    whole), `errors` lists them all (where, kind, message; never the value). A
+    value the library refuses (NUL, a lone surrogate, a blank or over-long id)
+    is its `invalid-input`, as when the library itself refuses it."""
+    field, message, refused = describe(errors[0], skip=("body", "query"))
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    if refused:
+        return Problem("invalid-input", f"{field}: {message}{more}", field=field)
+    listed = [
+        {"loc": [str(p) for p in e.get("loc", ())], "type": e.get("type"), "msg": e.get("msg")}
+        for e in errors[:20]
+    ]
+    return Problem("validation-failed", f"{field}: {message}{more}", field=field, errors=listed)
+
+
+def _mismatch(field: str, message: str, where: str = "body") -> Problem:
+    """A schema rule across arguments (one needs another, or excludes it):
+    `field` names the argument that is missing or conflicts."""
+    return Problem(
+        "validation-failed",
+        f"{field}: {message}",
+        field=field,
+        errors=[{"loc": [where, field], "type": "value_error", "msg": message}],
+    )
 
 
 def _domain(who: Caller, entry: Any) -> str:

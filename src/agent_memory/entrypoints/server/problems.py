@@ -113,7 +113,8 @@ def from_library_error(exc: AgentMemoryError) -> Problem:
             return Problem("permission-denied", str(exc))
         return Problem("permission-denied", str(exc), field=exc.field)
     if isinstance(exc, DimensionMismatch):
-        return Problem("invalid-input", f"vector dimension: expected {exc.expected}")
+        # No request carries a vector: the deployment's embedder and store disagree.
+        return Problem("internal-error", "the embedder and the store disagree on the dimension")
     if isinstance(exc, NotFound):
         return Problem("not-found", "no such record")
     if isinstance(exc, DuplicateRecord | LeaseNotHeld):

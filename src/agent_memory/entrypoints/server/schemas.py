@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StrictBool
 
 from agent_memory.entrypoints.bounds import (
     MAX_BATCH,
@@ -18,6 +18,7 @@ from agent_memory.entrypoints.bounds import (
     Outcome,
     Query,
     Text,
+    storable_json,
 )
 
 Score = Annotated[float, Field(strict=True, ge=-1.0, le=1.0)]
@@ -241,7 +242,7 @@ class StepIn(_In):
     failure_cause: Text | None = None
     started_at: AwareDatetime | None = None
     ended_at: AwareDatetime | None = None
-    metadata: dict[str, Any] = {}
+    metadata: Annotated[dict[str, Any], AfterValidator(storable_json)] = {}
     importance: Unit = 0.5
     eligible: StrictBool = True
     id: Id | None = None

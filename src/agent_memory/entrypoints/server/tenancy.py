@@ -24,8 +24,8 @@ import re
 
 from attrs import field, frozen
 
-from agent_memory.domain.errors import ConfigurationError, PermissionDenied
-from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.errors import ConfigurationError, InvalidInput, PermissionDenied
+from agent_memory.domain.validation import MAX_ID_BYTES, require_id, require_scope
 
 __all__ = ["TENANT_PATTERN", "Tenant"]
 
@@ -37,6 +37,21 @@ def _check_tenant(_inst: object, _attr: object, value: object) -> None:
         raise ConfigurationError(
             f"tenant {value!r}: 1-63 characters of a-z 0-9 _ . - starting with a letter or digit"
         )
+
+
+def _prefixed(prefix: str, value: str, field: str) -> str:
+    """`prefix + value`, unless the stored scope would be over the library's
+    MAX_ID_BYTES: then the caller's own argument is named (not the stored
+    `owner`/`scope` the caller never sees)."""
+    if (len(prefix) + len(value)) * 4 > MAX_ID_BYTES:
+        room = MAX_ID_BYTES - len(prefix.encode("utf-8"))
+        if len(value.encode("utf-8")) > room:
+            raise InvalidInput(
+                field,
+                f"at most {room} bytes of UTF-8 are allowed (this tenant's stored prefix "
+                f"takes the rest of {MAX_ID_BYTES})",
+            )
+    return prefix + value
 
 
 @frozen
@@ -61,11 +76,11 @@ class Tenant:
         checked = require_id(user_id, "user_id")
         if self.user is not None and checked != self.user:
             raise PermissionDenied("this API key is bound to another user", "user_id")
-        return self._users + checked
+        return _prefixed(self._users, checked, "user_id")
 
     def domain(self, domain: object) -> str:
         """The stored domain of a caller's domain (validated: non-blank, no NUL)."""
-        return self._domains + require_scope(domain, "domain")
+        return _prefixed(self._domains, require_scope(domain, "domain"), "domain")
 
     def user_of(self, owner: str | None) -> str | None:
         """The caller's user id of a stored owner; None when it is not this tenant's."""

@@ -151,7 +151,19 @@ def _invalid(tool: str, exc: ValidationError) -> ToolError:
 
 
 class _Server(MCPServer[Any]):
-    """`MCPServer` whose argument validation errors are typed `InvalidInput` bodies."""
+    """`MCPServer` whose argument validation errors are typed `InvalidInput`
+    bodies, and whose stdio transport answers every malformed request
+    (`entrypoints.mcp.stdio`)."""
+
+    async def run_stdio_async(self) -> None:
+        from agent_memory.entrypoints.mcp.stdio import serve_stdio
+
+        lowlevel = self._lowlevel_server
+
+        async def run(read_stream: Any, write_stream: Any) -> None:
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+        await serve_stdio(run)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:

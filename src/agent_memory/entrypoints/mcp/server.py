@@ -46,6 +46,7 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from attrs import frozen
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
@@ -153,10 +154,10 @@ def _invalid(tool: str, exc: ValidationError) -> ToolError:
 class _Server(MCPServer[Any]):
     """`MCPServer` whose argument validation errors are typed `InvalidInput`
     bodies, and whose stdio transport answers every malformed request
-    (`entrypoints.mcp.stdio`)."""
+    (`entrypoints.mcp.envelopes`)."""
 
     async def run_stdio_async(self) -> None:
-        from agent_memory.entrypoints.mcp.stdio import serve_stdio
+        from agent_memory.entrypoints.mcp.envelopes import serve_stdio
 
         lowlevel = self._lowlevel_server
 
@@ -164,6 +165,24 @@ class _Server(MCPServer[Any]):
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
         await serve_stdio(run)
+
+    def streamable_http_app(self, **options: Any) -> Any:
+        from agent_memory.entrypoints.mcp.envelopes import EnvelopeCheck
+
+        app = super().streamable_http_app(**options)
+        path = options.get("streamable_http_path", "/mcp")
+        limit = options.get("max_request_body_size")
+        options_ = {} if limit is None else {"max_body": limit}
+        for route in app.routes:
+            if getattr(route, "path", None) != path or not hasattr(route, "app"):
+                continue
+            # around the MCP endpoint itself, behind the key check (a request
+            # without a valid key is still a 401, whatever its body)
+            if isinstance(route.app, RequireAuthMiddleware):
+                route.app.app = EnvelopeCheck(route.app.app, **options_)
+            else:
+                route.app = EnvelopeCheck(route.app, **options_)
+        return app
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:

@@ -18,12 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent_memory.entrypoints.mcp.stdio import envelope_error
+from agent_memory.entrypoints.mcp.envelopes import envelope_error
+
+from .test_mcp_keys import McpServer, _initialize
 
 SERVER = [sys.executable, "-m", "agent_memory.entrypoints.cli", "mcp", "--url"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,3 +167,37 @@ def test_a_request_with_an_id_is_either_read_or_answered_with_that_id(message: o
     parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
     if isinstance(message, dict) and "id" in message and "method" in message:
         assert isinstance(parsed, types.JSONRPCRequest)
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    server = McpServer(tmp_path_factory.mktemp("mcp-envelopes"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_over_http_a_malformed_request_is_answered_behind_the_key_check(
+    http_server: McpServer,
+) -> None:
+    """When this fails with 202, the SDK took a request whose id is neither a
+    string nor an integer for a notification and never answered it; a 400
+    without a key would mean the body was read before the key was checked."""
+    r = _initialize(http_server, http_server.key["A"])
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "Mcp-Session-Id": r.headers["mcp-session-id"],
+        "Mcp-Protocol-Version": "2025-06-18",
+        "Authorization": f"Bearer {http_server.key['A']}",
+    }
+    for name, message, want_id, code in CASES:
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        got = httpx.post(http_server.url, content=body, headers=headers, timeout=30)
+        assert got.status_code == 400, (name, got.status_code, got.text)
+        assert got.json()["id"] == want_id, (name, got.text)
+        assert got.json()["error"]["code"] == code, (name, got.text)
+    anonymous = {k: v for k, v in headers.items() if k != "Authorization"}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"})
+    assert httpx.post(http_server.url, content=body, headers=anonymous).status_code == 401

@@ -1,4 +1,4 @@
-"""MCP over stdio where every request gets an answer.
+"""MCP where every request gets an answer, over stdio and streamable HTTP.
 
 The SDK's stdio transport hands a line it cannot read as a JSON-RPC message to
 the session as an exception, and the session answers nothing: a client that
@@ -12,10 +12,13 @@ JSON, `-32600` (invalid request) for a message that is not a valid request,
 request's id when it has a valid one and `null` otherwise.
 
 `envelope_error(line)` decides that for one line (None: the SDK reads it);
-`serve_stdio(server)` runs a server on the process's stdin and stdout with the
-lines it refuses answered on stdout, and passes every other line on to the SDK
-unchanged. While serving, fd 0 reads the null device (a child process or a
-stray read cannot take the protocol's bytes), as the SDK's own transport does.
+`serve_stdio(run)` runs a server's session loop on the process's stdin and
+stdout with the lines it refuses answered on stdout, and passes every other
+line on to the SDK unchanged. While serving, fd 0 reads the null device (a
+child process or a stray read cannot take the protocol's bytes), as the SDK's
+own transport does. Over streamable HTTP, where the SDK answers most such
+bodies itself, `EnvelopeCheck` answers the rest (a request with a fractional
+id was taken for a notification: `202`, and no answer ever came).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 
-__all__ = ["envelope_error", "serve_stdio"]
+__all__ = ["EnvelopeCheck", "envelope_error", "serve_stdio"]
 
 _MAX_PATH_PARTS = 8
 
@@ -168,3 +171,66 @@ async def serve_stdio(run: Callable[[Any, Any], Any]) -> None:
             await run(read_stream, write_stream)
     finally:
         restore()
+
+
+class EnvelopeCheck:
+    """ASGI middleware giving streamable HTTP the same answers: a POSTed message
+    `envelope_error` refuses is answered `400` with that JSON-RPC error (the SDK
+    accepted a request whose id is neither a string nor an integer as a
+    notification, `202`, and never answered it). Bodies over `max_body` bytes
+    go on unread: the SDK refuses them itself."""
+
+    def __init__(self, app: Any, max_body: int = 4 * 1024 * 1024) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            event = await receive()
+            if event["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay(chunks, receive, complete=False, last=event), send)
+                return
+            chunks.append(event.get("body", b""))
+            size += len(chunks[-1])
+            more = event.get("more_body", False)
+            if size > self.max_body:
+                await self.app(scope, _replay(chunks, receive, complete=not more), send)
+                return
+        refused = envelope_error(b"".join(chunks).decode("utf-8", errors="replace"))
+        if refused is None:
+            await self.app(scope, _replay(chunks, receive, complete=True), send)
+            return
+        body = refused.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def _replay(chunks: list[bytes], receive: Any, *, complete: bool, last: Any = None) -> Any:
+    """A `receive` that gives the body read so far again (the last chunk ends
+    the body when `complete`), then `last` (the event that ended the reading),
+    then whatever the original `receive` gives (a disconnect, in time)."""
+    pending = [{"type": "http.request", "body": chunk, "more_body": True} for chunk in chunks]
+    if complete:
+        pending = pending or [{"type": "http.request", "body": b"", "more_body": True}]
+        pending[-1]["more_body"] = False
+    if last is not None:
+        pending.append(last)
+
+    async def replayed() -> Any:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed

@@ -32,6 +32,7 @@ __all__ = [
     "InclusiveCursorList",
     "MiscountedDeleteScope",
     "NfkcOwners",
+    "OffsetContinuedList",
     "OverFoldingKeyword",
     "OverreadingSearch",
     "OwnerBlindSearch",
@@ -213,6 +214,47 @@ class InclusiveCursorList(InMemoryMemoryStore):
         if cursor is not None:
             after = decode_cursor(cursor)
             rows = [r for r in rows if (r.created_at, r.id) <= after]
+        page = tuple(rows[:limit])
+        more = len(rows) > limit
+        return Page(
+            records=page,
+            next_cursor=encode_cursor(page[-1].created_at, page[-1].id) if more else None,
+        )
+
+
+class OffsetContinuedList(InMemoryMemoryStore):
+    """list reads the owner's records in two steps and continues the second at an
+    offset, yielding in between (as a backend that pages its engine by offset
+    within one call): a record written or deleted in between shifts the rest,
+    so one is skipped or repeated. Alone, the keyset cursor is right."""
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        from agent_memory.domain.ranking import decode_cursor, encode_cursor
+
+        require_limit(limit)
+        after = decode_cursor(cursor) if cursor is not None else None
+
+        async def ranked() -> list[MemoryRecord]:
+            got = await InMemoryMemoryStore.list(
+                self, owner, namespace=namespace, kinds=kinds, limit=10_000
+            )
+            return list(got.records)
+
+        first = await ranked()
+        # Read up to two records past the cursor, then continue at that offset.
+        offset = 2 + sum(1 for r in first if after is not None and (r.created_at, r.id) >= after)
+        await asyncio.sleep(0)  # another task writes here
+        rows = first[:offset] + (await ranked())[offset:]
+        if after is not None:
+            rows = [r for r in rows if (r.created_at, r.id) < after]
         page = tuple(rows[:limit])
         more = len(rows) > limit
         return Page(

@@ -79,6 +79,9 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-LIST-7 a malformed cursor raises InvalidInput.
 - MS-LIST-8 a cursor that is not a string (an int, bytes, a list) raises InvalidInput
   naming `cursor`, never a builtin error.
+- MS-LIST-9 paging through an owner while other tasks add, update and delete its
+  records returns every record stored for the whole run exactly once, and no
+  record twice, in list order; pages cut through runs of equal created_at.
 - MS-BOUND-1 every limit (search, list, search_text) above MAX_LIMIT, or a bool,
   raises InvalidInput naming `limit`; MAX_LIMIT itself is accepted.
 - MS-BOUND-2 NUL (U+0000) in an owner, id, namespace, kind, content, context or
@@ -199,6 +202,7 @@ PRIMARY_CLAUSES = {
     "test_canary_fresh_store_is_empty": ("MS-CANARY-1",),
     "test_canary_still_empty_at_the_end": ("MS-CANARY-1",),
     "test_get_after_delete_returns_none": ("MS-GET-2",),
+    "test_list_pages_while_writers_write": ("MS-LIST-9",),
     "test_state_machine_agrees_with_oracle": ("MS-SM-1",),
 }
 
@@ -1615,6 +1619,74 @@ class MemoryStoreContract:
             "pages continue in list order after the cursor",
             ids,
             want=[r.id for r in ordered],
+        )
+
+    async def test_list_pages_while_writers_write(self, store: MemoryStore) -> None:
+        """When this fails, one `list` call reads the backend in several steps
+        that do not see the same records (an offset continued after a write, a
+        count then a bounded read): a record deleted or added in between shifts
+        the rest, so a record is skipped or repeated. Read each page from one
+        consistent view, or continue by key (created_at, id), never by position.
+        Export and migrate page through everything while agents keep writing."""
+        # Three rounds, one owner each: a positional read is caught on most.
+        for owner in (OWNER, OTHER, f"{OWNER}/3"):
+            await self._page_while_writing(store, owner)
+
+    async def _page_while_writing(self, store: MemoryStore, owner: str) -> None:
+        # Two runs of equal created_at, so that pages cut through ties; in each,
+        # records written meanwhile ("v" deleted, "z" added) sort ahead of the
+        # stable "s" ones, where a positional read shifts them.
+        stable = [_rec(store, f"s{i:03d}", owner=owner, created_at_ms=i % 2) for i in range(60)]
+        volatile = [_rec(store, f"v{i:03d}", owner=owner, created_at_ms=i % 2) for i in range(60)]
+        await store.add([*stable, *volatile])
+        stable_ids = {r.id for r in stable}
+        done = asyncio.Event()
+
+        doomed = list(volatile)
+        random.Random(9).shuffle(doomed)
+
+        async def writer(w: int) -> None:
+            n = 0
+            while not done.is_set():
+                if doomed:
+                    await store.delete(owner, doomed.pop().id)
+                new = _rec(store, f"z{n:03d}-{w}", owner=owner, created_at_ms=n % 2)
+                await store.add([new])
+                if n % 3 == 0:
+                    kept = stable[(n * 7 + w) % len(stable)]
+                    await store.update(attrs.evolve(kept, content=f"edited {n}"))
+                n += 1
+                await asyncio.sleep(0)
+
+        writers = [asyncio.create_task(writer(w)) for w in range(3)]
+        seen: list[MemoryRecord] = []
+        try:
+            cursor: str | None = None
+            for _ in range(1000):
+                page = await store.list(owner, limit=4, cursor=cursor)
+                seen.extend(page.records)
+                if page.next_cursor is None:
+                    break
+                cursor = page.next_cursor
+                await asyncio.sleep(0)
+        finally:
+            done.set()
+            await asyncio.gather(*writers)
+        ids = [r.id for r in seen]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        assert not twice, clause(
+            "MS-LIST-9", "no record is returned twice while others write", twice, want=[]
+        )
+        missing = sorted(stable_ids - set(ids))
+        assert not missing, clause(
+            "MS-LIST-9",
+            "every record stored for the whole run is returned while others write",
+            missing,
+            want=[],
+        )
+        keys = [(r.created_at, r.id) for r in seen]
+        assert keys == sorted(keys, reverse=True), clause(
+            "MS-LIST-9", "pages written meanwhile still come in list order", ids
         )
 
     async def test_list_filters(self, store: MemoryStore) -> None:

@@ -117,7 +117,10 @@ class MemoryStore(Protocol):
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page:
-        """Records by created_at desc, id desc; keyset-paginated by an opaque cursor."""
+        """Records by created_at desc, id desc; keyset-paginated by an opaque cursor.
+        Each page is read from one consistent view (or continued by key, never by
+        position): paging while other tasks add, update and delete records returns
+        every record stored for the whole run exactly once and none twice."""
         ...
 
     async def delete_scope(

@@ -131,15 +131,15 @@ class RedisCache(RedisHandle):
             lo, hi = lex_prefix_range(prefix)
             index = self._keys.cache_index(scope)
             out: list[CacheEntry] = []
-            offset = 0
             with translate("cache entries"):
                 while True:
-                    members: Any = await self._r.zrangebylex(
-                        index, lo, hi, start=offset, num=_BATCH
-                    )
+                    # Each batch starts after the last member read (by key, never at
+                    # an offset: a key put or deleted before the offset meanwhile
+                    # would shift it, skipping or repeating an entry).
+                    members: Any = await self._r.zrangebylex(index, lo, hi, start=0, num=_BATCH)
                     if not members:
                         return out
-                    offset += len(members)
+                    lo = b"(" + members[-1]
                     now = datetime.now(UTC)
                     pipe = self._r.pipeline(transaction=False)
                     keys = [m.decode("utf-8", "surrogatepass") for m in members]

@@ -1694,26 +1694,32 @@ class RedisMemoryStore(RedisHandle):
                 query += f" @ca:[-inf {to_micros(after[0])}]"
                 after_sk = sort_key(*after)
             rows: list[MemoryRecord] = []
-            offset, size = 0, limit + 1 + 16
+            size = limit + 1 + 16
             with translate("list"):
-                while len(rows) <= limit:
+                # Each read starts at the top of the range, so the page comes from
+                # one search, one consistent view of the owner's records: continuing
+                # at an offset instead would skip a record when one listed before
+                # the offset is deleted in between, and repeat one when a record is
+                # added there (records tied with the cursor's created_at fill the
+                # top of the range, hence a read that yields too few rows).
+                while True:
                     if self._cluster:
                         tail = (
                             query, "RETURN", "1", "sk", "SORTBY", "sk", "DESC",
-                            "LIMIT", str(offset), str(size), "DIALECT", "2",
+                            "LIMIT", "0", str(size), "DIALECT", "2",
                         )  # fmt: skip
                         res = await self._cluster_search(owner, tail, RECORD_FIELDS, True)
                     else:
                         res = await self._ft(
                             "FT.SEARCH", self._index, query, *_RETURN_LIST, "SORTBY", "sk",
-                            "DESC", "LIMIT", str(offset), str(size), "DIALECT", "2",
+                            "DESC", "LIMIT", "0", str(size), "DIALECT", "2",
                         )  # fmt: skip
+                    rows = []
                     for row in res[2::2]:
                         v = _values(row, _LISTED)
                         if after_sk is None or v[0].decode() < after_sk:
                             rows.append(decode_record_values(v[1:]))
-                    offset += size
-                    if offset >= int(res[0]):
+                    if len(rows) > limit or size >= int(res[0]):
                         break
                     size *= 2
             rows.sort(key=lambda r: (r.created_at, r.id), reverse=True)

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import json
 import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
 
 from agent_memory.adapters.memory import (
     InMemoryCache,
@@ -22,9 +26,11 @@ from agent_memory.adapters.memory import (
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
 from agent_memory.validation import (
+    check_events,
     check_lease_args,
     check_prefix,
     check_window_args,
+    require_id,
     require_positive,
     require_scope,
     require_utc,
@@ -36,6 +42,7 @@ __all__ = [
     "DuplicatingEventLog",
     "EventTimePurgeEventLog",
     "EventTimeRetentionEventLog",
+    "ExpiredReleaseLeaseStore",
     "FilterAfterCutEventLog",
     "GlobPrefixCache",
     "GlobalsIgnoreUntilEventLog",
@@ -45,10 +52,12 @@ __all__ = [
     "LazyExpiryScanLeaseStore",
     "LiveDomainsEventLog",
     "LiveUserEventsEventLog",
+    "NestedFloatsEventLog",
     "OldestFirstUserEventsEventLog",
     "PagedUserEventsEventLog",
     "PrefixEraseEventLog",
     "RacyAcquireLeaseStore",
+    "StaleTokenReacquireLeaseStore",
     "TokenResetLeaseStore",
     "TtlIgnoringCache",
     "UncheckedUntilEventLog",
@@ -294,6 +303,28 @@ class LiveDomainsEventLog(InMemoryEventLog):
         return sorted({e.domain for e in self.backend.events.values() if e.recorded_at >= cutoff})
 
 
+def _floats_inside(value: Any) -> Any:
+    """A nested list or object as a decoder with one number type reads it back."""
+    if isinstance(value, dict | list):
+        return json.loads(json.dumps(value), parse_int=float)
+    return value
+
+
+class NestedFloatsEventLog(InMemoryEventLog):
+    """Bug: top-level metadata values keep their types (one field per key, with
+    a type tag), but nested lists and objects are stored as JSON read back by a
+    decoder with one number type (like Lua's cjson or JavaScript), so a nested
+    int comes back a float: `1 == 1.0`, and a plain `==` does not notice."""
+
+    async def append(self, events: Sequence[Event]) -> int:
+        self._life.check()
+        stored = [
+            attrs.evolve(e, metadata={k: _floats_inside(v) for k, v in e.metadata.items()})
+            for e in check_events(events)
+        ]
+        return await super().append(stored)
+
+
 _USER_INDEX: weakref.WeakKeyDictionary[MemoryEventBackend, dict[str, set[tuple[str, str]]]] = (
     weakref.WeakKeyDictionary()
 )
@@ -358,6 +389,48 @@ class RacyAcquireLeaseStore(InMemoryLeaseStore):
         )
         self._backend.leases[(scope, key)] = lease
         return lease
+
+
+class StaleTokenReacquireLeaseStore(InMemoryLeaseStore):
+    """Bug: acquire's 'already ours' branch reads the stored record without its
+    expiry, so the last owner re-acquiring its expired lease keeps the old token
+    (another owner still gets a fresh one)."""
+
+    async def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        self._life.check()
+        check_lease_args(scope, key, owner, ttl)
+        stored = self._backend.leases.get((scope, key))
+        if stored is None or stored.owner != owner:
+            return await super().acquire(scope, key, owner, ttl, payload)
+        lease = Lease(
+            scope=scope,
+            key=key,
+            owner=owner,
+            token=stored.token,
+            expires_at=self._clock.now() + ttl,
+            payload=payload,
+        )
+        self._backend.leases[(scope, key)] = lease
+        return lease
+
+
+class ExpiredReleaseLeaseStore(InMemoryLeaseStore):
+    """Bug: release deletes the stored record when the owner matches, without
+    checking its expiry (`DELETE ... WHERE owner = ?`, no `expires_at > now`), so
+    the last owner of an expired lease 'releases' it and gets True."""
+
+    async def release(self, scope: str, key: str, owner: str) -> bool:
+        self._life.check()
+        require_scope(scope, "scope")
+        require_id(key, "key")
+        require_id(owner, "owner")
+        stored = self._backend.leases.get((scope, key))
+        if stored is None or stored.owner != owner:
+            return False
+        del self._backend.leases[(scope, key)]
+        return True
 
 
 class AnyoneRenewsLeaseStore(InMemoryLeaseStore):

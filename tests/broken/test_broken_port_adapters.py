@@ -46,9 +46,12 @@ BROKEN = {
     "PagedUserEventsEventLog": ("EventLogContract", "EL-USER-3"),
     "OldestFirstUserEventsEventLog": ("EventLogContract", "EL-USER-1"),
     "LiveDomainsEventLog": ("EventLogContract", "EL-DOM-1"),
+    "NestedFloatsEventLog": ("EventLogContract", "EL-RT-1"),
     "RacyAcquireLeaseStore": ("LeaseStoreContract", "LS-EXC-1"),
     "AnyoneRenewsLeaseStore": ("LeaseStoreContract", "LS-RENEW-1"),
     "TokenResetLeaseStore": ("LeaseStoreContract", "LS-FENCE-1"),
+    "ExpiredReleaseLeaseStore": ("LeaseStoreContract", "LS-REL-3"),
+    "StaleTokenReacquireLeaseStore": ("LeaseStoreContract", "LS-EXP-3"),
     "LazyExpiryScanLeaseStore": ("LeaseStoreContract", "LS-SCAN-3"),
     "TtlIgnoringCache": ("CacheContract", "C-TTL-1"),
     "GlobPrefixCache": ("CacheContract", "C-DELP-2"),
@@ -69,6 +72,22 @@ LABELLED = {
     ),
     "RacyAcquireLeaseStore": ("LS-EXC-1", r"\[LS-EXC-1\] .*; wanted 1; got 50: \["),
     "TokenResetLeaseStore": ("LS-REL-2", r"\[LS-REL-2\] .*; wanted > 1; got 1"),
+    "NestedFloatsEventLog": (
+        "EL-RT-1",
+        r"\[EL-RT-1\] event 'full:1' fields survive \(metadata type-exactly at every depth\); "
+        r"wanted no difference; got \[\"metadata\['a'\]\[0\]: expected int 1, got float 1\.0\", "
+        r"\"metadata\['b'\]\['c'\]\['d'\]: expected int -3, got float -3\.0\"",
+    ),
+    "ExpiredReleaseLeaseStore": (
+        "LS-REL-3",
+        r"\[LS-REL-3\] release of its own expired lease by the owner it had returns False; "
+        r"wanted False; got True",
+    ),
+    "StaleTokenReacquireLeaseStore": (
+        "LS-EXP-3",
+        r"\[LS-EXP-3\] re-acquiring one's own expired lease mints a new, larger token; "
+        r"wanted > 1; got 1",
+    ),
     "TtlIgnoringCache": (
         "C-TTL-1", r"\[C-TTL-1\] get after the ttl is None; wanted None; got b'x'"
     ),
@@ -236,6 +255,7 @@ PROPERTY_BROKEN = {
     "FilterAfterCutEventLog": "EL-UNTIL-2",
     "IndexDroppingEraseEventLog": "EL-ERASE-3",
     "TokenResetLeaseStore": "LS-FENCE-2",
+    "NestedFloatsEventLog": "EL-RT-2",
 }
 
 

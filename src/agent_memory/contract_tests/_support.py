@@ -39,6 +39,7 @@ __all__ = [
     "expect_closed",
     "expect_raises",
     "expect_too_long",
+    "json_diff",
     "mark_async_tests",
     "max_id",
     "ms",
@@ -394,6 +395,41 @@ async def expect_too_long(cid: str, field: str, op: Awaitable[object]) -> None:
             want=Shown("InvalidInput"),
         )
     )
+
+
+def json_diff(want: object, got: object, path: str = "") -> list[str]:
+    """Where two JSON values differ, type-exactly at every depth: `1` (int),
+    `1.0` (float) and `True` (bool) are three different values, although
+    `1 == 1.0 == True` in Python. Objects compare key by key (order
+    irrelevant), arrays item by item (a list or a tuple); each difference is
+    `path: expected <type> <value>, got <type> <value>` (or what is missing),
+    with `path` the subscripts from the root, e.g. `['b']['c'][0]`."""
+    where = path or "(root)"
+    if isinstance(want, Mapping):
+        if not isinstance(got, Mapping):
+            return [f"{where}: expected an object, got {type(got).__name__} {got!r}"]
+        out: list[str] = []
+        for key in want:
+            if key not in got:
+                out.append(f"{path}[{key!r}]: missing (expected {want[key]!r})")
+            else:
+                out += json_diff(want[key], got[key], f"{path}[{key!r}]")
+        out += [f"{path}[{k!r}]: unexpected key (got {got[k]!r})" for k in got if k not in want]
+        return out
+    if isinstance(want, list | tuple):
+        if not isinstance(got, list | tuple):
+            return [f"{where}: expected an array, got {type(got).__name__} {got!r}"]
+        if len(want) != len(got):
+            return [f"{where}: expected {len(want)} items {want!r}, got {len(got)} {got!r}"]
+        out = []
+        for i, (w, g) in enumerate(zip(want, got, strict=True)):
+            out += json_diff(w, g, f"{path}[{i}]")
+        return out
+    if type(want) is not type(got) or want != got:
+        return [
+            f"{where}: expected {type(want).__name__} {want!r}, got {type(got).__name__} {got!r}"
+        ]
+    return []
 
 
 def ms(n: int) -> timedelta:

@@ -8,7 +8,7 @@ clauses skip. With `Capabilities(reopen=True)` also override `reopen` (an async
 zero-argument callable opening a second handle on the same data)::
 
     class TestAcmeAuditLog(AuditLogContract):
-        @pytest.fixture
+        @pytest_asyncio.fixture  # or @pytest.fixture under asyncio_mode = "auto"
         async def audit_log(self):
             log = AcmeAuditLog(...)
             yield log
@@ -142,8 +142,8 @@ class AuditLogContract:
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    @pytest.fixture
-    async def audit_log(self) -> AuditLog:
+    @pytest.fixture  # sync: its failure shows in strict and auto mode alike
+    def audit_log(self) -> AuditLog:
         """Override: yield an EMPTY AuditLog, close/clean it after the yield."""
         pytest.fail("AuditLogContract: override the `audit_log` fixture in your subclass")
 

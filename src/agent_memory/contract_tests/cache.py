@@ -8,7 +8,7 @@ that opens a SECOND handle on the same data (the suite closes it itself)::
     class TestAcmeCache(CacheContract):
         capabilities = Capabilities(ttl_resolution_ms=10)
 
-        @pytest.fixture
+        @pytest_asyncio.fixture  # or @pytest.fixture under asyncio_mode = "auto"
         async def cache(self):
             cache = AcmeCache(...)
             yield cache
@@ -131,8 +131,8 @@ class CacheContract(ShortTtl):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    @pytest.fixture
-    async def cache(self) -> Cache:
+    @pytest.fixture  # sync: its failure shows in strict and auto mode alike
+    def cache(self) -> Cache:
         """Override: yield an EMPTY Cache, close/clean it after the yield."""
         pytest.fail("CacheContract: override the `cache` fixture in your subclass")
 

@@ -9,7 +9,7 @@ the same data (the suite closes that handle itself)::
     class TestAcmeEventLog(EventLogContract):
         capabilities = Capabilities(ttl_resolution_ms=10)
 
-        @pytest.fixture
+        @pytest_asyncio.fixture  # or @pytest.fixture under asyncio_mode = "auto"
         async def event_log(self):
             log = AcmeEventLog(...)
             yield log
@@ -89,8 +89,12 @@ Clause ids (each assertion message starts with one):
 - EL-DOM-1  `domains` lists a domain whose only events are expired but not yet
             purged.
 - EL-RT-1   a stored event reads back with every field equal (timestamps within
-            1 ms, metadata, entities in order, enums as enums).
-- EL-RT-2   property: the same for arbitrary adversarial events.
+            1 ms, entities in order, enums as enums) and its metadata
+            type-exactly at every depth: an int stays an int, a float a float,
+            a bool a bool, also inside nested lists and objects (`1 == 1.0`
+            in Python, so a plain `==` would not tell).
+- EL-RT-2   property: the same for arbitrary adversarial events, metadata
+            compared type-exactly too.
 - EL-SCOPE-1 an empty or whitespace-only domain raises `ScopeRequired`.
 - EL-INPUT-1 a non-positive limit, a naive `since`, a blank user id raise
             `InvalidInput`.
@@ -134,6 +138,7 @@ from agent_memory.contract_tests._support import (
     expect_closed,
     expect_raises,
     expect_too_long,
+    json_diff,
     mark_async_tests,
     max_id,
     outcome,
@@ -200,10 +205,15 @@ def _keys(window: EventWindow) -> list[tuple[str, str]]:
 
 
 def _event_diff(expected: Event, got: Event) -> list[str]:
-    """Names and values of the fields that differ (timestamps within 1 ms)."""
+    """Names and values of the fields that differ (timestamps within 1 ms;
+    metadata type-exactly at every depth, `json_diff`: `1 == 1.0` in Python,
+    but an int read back as a float is a difference)."""
     out: list[str] = []
     for f in attrs.fields(Event):
         a, b = getattr(expected, f.name), getattr(got, f.name)
+        if f.name == "metadata":
+            out += json_diff(a, b, "metadata")
+            continue
         if isinstance(a, datetime):
             ok = isinstance(b, datetime) and same_instant(a, b)
         else:
@@ -228,8 +238,8 @@ class EventLogContract:
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    @pytest.fixture
-    async def event_log(self) -> EventLog:
+    @pytest.fixture  # sync: its failure shows in strict and auto mode alike
+    def event_log(self) -> EventLog:
         """Override: yield an EMPTY EventLog, close/clean it after the yield."""
         pytest.fail("EventLogContract: override the `event_log` fixture in your subclass")
 
@@ -1331,10 +1341,13 @@ class EventLogContract:
     # -- round trip ------------------------------------------------------------
 
     async def test_round_trip_preserves_fields(self, event_log: EventLog) -> None:
-        """Every Event field reads back equal (timestamps within 1 ms).
+        """Every Event field reads back equal (timestamps within 1 ms; metadata
+        type-exactly at every depth).
 
-        When this fails, check the codec: enums, entity order, metadata nesting,
-        None vs empty, UTC conversion and timestamp precision.
+        When this fails, check the codec: enums, entity order, metadata nesting
+        and number types (an int read back as a float, or 1.0 written as 1: a
+        decoder with one number type, a JSON encoder dropping `.0`), None vs
+        empty, UTC conversion and timestamp precision.
         """
         at = datetime.now(UTC) - timedelta(minutes=3)
         full = Event(
@@ -1354,7 +1367,13 @@ class EventLogContract:
             entity_source=EntitySource.MIXED,
             user_id="user|42",
             importance=0.25,
-            metadata={"a": [1, 2.5, None, True, "ü"], "b": {"c": {"d": -3}}, "": 0},
+            metadata={
+                "a": [1, 2.5, None, True, "ü"],
+                "b": {"c": {"d": -3}},
+                "": 0,
+                # 1 == 1.0 == True in Python: each must read back as its own type.
+                "n": [{"int": 1, "float": 1.0, "bool": True}, [0, 0.0, False, -0.5, 2**53]],
+            },
         )
         minimal = _event("rt", "minimal", at - timedelta(seconds=1), summary="")
         glob = _event("rt-other", "glob", at - timedelta(seconds=2), is_global=True)
@@ -1364,7 +1383,10 @@ class EventLogContract:
             assert want.id in got, clause("EL-RT-1", f"event {want.id!r} reads back", list(got))
             diff = _event_diff(want, got[want.id])
             assert not diff, clause(
-                "EL-RT-1", f"event {want.id!r} fields survive", diff, want=Shown("nothing")
+                "EL-RT-1",
+                f"event {want.id!r} fields survive (metadata type-exactly at every depth)",
+                diff,
+                want=Shown("no difference"),
             )
 
     @_PROPERTY
@@ -1389,7 +1411,10 @@ class EventLogContract:
             )
             diff = _event_diff(want, match[0])
             assert not diff, clause(
-                "EL-RT-2", "every field survives the round trip", diff, want=Shown("nothing")
+                "EL-RT-2",
+                "every field survives the round trip (metadata type-exactly at every depth)",
+                diff,
+                want=Shown("no difference"),
             )
 
     # -- bad input -------------------------------------------------------------

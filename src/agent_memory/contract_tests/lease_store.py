@@ -8,7 +8,7 @@ opens a SECOND handle on the same data (the suite closes that handle itself)::
     class TestAcmeLeases(LeaseStoreContract):
         capabilities = Capabilities(ttl_resolution_ms=10)
 
-        @pytest.fixture
+        @pytest_asyncio.fixture  # or @pytest.fixture under asyncio_mode = "auto"
         async def leases(self):
             store = AcmeLeaseStore(...)
             yield store
@@ -29,6 +29,10 @@ Clause ids (each assertion message starts with one):
 - LS-EXC-2  the same across two handles (needs `reopen`).
 - LS-EXP-1  an expired lease can be taken by another owner, with a larger token.
 - LS-EXP-2  an expired lease is invisible to `get` and `scan`.
+- LS-EXP-3  re-acquiring one's own lease after it expired is a fresh
+            acquisition: a new token, strictly larger than the expired one's
+            (every acquire after expiry mints a token, whoever acquires; only
+            an unexpired lease re-acquired by its holder keeps its token).
 - LS-RENEW-1 renew by a non-owner raises `LeaseNotHeld`; the lease is unchanged.
 - LS-RENEW-2 renew of an expired, released or never-held lease raises
             `LeaseNotHeld`.
@@ -37,6 +41,10 @@ Clause ids (each assertion message starts with one):
 - LS-REL-1  release by a non-owner (or of a free key) returns False and changes
             nothing.
 - LS-REL-2  release by the owner returns True; the key is free (get is None).
+- LS-REL-3  release of an expired lease returns False, also for the owner it
+            had (an expired lease is free: nobody holds it), and changes
+            nothing: the key stays free and the next acquire mints a larger
+            token.
 - LS-FENCE-1 fencing tokens only grow across acquire/release/expire cycles.
 - LS-FENCE-2 property: random acquire/release sequences agree with a model
             (exclusive owner, re-acquire keeps the token, fresh tokens grow).
@@ -135,8 +143,8 @@ class LeaseStoreContract(ShortTtl):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    @pytest.fixture
-    async def leases(self) -> LeaseStore:
+    @pytest.fixture  # sync: its failure shows in strict and auto mode alike
+    def leases(self) -> LeaseStore:
         """Override: yield an EMPTY LeaseStore, close/clean it after the yield."""
         pytest.fail("LeaseStoreContract: override the `leases` fixture in your subclass")
 
@@ -326,6 +334,36 @@ class LeaseStoreContract(ShortTtl):
             want=Shown(f"> {first.token!r}"),
         )
 
+    async def test_expired_lease_reacquired_by_its_owner(self, leases: LeaseStore) -> None:
+        """When this fails, the 'already ours' branch of acquire compares the
+        stored owner but not the expiry (an expired record still in the backend,
+        or a lazy expiry nothing has triggered yet), so the last owner keeps the
+        old token: while it was expired another process may have acted on the
+        key, and fencing needs a new, larger token. Take the 'ours' branch only
+        for an unexpired lease; otherwise mint a token as for any other owner."""
+        first = await self._must_acquire(
+            "LS-EXP-3", leases, "s", "k", "a", ttl=self._short(), payload=b"v1"
+        )
+        await self._outlive_short()
+        again = await leases.acquire("s", "k", "a", LONG, b"v2")
+        assert again is not None, clause(
+            "LS-EXP-3", "the owner re-acquires its expired lease", again, want=Shown("a Lease")
+        )
+        assert again.token > first.token, clause(
+            "LS-EXP-3",
+            "re-acquiring one's own expired lease mints a new, larger token",
+            again.token,
+            want=Shown(f"> {first.token!r}"),
+            detail=_brief(again),
+        )
+        got = await leases.get("s", "k")
+        assert _brief(got) == ("a", again.token, b"v2"), clause(
+            "LS-EXP-3",
+            "get shows the fresh lease",
+            _brief(got),
+            want=("a", again.token, b"v2"),
+        )
+
     async def test_expired_lease_invisible(self, leases: LeaseStore) -> None:
         """An expired lease is gone from `get` and `scan`; live ones stay.
 
@@ -472,6 +510,33 @@ class LeaseStoreContract(ShortTtl):
         nxt = await self._must_acquire("LS-REL-2", leases, "s", "k", "b")
         assert nxt.token > held.token, clause(
             "LS-REL-2",
+            "the next holder gets a larger token",
+            nxt.token,
+            want=Shown(f"> {held.token!r}"),
+        )
+
+    async def test_release_of_expired_lease(self, leases: LeaseStore) -> None:
+        """When this fails, release compares the stored owner but not the expiry
+        (`DELETE ... WHERE owner = ?` without `AND expires_at > now`, or a lazy
+        expiry nothing has triggered yet): an expired lease is free, so its last
+        owner no longer holds it and release must return False, as for a free
+        key."""
+        held = await self._must_acquire("LS-REL-3", leases, "s", "k", "a", ttl=self._short())
+        await self._outlive_short()
+        released = await leases.release("s", "k", "a")
+        assert released is False, clause(
+            "LS-REL-3",
+            "release of its own expired lease by the owner it had returns False",
+            released,
+            want=False,
+        )
+        got = await leases.get("s", "k")
+        assert got is None, clause(
+            "LS-REL-3", "the expired key stays free", got, want=None, detail=_brief(got)
+        )
+        nxt = await self._must_acquire("LS-REL-3", leases, "s", "k", "b")
+        assert nxt.token > held.token, clause(
+            "LS-REL-3",
             "the next holder gets a larger token",
             nxt.token,
             want=Shown(f"> {held.token!r}"),

@@ -6,7 +6,7 @@ also override `reopen` (an async zero-argument callable opening a SECOND
 handle on the same data; the suite closes it)::
 
     class TestAcmeTriples(TripleStoreContract):
-        @pytest.fixture
+        @pytest_asyncio.fixture  # or @pytest.fixture under asyncio_mode = "auto"
         async def triples(self):
             store = AcmeTripleStore(...)
             yield store
@@ -148,8 +148,8 @@ class TripleStoreContract:
 
     capabilities: ClassVar[Capabilities] = Capabilities()
 
-    @pytest.fixture
-    async def triples(self) -> TripleStore:
+    @pytest.fixture  # sync: its failure shows in strict and auto mode alike
+    def triples(self) -> TripleStore:
         """Override: yield an EMPTY TripleStore, close/clean it after the yield."""
         pytest.fail("TripleStoreContract: override the `triples` fixture in your subclass")
 

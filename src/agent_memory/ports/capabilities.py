@@ -48,10 +48,13 @@ class ConformanceFactory(Protocol):
 
     Called once per test (and once for the preflight), it returns EMPTY stores:
     one port object, or a mapping with any of the keys `store`, `events`,
-    `leases`, `cache`; it may be async. Optional attributes, read with
+    `leases`, `cache`, `audit` (each port returned is claimed and must be
+    proven; an `AuditLog` is claimed by its `audit` key only, and with `events`
+    and `store` of the same deployment beside it the audit log's erasure
+    clauses run through them); it may be async. Optional attributes, read with
     `getattr`: `capabilities` (one `Capabilities`, or a mapping port ->
-    `Capabilities`) and `reopen(obj)`, returning (or awaiting to) a second
-    handle on the data of `obj`. The run calls only these and each object's
+    `Capabilities`, keyed like the mapping) and `reopen(obj)`, returning (or
+    awaiting to) a second handle on the data of `obj`. The run calls only these and each object's
     `close()`: removing what the objects created is the factory's job.
     """
 

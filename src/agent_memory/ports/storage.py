@@ -274,9 +274,10 @@ class LeaseStore(Protocol):
     async def acquire(
         self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
     ) -> Lease | None:
-        """Take the lease if it is free, expired, or already ours (then extend it and
-        replace its payload, keeping the token). None when someone else holds it.
-        A fresh acquisition gets a token greater than any earlier one for the key."""
+        """Take the lease if it is free, expired, or already ours and unexpired (then
+        extend it and replace its payload, keeping the token). None when someone else
+        holds it. A fresh acquisition (of a free or expired key, by anyone, its last
+        owner included) gets a token greater than any earlier one for the key."""
         ...
 
     async def renew(
@@ -287,7 +288,8 @@ class LeaseStore(Protocol):
         ...
 
     async def release(self, scope: str, key: str, owner: str) -> bool:
-        """Release a lease we hold; False (and nothing changes) otherwise."""
+        """Release a lease we hold; False (and nothing changes) otherwise, also for
+        an expired lease released by the owner it had (an expired lease is free)."""
         ...
 
     async def get(self, scope: str, key: str) -> Lease | None:

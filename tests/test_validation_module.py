@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +102,48 @@ def test_importable_on_the_base_install() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+def _nested(depth: int, leaf: object = 1, in_list: bool = False) -> object:
+    value = leaf
+    for _ in range(depth):
+        value = [value] if in_list else {"k": value}
+    return value
+
+
+@settings(max_examples=40, deadline=None)
+@given(depth=st.integers(1, 3000), in_list=st.booleans())
+def test_json_nesting_past_the_bound_is_invalid_input_never_a_recursion_error(
+    depth: int, in_list: bool
+) -> None:
+    """Property: attributes, metadata and LangGraph values nest at most
+    MAX_JSON_DEPTH levels (a flat mapping is 1); deeper is an `InvalidInput`
+    naming the field, never a `RecursionError` from `json.dumps` (which came
+    at about 1,000 levels)."""
+    value = {"v": _nested(depth - 1, in_list=in_list)}
+    if depth <= public.MAX_JSON_DEPTH:
+        assert domain_checks.require_json_mapping(value, "record.attributes") == value
+        return
+    with pytest.raises(public.InvalidInput, match=r"record\.attributes.*MAX_JSON_DEPTH"):
+        domain_checks.require_json_mapping(value, "record.attributes")
+    with pytest.raises(public.InvalidInput, match=r"event\.metadata"):
+        records.Event(
+            id="e", domain="d", agent="a", action="x", outcome="ok", summary="s",
+            occurred_at=datetime.now(UTC), recorded_at=datetime.now(UTC), metadata=value,
+        )  # fmt: skip
+
+
+def test_a_shared_or_circular_container_is_refused_cleanly() -> None:
+    loop: dict[str, object] = {}
+    loop["self"] = loop
+    with pytest.raises(public.InvalidInput, match=r"record\.attributes"):
+        domain_checks.require_json_mapping(loop, "record.attributes")
+    shared = _nested(60)
+    ok = {"a": shared, "b": {"c": shared}}  # shared, 62 deep at most: accepted
+    assert domain_checks.require_json_mapping(ok, "x") == ok
+    deep = _nested(public.MAX_JSON_DEPTH - 3)
+    over = {"a": deep, "b": {"c": {"d": {"e": deep}}}}  # shallow, then too deep
+    rev = {"b": {"c": {"d": {"e": deep}}}, "a": deep}
+    for value in (over, rev):
+        with pytest.raises(public.InvalidInput, match="MAX_JSON_DEPTH"):
+            domain_checks.require_json_mapping(value, "x")

@@ -7,7 +7,7 @@ backend that calls them raises the same typed errors (`InvalidInput`,
 field, before any I/O, as the contract suite expects (the `*-INPUT-*`,
 `*-SCOPE-*`, `MS-DIM-*` and `*-BOUND-*` clauses). Needs only the base install.
 
-- bounds: `MAX_ID_BYTES`, `MAX_LIMIT`, `MAX_TTL`, `MAX_QUERY_BYTES`,
+- bounds: `MAX_ID_BYTES`, `MAX_LIMIT`, `MAX_TTL`, `MAX_QUERY_BYTES`, `MAX_JSON_DEPTH`,
   `MAX_QUERY_WORD_BYTES`;
 - one value: `require_scope` (owner, namespace, domain, lease/cache scope:
   `ScopeRequired` when blank), `require_id`, `require_no_nul`, `require_text`,
@@ -56,6 +56,7 @@ from agent_memory.domain.errors import (
 from agent_memory.domain.records import require_dimension
 from agent_memory.domain.validation import (
     MAX_ID_BYTES,
+    MAX_JSON_DEPTH,
     MAX_LIMIT,
     MAX_QUERY_BYTES,
     MAX_QUERY_WORD_BYTES,
@@ -73,6 +74,7 @@ from agent_memory.domain.validation import (
 
 __all__ = [
     "MAX_ID_BYTES",
+    "MAX_JSON_DEPTH",
     "MAX_LIMIT",
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",

@@ -26,21 +26,25 @@ __all__ = [
     "CaseInsensitiveIds",
     "CaseSensitiveKeyword",
     "DeleteScopeLeavesSearchable",
+    "DescendingKeywordTies",
     "DuplicateOverwrites",
     "EmptyScopeAccepted",
     "GlobalKeywordStats",
     "InclusiveCursorList",
+    "MillisecondVersionDeletes",
     "MiscountedDeleteScope",
     "NfkcOwners",
     "OffsetContinuedList",
     "OverFoldingKeyword",
     "OverreadingSearch",
     "OwnerBlindSearch",
+    "OwnerWideKeywordStats",
     "ReadThenWriteVersions",
     "ShiftedTimestamps",
     "TrimmedOwners",
     "UnconditionalVersionedWrites",
     "UndeclaredVersionedWrites",
+    "UpdateKeepsCreatedAt",
     "WriteAfterClosePersists",
 ]
 
@@ -459,6 +463,63 @@ class GlobalKeywordStats(InMemoryMemoryStore):
         return ranked[:limit]
 
 
+class DescendingKeywordTies(InMemoryMemoryStore):
+    """search_text orders equal scores by id descending (an engine's `ORDER BY
+    score DESC, id DESC`), before the limit cut."""
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        require_limit(limit)
+        hits = await super().search_text(
+            owner, query, limit=10_000, namespace=namespace, kinds=kinds
+        )
+        hits.sort(key=lambda h: h.record.id, reverse=True)
+        hits.sort(key=lambda h: -h.score)  # stable: ties keep the descending ids
+        return hits[:limit]
+
+
+class OwnerWideKeywordStats(InMemoryMemoryStore):
+    """search_text filters by namespace/kinds but takes its BM25 statistics from
+    all of the owner's live records (a per-owner index queried with a filter)."""
+
+    async def search_text(
+        self,
+        owner: str,
+        query: str,
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[ScoredRecord]:
+        require_limit(limit)
+        hits = await super().search_text(
+            owner, query, limit=10_000, namespace=namespace, kinds=kinds
+        )
+        index = self.backend.owners(self.space).get(owner)
+        stored = [] if index is None else list(index.records.values())
+        corpus = [term_counts(f"{r.content}\n{r.context}") for r in stored]
+        terms = query_terms(query)
+        scores = bm25_scores(
+            terms,
+            [term_counts(f"{h.record.content}\n{h.record.context}") for h in hits],
+            total_docs=len(corpus),
+            avg_length=sum(n for _, n in corpus) / max(len(corpus), 1),
+            doc_freq={t: sum(1 for counts, _ in corpus if t in counts) for t in terms},
+        )
+        ranked = sorted(
+            (ScoredRecord(record=h.record, score=s) for h, s in zip(hits, scores, strict=True)),
+            key=lambda h: (-h.score, h.record.id),
+        )
+        return ranked[:limit]
+
+
 class _NormalisingOwners(InMemoryMemoryStore):
     """Keys records by a normalised owner (the bug of the two subclasses)."""
 
@@ -593,3 +654,32 @@ class UndeclaredVersionedWrites(InMemoryMemoryStore):
 
     update_if_older = None  # type: ignore[assignment]
     delete_if_unchanged = None  # type: ignore[assignment]
+
+
+def _to_the_millisecond(at: datetime) -> datetime:
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+class MillisecondVersionDeletes(InMemoryMemoryStore):
+    """`delete_if_unchanged` compares versions to the millisecond only (a column
+    or a score of milliseconds): it deletes a version a microsecond away."""
+
+    async def delete_if_unchanged(self, owner: str, id: str, updated_at: datetime) -> bool:
+        held = await self.get(owner, id)
+        if held is None:
+            # the in-memory adapter's own checks (naive datetime, closed store...)
+            return await super().delete_if_unchanged(owner, id, updated_at)
+        if _to_the_millisecond(held.updated_at) != _to_the_millisecond(updated_at):
+            return await super().delete_if_unchanged(owner, id, updated_at)
+        return await super().delete_if_unchanged(owner, id, held.updated_at)
+
+
+class UpdateKeepsCreatedAt(InMemoryMemoryStore):
+    """update replaces every field but `created_at` (an `UPDATE ... SET` that
+    leaves the insert-time column alone): the record keeps its list position."""
+
+    async def update(self, record: MemoryRecord) -> None:
+        held = await self.get(record.owner, record.id)
+        if held is not None:
+            record = attrs.evolve(record, created_at=held.created_at)
+        await super().update(record)

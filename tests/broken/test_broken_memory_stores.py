@@ -96,6 +96,10 @@ EXPECTED = {
     "UnconditionalVersionedWrites": ["MS-VER-1", "MS-VER-2", "MS-SM-1"],
     "ReadThenWriteVersions": ["MS-VER-3"],
     "UndeclaredVersionedWrites": ["MS-VER-0"],
+    "DescendingKeywordTies": ["MS-KW-15"],
+    "OwnerWideKeywordStats": ["MS-KW-16"],
+    "MillisecondVersionDeletes": ["MS-VER-2"],
+    "UpdateKeepsCreatedAt": ["MS-UPD-1"],
 }
 
 #: broken store -> (clause id, pattern) pairs: some failure naming the clause must
@@ -114,6 +118,23 @@ LABELLED = {
         ("MS-ADD-1", r"\[MS-ADD-1\] created_at round-trips to the millisecond, timezone-aware; "
                      r"wanted datetime\.datetime\(2026, 1, 1, 12, 0, tzinfo=.*\); "
                      r"got datetime\.datetime\(2026, 1, 1, 13, 0, tzinfo=.*\)"),
+    ],
+    "DescendingKeywordTies": [
+        ("MS-KW-15", r"\[MS-KW-15\] equal scores are ordered by id ascending \(limit=10\); "
+                     r"wanted \['best', 'k0', 'k1', .*\]; got \['best', 'k5', 'k4', .*\]"),
+    ],
+    "OwnerWideKeywordStats": [
+        ("MS-KW-16", r"\[MS-KW-16\] with namespace and kinds, .*; "
+                     r"wanted \['t-alpha', 't-beta', 't-beta2'\]; got \['t-beta', .*\]"),
+    ],
+    "MillisecondVersionDeletes": [
+        ("MS-VER-2", r"\[MS-VER-2\] a version 1 microsecond before the stored .* is another "
+                     r"version: .*; wanted \(False, True\); got \(True, False\)"),
+    ],
+    "UpdateKeepsCreatedAt": [
+        ("MS-UPD-1", r"\[MS-UPD-1\] update replaces created_at too \(not only the other fields\); "
+                     r"wanted datetime\.datetime\(2026, 1, 1, 12, 30, tzinfo=.*\); "
+                     r"got datetime\.datetime\(2026, 1, 1, 12, 0, tzinfo=.*\)"),
     ],
     "DuplicateOverwrites": [
         ("MS-ADD-2", r"\[MS-ADD-2\] .* raises DuplicateRecord; wanted DuplicateRecord; "
@@ -148,6 +169,10 @@ SELECTION = {
     "UnconditionalVersionedWrites": "if_older or if_unchanged or state_machine",
     "ReadThenWriteVersions": "if_older or if_unchanged or conditional_writes",
     "UndeclaredVersionedWrites": "if_older or if_unchanged or conditional_writes",
+    "DescendingKeywordTies": "keyword",
+    "OwnerWideKeywordStats": "keyword",
+    "MillisecondVersionDeletes": "if_older or if_unchanged or conditional_writes",
+    "UpdateKeepsCreatedAt": "update",
 }
 
 

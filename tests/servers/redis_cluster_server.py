@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+import redis
 from servers.redis_server import redisearch_module, valkey_binary
 
 __all__ = ["ClusterNode", "RedisCluster", "launch_cluster", "redis_cluster_url"]
@@ -259,15 +260,30 @@ class RedisCluster:
         raise RuntimeError(f"the cluster did not reach {what} in time")
 
     def healthy(self) -> bool:
-        """Every live node reports cluster_state:ok, and every live replica's link to
-        its primary is up."""
+        """Every live node reports cluster_state:ok, every live replica's link to
+        its primary is up, and every live node's slot map (CLUSTER SLOTS, what
+        clients read) already lists each of those replicas: it lags the links
+        by a gossip round or two, which a loaded machine makes seconds."""
+        replicas = 0
         for node in self.nodes:
             if not node.alive:
                 continue
             if "cluster_state:ok" not in _command(node.port, "CLUSTER", "INFO"):
                 return False
             repl = node.info("replication")
-            if repl.get("role") == "slave" and repl.get("master_link_status") != "up":
+            if repl.get("role") == "slave":
+                if repl.get("master_link_status") != "up":
+                    return False
+                replicas += 1
+        for node in self.nodes:
+            if not node.alive:
+                continue
+            client = redis.Redis(port=node.port, socket_timeout=2)
+            try:
+                slots = client.execute_command("CLUSTER", "SLOTS")
+            finally:
+                client.close()
+            if sum(len(entry) - 3 for entry in slots) < replicas:
                 return False
         return True
 

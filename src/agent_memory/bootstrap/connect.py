@@ -124,7 +124,10 @@ def scheme_of(url: str) -> str:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if _SCHEMES.get(scheme) in _NETWORKED:
-            parts.port  # noqa: B018 (raises ValueError for a malformed port)
+            # a Redis Cluster URL names several seed nodes: host:port,host:port
+            hosts = parts.netloc.rpartition("@")[2].split(",")
+            for host in hosts:
+                urlsplit(f"//{host}").port  # noqa: B018 (ValueError for a malformed port)
     except ValueError as exc:
         raise ConfigurationError(f"malformed storage URL {redact(url)!r}: {exc}") from None
     if scheme not in _SCHEMES:
@@ -658,6 +661,9 @@ async def _open(
         embedder_reason=reason,
         builders={"agents": agent_memory_service, "users": user_memory_service},
         space_opener=lambda space: open_stores(url, space=space, settings=settings),
+        triples_opener=(
+            None if scheme_of(url) == "memory" else lambda: open_triple_store(url, settings)
+        ),
     )
     for part in (embedder, llm, *dict.fromkeys(models.values())):
         closer = getattr(part, "aclose", None)

@@ -16,7 +16,14 @@ from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.domain.time import SystemClock
 from agent_memory.ports.models import Embedder, LanguageModel
-from agent_memory.ports.storage import AuditLog, Cache, EventLog, LeaseStore, MemoryStore
+from agent_memory.ports.storage import (
+    AuditLog,
+    Cache,
+    EventLog,
+    LeaseStore,
+    MemoryStore,
+    TripleStore,
+)
 from agent_memory.services.audit import AuditTrail
 from agent_memory.services.observability import Observability
 
@@ -76,6 +83,10 @@ class Memory:
     )
     """Opens this deployment's stores in another embedding space (given by
     `connect`, `open_space`)."""
+    _triples_opener: Callable[[], Awaitable[TripleStore | None]] | None = field(
+        default=None, repr=False
+    )
+    """Opens this deployment's triple store (given by `connect`, `open_triples`)."""
 
     @property
     def store(self) -> MemoryStore:
@@ -109,6 +120,15 @@ class Memory:
         if self._space_opener is None:
             raise ConfigurationError("this Memory cannot open other spaces: open it with connect()")
         return await self._space_opener(space)
+
+    async def open_triples(self) -> TripleStore | None:
+        """This deployment's triple store (`open_triple_store` of its URL: the one
+        `graph_memory` is given), or None where it keeps none or cannot be
+        reached from here (memory://: its triples live with whoever created
+        them); the caller closes it."""
+        if self._triples_opener is None:
+            return None
+        return await self._triples_opener()
 
     def _build(self, service: str) -> Any:
         builder = self._builders.get(service)

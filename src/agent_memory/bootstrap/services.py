@@ -235,19 +235,13 @@ def user_memory_service(
 
 
 def deployment_triples(memory: Memory) -> TriplesOpener:
-    """Opens the triple store of `memory`'s deployment (`open_triple_store`: the
-    one `graph_memory` is given from the same URL), for a forget to reach the
-    user's triples; None for memory:// (its triples live with whoever created
-    them) and for backends that keep none."""
+    """Opens the triple store of `memory`'s deployment (`Memory.open_triples`:
+    the one `graph_memory` is given from the same URL), for a forget to reach
+    the user's triples; None for memory:// and for backends that keep none."""
 
     @asynccontextmanager
     async def opened() -> AsyncIterator[TripleStore | None]:
-        from agent_memory.bootstrap.connect import open_triple_store, scheme_of
-
-        if scheme_of(memory.storage_url()) == "memory":
-            yield None
-            return
-        triples = await open_triple_store(memory.storage_url(), memory.settings)
+        triples = await memory.open_triples()
         try:
             yield triples
         finally:

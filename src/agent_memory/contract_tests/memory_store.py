@@ -6,14 +6,14 @@ when you declare `Capabilities(reopen=True)`, the default)::
     class TestAcmeStore(MemoryStoreContract):
         capabilities = Capabilities(keyword_search=True)
 
-        @pytest.fixture
+        @pytest_asyncio.fixture  # or @pytest.fixture under asyncio_mode = "auto"
         async def store(self):
             store = AcmeStore(space=EmbeddingSpace("test-model", 8), ...)
             yield store            # EMPTY; vectors use store.space.dimension (>= 2)
             await store.close()    # tests may already have closed it: close is idempotent
 
         @pytest.fixture
-        async def reopen(self, store):
+        def reopen(self, store):
             async def open_again():
                 return AcmeStore(...)  # a second handle on the same data
             return open_again
@@ -34,7 +34,8 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-ADD-8 a large batch is stored completely.
 - MS-GET-1 get of a missing id returns None.
 - MS-GET-2 get after delete returns None.
-- MS-UPD-1 update replaces every field, visible to get, list and search.
+- MS-UPD-1 update replaces every field, `created_at` included (the record moves in
+  list order), visible to get, list and search.
 - MS-UPD-2 update of a missing id raises NotFound and creates nothing.
 - MS-UPD-3 update of a deleted id raises NotFound.
 - MS-DEL-1 delete returns True once, then False; the record is gone from get, list, search.
@@ -125,6 +126,13 @@ test's docstring says what to look at when it fails. Clauses:
 - MS-KW-14 (keyword_search) property: on words of cased letters of many scripts,
   each in a random mix of upper and lower case, search_text finds exactly the
   records the in-memory oracle finds.
+- MS-KW-15 (keyword_search) equal scores are ordered by id ascending, also across
+  the limit cut.
+- MS-KW-16 (keyword_search) with namespace/kinds, the statistics (record count,
+  average length, document frequencies) are those of the owner's records the
+  filters leave: a term rare among them outranks one rare only among the
+  owner's other records, and the scores equal those of an owner holding only
+  the filtered records.
 - MS-OWN-1 (when the store implements `OwnerListing`) `owners()` lists every owner
   with a record, once, sorted by code point; an owner whose records were all deleted
   is no longer listed.
@@ -136,8 +144,9 @@ test's docstring says what to look at when it fails. Clauses:
   untouched (False, nothing created); versions compare to the microsecond over
   the whole datetime range (year 1 to 9999).
 - MS-VER-2 (`VersionedWrites`) `delete_if_unchanged` deletes the version it names
-  and nothing else: another version or a missing record gives False and leaves
-  the store as it was; a naive datetime raises InvalidInput naming `updated_at`.
+  and nothing else: another version (also one a microsecond before or after, near
+  now and at years 1 and 9999) or a missing record gives False and leaves the
+  store as it was; a naive datetime raises InvalidInput naming `updated_at`.
 - MS-VER-3 (`VersionedWrites`) conditional writes racing on one record (many
   `update_if_older` with shuffled versions and a `delete_if_unchanged` of the
   first version, all at once) end as one order of them would: the latest
@@ -503,10 +512,10 @@ class MemoryStoreContract:
     #: (an engine in process), so a profile's depth does not cost it minutes.
     state_machine_examples: int | None = None
 
-    @pytest.fixture
-    async def store(self) -> MemoryStore:
+    @pytest.fixture  # sync: its failure shows in strict and auto mode alike
+    def store(self) -> MemoryStore:
         """Override: yield an EMPTY store bound to a space of dimension >= 2."""
-        pytest.fail("override the `store` fixture in your MemoryStoreContract subclass")
+        pytest.fail("MemoryStoreContract: override the `store` fixture in your subclass")
 
     @pytest.fixture
     def reopen(self) -> Reopen | None:
@@ -803,13 +812,22 @@ class MemoryStoreContract:
             kind="kind-new",
             content="new",
             vector=_vec(dim, 0.0, 1.0),
+            created_at=old.created_at + timedelta(minutes=30),
             updated_at=old.updated_at + timedelta(hours=1),
             importance=0.9,
             attributes={"v": 2, "x": [1]},
             context="new context",
         )
         await store.update(new)
-        assert_same_record("MS-UPD-1", await store.get(OWNER, "u1"), new)
+        got = await store.get(OWNER, "u1")
+        if got is not None and got.created_at.tzinfo is not None:
+            assert abs(got.created_at - new.created_at) <= ms(1), clause(
+                "MS-UPD-1",
+                "update replaces created_at too (not only the other fields)",
+                got.created_at,
+                want=new.created_at,
+            )
+        assert_same_record("MS-UPD-1", got, new)
         hits = await store.search(OWNER, _vec(dim, 0.0, 1.0), limit=1)
         assert _ids(hits) == ["u1"], clause(
             "MS-UPD-1",
@@ -832,6 +850,23 @@ class MemoryStoreContract:
         assert _page_ids(new_kind) == ["u1"], clause(
             "MS-UPD-1", "the new kind lists the record", _page_ids(new_kind), want=["u1"]
         )
+        # The new created_at (30 minutes after u2's) moves u1 first in list order,
+        # also page by page (a sort index keyed by the old created_at would not).
+        for limit in (10, 1):
+            seen: list[MemoryRecord] = []
+            cursor: str | None = None
+            for _ in range(3):
+                page = await store.list(OWNER, limit=limit, cursor=cursor)
+                seen += page.records
+                if (cursor := page.next_cursor) is None:
+                    break
+            order = [(r.id, r.created_at) for r in seen]
+            want = [("u1", new.created_at), ("u2", old.created_at)]
+            rule = f"update replaces created_at: list (pages of {limit}) orders by the new one"
+            assert [i for i, _ in order] == ["u1", "u2"], clause("MS-UPD-1", rule, order, want=want)
+            assert all(abs(g - w) <= ms(1) for (_, g), (_, w) in zip(order, want, strict=True)), (
+                clause("MS-UPD-1", rule, order, want=want)
+            )
 
     @pytest.mark.parametrize("where", ["empty-store", "other-owner-has-it"])
     async def test_update_missing_raises_not_found(self, store: MemoryStore, where: str) -> None:
@@ -2379,6 +2414,98 @@ class MemoryStoreContract:
             {"before": base, "after": got},
         )
 
+    async def test_keyword_ties_by_id_ascending(self, store: MemoryStore) -> None:
+        """When this fails, equal keyword scores come back in insertion, engine or
+        descending id order: sort by score descending, then id ascending (code
+        point order), before cutting at `limit` (fetch past the cut to break ties)."""
+        kw = self._keyword(store)
+        tied = ["k3", "k1", "k5", "k0", "k4", "k2"]
+        await store.add(
+            [_rec(store, "best", content="walrus seal")]
+            + [_rec(store, t, content="walrus") for t in tied]
+            + [_rec(store, "worst", content="walrus on a long pale beach of stones")]
+        )
+        for limit in (10, 4, 2):
+            hits = await kw.search_text(OWNER, "walrus seal", limit=limit)
+            scores = {h.record.id: h.score for h in hits if h.record.id in tied}
+            assert len(set(scores.values())) <= 1, clause(
+                "MS-KW-15", "records of identical text score equally", scores
+            )
+            want = ["best", *sorted(tied), "worst"][:limit]
+            assert _ids(hits) == want, clause(
+                "MS-KW-15",
+                f"equal scores are ordered by id ascending (limit={limit})",
+                _ids(hits),
+                want=want,
+                detail=[(h.record.id, h.score) for h in hits],
+            )
+
+    async def test_keyword_statistics_of_the_filtered_records(self, store: MemoryStore) -> None:
+        """When this fails, search_text with namespace/kinds scores with
+        statistics (record count, average length, document frequencies) over
+        more than the records the filters leave: all the owner's records, say.
+        Count them over the owner's live records that pass the filters."""
+        kw = self._keyword(store)
+        records = [
+            _rec(store, "t-alpha", namespace="target", kind="wanted", content="alpha"),
+            _rec(store, "t-beta", namespace="target", kind="wanted", content="beta"),
+            _rec(store, "t-beta2", namespace="target", kind="wanted", content="beta gamma"),
+        ]
+        # "alpha" is rare among the filtered records, common among the rest
+        records += [
+            _rec(store, f"k-alpha{i}", namespace="target", kind="noise", content="alpha noise")
+            for i in range(8)
+        ]
+        records += [
+            _rec(store, f"n-alpha{i}", namespace="other", kind="wanted", content="alpha other")
+            for i in range(8)
+        ]
+        await store.add(records)
+        query = "alpha beta"
+        hits = await kw.search_text(OWNER, query, limit=20, namespace="target", kinds=["wanted"])
+        want = ["t-alpha", "t-beta", "t-beta2"]
+        assert _ids(hits) == want, clause(
+            "MS-KW-16",
+            "with namespace and kinds, a term rare among the filtered records (alpha) "
+            "outranks one rare among all the owner's (beta)",
+            _ids(hits),
+            want=want,
+            detail=[(h.record.id, h.score) for h in hits],
+        )
+        filters: list[tuple[str | None, list[str] | None]] = [
+            ("target", ["wanted"]),
+            ("target", None),
+            (None, ["wanted"]),
+        ]
+        for n, (namespace, kinds) in enumerate(filters):
+            alone = f"kw-alone-{n}"
+            await store.add(
+                [
+                    attrs.evolve(r, owner=alone)
+                    for r in records
+                    if (namespace is None or r.namespace == namespace)
+                    and (kinds is None or r.kind in kinds)
+                ]
+            )
+            got = [
+                (h.record.id, h.score)
+                for h in await kw.search_text(
+                    OWNER, query, limit=20, namespace=namespace, kinds=kinds
+                )
+            ]
+            ref = [(h.record.id, h.score) for h in await kw.search_text(alone, query, limit=20)]
+            same = [i for i, _ in got] == [i for i, _ in ref] and all(
+                math.isclose(a, b, rel_tol=1e-9) for (_, a), (_, b) in zip(got, ref, strict=True)
+            )
+            assert same, clause(
+                "MS-KW-16",
+                f"search_text(namespace={namespace!r}, kinds={kinds!r}) scores as an owner "
+                "holding only the records the filters leave",
+                got,
+                want=ref,
+            )
+            await store.delete_scope(alone)
+
     async def test_keyword_rejects_bad_input_and_closed(self, store: MemoryStore) -> None:
         """When this fails, search_text skips the checks every operation makes."""
         kw = self._keyword(store)
@@ -2598,6 +2725,38 @@ class MemoryStoreContract:
         assert caught.value.field == "updated_at", clause(
             "MS-VER-2", "a naive datetime names updated_at", caught.value.field, want="updated_at"
         )
+        # versions compare to the microsecond: near now, and at both ends of the
+        # range (before 1970, past a double's exact integers of microseconds)
+        versions = [
+            BASE_TIME + timedelta(microseconds=123_457),
+            datetime(1, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
+            datetime(9999, 12, 31, 23, 59, 59, 999998, tzinfo=UTC),
+        ]
+        for i, version in enumerate(versions):
+            rid = f"us{i}"
+            await store.add([attrs.evolve(_rec(store, rid), updated_at=version)])
+            for label, near in (
+                ("1 microsecond before", version - timedelta(microseconds=1)),
+                ("1 microsecond after", version + timedelta(microseconds=1)),
+            ):
+                done = await versioned.delete_if_unchanged(OWNER, rid, near)
+                still = await store.get(OWNER, rid) is not None
+                assert (done, still) == (False, True), clause(
+                    "MS-VER-2",
+                    f"a version {label} the stored {version.isoformat()} is another "
+                    "version: nothing is deleted (compare to the microsecond)",
+                    (done, still),
+                    want=(False, True),
+                )
+            done = await versioned.delete_if_unchanged(OWNER, rid, version)
+            gone = await store.get(OWNER, rid) is None
+            assert (done, gone) == (True, True), clause(
+                "MS-VER-2",
+                f"the stored version {version.isoformat()} itself is deleted "
+                "(kept to the microsecond)",
+                (done, gone),
+                want=(True, True),
+            )
 
     async def test_conditional_writes_racing_on_one_record_end_in_order(
         self, store: MemoryStore

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "MAX_ID_BYTES",
+    "MAX_JSON_DEPTH",
     "MAX_LIMIT",
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",
@@ -73,6 +74,11 @@ MAX_TTL = timedelta(days=3650)
 #: The longest keyword query, in bytes of UTF-8 (64 KiB). Every backend honours
 #: every word of a query up to this size (measured: about 16,000 distinct words).
 MAX_QUERY_BYTES = 64 * 1024
+#: The deepest nesting of attributes, metadata and LangGraph values (a mapping
+#: or list inside another counts one level each; a flat mapping is depth 1).
+#: Every backend round-trips it alike; much deeper JSON exhausts Python's
+#: recursion in `json.dumps` (about 1,000 levels) and some servers' parsers.
+MAX_JSON_DEPTH = 100
 #: A query word (run of letters and digits) longer than this many UTF-8 bytes is
 #: ignored: the search engines index only bounded tokens (RediSearch keeps the
 #: first 128 bytes, PostgreSQL drops words over 2047), so such words could match
@@ -263,11 +269,37 @@ def require_json_mapping(value: object, field: str) -> dict[str, Any]:
     for key in out:
         if not isinstance(key, str):
             raise InvalidInput(field, f"keys must be strings, got {key!r}")
+    _require_depth(out, field)
     try:
         json.dumps(out, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, f"values must be JSON-serialisable: {exc}") from None
     return out
+
+
+def _require_depth(value: object, field: str) -> None:
+    """`InvalidInput` when containers nest deeper than `MAX_JSON_DEPTH`, walked
+    with an explicit stack (no recursion, whatever the depth). A container met
+    again (shared) is walked again only when met deeper than before, so each is
+    walked at most `MAX_JSON_DEPTH` times; a cycle is infinitely deep."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    deepest: dict[int, int] = {}
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            raise InvalidInput(
+                field, f"nested more than {MAX_JSON_DEPTH} levels deep (MAX_JSON_DEPTH)"
+            )
+        if deepest.get(id(item), 0) >= depth:
+            continue
+        deepest[id(item)] = depth
+        stack.extend((child, depth + 1) for child in children)
 
 
 def as_vector(value: object, field: str = "vector") -> npt.NDArray[np.float32]:

@@ -505,6 +505,12 @@ class PostgresDatabase:
     async def _failure(self, conn: AsyncConnection[Any], exc: psycopg.Error) -> Exception:
         """The typed error a client failure on `conn` becomes; a connection that
         broke makes the pool replace the connections of its generation first."""
+        if isinstance(exc, psycopg.errors.ProgramLimitExceeded):
+            # a value past one of PostgreSQL's own limits: retrying cannot help
+            # ("string is too long for tsvector": more distinct words than its
+            # 1 MB full-text index of one record holds)
+            field = "record.content" if "tsvector" in str(exc) else "value"
+            return InvalidInput(field, f"too large for PostgreSQL: {exc}".strip())
         if isinstance(exc, psycopg.DataError):
             if _is_nul_error(exc):
                 return InvalidInput("text", "PostgreSQL text cannot contain NUL (\\x00)")

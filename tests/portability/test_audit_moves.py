@@ -70,15 +70,6 @@ async def _source_with_a_trail(url: str, s: Settings) -> list[dict[str, object]]
     return trail
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/target.db"
-    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
-    url: str = request.getfixturevalue(fixture)
-    return url
-
-
 async def test_export_and_import_carry_the_trail_exactly(tmp_path: Path, target: str) -> None:
     """When this fails, the audit trail stayed behind (or changed) when the
     deployment's data moved to another backend."""

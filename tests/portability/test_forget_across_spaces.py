@@ -75,15 +75,6 @@ def _sqlite_rows_with(path: Path, text: str) -> list[str]:
         con.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/m.db"
-    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
-    url: str = request.getfixturevalue(fixture)
-    return url
-
-
 async def test_forget_after_a_reembed_empties_the_kept_old_space(
     tmp_path: Path, backend: str
 ) -> None:

@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from agent_memory.bootstrap.connect import connect, reading_space
 from agent_memory.bootstrap.settings import Settings
@@ -144,15 +143,6 @@ async def _held(url: str, s: Settings, secret: str) -> list[str]:
                     if secret in t.object:
                         found.append(f"triple {owner}")
     return found
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/m.db"
-    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
-    url: str = request.getfixturevalue(fixture)
-    return url
 
 
 async def _backup_then_forget(tmp_path: Path, url: str, s: Settings) -> str:

@@ -70,15 +70,6 @@ def _ids(records: list[MemoryRecord]) -> set[tuple[str, str]]:
     return {(r.owner, r.id) for r in records}
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/target.db"
-    fixture = "postgres_url" if request.param == "postgres" else "redis_url"
-    url: str = request.getfixturevalue(fixture)
-    return url
-
-
 async def _source(tmp_path: Path, s: Settings, *, reembed_to: int | None) -> str:
     """A SQLite source of `file-user`'s records in `s`'s configured space,
     re-embedded to `reembed_to` dimensions when given; its export file."""

@@ -30,14 +30,6 @@ ITEMS = {
 INDEX: Any = {"fields": ["text", "tags[*]"]}
 
 
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/m.db"
-    url: str = request.getfixturevalue(f"{request.param}_url")
-    return url
-
-
 async def _top(store: AgentMemoryStore, query: str) -> list[str]:
     return [hit.key for hit in await store.asearch(NS, query=query, limit=3)]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_TTL",
     "as_vector",
     "attrs_validator",
+    "json_strings",
     "require_id",
     "require_int_at_least",
     "require_json_mapping",
@@ -104,20 +105,27 @@ def _no_nul_text(value: str, field: str) -> str:
     return require_text(value, field)
 
 
-def require_no_nul(value: _T, field: str) -> _T:
-    """`value` unless it holds NUL (U+0000) in a string, a mapping key or a nested
-    JSON value: no backend can store it alike (PostgreSQL text and jsonb refuse it)."""
+def json_strings(value: object) -> Iterator[str]:
+    """Every string in a JSON-like value: itself, mapping keys and nested values
+    (walked with an explicit stack, whatever the depth)."""
     stack: list[object] = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                raise InvalidInput(field, "text must not contain NUL (\\x00)")
+            yield item
         elif isinstance(item, Mapping):
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, list | tuple):
             stack.extend(item)
+
+
+def require_no_nul(value: _T, field: str) -> _T:
+    """`value` unless it holds NUL (U+0000) in a string, a mapping key or a nested
+    JSON value: no backend can store it alike (PostgreSQL text and jsonb refuse it)."""
+    for text in json_strings(value):
+        if "\x00" in text:
+            raise InvalidInput(field, "text must not contain NUL (\\x00)")
     return value
 
 
@@ -125,16 +133,8 @@ def require_storable(value: _T, field: str) -> _T:
     """`value` unless a string in it (a mapping key or a nested JSON value too)
     holds NUL or a lone surrogate: neither can be stored alike as UTF-8 text or
     JSON by every backend."""
-    stack: list[object] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            _no_nul_text(item, field)
-        elif isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+    for text in json_strings(value):
+        _no_nul_text(text, field)
     return value
 
 

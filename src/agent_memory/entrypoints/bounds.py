@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, StrictStr
 from pydantic_core import PydanticCustomError
 
-from agent_memory.domain.validation import MAX_ID_BYTES
+from agent_memory.domain.validation import MAX_ID_BYTES, json_strings
 
 __all__ = [
     "MAX_BATCH",
@@ -62,21 +62,13 @@ def _id(value: str) -> str:
 def storable_json(value: Any) -> Any:
     """A JSON value (free-form metadata) whose strings and keys hold no NUL and
     no lone surrogate."""
-    stack: list[object] = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            _storable(item)
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise PydanticCustomError("text_surrogate", _SURROGATE) from None
-        elif isinstance(item, Mapping):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+    for item in json_strings(value):
+        _storable(item)
+        if not item.isascii():
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise PydanticCustomError("text_surrogate", _SURROGATE) from None
     return value
 
 

@@ -27,9 +27,12 @@ from agent_memory.adapters.memory import InMemoryMemoryStore, MemoryBackend
 from agent_memory.contract_tests import Capabilities, MemoryStoreContract
 from agent_memory.domain.records import EmbeddingSpace
 
-# Finding the failure is the point here; shrinking it would only cost time.
+# Finding the failure is the point here; shrinking it would only cost time. The
+# same examples on every run: a bug the run finds is found every time (a random
+# draw missed MiscountedDeleteScope's miscount about once in ten runs).
 settings.register_profile(
-    "broken", max_examples=50, deadline=None, phases=[Phase.explicit, Phase.generate]
+    "broken", max_examples=50, deadline=None, phases=[Phase.explicit, Phase.generate],
+    derandomize=True, database=None,
 )
 settings.load_profile("broken")
 SPACE = EmbeddingSpace(model="broken-test", dimension=8)

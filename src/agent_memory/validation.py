@@ -7,8 +7,8 @@ backend that calls them raises the same typed errors (`InvalidInput`,
 field, before any I/O, as the contract suite expects (the `*-INPUT-*`,
 `*-SCOPE-*`, `MS-DIM-*` and `*-BOUND-*` clauses). Needs only the base install.
 
-- bounds: `MAX_ID_BYTES`, `MAX_LIMIT`, `MAX_TTL`, `MAX_QUERY_BYTES`, `MAX_JSON_DEPTH`,
-  `MAX_QUERY_WORD_BYTES`;
+- bounds: `MAX_ID_BYTES`, `MAX_LIMIT`, `MAX_TTL`, `MAX_QUERY_BYTES`,
+  `MAX_QUERY_WORD_BYTES`, `MAX_JSON_DEPTH`, `MAX_VALUE_BYTES`;
 - one value: `require_scope` (owner, namespace, domain, lease/cache scope:
   `ScopeRequired` when blank), `require_id`, `require_no_nul`, `require_text`,
   `require_utc`, `require_limit`, `require_ttl`, `require_positive`,
@@ -61,6 +61,7 @@ from agent_memory.domain.validation import (
     MAX_QUERY_BYTES,
     MAX_QUERY_WORD_BYTES,
     MAX_TTL,
+    MAX_VALUE_BYTES,
     as_vector,
     require_id,
     require_limit,
@@ -79,6 +80,7 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",
     "MAX_TTL",
+    "MAX_VALUE_BYTES",
     "DimensionMismatch",
     "DuplicateRecord",
     "InvalidInput",

@@ -42,7 +42,7 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.ranking import encode_cursor
 from agent_memory.domain.records import EmbeddingSpace, Event, MemoryRecord
-from agent_memory.domain.validation import MAX_LIMIT, MAX_QUERY_BYTES, MAX_TTL
+from agent_memory.domain.validation import MAX_LIMIT, MAX_QUERY_BYTES, MAX_TTL, MAX_VALUE_BYTES
 from agent_memory.ports.storage import VersionedWrites
 
 SPACE = EmbeddingSpace("parity", 4)
@@ -526,6 +526,12 @@ def _lease_cases() -> list[Case]:
                 l_, f"{method} payload=str", lambda p, c=call: c(p, payload="text"), "lease.payload"
             ),
             Case(l_, f"{method} payload=int", lambda p, c=call: c(p, payload=5), "lease.payload"),
+            Case(
+                l_,
+                f"{method} payload over MAX_VALUE_BYTES",
+                lambda p, c=call: c(p, payload=b"x" * (MAX_VALUE_BYTES + 1)),
+                "lease.payload",
+            ),
         ]
     cases += [
         Case(
@@ -594,6 +600,12 @@ def _cache_cases() -> list[Case]:
         Case(c_, "put value=str", lambda p: p.put("s", "k", "text"), "value"),
         Case(c_, "put value=None", lambda p: p.put("s", "k", None), "value"),
         Case(c_, "put value=int", lambda p: p.put("s", "k", 5), "value"),
+        Case(
+            c_,
+            "put value over MAX_VALUE_BYTES",
+            lambda p: p.put("s", "k", b"x" * (MAX_VALUE_BYTES + 1)),
+            "value",
+        ),
         Case(c_, "delete_prefix prefix=int", lambda p: p.delete_prefix("s", 5), "prefix"),
         Case(c_, "delete_prefix prefix=None", lambda p: p.delete_prefix("s", None), "prefix"),
         Case(c_, "delete_prefix prefix=NUL", lambda p: p.delete_prefix("s", "\x00"), "prefix"),
@@ -764,6 +776,12 @@ async def test_the_maximum_limit_is_accepted_everywhere(ports: Ports) -> None:
         assert await ports["leases"].acquire("s", "k", "w", MAX_TTL) is not None
         await ports["cache"].put("s", "k", b"v", MAX_TTL)
         assert await ports["cache"].get("s", "k") == b"v"
+        largest = bytes(range(256)) * (MAX_VALUE_BYTES // 256)  # exactly MAX_VALUE_BYTES
+        await ports["cache"].put(tag, "big", largest)
+        assert await ports["cache"].get(tag, "big") == largest
+        held = await ports["leases"].acquire(tag, "big", "w", MAX_TTL, largest)
+        assert held is not None
+        assert held.payload == largest
 
 
 @pytest.mark.parametrize("ports", BACKENDS, indirect=True)

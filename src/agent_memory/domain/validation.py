@@ -36,6 +36,7 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",
     "MAX_TTL",
+    "MAX_VALUE_BYTES",
     "as_vector",
     "attrs_validator",
     "json_strings",
@@ -75,6 +76,12 @@ MAX_TTL = timedelta(days=3650)
 #: The longest keyword query, in bytes of UTF-8 (64 KiB). Every backend honours
 #: every word of a query up to this size (measured: about 16,000 distinct words).
 MAX_QUERY_BYTES = 64 * 1024
+#: The largest cache value and lease payload, in bytes (16 MiB). Every backend
+#: stores and returns one within a call's timeout; Redis refuses a value past
+#: its 512 MB bulk limit by resetting the connection, and PostgreSQL spends
+#: longer than its call timeout on a few hundred MB, both reported as an outage
+#: a caller would retry.
+MAX_VALUE_BYTES = 16 * 1024 * 1024
 #: The deepest nesting of attributes, metadata and LangGraph values (a mapping
 #: or list inside another counts one level each; a flat mapping is depth 1).
 #: Every backend round-trips it alike; much deeper JSON exhausts Python's

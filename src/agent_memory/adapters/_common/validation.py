@@ -33,6 +33,7 @@ from agent_memory.domain.records import (
 from agent_memory.domain.validation import (
     MAX_QUERY_BYTES,
     MAX_QUERY_WORD_BYTES,
+    MAX_VALUE_BYTES,
     as_vector,
     require_id,
     require_limit,
@@ -262,6 +263,8 @@ def check_cache_value(value: object) -> bytes:
     """A cache value: bytes-like, returned as `bytes`."""
     if not isinstance(value, bytes | bytearray | memoryview):
         raise InvalidInput("value", f"bytes are required, got {type(value).__name__}")
+    if memoryview(value).nbytes > MAX_VALUE_BYTES:
+        raise InvalidInput("value", f"at most {MAX_VALUE_BYTES} bytes (MAX_VALUE_BYTES)")
     return bytes(value)
 
 
@@ -312,6 +315,8 @@ def check_lease_payload(payload: object) -> bytes:
     the `Lease` record names it)."""
     if not isinstance(payload, bytes | bytearray | memoryview):
         raise InvalidInput("lease.payload", f"bytes are required, got {type(payload).__name__}")
+    if memoryview(payload).nbytes > MAX_VALUE_BYTES:
+        raise InvalidInput("lease.payload", f"at most {MAX_VALUE_BYTES} bytes (MAX_VALUE_BYTES)")
     return bytes(payload)
 
 

@@ -53,6 +53,7 @@ class InMemoryLeaseStore:
     ) -> Lease | None:
         self._life.check()
         check_lease_args(scope, key, owner, ttl)
+        payload = check_lease_payload(payload)
         current = self._live(scope, key)
         if current is not None and current.owner != owner:
             return None

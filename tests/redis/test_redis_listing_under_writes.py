@@ -9,9 +9,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import pytest
 
 from agent_memory.adapters.redis import RedisCache, RedisMemoryStore
 from agent_memory.domain.records import MemoryRecord
+from redis_listing_race import (
+    check_lease_scan_keeps_a_reacquired_lease,
+    check_owners_survive_deletes,
+)
 
 T = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -85,3 +90,20 @@ async def test_cache_entries_survive_deletes_and_puts_between_batches(
     assert len(keys) == len(set(keys)), sorted(k for k in set(keys) if keys.count(k) > 1)
     assert set(stable) <= set(keys), sorted(set(stable) - set(keys))
     assert keys == sorted(keys)
+
+
+async def test_lease_scan_keeps_a_lease_acquired_between_its_reads(
+    redis_url: str, deployment: str
+) -> None:
+    """An expired lease re-acquired between scan's read of its hash and the index
+    clean-up stays listed by every later scan."""
+    await check_lease_scan_keeps_a_reacquired_lease(redis_url, deployment)
+
+
+@pytest.mark.parametrize("owners", [3, 12])
+async def test_owners_survive_deletes_between_scan_and_read(
+    redis_url: str, deployment: str, owners: int
+) -> None:
+    """The record `owners` picked per owner is deleted before it is read: owners
+    with other records are still listed, an owner with none left is not."""
+    await check_owners_survive_deletes(redis_url, deployment, owners)

@@ -379,14 +379,17 @@ class MilvusMemoryStore:
 
     async def _scan(self, name: str, expr: str, fields: list[str], prefix: str = "") -> list[_Row]:
         """Every row matching `expr` (`fields` only). Milvus answers at most
-        `_WINDOW` rows a query, so a larger match is split by primary-key prefix
-        (keys are uniform hex digests) into ranges that each fit."""
+        `_WINDOW` rows a query, so a query that comes back full is read again split
+        by primary-key prefix (keys are uniform hex digests), each range the same
+        way. Only the query's own length decides: a count taken before it would
+        not, since rows written between the two would cut the answer silently."""
         scoped = expr
         if prefix:
             upper = prefix[:-1] + ("g" if prefix[-1] == "f" else _HEX[_HEX.index(prefix[-1]) + 1])
             scoped = f"({expr}) and {FIELD_PK} >= {quote(prefix)} and {FIELD_PK} < {quote(upper)}"
-        if await self._count(name, scoped) < _WINDOW:
-            return await self._query(name, scoped, fields, _WINDOW)
+        found = await self._query(name, scoped, fields, _WINDOW)
+        if len(found) < _WINDOW:
+            return found
         out: list[_Row] = []
         for digit in _HEX:
             out.extend(await self._scan(name, expr, fields, prefix + digit))

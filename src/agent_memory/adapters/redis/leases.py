@@ -85,6 +85,21 @@ redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
 
+# KEYS: index, then the lease of each member. ARGV: the members (raw keys) whose
+# lease scan found expired. Each leaves the index only if its lease still does not
+# exist: one acquired since (its ZADD a no-op, the member being there) stays
+# listed. -> the number removed
+_FORGET_EXPIRED = """
+local n = 0
+for i = 1, #ARGV do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then
+    n = n + redis.call('ZREM', KEYS[1], ARGV[i])
+  end
+end
+return n
+"""
+_BATCH = 500
+
 
 def _ttl_ms(ttl: timedelta) -> int:
     """A checked (`check_lease_args`) ttl in whole milliseconds, at least 1."""
@@ -133,6 +148,7 @@ class RedisLeaseStore(RedisHandle):
         self._acquire = self._r.register_script(_ACQUIRE)
         self._renew = self._r.register_script(_RENEW)
         self._release = self._r.register_script(_RELEASE)
+        self._forget_expired = self._r.register_script(_FORGET_EXPIRED)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisLeaseStore:
@@ -259,9 +275,17 @@ class RedisLeaseStore(RedisHandle):
                 for key in keys:
                     pipe.hgetall(self._keys.lease(scope, key))
                 raws = await pipe.execute() if keys else []
-                gone = [m for m, raw in zip(members, raws, strict=True) if not raw]
-                if gone:  # expired leases: drop them from the index
-                    await self._r.zrem(index, *gone)
+                gone = [
+                    (m, key) for m, key, raw in zip(members, keys, raws, strict=True) if not raw
+                ]
+                if gone:  # expired leases: drop them from the index, unless re-acquired
+                    # since (a check and ZREM in one script; all keys in the scope's slot)
+                    for start in range(0, len(gone), _BATCH):
+                        batch = gone[start : start + _BATCH]
+                        await self._forget_expired(
+                            keys=[index, *(self._keys.lease(scope, key) for _, key in batch)],
+                            args=[m for m, _ in batch],
+                        )
             out = [self._decode(scope, key, raw) for key, raw in zip(keys, raws, strict=True)]
             leases = [lease for lease in out if lease is not None]
             leases.sort(key=lambda lease: lease.key)

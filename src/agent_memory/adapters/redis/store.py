@@ -1557,24 +1557,61 @@ class RedisMemoryStore(RedisHandle):
     # -- reads ------------------------------------------------------------------
     async def owners(self) -> list[str]:
         """Every owner with a record in this space, sorted (`OwnerListing`): a SCAN of
-        the record keys, whose hash tag is the owner's digest, then one HGET per owner."""
+        the record keys, whose hash tag is the owner's digest, then one HGET per owner.
+
+        A key read after the SCAN may have been deleted meanwhile; its owner is
+        dropped only when a later look at its tag (another SCAN, matching that tag
+        alone when few are left) finds no record of it either."""
         async with self._life.op():
             prefix = self._keys.ms_record_prefix(self._sid)
-            one_key: dict[str, Any] = {}
+            picked: dict[str, list[Any]] = {}
+            found: set[str] = set()
             with translate("owners"):
                 async for key in self._r.scan_iter(match=prefix + "*", count=1000):
-                    name = key.decode() if isinstance(key, bytes) else str(key)
-                    one_key.setdefault(name[len(prefix) :].split("}", 1)[0], key)
-                keys = list(one_key.values())
-                found: set[str] = set()
-                for start in range(0, len(keys), _PAGE):
-                    pipe = self._r.pipeline(transaction=False)
-                    for key in keys[start : start + _PAGE]:
-                        pipe.hget(key, "owner")
-                    for raw in await pipe.execute():
-                        if raw is not None:
-                            found.add(raw.decode("utf-8", "surrogatepass"))
+                    tag = self._owner_tag(prefix, key)
+                    if tag not in picked:
+                        picked[tag] = [key]
+                while picked:
+                    missed = await self._read_owners(picked, found)
+                    picked = await self._tag_keys(prefix, missed) if missed else {}
             return sorted(found)
+
+    @staticmethod
+    def _owner_tag(prefix: str, key: Any) -> str:
+        """The hash tag (`{H(owner)`) of a record key under `prefix`."""
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        return name[len(prefix) :].split("}", 1)[0]
+
+    async def _read_owners(self, picked: dict[str, list[Any]], found: set[str]) -> set[str]:
+        """Add to `found` the owner read from the keys of each tag (pipelined
+        HGETs); returns the tags none of whose keys exists any more."""
+        items = [(tag, key) for tag, keys in picked.items() for key in keys]
+        resolved: set[str] = set()
+        for start in range(0, len(items), _PAGE):
+            page = items[start : start + _PAGE]
+            pipe = self._r.pipeline(transaction=False)
+            for _, key in page:
+                pipe.hget(key, "owner")
+            for (tag, _), raw in zip(page, await pipe.execute(), strict=True):
+                if raw is not None:
+                    found.add(raw.decode("utf-8", "surrogatepass"))
+                    resolved.add(tag)
+        return set(picked) - resolved
+
+    async def _tag_keys(self, prefix: str, tags: set[str]) -> dict[str, list[Any]]:
+        """Up to `_PAGE` record keys of each tag in `tags` that a new SCAN finds (a
+        pattern per tag when there are few, else one over every record key)."""
+        few = len(tags) <= 8
+        patterns = [f"{prefix}{tag}}}:*" for tag in sorted(tags)] if few else [prefix + "*"]
+        out: dict[str, list[Any]] = {}
+        for pattern in patterns:
+            async for key in self._r.scan_iter(match=pattern, count=1000):
+                tag = self._owner_tag(prefix, key)
+                if tag in tags:
+                    keys = out.setdefault(tag, [])
+                    if len(keys) < _PAGE:
+                        keys.append(key)
+        return out
 
     async def get(self, owner: str, id: str) -> MemoryRecord | None:
         async with self._life.op():

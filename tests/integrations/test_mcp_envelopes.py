@@ -201,3 +201,40 @@ def test_over_http_a_malformed_request_is_answered_behind_the_key_check(
     anonymous = {k: v for k, v in headers.items() if k != "Authorization"}
     body = json.dumps({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"})
     assert httpx.post(http_server.url, content=body, headers=anonymous).status_code == 401
+
+
+_READABLE = st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "method": st.sampled_from(["tools/list", "ping", "x/y"])},
+    optional={
+        "id": st.integers(-(2**31), 2**31) | st.text(max_size=8),
+        "params": st.none() | st.dictionaries(st.text(max_size=5), _JSON, max_size=3),
+    },
+)
+
+
+@given(message=_READABLE | _FIELDS)
+def test_a_message_the_sdk_reads_is_never_refused(message: dict[str, Any]) -> None:
+    """The converse: a line the SDK reads as a request or a notification (an id
+    that is a string or an integer, or none) whose text holds no lone surrogate
+    goes on to the SDK untouched. When this fails, a client the SDK serves (one
+    sending `"params": null`, say) gets an error instead."""
+    line = json.dumps(message)
+    try:
+        parsed = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError:
+        return
+    if not isinstance(parsed, types.JSONRPCRequest | types.JSONRPCNotification):
+        return
+    if "id" in message and not isinstance(parsed, types.JSONRPCRequest):
+        return  # an id the SDK dropped (a float, say): refused on purpose
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in line.encode().decode("unicode_escape", "replace")):
+        return
+    assert envelope_error(line) is None, (message, envelope_error(line))
+
+
+def test_params_null_is_read_as_the_sdk_reads_it() -> None:
+    for line in (
+        '{"jsonrpc":"2.0","method":"notifications/initialized","params":null}',
+        '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}',
+    ):
+        assert envelope_error(line) is None

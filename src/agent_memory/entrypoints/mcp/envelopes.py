@@ -93,7 +93,7 @@ def envelope_error(line: str) -> types.JSONRPCError | None:
         return _error(id, types.INVALID_REQUEST, 'Invalid request: jsonrpc must be "2.0"')
     if "method" in obj and not isinstance(obj["method"], str):
         return _error(id, types.INVALID_REQUEST, "Invalid request: method must be a string")
-    if "params" in obj and not isinstance(obj["params"], dict):
+    if obj.get("params") is not None and not isinstance(obj["params"], dict):
         return _error(id, types.INVALID_REQUEST, "Invalid request: params must be an object")
     where = _surrogate_path(obj)
     if where is not None:

@@ -8,7 +8,7 @@ are shown instead) and leaves the previous cache entry untouched.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from attrs import define, field
 
@@ -188,6 +188,10 @@ class Compactor:
             )
         if stable and read_ok:
             await self._write(domain, window_fp, fingerprint, text, events, report)
+            if report.details.get("cache_written"):
+                await self._withdraw_if_gone(
+                    domain, now - policy.lookback, policy.raw_limit, events, report
+                )
         return DigestResult(
             text, [], decision.path, coverage, decision.cache_hit, model_called, report
         )
@@ -251,3 +255,45 @@ class Compactor:
             report.details["cache_written"] = True
         except Exception as exc:
             report.fail("cache-write", exc)
+
+    async def _withdraw_if_gone(
+        self,
+        domain: str,
+        since: datetime,
+        limit: int,
+        events: list[Event],
+        report: StageReport,
+    ) -> None:
+        """Delete the entry just written when an event it represents is gone.
+
+        A forget erases the user's events and then invalidates the digests they
+        fed; one that ran while this digest was being built (after the window
+        read, before the write) left it quoting erased events, and no later
+        forget would find it (the events linking it to the user are gone). So,
+        after the write, the slice the digest covers is read again: either the
+        forget's erase came before this read (an event is missing: withdraw the
+        entry here) or after it, and then the forget's invalidation comes after
+        the write too. A slice that cannot be read back withdraws the entry."""
+        if not events:
+            return
+        until = max(e.occurred_at for e in events) + timedelta(microseconds=1)
+        try:
+            try:
+                again = await self.events.window(domain, since=since, limit=limit, until=until)
+            except TypeError:  # a third-party log without `until`
+                again = await self.events.window(domain, since=since, limit=limit)
+            present = {(e.domain, e.id) for e in again.events}  # events' identity
+            gone = [e.id for e in events if (e.domain, e.id) not in present]
+            reason = f"{len(gone)} event(s) gone meanwhile, e.g. {gone[0]!r}" if gone else ""
+        except Exception as exc:
+            report.fail("cache-verify", exc)
+            reason = "could not re-read the window"
+        if not reason:
+            return
+        try:
+            await invalidate_digest(self.cache, domain)
+        except Exception as exc:
+            report.fail("cache-withdraw", exc)
+            return
+        report.details["cache_written"] = False
+        report.details["cache_withdrawn"] = reason

@@ -50,6 +50,7 @@ from agent_memory.domain.validation import (
     require_scope,
     require_text,
 )
+from agent_memory.domain.views.encoding import encode_text
 from agent_memory.domain.views.tokens import estimate_tokens, trim_to_token_budget
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import MemoryStore
@@ -337,12 +338,14 @@ class StoreOutcome:
 
 
 def _line(record: MemoryRecord) -> str:
-    """One memory as one line of the block (line breaks folded to spaces)."""
-    return "- " + " ".join(record.content.split())
+    """One memory as one line of the block: line breaks folded to spaces, then
+    written as a JSON string literal (`encode_text`), so a stored memory can
+    neither close the block nor open a tag, even after NFKC normalisation."""
+    return "- " + encode_text(" ".join(record.content.split()))
 
 
 def render_block(memories: Sequence[ScoredRecord]) -> str:
-    """The injected block: the kept memories, best first, one line each."""
+    """The injected block: the kept memories, best first, one line each (`_line`)."""
     if not memories:
         return ""
     lines = [_line(m.record) for m in memories]

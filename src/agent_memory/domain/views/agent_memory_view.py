@@ -98,6 +98,8 @@ MIN_SHORTENED_TEXT_BYTES = 24
 _SHORTENED = ',"shortened":true'
 _UNKNOWN = "unknown"
 _TIMESTAMP_MIN = 22  # '"YYYY-MM-DDTHH:MM:SSZ"'
+#: The most bytes `encode_text` writes for one code point: a surrogate pair's two escapes.
+_MAX_CODE_POINT_BYTES = 12
 
 
 def format_timestamp(moment: datetime) -> str:
@@ -186,11 +188,14 @@ def _summary_floor(summary: str, cap: int) -> int:
     Whole, the literal takes at least the text's UTF-8 bytes + 2. Cut, ASCII
     text (grapheme clusters of at most 6 encoded bytes: one escape, or CR LF)
     keeps all but the last cluster (<= 6 bytes) of the allowance; other text
-    may back off arbitrarily.
+    may back off arbitrarily (one cluster can be longer than the allowance).
+    Other text is surely kept whole when `_MAX_CODE_POINT_BYTES` per code point
+    fits: a code point beyond the BMP that is escaped (a look-alike, or a
+    combining mark after an escape) takes 12 bytes, as a surrogate pair.
     """
     if summary.isascii():
         return min(len(summary) + 2, cap - 5)
-    if 6 * len(summary) + 2 <= cap:  # surely kept whole
+    if _MAX_CODE_POINT_BYTES * len(summary) + 2 <= cap:  # surely kept whole
         return len(summary.encode("utf-8", "surrogatepass")) + 2
     return 2
 

@@ -20,8 +20,10 @@ from typing import Any
 from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.bootstrap import Settings, open_stores
 from agent_memory.domain.records import Event
+from agent_memory.domain.triples import Triple
 from agent_memory.ports.storage import TripleStore
 from agent_memory.services.compaction import CACHE_KEY, Compactor
+from agent_memory.services.graph_memory import GraphMemory
 from agent_memory.services.user_memory import UserMemory
 
 from .test_forget_backends import EMB, SECRET, USER, Dump, backend
@@ -119,6 +121,58 @@ async def test_forget_between_the_steps_of_a_digest_rebuild_leaves_no_digest_of_
             await users.forget(USER)
             cached = await stores.cache.get("travel", CACHE_KEY)
             assert cached is None or SECRET.encode() not in cached, f"step {step}"
+            if step >= trips:
+                break
+            step += 1
+    finally:
+        await stores.close()
+
+
+async def test_forget_between_the_steps_of_a_checkpoint_leaves_no_checkpoint_of_the_user(
+    backend: tuple[str, Settings, Dump | None, TripleStore],
+) -> None:
+    """For every round trip of `GraphMemory.checkpoint` (the loop's triples read,
+    the two cache writes, the re-check): the user's forget runs right after it.
+    Afterwards no checkpoint quotes the user's erased triples. When it fails, the
+    checkpoint written after the forget's delete outlived it (it quotes the
+    decision triple the forget erased)."""
+    url, settings, dump, triples = backend
+    clock = SystemClock()
+    stores = await open_stores(url, space=EMB.space, settings=settings)
+    assert stores.cache is not None
+    users = UserMemory(
+        store=stores.store, embedder=EMB, clock=clock, cache=stores.cache, triples=triples
+    )
+    step = 1
+    try:
+        while True:
+            now = datetime.now(UTC)
+            await triples.add([Triple(USER, "loop", "user", "decided", f"on {SECRET}", now)])
+            trips = 0
+            forgot: list[Any] = []
+
+            async def after(at: int = step, forgot: list[Any] = forgot) -> None:
+                nonlocal trips
+                trips += 1
+                if trips == at:
+                    forgot.append(await users.forget(USER))
+
+            graph = GraphMemory(
+                _After(triples, after), _After(stores.cache, after), None, clock=clock
+            )
+            await graph.checkpoint(USER, "loop", summary="step")
+            assert forgot, f"step {step}: the forget ran"
+            assert forgot[0].complete, forgot[0].failures
+            plain_graph = GraphMemory(triples, stores.cache, None, clock=clock)
+            last = await plain_graph.last_checkpoint(USER, "loop")
+            assert last is None or all(SECRET not in d for d in last.decisions), (
+                f"step {step} of {trips}: the checkpoint quotes the forgotten user's "
+                f"erased triples: {last!r}"
+            )
+            if dump is not None:
+                assert SECRET not in await dump(), (
+                    f"step {step}: the user's text in the raw backend"
+                )
             if step >= trips:
                 break
             step += 1

@@ -461,7 +461,27 @@ class GraphMemory:
         except Exception as exc:
             report.fail("cache.put", exc)
             return None, _failures(report)
+        if loop_triples and await self._forgotten_meanwhile(owner, loop, report):
+            # a forget of the owner ran between the triples' read and these
+            # writes: its checkpoint delete came first, so withdraw them here
+            for key in (f"{base}/{cp.id}", f"{base}/latest"):
+                try:
+                    await self._cache.delete(CHECKPOINT_SCOPE, key)
+                except Exception as exc:
+                    report.fail("cache.delete", exc)
+            return None, _failures(report)
         return cp, _failures(report)
+
+    async def _forgotten_meanwhile(self, owner: str, loop: str, report: StageReport) -> bool:
+        """Whether the loop's triples, read before the checkpoint was written, are
+        all gone now: a forget of the owner (`delete_scope`) erases every one,
+        nothing else does. A read that fails counts as gone (the checkpoint may
+        quote erased triples; the loop writes the next one)."""
+        try:
+            return not await self._triples.query(owner, loop=loop, limit=1)
+        except Exception as exc:
+            report.fail("triples.recheck", exc)
+            return True
 
     async def last_checkpoint(self, owner: str, loop: str) -> Checkpoint | None:
         """The loop's latest checkpoint within retention (raises on backend errors)."""

@@ -336,6 +336,10 @@ class GraphMemory:
             return ExtractionOutcome(triggered=True)
         ex = self._settings.extraction
         body = shorten_text(content, budget_bytes_for_tokens(ex.max_input_tokens))
+        # each line as the inside of a JSON string (`encode_text`): line by line,
+        # so the model still reads lines, but no text can close or forge the
+        # frame (`</context>`, or a look-alike that NFKC turns into one)
+        body = "\n".join(encode_text(line)[1:-1] for line in body.split("\n"))
         prompt = (
             f"Working context of agent loop {encode_text(loop)}:\n<context>\n{body}\n</context>"
         )

@@ -4,7 +4,10 @@ Every forget (user, namespace, fact), delete_scope, import with replace,
 re-embed switch and migration writes one `AuditEntry` through the `AuditLog`
 port, after the operation, with the counts of its receipt. The caller and
 tenant come from a context variable that entry points set per request
-(`acting_as`); outside one, the caller is "library" and the tenant "".
+(`acting_as`); outside one, the caller is "library" and the tenant "". An
+entry of a tenant names its data subject as the tenant's user id (the stored
+owner `t/<tenant>/u/<user>` without its prefix); an owner that is no user of
+the tenant is named whole, with tenant "" (`stored_subject` reads either back).
 
 Ordering and failure: the entry is written after the operation has done its
 work, so it records what really happened (the receipt's counts). If the write
@@ -48,7 +51,9 @@ _ACTOR: ContextVar[tuple[str, str]] = ContextVar("agent_memory_audit_actor")
 @contextmanager
 def acting_as(caller: str, tenant: str = "") -> Iterator[None]:
     """Within the block, audit entries name `caller` (an API key id) and
-    `tenant` (its tenant name, "" for none). Nests; restored on exit."""
+    `tenant` (its tenant name, "" for none) — an entry whose subject is no
+    user `t/<tenant>/u/...` of the tenant names no tenant. Nests; restored on
+    exit."""
     require_id(caller, "caller")
     if tenant != "":
         require_id(tenant, "tenant")
@@ -69,18 +74,27 @@ def current_tenant() -> str:
     return _ACTOR.get((LIBRARY_CALLER, ""))[1]
 
 
-def _visible_subject(subject: str | None, tenant: str) -> str | None:
-    """The subject as its tenant's caller sees it: a tenant's stored owners are
-    `t/<tenant>/u/<user>` (the HTTP service's layout), the entry holds `<user>`."""
+def _recorded(tenant: str, subject: str | None) -> tuple[str, str | None]:
+    """The `(tenant, subject)` an entry records for an operation on the stored
+    owner `subject` in `tenant`: a tenant's stored owners are
+    `t/<tenant>/u/<user>` (the HTTP service's layout), the entry holds the
+    tenant and `<user>`, as its caller sees it. An owner that is no user of
+    the tenant (a library user's bare id, another tenant's user, one of the
+    tenant's domains) has no such id: the entry holds it whole, with no tenant,
+    like the library's own entries. So `stored_subject` names exactly the owner
+    the operation touched, and a tenant's trail names only its own users."""
     if subject is None or not tenant:
-        return subject
+        return tenant, subject
     prefix = f"t/{tenant}/u/"
-    return subject[len(prefix) :] if subject.startswith(prefix) else subject
+    if subject.startswith(prefix) and subject[len(prefix) :].strip():
+        return tenant, subject[len(prefix) :]
+    return "", subject
 
 
 def stored_subject(entry: AuditEntry) -> str | None:
     """The stored owner id an entry's subject stands for (`t/<tenant>/u/<user>`
-    for a tenant's entry; the inverse of what `AuditTrail.entry` records)."""
+    for a tenant's entry, the subject itself for an entry without a tenant):
+    the inverse of what `AuditTrail.entry` records."""
     if entry.subject is None or not entry.tenant:
         return entry.subject
     return f"t/{entry.tenant}/u/{entry.subject}"
@@ -98,13 +112,13 @@ class AuditTrail:
         self, operation: str, *, subject: str | None, counts: Mapping[str, int]
     ) -> AuditEntry:
         """The entry for an operation just done, in the current caller's name."""
-        tenant = current_tenant()
+        tenant, shown = _recorded(current_tenant(), subject)
         return AuditEntry(
             id=uuid.uuid4().hex,
             at=self.clock.now(),
             operation=operation,
             tenant=tenant,
-            subject=_visible_subject(subject, tenant),
+            subject=shown,
             counts=counts,
             caller=current_caller(),
         )

@@ -40,6 +40,7 @@ __all__ = [
     "acting_as",
     "current_caller",
     "current_tenant",
+    "read_entries",
     "stored_subject",
 ]
 
@@ -174,15 +175,30 @@ class AuditTrail:
         limit: int | None = None,
     ) -> AsyncIterator[AuditEntry]:
         """Every entry (or the newest `limit`), newest first, page by page."""
-        left = limit
-        cursor: str | None = None
-        while left is None or left > 0:
-            size = 500 if left is None else min(500, left)
-            page = await self.page(tenant=tenant, since=since, limit=size, cursor=cursor)
-            for item in page.entries:
-                yield item
-            if left is not None:
-                left -= len(page.entries)
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        async for item in read_entries(self.log, tenant=tenant, since=since, limit=limit):
+            yield item
+
+
+async def read_entries(
+    log: AuditLog | None,
+    *,
+    tenant: str | None = None,
+    since: datetime | None = None,
+    limit: int | None = None,
+) -> AsyncIterator[AuditEntry]:
+    """Every entry of `log` (or the newest `limit`), newest first, page by page
+    (`AuditLog.list`'s keyset cursor); none without a log."""
+    if log is None:
+        return
+    left = limit
+    cursor: str | None = None
+    while left is None or left > 0:
+        size = 500 if left is None else min(500, left)
+        page = await log.list(tenant=tenant, since=since, limit=size, cursor=cursor)
+        for item in page.entries:
+            yield item
+        if left is not None:
+            left -= len(page.entries)
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor

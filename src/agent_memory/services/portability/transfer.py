@@ -32,7 +32,7 @@ from agent_memory.ports.storage import (
     OwnerListing,
     TripleStore,
 )
-from agent_memory.services.audit import stored_subject
+from agent_memory.services.audit import read_entries, stored_subject
 from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
 from agent_memory.services.portability.errors import (
     ExportFormatError,
@@ -443,14 +443,7 @@ async def export_data(
 
 async def audit_entries(audit: AuditLog, since: datetime | None = None) -> list[AuditEntry]:
     """Every entry of the trail (at or after `since`), newest first."""
-    out: list[AuditEntry] = []
-    cursor: str | None = None
-    while True:
-        page = await audit.list(since=since, limit=MAX_LIMIT, cursor=cursor)
-        out.extend(page.entries)
-        if page.next_cursor is None:
-            return out
-        cursor = page.next_cursor
+    return [entry async for entry in read_entries(audit, since=since)]
 
 
 # -- import ---------------------------------------------------------------------

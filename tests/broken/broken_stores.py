@@ -403,6 +403,27 @@ _WORD = re.compile(r"[^\W_]+")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
+def _rescored(
+    hits: Sequence[ScoredRecord], query: str, corpus: Sequence[MemoryRecord], limit: int
+) -> list[ScoredRecord]:
+    """`hits` scored by BM25 with the statistics of `corpus` (the wrong corpus is
+    each broken store's bug), best first, ties by id, the first `limit`."""
+    counts = [term_counts(f"{r.content}\n{r.context}") for r in corpus]
+    terms = query_terms(query)
+    scores = bm25_scores(
+        terms,
+        [term_counts(f"{h.record.content}\n{h.record.context}") for h in hits],
+        total_docs=len(counts),
+        avg_length=sum(n for _, n in counts) / max(len(counts), 1),
+        doc_freq={t: sum(1 for c, _ in counts if t in c) for t in terms},
+    )
+    ranked = sorted(
+        (ScoredRecord(record=h.record, score=s) for h, s in zip(hits, scores, strict=True)),
+        key=lambda h: (-h.score, h.record.id),
+    )
+    return ranked[:limit]
+
+
 class GlobalKeywordStats(InMemoryMemoryStore):
     """search_text scores with index-wide BM25 statistics: every owner's records and
     every deleted one (a shared full-text index before its garbage collection)."""
@@ -447,20 +468,7 @@ class GlobalKeywordStats(InMemoryMemoryStore):
         everything = [
             r for index in self.backend.owners(self.space).values() for r in index.records.values()
         ]
-        corpus = [term_counts(f"{r.content}\n{r.context}") for r in everything + self._tombstones]
-        terms = query_terms(query)
-        scores = bm25_scores(
-            terms,
-            [term_counts(f"{h.record.content}\n{h.record.context}") for h in hits],
-            total_docs=len(corpus),
-            avg_length=sum(n for _, n in corpus) / max(len(corpus), 1),
-            doc_freq={t: sum(1 for counts, _ in corpus if t in counts) for t in terms},
-        )
-        ranked = sorted(
-            (ScoredRecord(record=h.record, score=s) for h, s in zip(hits, scores, strict=True)),
-            key=lambda h: (-h.score, h.record.id),
-        )
-        return ranked[:limit]
+        return _rescored(hits, query, everything + self._tombstones, limit)
 
 
 class DescendingKeywordTies(InMemoryMemoryStore):
@@ -504,20 +512,7 @@ class OwnerWideKeywordStats(InMemoryMemoryStore):
         )
         index = self.backend.owners(self.space).get(owner)
         stored = [] if index is None else list(index.records.values())
-        corpus = [term_counts(f"{r.content}\n{r.context}") for r in stored]
-        terms = query_terms(query)
-        scores = bm25_scores(
-            terms,
-            [term_counts(f"{h.record.content}\n{h.record.context}") for h in hits],
-            total_docs=len(corpus),
-            avg_length=sum(n for _, n in corpus) / max(len(corpus), 1),
-            doc_freq={t: sum(1 for counts, _ in corpus if t in counts) for t in terms},
-        )
-        ranked = sorted(
-            (ScoredRecord(record=h.record, score=s) for h, s in zip(hits, scores, strict=True)),
-            key=lambda h: (-h.score, h.record.id),
-        )
-        return ranked[:limit]
+        return _rescored(hits, query, stored, limit)
 
 
 class _NormalisingOwners(InMemoryMemoryStore):

@@ -33,6 +33,7 @@ from typing import IO, Any, cast
 import anyio
 import mcp_types as types
 from mcp.server.stdio import stdio_server
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from mcp.shared.message import SessionMessage
 
 __all__ = ["EnvelopeCheck", "envelope_error", "serve_stdio"]
@@ -44,9 +45,9 @@ def _valid_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-def _surrogate_path(value: object, path: tuple[str, ...] = ()) -> tuple[str, ...] | None:
+def _surrogate_path(value: object) -> tuple[str, ...] | None:
     """Where in `value` a string (or a key) holds a lone surrogate, if anywhere."""
-    stack: list[tuple[object, tuple[str, ...]]] = [(value, path)]
+    stack: list[tuple[object, tuple[str, ...]]] = [(value, ())]
     while stack:
         item, where = stack.pop()
         if isinstance(item, str):
@@ -180,7 +181,7 @@ class EnvelopeCheck:
     notification, `202`, and never answered it). Bodies over `max_body` bytes
     go on unread: the SDK refuses them itself."""
 
-    def __init__(self, app: Any, max_body: int = 4 * 1024 * 1024) -> None:
+    def __init__(self, app: Any, max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
         self.app = app
         self.max_body = max_body
 

@@ -468,11 +468,15 @@ class GraphMemory:
         if loop_triples and await self._forgotten_meanwhile(owner, loop, report):
             # a forget of the owner ran between the triples' read and these
             # writes: its checkpoint delete came first, so withdraw them here
-            for key in (f"{base}/{cp.id}", f"{base}/latest"):
-                try:
-                    await self._cache.delete(CHECKPOINT_SCOPE, key)
-                except Exception as exc:
-                    report.fail("cache.delete", exc)
+            # (`latest` only while it is still this one: one written since is
+            # another writer's; the cache has no conditional delete, so a write
+            # landing between this read and the delete is the window left)
+            try:
+                await self._cache.delete(CHECKPOINT_SCOPE, f"{base}/{cp.id}")
+                if await self._cache.get(CHECKPOINT_SCOPE, f"{base}/latest") == body:
+                    await self._cache.delete(CHECKPOINT_SCOPE, f"{base}/latest")
+            except Exception as exc:
+                report.fail("cache.delete", exc)
             return None, _failures(report)
         return cp, _failures(report)
 

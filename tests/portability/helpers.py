@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -145,3 +146,18 @@ def assert_same_records(got: dict, want: dict) -> None:  # type: ignore[type-arg
         assert g.vector.dtype == np.float32
         assert np.array_equal(g.vector, w.vector), key  # exact float32
         assert attrs.evolve(g, vector=w.vector) == w, (key, g, w)
+
+
+def sqlite_rows_with(path: Path, text: str) -> list[str]:
+    """The tables of a SQLite file with a row holding `text` anywhere."""
+    con = sqlite3.connect(path)
+    try:
+        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return [
+            t
+            for t in tables
+            for row in con.execute(f'SELECT * FROM "{t}"')
+            if any(text in str(v) for v in row)
+        ]
+    finally:
+        con.close()

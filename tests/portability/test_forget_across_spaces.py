@@ -6,7 +6,6 @@ forgotten user's records and switch reads to)."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from agent_memory.services.portability.reembed import (
     record_space,
 )
 
-from .helpers import settings
+from .helpers import settings, sqlite_rows_with
 
 OLD = HashingEmbedder(256).space
 NEW = HashingEmbedder(64).space
@@ -60,21 +59,6 @@ async def _contents(url: str, s: Settings, space: EmbeddingSpace, owner: str) ->
         return [r.content for r in (await ports.store.list(owner)).records]
 
 
-def _sqlite_rows_with(path: Path, text: str) -> list[str]:
-    """The tables of a SQLite file with a row holding `text` anywhere."""
-    con = sqlite3.connect(path)
-    try:
-        tables = [t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        return [
-            t
-            for t in tables
-            for row in con.execute(f'SELECT * FROM "{t}"')
-            if any(text in str(v) for v in row)
-        ]
-    finally:
-        con.close()
-
-
 async def test_forget_after_a_reembed_empties_the_kept_old_space(
     tmp_path: Path, backend: str
 ) -> None:
@@ -96,7 +80,7 @@ async def test_forget_after_a_reembed_empties_the_kept_old_space(
     assert await _contents(backend, s, OLD, "bob") == []
     assert await _contents(backend, s, NEW, "bob") == []
     if backend.startswith("sqlite"):
-        assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+        assert sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
 async def test_forget_during_an_interrupted_reembed_is_not_undone_by_resuming(
@@ -139,7 +123,7 @@ async def test_forget_during_an_interrupted_reembed_is_not_undone_by_resuming(
         assert m.embedder.space == NEW
         assert await m.users.facts(user_id="alice") == []
         assert len(await m.users.facts(user_id="bob")) == 1
-    assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+    assert sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
 async def _reembedded(tmp_path: Path) -> tuple[str, Settings]:
@@ -190,7 +174,7 @@ async def test_a_write_after_drop_old_from_a_process_connected_before_is_forgott
         assert (await m.users.forget("alice")).failures == ()
     assert await _contents(url, s, OLD, "alice") == []
     if url.startswith("sqlite"):
-        assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+        assert sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
 async def test_a_switch_recorded_before_the_list_still_has_its_old_space_forgotten(
@@ -207,7 +191,7 @@ async def test_a_switch_recorded_before_the_list_still_has_its_old_space_forgott
         assert m.embedder.space == NEW
         assert (await m.users.forget("alice")).failures == ()
     assert await _contents(url, s, OLD, "alice") == []
-    assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+    assert sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
 # --- the list of spaces under concurrent re-embeds --------------------------------
@@ -331,7 +315,7 @@ async def test_a_langgraph_delete_after_a_reembed_empties_the_kept_old_space(
         assert not any("bob" in c for c in registry), (space.identity, registry)
         assert any("alice" in c for c in registry), (space.identity, registry)
     if backend.startswith("sqlite"):
-        assert _sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+        assert sqlite_rows_with(tmp_path / "m.db", SECRET) == []
 
 
 async def test_forgetting_a_user_removes_their_langgraph_namespaces_everywhere(
@@ -363,5 +347,5 @@ async def test_forgetting_a_user_removes_their_langgraph_namespaces_everywhere(
         assert await _contents(backend, s, space, "alice") == []
     assert any("bob" in c for c in await _contents(backend, s, NEW, REGISTRY_OWNER))
     if backend.startswith("sqlite"):
-        rows = [t for t in _sqlite_rows_with(tmp_path / "m.db", "alice") if t != "audit_log"]
+        rows = [t for t in sqlite_rows_with(tmp_path / "m.db", "alice") if t != "audit_log"]
         assert rows == []  # the audit trail names the subject by design (docs/audit.md)

@@ -9,7 +9,6 @@ written after the forget, and every other user's data, comes back whole."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,7 +26,7 @@ from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE
 from agent_memory.services.user_memory import user_cache_scope
 
-from .helpers import settings
+from .helpers import settings, sqlite_rows_with
 
 ALICE = "alice"
 CAROL = "t/acme/u/carol"  # a tenant's user, forgotten through the tenant's key
@@ -191,20 +190,7 @@ async def test_restoring_an_export_from_before_a_forget_keeps_the_user_forgotten
     }
     assert f"left out {12 + 2 * triples} items" in summary.describe()
     if backend.startswith("sqlite"):
-        con = sqlite3.connect(tmp_path / "m.db")
-        try:
-            tables = [
-                t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            ]
-            rows = [
-                t
-                for t in tables
-                for row in con.execute(f'SELECT * FROM "{t}"')
-                if any(SECRETS[ALICE] in str(v) for v in row)
-            ]
-        finally:
-            con.close()
-        assert rows == []
+        assert sqlite_rows_with(tmp_path / "m.db", SECRETS[ALICE]) == []
 
 
 async def test_restore_forgotten_brings_them_back(tmp_path: Path) -> None:

@@ -283,6 +283,12 @@ async def test_inspector_end_to_end_in_chromium(ui: LiveServer, tmp_path: Path) 
                 "![...document.querySelectorAll('#facts tbody tr')]"
                 ".some(tr => tr.cells[0].textContent.includes('green tea'))"
             )
+            # the page reloads the facts and re-runs the search concurrently
+            # (Promise.all): wait for the search's refresh too, not only the facts'
+            await page.wait_for(
+                "![...document.querySelectorAll('#results tbody tr')]"
+                ".some(tr => tr.textContent.includes('green tea'))"
+            )
             assert len(await _rows(page, "facts")) == 2
             assert not any("green tea" in r[1] for r in await _rows(page, "results"))
             shot = await page.screenshot(

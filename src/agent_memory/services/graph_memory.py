@@ -483,13 +483,13 @@ class GraphMemory:
     async def _forgotten_meanwhile(self, owner: str, loop: str, report: StageReport) -> bool:
         """Whether the loop's triples, read before the checkpoint was written, are
         all gone now: a forget of the owner (`delete_scope`) erases every one,
-        nothing else does. A read that fails counts as gone (the checkpoint may
-        quote erased triples; the loop writes the next one)."""
+        nothing else does. A read that fails keeps the checkpoint (the loop's
+        resume point) and is reported: a transient error must not drop it."""
         try:
             return not await self._triples.query(owner, loop=loop, limit=1)
         except Exception as exc:
             report.fail("triples.recheck", exc)
-            return True
+            return False
 
     async def last_checkpoint(self, owner: str, loop: str) -> Checkpoint | None:
         """The loop's latest checkpoint within retention (raises on backend errors)."""

@@ -4,8 +4,10 @@ errors are the same), importable on the base install."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -131,6 +133,91 @@ def test_json_nesting_past_the_bound_is_invalid_input_never_a_recursion_error(
             id="e", domain="d", agent="a", action="x", outcome="ok", summary="s",
             occurred_at=datetime.now(UTC), recorded_at=datetime.now(UTC), metadata=value,
         )  # fmt: skip
+
+
+def _doubling(levels: int) -> list[object]:
+    """A list holding the one below it twice, `levels` times: 2 ** levels leaves
+    in its JSON, from `levels` lists in memory."""
+    value: list[object] = [1]
+    for _ in range(levels):
+        value = [value, value]
+    return value
+
+
+def _json_count(value: object) -> int:
+    """The values `value`'s JSON holds, counted on the JSON itself."""
+    decoded = json.loads(json.dumps(value))
+    count, stack = 0, [decoded]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            count += len(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
+def test_a_value_whose_json_expands_past_the_bound_is_refused_at_once() -> None:
+    """Sharing is free in memory and not in JSON: 24 levels of a list holding the
+    one below twice is 2 ** 24 leaves once serialised. It used to be accepted
+    after about 40 s of `json.dumps` (2 ** 30: hours, GBs); now every JSON field
+    refuses it, naming itself and MAX_JSON_VALUES, before serialising."""
+    value = {"v": _doubling(24)}
+    start = time.perf_counter()
+    with pytest.raises(public.InvalidInput, match=r"record\.attributes.*MAX_JSON_VALUES"):
+        domain_checks.require_json_mapping(value, "record.attributes")
+    with pytest.raises(public.InvalidInput, match=r"event\.metadata.*MAX_JSON_VALUES"):
+        records.Event(
+            id="e", domain="d", agent="a", action="x", outcome="ok", summary="s",
+            occurred_at=datetime.now(UTC), recorded_at=datetime.now(UTC), metadata=value,
+        )  # fmt: skip
+    with pytest.raises(public.InvalidInput, match=r"MAX_JSON_VALUES"):
+        domain_checks.require_json_mapping({"v": _doubling(60)}, "value")
+    assert time.perf_counter() - start < 5, "refused only after serialising"
+    # a flat list past the bound: refused as soon as the count passes it
+    with pytest.raises(public.InvalidInput, match="MAX_JSON_VALUES"):
+        domain_checks.require_json_mapping({"v": [0] * public.MAX_JSON_VALUES}, "x")
+
+
+def test_the_bound_counts_what_the_json_holds_exactly() -> None:
+    """At MAX_JSON_VALUES a shared value passes, one more value does not: the
+    count is the JSON's, a shared list once per place (checked on the walk
+    alone; serialising ten million values is the caller's cost)."""
+    inner: list[object] = [0] * 9_999  # 10,000 values
+    outer = [inner] * 999  # 1 + 999 * 10,000 = 9,990,001
+    rest = public.MAX_JSON_VALUES - 1 - 2 - 9_990_001 - 1  # root, keys "v" "w", list "w"
+    at_bound = {"v": outer, "w": [0] * rest}
+    domain_checks._require_shape(at_bound, "x")
+    assert domain_checks._expanded_size(at_bound, 2**62) == public.MAX_JSON_VALUES
+    over = {"v": outer, "w": [0] * (rest + 1)}
+    with pytest.raises(public.InvalidInput, match="MAX_JSON_VALUES"):
+        domain_checks._require_shape(over, "x")
+
+
+@st.composite
+def _shared_values(draw: st.DrawFn) -> dict[str, object]:
+    """Small JSON values whose containers may appear in several places."""
+    pool: list[object] = []
+    for _ in range(draw(st.integers(1, 12))):
+        size = draw(st.integers(0, 4))
+        picks = [
+            draw(st.sampled_from(pool)) if pool and draw(st.booleans()) else draw(st.integers())
+            for _ in range(size)
+        ]
+        pool.append({f"k{i}": v for i, v in enumerate(picks)} if draw(st.booleans()) else picks)
+    return {"v": pool[-1], "w": draw(st.sampled_from(pool))}
+
+
+@settings(max_examples=200, deadline=None)
+@given(_shared_values())
+def test_the_count_is_the_json_count_for_any_sharing(value: dict[str, object]) -> None:
+    """Property: the count the bound is checked on is the number of values of
+    the value's JSON (scalars, containers, keys), whatever is shared, and such a
+    value below the bound is accepted unchanged."""
+    assert domain_checks._expanded_size(value, 2**62) == _json_count(value)
+    assert domain_checks.require_json_mapping(value, "x") == value
 
 
 def test_a_shared_or_circular_container_is_refused_cleanly() -> None:

@@ -8,7 +8,7 @@ field, before any I/O, as the contract suite expects (the `*-INPUT-*`,
 `*-SCOPE-*`, `MS-DIM-*` and `*-BOUND-*` clauses). Needs only the base install.
 
 - bounds: `MAX_ID_BYTES`, `MAX_LIMIT`, `MAX_TTL`, `MAX_QUERY_BYTES`,
-  `MAX_QUERY_WORD_BYTES`, `MAX_JSON_DEPTH`, `MAX_VALUE_BYTES`;
+  `MAX_QUERY_WORD_BYTES`, `MAX_JSON_DEPTH`, `MAX_JSON_VALUES`, `MAX_VALUE_BYTES`;
 - one value: `require_scope` (owner, namespace, domain, lease/cache scope:
   `ScopeRequired` when blank), `require_id`, `require_no_nul`, `require_text`,
   `require_utc`, `require_limit`, `require_ttl`, `require_positive`,
@@ -57,6 +57,7 @@ from agent_memory.domain.records import require_dimension
 from agent_memory.domain.validation import (
     MAX_ID_BYTES,
     MAX_JSON_DEPTH,
+    MAX_JSON_VALUES,
     MAX_LIMIT,
     MAX_QUERY_BYTES,
     MAX_QUERY_WORD_BYTES,
@@ -76,6 +77,7 @@ from agent_memory.domain.validation import (
 __all__ = [
     "MAX_ID_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_VALUES",
     "MAX_LIMIT",
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",

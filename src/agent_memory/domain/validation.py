@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ _T = TypeVar("_T")
 __all__ = [
     "MAX_ID_BYTES",
     "MAX_JSON_DEPTH",
+    "MAX_JSON_VALUES",
     "MAX_LIMIT",
     "MAX_QUERY_BYTES",
     "MAX_QUERY_WORD_BYTES",
@@ -87,6 +88,14 @@ MAX_VALUE_BYTES = 16 * 1024 * 1024
 #: Every backend round-trips it alike; much deeper JSON exhausts Python's
 #: recursion in `json.dumps` (about 1,000 levels) and some servers' parsers.
 MAX_JSON_DEPTH = 100
+#: The most values attributes, metadata and LangGraph values may hold, counted as
+#: their JSON holds them: every scalar, container and mapping key, a container
+#: shared by several parents once for each place it appears (JSON has no
+#: sharing, so `json.dumps` writes it out each time). Ten million values are
+#: tens of MB of JSON; a list that holds another twice, thirty levels down, would
+#: be 2 ** 30 (hours of work and GBs of memory to serialise), and is refused
+#: when built.
+MAX_JSON_VALUES = 10_000_000
 #: A query word (run of letters and digits) longer than this many UTF-8 bytes is
 #: ignored: the search engines index only bounded tokens (RediSearch keeps the
 #: first 128 bytes, PostgreSQL drops words over 2047), so such words could match
@@ -276,7 +285,7 @@ def require_json_mapping(value: object, field: str) -> dict[str, Any]:
     for key in out:
         if not isinstance(key, str):
             raise InvalidInput(field, f"keys must be strings, got {key!r}")
-    _require_depth(out, field)
+    _require_shape(out, field)
     try:
         json.dumps(out, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -284,29 +293,86 @@ def require_json_mapping(value: object, field: str) -> dict[str, Any]:
     return out
 
 
-def _require_depth(value: object, field: str) -> None:
-    """`InvalidInput` when containers nest deeper than `MAX_JSON_DEPTH`, walked
-    with an explicit stack (no recursion, whatever the depth). A container met
-    again (shared) is walked again only when met deeper than before, so each is
-    walked at most `MAX_JSON_DEPTH` times; a cycle is infinitely deep."""
+def _children(item: object) -> Collection[object] | None:
+    if isinstance(item, Mapping):
+        return item.values()
+    if isinstance(item, list | tuple):
+        return item
+    return None
+
+
+def _too_many(field: str) -> InvalidInput:
+    return InvalidInput(
+        field,
+        f"holds more than {MAX_JSON_VALUES} values as JSON, a shared container counted "
+        "once for each place it appears (MAX_JSON_VALUES)",
+    )
+
+
+def _require_shape(value: object, field: str) -> None:
+    """`InvalidInput` when containers nest deeper than `MAX_JSON_DEPTH`, or the
+    value holds more than `MAX_JSON_VALUES` values as JSON. Walked with an
+    explicit stack (no recursion, whatever the depth). A container met again
+    (shared) is walked again only when met deeper than before, so each is walked
+    at most `MAX_JSON_DEPTH` times; a cycle is infinitely deep. Every visit is a
+    place the value appears in its JSON, so the visits bound the count from
+    below; when a container is shared, the exact count is taken by
+    `_expanded_size`, linear in the distinct containers."""
     stack: list[tuple[object, int]] = [(value, 1)]
     deepest: dict[int, int] = {}
+    count = 1
+    shared = False
     while stack:
         item, depth = stack.pop()
-        if isinstance(item, Mapping):
-            children: Iterable[object] = item.values()
-        elif isinstance(item, list | tuple):
-            children = item
-        else:
+        children = _children(item)
+        if children is None:
             continue
         if depth > MAX_JSON_DEPTH:
             raise InvalidInput(
                 field, f"nested more than {MAX_JSON_DEPTH} levels deep (MAX_JSON_DEPTH)"
             )
-        if deepest.get(id(item), 0) >= depth:
-            continue
+        seen = deepest.get(id(item))
+        if seen is not None:
+            shared = True
+            if seen >= depth:
+                continue
         deepest[id(item)] = depth
-        stack.extend((child, depth + 1) for child in children)
+        if seen is None:  # a re-walk adds nothing here: `_expanded_size` counts it
+            count += len(children) * (2 if isinstance(item, Mapping) else 1)
+            if count > MAX_JSON_VALUES:
+                raise _too_many(field)
+        stack.extend((child, depth + 1) for child in children if _children(child) is not None)
+    if shared and _expanded_size(value, MAX_JSON_VALUES) > MAX_JSON_VALUES:
+        raise _too_many(field)
+
+
+def _expanded_size(value: object, limit: int) -> int:
+    """How many values `value`'s JSON holds (scalars, containers, mapping keys; a
+    shared container once per place), or a number past `limit` as soon as that
+    is certain. `value` has no cycle. Each distinct container is sized once,
+    after its children (an explicit post-order stack)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[object, bool]] = [(value, False)]
+    while stack:
+        item, ready = stack.pop()
+        children = _children(item)
+        if children is None or (not ready and id(item) in sizes):
+            continue
+        if not ready:
+            stack.append((item, True))
+            stack.extend(
+                (child, False)
+                for child in children
+                if _children(child) is not None and id(child) not in sizes
+            )
+            continue
+        total = 1 + (len(children) if isinstance(item, Mapping) else 0)
+        for child in children:
+            total += sizes.get(id(child), 1)
+        if total > limit:
+            return total
+        sizes[id(item)] = total
+    return sizes.get(id(value), 1)
 
 
 def as_vector(value: object, field: str = "vector") -> npt.NDArray[np.float32]:

@@ -71,8 +71,20 @@ def _category(value: object) -> FactCategory:
 
 def _content(_inst: object, _attr: object, value: Any) -> None:
     text = require_text(value, "candidate.content")
+    if "\x00" in text:  # no store holds it (MS-BOUND-2): refuse it here, by this name
+        raise InvalidInput("candidate.content", "text must not contain NUL (\\x00)")
     if not text.strip():
         raise InvalidInput("candidate.content", "must not be blank")
+
+
+def _storable_text(value: object) -> bool:
+    """Whether `value` is text a fact can hold: a non-blank string without NUL
+    or lone surrogates."""
+    try:
+        _content(None, None, value)
+    except InvalidInput:
+        return False
+    return True
 
 
 def _confidence(value: object) -> float:
@@ -194,8 +206,8 @@ def _classification(
     offered = {n.id for n in neighbours[index]}
     if op is not Operation.ADD and (not isinstance(target, str) or target not in offered):
         return None
-    if content is not None and (not isinstance(content, str) or not content.strip()):
-        content = None
+    if content is not None and not _storable_text(content):
+        content = None  # blank, NUL or a lone surrogate: the candidate's own text serves
     return index, Classification(
         op, target_id=None if op is Operation.ADD else target, content=content
     )
@@ -227,6 +239,8 @@ def parse_extraction(text: str) -> tuple[list[FactCandidate], str | None, str | 
         except ValueError:
             bad += 1
     summary = obj.get("summary")
+    if isinstance(summary, str) and summary.strip() and not _storable_text(summary):
+        return out, None, (f"{bad} unusable facts; " if bad else "") + "unusable summary"
     summary = summary.strip() if isinstance(summary, str) and summary.strip() else None
     return out, summary, (f"{bad} unusable facts" if bad else None)
 
@@ -346,6 +360,8 @@ def rule_extract(text: str) -> list[FactCandidate]:
                 verb=_VERBS.get(verb_word, verb_word),
                 w=work.group(1).lower() if work else "",
             )
+            if not _storable_text(content):  # e.g. a NUL inside the statement
+                continue
             key = normalise_fact(content)
             if key not in found and not any(key in k or k in key for k in found):
                 found[key] = FactCandidate(content=content, category=category, confidence=0.9)

@@ -10,6 +10,13 @@ confidence, source (explicit/derived), last_used_at and, after a CONTRADICT,
 `supersedes` (the replaced fact's id). Derived cache entries live in the cache
 scope `user_cache_scope(user)`.
 
+Agents reconcile one user's facts concurrently, with no lock: a stored ADD is
+settled against copies another writer stored meanwhile (one stays), a
+CONTRADICT whose target is already gone settles the replacements of it (the
+latest stays), a target that vanished before its UPDATE or DUPLICATE landed
+keeps the candidate as a fact of its own, and a DUPLICATE's refresh is written
+only over the version it read (`VersionedWrites` stores).
+
 Forgetting a user also reaches what their data fed, found from stored data so
 it works in any process: before the user's events are erased they are read
 (`EventLog.user_events`), and their domains, requests and entities name the
@@ -35,6 +42,7 @@ from typing import Any
 import numpy as np
 from attrs import define, evolve, frozen
 
+from agent_memory.domain.errors import DuplicateRecord, InvalidInput, NotFound
 from agent_memory.domain.langgraph_layout import (
     REGISTRY_KIND,
     REGISTRY_OWNER,
@@ -52,11 +60,12 @@ from agent_memory.domain.user_facts import (
     Operation,
     immediate_decision,
     is_universal,
+    normalise_fact,
     parse_classifications,
     parse_extraction,
     rule_extract,
 )
-from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.validation import require_id, require_scope, require_text
 from agent_memory.domain.views import (
     FORMAT_VERSION,
     Fact,
@@ -68,7 +77,7 @@ from agent_memory.domain.views import (
     render_user_profile,
 )
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
-from agent_memory.ports.storage import Cache, EventLog, MemoryStore, TripleStore
+from agent_memory.ports.storage import Cache, EventLog, MemoryStore, TripleStore, VersionedWrites
 from agent_memory.services.audit import AuditTrail
 from agent_memory.services.background import BackgroundReports
 from agent_memory.services.compaction import CACHE_KEY as DIGEST_KEY
@@ -341,6 +350,7 @@ class UserMemory:
             return report
         require_id(user_id, "user_id")
         require_scope(namespace, "namespace")
+        require_text(conversation, "conversation")
         if wait:
             return await self._extract(user_id, namespace, conversation, report)
         self._background.spawn(self._extract(user_id, namespace, conversation, report))
@@ -488,30 +498,25 @@ class UserMemory:
         ops: Counter[str] = Counter()
         summaries = 0
         now = self.clock.now()
-        additions: list[MemoryRecord] = []  # every ADD goes to the store in one batch
+        additions: dict[int, MemoryRecord] = {}  # every ADD goes to the store in one batch
         for i, candidate in enumerate(candidates):
             decision = decisions.get(i, Classification(Operation.ADD))
             if decision.operation is Operation.ADD:
-                additions.append(self._record(user_id, spaces[i], candidate, vectors[i], now))
+                additions[i] = self._record(user_id, spaces[i], candidate, vectors[i], now)
                 continue
             try:
-                await self._apply(user_id, spaces[i], candidate, vectors[i], decision)
+                applied = await self._apply(user_id, spaces[i], candidate, vectors[i], decision)
             except Exception as exc:
                 report.fail(f"apply {decision.operation} [{i}]", exc)
                 continue
-            ops[str(decision.operation)] += 1
-            self.counters[f"op.{decision.operation}"] += 1
-            if candidate.category is FactCategory.SUMMARY and decision.operation in _STORING:
+            ops[str(applied)] += 1
+            self.counters[f"op.{applied}"] += 1
+            if candidate.category is FactCategory.SUMMARY and applied in _STORING:
                 summaries += 1
-        if additions:
-            try:
-                await self.store.add(additions)
-            except Exception as exc:
-                report.fail(f"apply ADD x{len(additions)}", exc)
-            else:
-                ops[str(Operation.ADD)] += len(additions)
-                self.counters[f"op.{Operation.ADD}"] += len(additions)
-                summaries += sum(r.kind == FactCategory.SUMMARY.value for r in additions)
+        for i, applied in (await self._add_all(additions, report)).items():
+            ops[str(applied)] += 1
+            self.counters[f"op.{applied}"] += 1
+            summaries += candidates[i].category is FactCategory.SUMMARY
         report.details["operations"] = dict(ops)
         self.observability.user_memory_operations(dict(ops))
         self._reconciled_event(report)
@@ -609,6 +614,82 @@ class UserMemory:
                 out[i] = single[0]
         return out
 
+    async def _add_all(
+        self, additions: dict[int, MemoryRecord], report: StageReport
+    ) -> dict[int, Operation]:
+        """Store the ADDs (by candidate index) in one batch; what each became: ADD,
+        or DUPLICATE when another writer stored the same fact meanwhile. A batch
+        refused as invalid (one fact over a backend's limit) is stored one record
+        at a time, so only the invalid fact fails."""
+        if not additions:
+            return {}
+        stored: list[int] = []
+        try:
+            await self.store.add(list(additions.values()))
+            stored = list(additions)
+        except InvalidInput:
+            for i, record in additions.items():
+                try:
+                    await self.store.add([record])
+                except DuplicateRecord:  # its fresh id: a non-atomic batch wrote it
+                    stored.append(i)
+                except Exception as exc:
+                    report.fail(f"apply ADD [{i}]", exc)
+                else:
+                    stored.append(i)
+        except Exception as exc:
+            report.fail(f"apply ADD x{len(additions)}", exc)
+        out: dict[int, Operation] = {}
+        for i in stored:
+            out[i] = Operation.ADD
+            try:
+                if await self._dropped_as_copy(additions[i]):
+                    out[i] = Operation.DUPLICATE
+            except Exception as exc:
+                report.fail(f"settle ADD [{i}]", exc)
+        return out
+
+    async def _dropped_as_copy(self, record: MemoryRecord) -> bool:
+        """Settle a fact just stored against copies of it (same namespace, same
+        normalised text) that another writer stored meanwhile — both reconciled
+        before either was stored, so each saw none. The first stored copy
+        (created_at, then id) stays and whoever sees the others deletes them:
+        every writer keeps the same one, so one copy remains. True when `record`
+        is not the one that stays."""
+        if record.kind == FactCategory.SUMMARY.value:
+            return False  # summaries are never reconciled
+        wanted = normalise_fact(record.content)
+        hits = await self.store.search(
+            record.owner, record.vector, limit=self.options.neighbours, namespace=record.namespace
+        )
+        copies = {
+            h.record.id: h.record
+            for h in hits
+            if h.record.kind != FactCategory.SUMMARY.value
+            and normalise_fact(h.record.content) == wanted
+        }
+        copies.setdefault(record.id, record)  # another writer may have deleted it already
+        if len(copies) < 2:
+            return False
+        keep = min(copies.values(), key=lambda r: (r.created_at, r.id))
+        for copy in copies.values():
+            if copy.id != keep.id:
+                await self.store.delete(copy.owner, copy.id)
+        return keep.id != record.id
+
+    async def _keep(
+        self,
+        user_id: str,
+        namespace: str,
+        candidate: FactCandidate,
+        vector: np.ndarray[Any, Any],
+    ) -> Operation:
+        """The candidate's target vanished meanwhile (forgotten, or replaced by
+        another writer): keep the information as a fact of its own."""
+        record = self._record(user_id, namespace, candidate, vector, self.clock.now())
+        await self.store.add([record])
+        return Operation.DUPLICATE if await self._dropped_as_copy(record) else Operation.ADD
+
     async def _apply(
         self,
         user_id: str,
@@ -616,44 +697,105 @@ class UserMemory:
         candidate: FactCandidate,
         vector: np.ndarray[Any, Any],
         decision: Classification,
-    ) -> None:
-        """UPDATE, CONTRADICT or DUPLICATE one candidate (ADDs are batched by the caller)."""
+    ) -> Operation:
+        """UPDATE, CONTRADICT or DUPLICATE one candidate (ADDs are batched by the
+        caller); the operation it came to."""
         now = self.clock.now()
         assert decision.target_id is not None
+        if decision.operation is Operation.CONTRADICT:
+            await self._replace(user_id, namespace, candidate, vector, decision, now)
+            return Operation.CONTRADICT
         target = await self.store.get(user_id, decision.target_id)
         if target is None:  # vanished meanwhile: keep the information
-            await self.store.add([self._record(user_id, namespace, candidate, vector, now)])
-            return
+            return await self._keep(user_id, namespace, candidate, vector)
         if decision.operation is Operation.DUPLICATE:
-            await self.store.update(
-                evolve(target, attributes={**target.attributes, "last_used_at": now.isoformat()})
-            )
+            if not await self._refresh(target, now):
+                return await self._keep(user_id, namespace, candidate, vector)
         elif decision.operation is Operation.UPDATE:
             content = decision.content or candidate.content
             (new_vector,) = await self.embedder.embed([content])
-            await self.store.update(
-                evolve(
-                    target,
-                    content=content,
-                    vector=new_vector,
-                    updated_at=now,
-                    attributes={**target.attributes, "last_used_at": now.isoformat()},
+            try:
+                await self.store.update(
+                    evolve(
+                        target,
+                        content=content,
+                        vector=new_vector,
+                        updated_at=now,
+                        attributes={**target.attributes, "last_used_at": now.isoformat()},
+                    )
                 )
-            )
-        else:  # CONTRADICT: store the replacement first, then remove the old fact
-            content = decision.content or candidate.content
-            if content != candidate.content:
-                (vector,) = await self.embedder.embed([content])
-            replacement = self._record(
-                user_id,
-                namespace,
-                evolve(candidate, content=content),
-                vector,
-                now,
-                supersedes=target.id,
-            )
-            await self.store.add([replacement])
-            await self.store.delete(user_id, target.id)
+            except NotFound:  # removed since it was read
+                return await self._keep(user_id, namespace, candidate, vector)
+        return decision.operation
+
+    async def _replace(
+        self,
+        user_id: str,
+        namespace: str,
+        candidate: FactCandidate,
+        vector: np.ndarray[Any, Any],
+        decision: Classification,
+        now: datetime,
+    ) -> None:
+        """CONTRADICT: store the replacement first, then remove the old fact. A
+        target already gone was replaced by another writer meanwhile (or
+        forgotten): the replacements of it are settled to one."""
+        assert decision.target_id is not None
+        content = decision.content or candidate.content
+        if content != candidate.content:
+            (vector,) = await self.embedder.embed([content])
+        replacement = self._record(
+            user_id,
+            namespace,
+            evolve(candidate, content=content),
+            vector,
+            now,
+            supersedes=decision.target_id,
+        )
+        await self.store.add([replacement])
+        if not await self.store.delete(user_id, decision.target_id):
+            await self._settle_replacements(user_id, namespace, decision.target_id)
+
+    async def _refresh(self, target: MemoryRecord, now: datetime) -> bool:
+        """A DUPLICATE's refresh of the stored fact's last-used time; False when
+        the fact is gone. A store with `VersionedWrites` writes it only over the
+        version read (as that version plus 1 µs), so a refresh never puts back
+        the text another writer changed meanwhile (that write is as fresh); other
+        stores replace the record."""
+        refreshed = evolve(
+            target, attributes={**target.attributes, "last_used_at": now.isoformat()}
+        )
+        if isinstance(self.store, VersionedWrites):
+            version = target.updated_at + timedelta(microseconds=1)
+            if await self.store.update_if_older(evolve(refreshed, updated_at=version)):
+                return True
+            return await self.store.get(target.owner, target.id) is not None
+        try:
+            await self.store.update(refreshed)
+        except NotFound:
+            return False
+        return True
+
+    async def _settle_replacements(self, user_id: str, namespace: str, replaced: str) -> None:
+        """After a CONTRADICT found its target already gone: other writers may
+        have replaced the same fact meanwhile, each with its own replacement.
+        The latest (created_at, then id) stays, as if the writers had run one
+        after another; every writer that finds its target gone deletes the
+        others, so one remains."""
+        replacements: list[MemoryRecord] = []
+        cursor = None
+        while True:
+            page = await self.store.list(user_id, namespace=namespace, limit=200, cursor=cursor)
+            replacements += [r for r in page.records if r.attributes.get("supersedes") == replaced]
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        if len(replacements) < 2:
+            return
+        keep = max(replacements, key=lambda r: (r.created_at, r.id))
+        for record in replacements:
+            if record.id != keep.id:
+                await self.store.delete(user_id, record.id)
 
     @staticmethod
     def _record(

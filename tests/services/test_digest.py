@@ -16,6 +16,7 @@ from agent_memory.domain.digest import (
     DigestPolicy,
     decide,
     event_fingerprint,
+    event_key,
     window_fingerprint,
 )
 from agent_memory.domain.records import Entity, Event
@@ -47,7 +48,9 @@ def entry_for(events: list[Event], fp: str = FP) -> CacheEntry:
     return CacheEntry(
         window_fp=fp,
         digest="digest",
-        represented={e.id: (event_fingerprint(e), e.occurred_at.isoformat()) for e in events},
+        represented={
+            event_key(e): (event_fingerprint(e), e.occurred_at.isoformat()) for e in events
+        },
         created_at=NOW.isoformat(),
         model_fingerprint="model-a",
     )
@@ -99,7 +102,7 @@ def test_additions_are_incremental_within_threshold(
     expected = DecisionPath.INCREMENTAL if len(new) <= threshold else DecisionPath.FULL_RECOMPACT
     assert d.path is expected
     assert d.cache_hit
-    assert set(d.added) == new
+    assert set(d.added) == {event_key(e) for e in window if e.id in new}
 
 
 @settings(max_examples=300)

@@ -4,6 +4,9 @@ A digest condenses a domain's event window. It is cached per domain, shared
 by every agent of the domain, under a *window fingerprint* (the policy —
 domain, lookback, raw limit, digest target — plus the effective model
 fingerprint) and with a fingerprint per represented event (id + content).
+Represented events are keyed by `event_key` — their domain and id, an event's
+identity in the log: a global event of another domain may reuse the id of one
+of the domain's own events, and is another event.
 
 Each request's decision is exactly one of:
 - `full`: no compatible entry (none, or unreadable);
@@ -45,6 +48,7 @@ __all__ = [
     "DigestPolicy",
     "decide",
     "event_fingerprint",
+    "event_key",
     "extractive_digest",
     "window_fingerprint",
 ]
@@ -104,7 +108,9 @@ def window_fingerprint(policy: DigestPolicy, model_fingerprint: str) -> str:
     entry is updated, not what a digest means."""
     return _digest(
         {
-            "v": 1,
+            # v2: represented events keyed by `event_key` (v1 entries, keyed by
+            # id alone, are incompatible and get recompacted)
+            "v": 2,
             "domain": policy.domain,
             "lookback_s": policy.lookback.total_seconds(),
             "raw_limit": policy.raw_limit,
@@ -112,6 +118,11 @@ def window_fingerprint(policy: DigestPolicy, model_fingerprint: str) -> str:
             "model": model_fingerprint,
         }
     )
+
+
+def event_key(event: Event) -> str:
+    """An event's key among the represented ones: its identity, (domain, id)."""
+    return json.dumps([event.domain, event.id], ensure_ascii=False)
 
 
 def event_fingerprint(event: Event) -> str:
@@ -131,10 +142,20 @@ def event_fingerprint(event: Event) -> str:
     )
 
 
+def _aware_time(value: object) -> str:
+    """A represented event's time as stored: an aware ISO timestamp, else
+    ValueError/TypeError (the entry is unreadable)."""
+    if not isinstance(value, str):
+        raise TypeError(f"an event time must be a string, got {type(value).__name__}")
+    if datetime.fromisoformat(value).utcoffset() is None:
+        raise ValueError(f"an event time must be timezone-aware, got {value!r}")
+    return value
+
+
 @frozen
 class CacheEntry:
     """A cached digest: its window fingerprint, text, and the events it represents
-    (id -> (fingerprint, occurred_at ISO))."""
+    (`event_key` -> (fingerprint, occurred_at ISO))."""
 
     window_fp: str
     digest: str
@@ -145,7 +166,7 @@ class CacheEntry:
     def to_bytes(self) -> bytes:
         return json.dumps(
             {
-                "v": 1,
+                "v": 2,
                 "window_fp": self.window_fp,
                 "digest": self.digest,
                 "represented": {k: list(v) for k, v in self.represented.items()},
@@ -157,10 +178,14 @@ class CacheEntry:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> CacheEntry:
-        """Parse an entry; `InvalidInput` when it is not one of ours."""
+        """Parse an entry; `InvalidInput` when it is not one of ours (an event
+        time that is not an aware ISO timestamp included: the decision compares
+        them with the window's)."""
         try:
             data = json.loads(raw.decode("utf-8"))
-            represented = {str(k): (str(v[0]), str(v[1])) for k, v in data["represented"].items()}
+            represented = {
+                str(k): (str(v[0]), _aware_time(v[1])) for k, v in data["represented"].items()
+            }
             return cls(
                 window_fp=str(data["window_fp"]),
                 digest=str(data["digest"]),
@@ -195,7 +220,7 @@ def decide(
         return DigestDecision(
             DecisionPath.FULL_RECOMPACT, cache_hit=False, reason="policy or model changed"
         )
-    current = {e.id: e for e in window}
+    current = {event_key(e): e for e in window}
     oldest = min((e.occurred_at for e in window), default=None)
     for event_id, (fp, occurred_raw) in entry.represented.items():
         event = current.get(event_id)
@@ -210,7 +235,7 @@ def decide(
             return DigestDecision(
                 DecisionPath.FULL_RECOMPACT, cache_hit=True, reason=f"event {event_id!r} changed"
             )
-    added = tuple(e.id for e in window if e.id not in entry.represented)
+    added = tuple(key for key in current if key not in entry.represented)
     if not added:
         return DigestDecision(DecisionPath.CACHED, cache_hit=True, reason="unchanged window")
     if len(added) <= threshold:

@@ -21,6 +21,7 @@ from agent_memory.domain.digest import (
     DigestPolicy,
     decide,
     event_fingerprint,
+    event_key,
     extractive_digest,
     window_fingerprint,
 )
@@ -210,7 +211,7 @@ class Compactor:
         if incremental:
             assert entry is not None
             added = set(decision.added)
-            new = [e for e in events if e.id in added]
+            new = [e for e in events if event_key(e) in added]
             prompt = (
                 "Previous digest:\n"
                 + entry.digest
@@ -246,7 +247,9 @@ class Compactor:
         entry = CacheEntry(
             window_fp=window_fp,
             digest=text,
-            represented={e.id: (event_fingerprint(e), e.occurred_at.isoformat()) for e in events},
+            represented={
+                event_key(e): (event_fingerprint(e), e.occurred_at.isoformat()) for e in events
+            },
             created_at=self.clock.now().isoformat(),
             model_fingerprint=fingerprint,
         )

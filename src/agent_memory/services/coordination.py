@@ -35,6 +35,9 @@ __all__ = [
 
 SIGNAL_PREFIX = "signal:"
 CLAIM_PREFIX = "claim:"
+#: Tries to claim an entity whose holder keeps letting go between our acquire
+#: and our read of the holder (each round: the claim was held, then free).
+_CLAIM_ATTEMPTS = 3
 
 
 def signal_key(agent: str, request_id: str) -> str:
@@ -171,17 +174,26 @@ class Coordinator:
     async def claim(
         self, agent: str, request_id: str, entity: Entity, started_at: datetime
     ) -> ClaimResult:
+        """Claim `entity` for the request, or say who holds it. A holder that lets
+        go between the acquire and the read of the holder leaves the claim free:
+        it is acquired again (a few times), so the result never says "held"
+        with no holder when nobody holds it (unless that keeps happening)."""
         payload = json.dumps(
             {"agent": agent, "request_id": request_id, "since": started_at.isoformat()},
             ensure_ascii=False,
         ).encode("utf-8")
         key = claim_key(entity)
-        lease = await self._leases.acquire(
-            self._domain, key, request_owner(agent, request_id), self._claim_ttl, payload
-        )
-        if lease is not None:
-            return ClaimResult(entity=entity, acquired=True)
-        holder = await self._leases.get(self._domain, key)
+        owner = request_owner(agent, request_id)
+        holder = None
+        for _ in range(_CLAIM_ATTEMPTS):
+            lease = await self._leases.acquire(self._domain, key, owner, self._claim_ttl, payload)
+            if lease is not None:
+                return ClaimResult(entity=entity, acquired=True)
+            # Held when we tried; gone by now (released or expired in between):
+            # the claim is free, so try again rather than report no holder.
+            holder = await self._leases.get(self._domain, key)
+            if holder is not None:
+                break
         data = _decode(holder.payload) if holder is not None else {}
         return ClaimResult(
             entity=entity,

@@ -296,10 +296,13 @@ class ReflectionJob:
                     out.report.fail(f"distil {entity.type}/{entity.id}", exc)
                     failed_domains.add(domain)
                     continue
+                kept = {fragment_id(domain, _KIND, c, key) for c, _ in fragments}
+                if await self._withdraw_if_gone(domain, entity, events, kept, out.report):
+                    failed_domains.add(domain)  # the next pass distils it again
+                    continue
                 try:
                     if domain not in earlier:
                         earlier[domain] = await self._reflections(domain)
-                    kept = {fragment_id(domain, _KIND, c, key) for c, _ in fragments}
                     superseded = await self._supersede(
                         domain, earlier[domain].pop(key, []), kept, attributes
                     )
@@ -333,6 +336,55 @@ class ReflectionJob:
                 await self.leases.release(self._scope, REFLECTION_LOCK, self.replica)
             except Exception as exc:
                 out.report.fail("release-lock", exc)
+
+    async def _withdraw_if_gone(
+        self,
+        domain: str,
+        entity: Entity,
+        events: Sequence[Event],
+        stored: set[str],
+        report: StageReport,
+    ) -> bool:
+        """Delete the fragments just stored from `events` when one of them is gone.
+
+        A forget erases the user's events, then deletes the fragments derived
+        from them; one that ran while this entity was being distilled (after its
+        events were read, before its fragments were stored) left fragments
+        quoting erased events behind. So, after the store, the events are read
+        again: either the forget's erase came before this read (an event is
+        missing: the fragments are withdrawn here, and the domain's watermark
+        stays, so the next pass distils the entity from the events left) or
+        after it, and then the forget's fragment deletion comes after the store
+        too. Events that cannot be read back withdraw the fragments. True when
+        withdrawn (or meant to be)."""
+        first = min(e.occurred_at for e in events)
+        last = max(e.occurred_at for e in events)
+        try:
+            again = await self._window(
+                domain,
+                since=first,
+                until=last + MICROSECOND,
+                limit=max(self.options.max_events_per_entity, len(events)),
+                entity=entity,
+                report=report,
+            )
+            present = {(e.domain, e.id) for e in again.events}  # events' identity
+            gone = [e.id for e in events if (e.domain, e.id) not in present]
+            if not gone:
+                return False
+            reason = f"{len(gone)} event(s) gone meanwhile, e.g. {gone[0]!r}"
+        except Exception as exc:
+            report.fail(f"verify {entity.type}/{entity.id}", exc)
+            reason = "could not re-read its events"
+        withdrawn = 0
+        for record_id in sorted(stored):
+            try:
+                withdrawn += await self.knowledge.store.delete(domain, record_id)
+            except Exception as exc:
+                report.fail(f"withdraw {entity.type}/{entity.id}", exc)
+        details = report.details.setdefault("fragments_withdrawn", {})
+        details[f"{domain}: {entity.type}/{entity.id}"] = f"{withdrawn} withdrawn: {reason}"
+        return True
 
     # -- superseding earlier fragments -------------------------------------------
     async def _reflections(self, domain: str) -> dict[str, list[MemoryRecord]]:

@@ -9,9 +9,11 @@
 On enter: announce an activity signal (a lease with a payload, renewed every
 TTL/3 by a background task with the request's latest `status(...)`) and take
 advisory claims on the request's entities (`req.claims` says who else holds
-one). Claims are not renewed: they expire at their TTL (`renew_claims=True`
-renews them too). `await req.suspend()` (a human in the loop) stops the renewal
-and withdraws signal and claims; `await req.resume()` announces and claims
+one). A signal that lapsed between two renewals (an outage or a pause longer
+than its TTL) is announced again: the request is still running. Claims are
+not renewed: they expire at their TTL (`renew_claims=True` renews them too).
+`await req.suspend()` (a human in the loop) stops the renewal and withdraws
+signal and claims; `await req.resume()` announces and claims
 afresh. On every exit — normal, exception, cancellation — the renewal is
 stopped and joined, then claims and signal are released within a bounded
 cleanup timeout. Every stage is fail-open: a backend or model failure lands in
@@ -276,10 +278,28 @@ class MemoryRequest:
                         else:
                             await self._coord.renew(self.agent, self.request_id, [key])
                     except LeaseNotHeld:
-                        self._held.remove(key)
-                        raise
+                        if key != signal or not await self._reannounce():
+                            self._held.remove(key)
+                            raise
+                        report.details["reannounced"] = (
+                            int(report.details.get("reannounced", 0)) + 1
+                        )
                     renewals += 1
             report.details["renewals"] = renewals
+
+    async def _reannounce(self) -> bool:
+        """Announce the signal again after it lapsed between two renewals (an
+        outage or a pause longer than its TTL): the request is still running
+        and the key is its own. True when it is ours again."""
+        lease = await self._coord.announce(
+            self.agent,
+            self.request_id,
+            doing=self.doing,
+            started_at=self._started,
+            entities=self.entities,
+            status=self._status,
+        )
+        return lease is not None
 
     # -- planning ------------------------------------------------------------
     async def planning_context(

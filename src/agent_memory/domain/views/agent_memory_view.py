@@ -20,8 +20,10 @@ Layout (every free text encoded by `encode_text`, one record per line)::
 Sections come in this fixed priority; empty ones are not shown. Events render
 as tuples after the legend or as named-field JSON, whichever the estimated
 saving favours for the events likely to be shown (few events: named JSON).
-Event ids are unique per view: an event seen twice (say in domain events and
-in entity history) is counted as a duplicate and shown once.
+Events are unique per view: an event seen twice (say in domain events and
+in entity history) is counted as a duplicate and shown once. An event is its
+(domain, id), as in the event log: a global event of another domain that
+reuses a local event's id is another event, shown with its own line.
 
 Cost follows what is shown, not the window: an event section stops reading
 `LOOKAHEAD_EVENTS` events after the first one it omits (the rest count as
@@ -331,14 +333,14 @@ def _choose_format(
 ) -> EventFormat:
     """Tuples when, over the events likely to be shown, they save more than the legend costs."""
     named_total = tuple_total = looked = 0
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for events, shared in groups:
         for event in islice(events, _ESTIMATE_EVENTS):
             if named_total > budget_bytes or looked >= _ESTIMATE_EVENTS:
                 break
-            if event.id in seen:
+            if (event.domain, event.id) in seen:
                 continue
-            seen.add(event.id)
+            seen.add((event.domain, event.id))
             looked += 1
             cost = render(event, EventFormat.TUPLE, shared).cost
             tuple_total += cost
@@ -380,7 +382,7 @@ def _event_section(
     return SectionSpec(
         name=name,
         records=events,
-        key=lambda e: ("event", e.id),
+        key=lambda e: ("event", e.domain, e.id),
         render=lambda e: cached(e, event_format, shared),
         floor=lambda e: _event_floor(e, max_summary_bytes),
         title=title,

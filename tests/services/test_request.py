@@ -207,3 +207,47 @@ async def test_the_user_profile_hook_skips_silently_without_a_user_id() -> None:
     view = await users.profile(user_id=None, namespace="travel", request="plan a trip")
     assert view.text == ""
     assert view.report.bytes_used == 0
+
+
+_FOREIGN = {
+    "blank agent": {"agent": " ", "request_id": "rx", "started_at": "2026-01-01T00:00:00+00:00"},
+    "naive time": {"agent": "x", "request_id": "rx", "started_at": "2026-01-01T00:00:00"},
+    "blank request id": {"agent": "x", "request_id": "", "started_at": "2026-01-01T00:00:00+00:00"},
+    "agent over MAX_ID_BYTES": {
+        "agent": "x" * 600, "request_id": "rx", "started_at": "2026-01-01T00:00:00+00:00",
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_FOREIGN))
+async def test_one_unreadable_signal_or_claim_costs_only_itself(case: str) -> None:
+    """A signal or claim another writer left that no view can show (a blank or
+    oversized agent, a blank request id, a naive time) is left out and reported;
+    the other agents' signals and claims are still shown. It used to make
+    the whole `<agent_coordination>` view, or the investigations of
+    `<agent_memory>`, fail to render."""
+    import json
+
+    memory = make_memory()
+    payload = json.dumps(_FOREIGN[case]).encode()
+    await memory.leases.acquire(
+        "k8s", f'{SIGNAL_PREFIX}["x","rx"]', "foreign", timedelta(minutes=5), payload
+    )
+    claim = {**_FOREIGN[case], "since": _FOREIGN[case]["started_at"]}
+    await memory.leases.acquire(
+        "k8s", f'{CLAIM_PREFIX}["pod","db-1"]', "foreign", timedelta(minutes=5),
+        json.dumps(claim).encode(),
+    )  # fmt: skip
+    async with (
+        memory.request(
+            agent="agent-a", domain="k8s", request_id="ra", entities=[POD], doing="scale web"
+        ),
+        memory.request(agent="agent-b", domain="k8s", request_id="rb") as b,
+    ):
+        ctx = await b.planning_context()
+    assert "agent-a" in ctx.coordination
+    assert "scale web" in ctx.coordination
+    assert '"ra"' in ctx.agent_memory, "agent-a's claim is still shown"
+    assert not any(f.stage.startswith("render") for f in ctx.report.failures), ctx.report.failures
+    assert ctx.report.details["unreadable"] == {"signals": 1, "claims": 1}
+    assert '"db-1"' not in ctx.agent_memory

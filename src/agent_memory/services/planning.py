@@ -3,11 +3,13 @@ into the budgeted `<agent_memory>` and `<agent_coordination>` views."""
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
 from attrs import define, field
 
+from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Entity, Event
 from agent_memory.domain.views import (
     ActivitySignal,
@@ -54,30 +56,41 @@ class PlanningContext:
         return "\n".join(part for part in (self.agent_memory, self.coordination) if part)
 
 
-def _signals(inputs: PlanningInputs) -> list[ActivitySignal]:
+def _signals(inputs: PlanningInputs, unreadable: Counter[str]) -> list[ActivitySignal]:
     out = []
     for info in inputs.signals:
         if info.started_at is None or info.request_id == inputs.request_id:
             continue
-        out.append(
-            ActivitySignal(
-                agent=info.agent,
-                request_id=info.request_id,
-                domain=inputs.domain,
-                action=info.doing,
-                status=info.status,
-                started_at=info.started_at,
+        try:
+            out.append(
+                ActivitySignal(
+                    agent=info.agent,
+                    request_id=info.request_id,
+                    domain=inputs.domain,
+                    action=info.doing,
+                    status=info.status,
+                    started_at=info.started_at,
+                )
             )
-        )
+        except InvalidInput:  # another writer's lease no view can show
+            unreadable["signals"] += 1
     return out
 
 
-def _investigations(inputs: PlanningInputs) -> list[Investigation]:
-    return [
-        Investigation(entity=entity, agent=agent, request_id=request_id, since=since or inputs.now)
-        for entity, agent, request_id, since in inputs.claims
-        if request_id != inputs.request_id
-    ]
+def _investigations(inputs: PlanningInputs, unreadable: Counter[str]) -> list[Investigation]:
+    out = []
+    for entity, agent, request_id, since in inputs.claims:
+        if request_id == inputs.request_id:
+            continue
+        try:
+            out.append(
+                Investigation(
+                    entity=entity, agent=agent, request_id=request_id, since=since or inputs.now
+                )
+            )
+        except InvalidInput:  # another writer's lease no view can show
+            unreadable["claims"] += 1
+    return out
 
 
 def render_planning(
@@ -87,9 +100,15 @@ def render_planning(
     coordination_limit: int,
     report: StageReport,
 ) -> PlanningContext:
-    """Render both views; a rendering failure is reported and yields empty text."""
+    """Render both views; a rendering failure is reported and yields empty text.
+    A signal or claim no view can show (another writer's lease with a blank or
+    oversized agent, a blank request id, a naive time) is left out and counted in
+    the report's `unreadable`; the others are shown."""
     memory_text = coordination_text = ""
     view_reports: dict[str, Any] = {}
+    unreadable: Counter[str] = Counter()
+    investigations = _investigations(inputs, unreadable)
+    signals = _signals(inputs, unreadable)
     try:
         memory_view = render_agent_memory(
             domain=inputs.domain,
@@ -99,7 +118,7 @@ def render_planning(
             events=inputs.events,
             entity=inputs.entity,
             entity_events=inputs.entity_history,
-            investigations=_investigations(inputs),
+            investigations=investigations,
             knowledge=inputs.knowledge,
             budget_bytes=budget_bytes,
         )
@@ -109,7 +128,7 @@ def render_planning(
         report.fail("render agent_memory", exc)
     try:
         coordination_view = render_coordination(
-            _signals(inputs),
+            signals,
             domain=inputs.domain,
             own_request_id=inputs.request_id,
             now=inputs.now,
@@ -130,6 +149,11 @@ def render_planning(
             "knowledge": len(inputs.knowledge),
         }
     )
+    if unreadable:
+        report.details["unreadable"] = {
+            "signals": unreadable["signals"],
+            "claims": unreadable["claims"],
+        }
     return PlanningContext(
         agent_memory=memory_text,
         coordination=coordination_text,

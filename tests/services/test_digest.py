@@ -136,6 +136,40 @@ def test_vanished_event_recompacts_unless_it_fell_off_a_full_window(
         assert omitted.path is DecisionPath.FULL_RECOMPACT
 
 
+@settings(max_examples=300)
+@given(window=windows(min_size=2), data=st.data(), limited=st.booleans())
+def test_a_represented_event_older_than_the_lookback_always_recompacts(
+    window: list[Event], data: st.DataObject, limited: bool
+) -> None:
+    """Property: whatever the window, full or not, an event the entry represents
+    that is missing from it and older than `since` rebuilds the digest; one
+    missing and not older decides as before."""
+    victim = data.draw(st.sampled_from(window))
+    remaining = [e for e in window if e is not victim]
+    entry = entry_for(window)
+    since = victim.occurred_at + timedelta(microseconds=data.draw(st.integers(-1, 1)))
+    d = decide(entry, window_fp=FP, window=remaining, limited=limited, threshold=20, since=since)
+    before = decide(entry, window_fp=FP, window=remaining, limited=limited, threshold=20)
+    if victim.occurred_at < since:
+        assert d.path is DecisionPath.FULL_RECOMPACT
+        assert "older than the lookback" in d.reason
+    else:
+        assert d == before
+
+
+@settings(max_examples=200)
+@given(window=windows(min_size=2), cap=st.integers(1, 45))
+def test_an_entry_representing_too_many_events_recompacts(window: list[Event], cap: int) -> None:
+    """Property: an addition that would make the entry represent more than
+    `max_represented` events rebuilds instead of updating incrementally."""
+    entry = entry_for(window[1:])
+    d = decide(entry, window_fp=FP, window=window, limited=False, threshold=20, max_represented=cap)
+    if len(window) > cap:
+        assert d.path is DecisionPath.FULL_RECOMPACT
+    else:
+        assert d.path is DecisionPath.INCREMENTAL
+
+
 # -- the compactor with a scripted model -------------------------------------------
 
 
@@ -239,3 +273,64 @@ def test_policy_is_validated_at_construction() -> None:
             clock=SystemClock(),
             options=CompactorOptions(target_tokens=0),
         )
+
+
+class _Clock:
+    def __init__(self, now: datetime) -> None:
+        self.at = now
+
+    def now(self) -> datetime:
+        return self.at
+
+
+class _EchoModel(ScriptedModel):
+    """A model whose digest quotes every event line it was given, and the
+    previous digest it was asked to update: what a faithful summariser keeps."""
+
+    async def complete(
+        self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
+    ) -> str:
+        self.prompts.append(prompt)
+        kept = [line for line in prompt.splitlines() if '"summary"' in line or "quoted:" in line]
+        return "\n".join(line if line.startswith("quoted:") else f"quoted: {line}" for line in kept)
+
+
+async def test_a_busy_window_never_carries_an_event_past_the_lookback() -> None:
+    """In a busy domain the window is full (`raw_limit` newest events) and each
+    request adds a few events: the digest is updated incrementally, from the
+    previous digest and the new events. An event that fell off the full window
+    had its text kept in the digest but left the entry's represented events, so
+    no later decision saw it again: the digest carried it past the lookback, and
+    past the event log's retention, for as long as the domain stayed busy. Now
+    the entry keeps representing it, and once it is older than the lookback the
+    digest is rebuilt from the window alone."""
+    start = datetime(2026, 11, 1, 12, tzinfo=UTC)
+    clock = _Clock(start)
+    log, cache = InMemoryEventLog(), InMemoryCache()
+    model = _EchoModel([])
+    comp = Compactor(
+        events=log,
+        cache=cache,
+        clock=clock,
+        llm=model,
+        options=CompactorOptions(
+            lookback=timedelta(hours=1), raw_limit=3, cache_ttl=timedelta(hours=1)
+        ),
+    )
+
+    def at(i: int, when: datetime, summary: str = "new-") -> Event:
+        return attrs.evolve(event(i, 0, summary=summary), occurred_at=when, recorded_at=when)
+
+    await log.append([at(i, start - timedelta(minutes=50 - 10 * i), "old-") for i in range(4)])
+    first = await comp.digest("k8s")
+    assert first.path == "full"
+    assert '"old-1"' in (first.digest or "")  # e1..e3: the newest three
+    for step in range(1, 12):  # a new event every 10 minutes for almost two hours
+        clock.at = start + timedelta(minutes=10 * step)
+        await log.append([at(100 + step, clock.at - timedelta(seconds=1))])
+        result = await comp.digest("k8s")
+        assert result.digest is not None
+        cutoff = clock.at - timedelta(hours=1)
+        for i in range(4):
+            if start - timedelta(minutes=50 - 10 * i) < cutoff:
+                assert f'"old-{i}"' not in result.digest, (step, result.path, i)

@@ -212,8 +212,18 @@ def decide(
     window: Sequence[Event],
     limited: bool,
     threshold: int,
+    since: datetime | None = None,
+    max_represented: int | None = None,
 ) -> DigestDecision:
-    """The cache decision for the current window (newest first) — see module doc."""
+    """The cache decision for the current window (newest first) — see module doc.
+
+    `since` is the window's lower bound (now - lookback): an event the entry
+    represents that is older has aged out of what a digest covers, and is
+    rebuilt away even when a full window would keep older history (an
+    incremental update keeps the previous digest's text, so without this a busy
+    domain's digest carried it for as long as the domain stayed busy, past the
+    event log's retention). `max_represented` bounds how many events one entry
+    represents (incremental updates add to them): past it, rebuild."""
     if entry is None:
         return DigestDecision(DecisionPath.FULL, cache_hit=False, reason="no entry")
     if entry.window_fp != window_fp:
@@ -226,6 +236,12 @@ def decide(
         event = current.get(event_id)
         if event is None:
             occurred = datetime.fromisoformat(occurred_raw)
+            if since is not None and occurred < since:
+                return DigestDecision(
+                    DecisionPath.FULL_RECOMPACT,
+                    cache_hit=True,
+                    reason=f"event {event_id!r} older than the lookback",
+                )
             if limited and oldest is not None and occurred <= oldest:
                 continue  # older history fell off a full window: omitted, not gone
             return DigestDecision(
@@ -238,6 +254,13 @@ def decide(
     added = tuple(key for key in current if key not in entry.represented)
     if not added:
         return DigestDecision(DecisionPath.CACHED, cache_hit=True, reason="unchanged window")
+    if max_represented is not None and len(entry.represented) + len(added) > max_represented:
+        return DigestDecision(
+            DecisionPath.FULL_RECOMPACT,
+            cache_hit=True,
+            added=added,
+            reason=f"would represent more than {max_represented} events",
+        )
     if len(added) <= threshold:
         return DigestDecision(
             DecisionPath.INCREMENTAL, cache_hit=True, added=added, reason=f"{len(added)} new"

@@ -47,6 +47,13 @@ async def invalidate_digest(cache: Cache, domain: str) -> bool:
     return await cache.delete(domain, CACHE_KEY)
 
 
+#: An entry represents at most this many windows' worth of events (`raw_limit`
+#: each): incremental updates of a busy domain's digest add to them, and past
+#: it the digest is rebuilt from the window, which keeps the entry well under
+#: the cache's value bound.
+_MAX_REPRESENTED_WINDOWS = 4
+
+
 @define
 class CompactorOptions:
     lookback: timedelta = timedelta(hours=24)
@@ -165,6 +172,8 @@ class Compactor:
             window=events,
             limited=window.limited,
             threshold=policy.incremental_threshold,
+            since=now - policy.lookback,
+            max_represented=_MAX_REPRESENTED_WINDOWS * policy.raw_limit,
         )
         report.details.update(
             {"path": str(decision.path), "reason": decision.reason, "events": len(events)}
@@ -188,7 +197,15 @@ class Compactor:
                 report,
             )
         if stable and read_ok:
-            await self._write(domain, window_fp, fingerprint, text, events, report)
+            represented = {
+                event_key(e): (event_fingerprint(e), e.occurred_at.isoformat()) for e in events
+            }
+            if model_called and decision.path is DecisionPath.INCREMENTAL and entry is not None:
+                # the previous digest's text is kept: so are the events it
+                # represents (those that fell off a full window included), so
+                # that a later decision still sees them age out or change
+                represented = {**entry.represented, **represented}
+            await self._write(domain, window_fp, fingerprint, text, represented, report)
             if report.details.get("cache_written"):
                 await self._withdraw_if_gone(
                     domain, now - policy.lookback, policy.raw_limit, events, report
@@ -241,15 +258,13 @@ class Compactor:
         window_fp: str,
         fingerprint: str,
         text: str,
-        events: list[Event],
+        represented: dict[str, tuple[str, str]],
         report: StageReport,
     ) -> None:
         entry = CacheEntry(
             window_fp=window_fp,
             digest=text,
-            represented={
-                event_key(e): (event_fingerprint(e), e.occurred_at.isoformat()) for e in events
-            },
+            represented=represented,
             created_at=self.clock.now().isoformat(),
             model_fingerprint=fingerprint,
         )

@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import math
+import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Protocol, TypeVar
@@ -65,7 +67,12 @@ from agent_memory.domain.errors import (
 from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
-from agent_memory.domain.validation import require_id, require_limit, require_scope
+from agent_memory.domain.validation import (
+    MAX_ID_BYTES,
+    require_id,
+    require_limit,
+    require_scope,
+)
 from agent_memory.domain.views.encoding import encode_text
 from agent_memory.entrypoints.bounds import (
     MAX_BATCH,
@@ -78,6 +85,7 @@ from agent_memory.entrypoints.bounds import (
     Text,
     describe,
 )
+from agent_memory.entrypoints.uninterrupted import Uninterrupted
 from agent_memory.services.audit import acting_as
 
 __all__ = ["ApiKeys", "Identity", "build_server"]
@@ -426,18 +434,27 @@ def build_server(
     deadline = _check_timeout(call_timeout)
     holder = _Holder()
     local = None if keys is not None else LOCAL
+    # A forget runs to its end (and its audit entry) even when its call passes
+    # the deadline and is cancelled (`uninterrupted`); the server waits for the
+    # ones still running before it closes the store.
+    audited = Uninterrupted()
+    drain = 30.0 if deadline is None else deadline
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
         if memory is not None:
             holder.memory = memory
-            yield
+            try:
+                yield
+            finally:
+                await audited.wait(drain)
             return
         async with connect(url, settings=settings) as opened:
             holder.memory = opened
             try:
                 yield
             finally:
+                await audited.wait(drain)
                 holder.memory = None
 
     auth: dict[str, Any] = {}
@@ -527,9 +544,9 @@ def build_server(
             if fact_id is not None and namespace is not None:
                 raise InvalidInput("fact_id", "give namespace or fact_id, not both")
             if fact_id is not None:
-                receipt = await users.forget_fact(owner, fact_id)
+                receipt = await audited.run(users.forget_fact(owner, fact_id))
             else:
-                receipt = await users.forget(owner, namespace)
+                receipt = await audited.run(users.forget(owner, namespace))
             return {
                 "user_id": user_id,
                 "namespace": receipt.namespace,
@@ -602,8 +619,9 @@ def build_server(
                     outcome=s.outcome,
                     response=s.response,
                     failure_cause=s.failure_cause,
+                    id=step_id,
                 )
-                for s in steps
+                for s, step_id in zip(steps, _step_ids(request_id, len(steps)), strict=True)
             ]
             async with holder.get().agents.request(
                 agent=agent, domain=scope.domain(domain), request_id=request_id, user_id=owner
@@ -669,6 +687,21 @@ def build_server(
         return await _guard(local, run, resource=True, deadline=deadline)
 
     return server
+
+
+def _step_ids(request_id: str, count: int) -> list[str]:
+    """The event ids of one `record_steps` call: `<request>#<call>-<n>`, where
+    `<call>` is drawn at random for the call. Each call opens its own library
+    request, whose numbering (`<request>#<n>`) starts at 0 again, so the
+    idempotent event log dropped every later call's steps of the same request.
+    Random rather than a digest of the steps: an agent that does the same
+    thing twice (polls a status) made two steps, and both are kept; a client
+    that re-sends a call it saw no answer to records it twice."""
+    call = secrets.token_hex(8)
+    head = request_id
+    if len(request_id.encode("utf-8", "surrogatepass")) + 24 > MAX_ID_BYTES:  # an id's bound
+        head = hashlib.sha256(request_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return [f"{head}#{call}-{i}" for i in range(count)]
 
 
 def _unscoped(texts: Mapping[str, str], stored_to_plain: Mapping[str, str]) -> dict[str, str]:

@@ -25,6 +25,7 @@ from pydantic import AwareDatetime
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_memory.bootstrap import Memory, connect
+from agent_memory.domain.audit import AuditEntry, AuditPage, encode_audit_cursor
 from agent_memory.domain.errors import AgentMemoryError, InvalidInput
 from agent_memory.domain.records import Entity, MemoryRecord
 from agent_memory.domain.steps import Step
@@ -33,13 +34,15 @@ from agent_memory.domain.views import FactSource, KnowledgeItem
 from agent_memory.domain.views.encoding import encode_text
 from agent_memory.entrypoints.bounds import IdChecks, describe
 from agent_memory.entrypoints.server import schemas as s
+from agent_memory.entrypoints.server.cursors import bind, unbind
 from agent_memory.entrypoints.server.keys import ApiKey, KeyRing
 from agent_memory.entrypoints.server.middleware import Guard
 from agent_memory.entrypoints.server.problems import Problem, from_library_error
 from agent_memory.entrypoints.server.ratelimit import RateLimiter
 from agent_memory.entrypoints.server.sessions import Sessions, finish
 from agent_memory.entrypoints.server.tenancy import Tenant
-from agent_memory.services.audit import acting_as
+from agent_memory.entrypoints.uninterrupted import Uninterrupted
+from agent_memory.services.audit import AuditTrail, acting_as
 from agent_memory.services.coordination import Coordinator
 from agent_memory.services.reports import StageReport
 from agent_memory.services.retrieval import HybridRetriever
@@ -109,6 +112,9 @@ def create_app(
     limiter = RateLimiter(config.rate, config.burst)
     sessions = Sessions(idle_timeout=config.idle_timeout, max_per_tenant=config.max_open_requests)
     state: dict[str, Any] = {"draining": False}
+    # Forgets run to their end (and their audit entry) even when the request's
+    # deadline or the drain timeout cancels the handler (`uninterrupted`).
+    audited = Uninterrupted()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -121,6 +127,7 @@ def create_app(
         finally:
             state["draining"] = True
             finished = await sessions.close()
+            await audited.wait(config.request_timeout)
             await state["memory"].close()
             _log.info("agent-memory server stopped (%d open agent requests finished)", finished)
 
@@ -269,10 +276,14 @@ def create_app(
     ) -> s.FactPage:
         """Newest first; pass `next_cursor` back as `cursor` for the next page."""
         users = memory().users
-        page = await users.store.list(
-            who.tenant.owner(user_id), namespace=namespace, limit=limit, cursor=cursor
+        owner = who.tenant.owner(user_id)
+        # a cursor of this listing only: the library's is a bare position
+        after = unbind(cursor, "cursor", owner, namespace)
+        page = await users.store.list(owner, namespace=namespace, limit=limit, cursor=after)
+        return s.FactPage(
+            facts=[_fact(r) for r in page.records],
+            next_cursor=bind(page.next_cursor, owner, namespace),
         )
-        return s.FactPage(facts=[_fact(r) for r in page.records], next_cursor=page.next_cursor)
 
     @app.post("/v1/users/search", tags=["users"], summary="Search a user's facts")
     async def search(body: s.SearchBody, who: Reader) -> s.SearchOut:
@@ -305,12 +316,14 @@ def create_app(
         """Everything about the user (or one namespace's facts): facts, events,
         caches and what was derived from them. The receipt lists what was
         removed and what failed (fail-open: the rest is still removed)."""
-        receipt = await memory().users.forget(who.tenant.owner(body.user_id), body.namespace)
+        users = memory().users
+        receipt = await audited.run(users.forget(who.tenant.owner(body.user_id), body.namespace))
         return _receipt(receipt, body.user_id)
 
     @app.post("/v1/users/facts/forget", tags=["users"], summary="Forget one fact")
     async def forget_fact(body: s.ForgetFactBody, who: Writer) -> s.Receipt:
-        receipt = await memory().users.forget_fact(who.tenant.owner(body.user_id), body.fact_id)
+        users = memory().users
+        receipt = await audited.run(users.forget_fact(who.tenant.owner(body.user_id), body.fact_id))
         if receipt.complete and receipt.facts == 0:
             raise Problem("not-found", "no such fact")
         return _receipt(receipt, body.user_id)
@@ -331,14 +344,21 @@ def create_app(
         delete_scope, import with replace, re-embed switch and migration, with
         counts and the caller's key id; never user content. `before` is the
         `next` of the previous page."""
+        tenant, user = who.tenant.name, who.key.user
+        # a cursor of this trail only (the tenant's, or its user's for a bound key)
+        after = unbind(before, "before", tenant, user)
         try:
-            page = await memory().audit.page(tenant=who.tenant.name, limit=limit, cursor=before)
+            if user is None:
+                page = await memory().audit.page(tenant=tenant, limit=limit, cursor=after)
+            else:  # a key bound to one user sees the entries about that user only
+                page = await _entries_about(memory().audit, tenant, user, limit, after)
         except InvalidInput as exc:  # the library calls it `cursor`; here it is `before`
             if exc.field != "cursor":
                 raise
             raise InvalidInput("before", exc.problem) from None
         return s.AuditOut(
-            entries=[s.AuditEntryOut(**e.as_json()) for e in page.entries], next=page.next_cursor
+            entries=[s.AuditEntryOut(**e.as_json()) for e in page.entries],
+            next=bind(page.next_cursor, tenant, user),
         )
 
     # -- agent requests -------------------------------------------------------------------
@@ -364,7 +384,7 @@ def create_app(
             try:
                 await request.__aenter__()
             except BaseException:
-                sessions.pop(tenant.name, body.request_id)
+                sessions.discard(entry, body.request_id)
                 raise
         claims = [
             s.ClaimOut(
@@ -568,6 +588,24 @@ def create_app(
         mount(app)
 
     return Guard(app, max_body_bytes=config.max_body_bytes, request_timeout=config.request_timeout)
+
+
+async def _entries_about(
+    audit: AuditTrail, tenant: str, user: str, limit: int, cursor: str | None
+) -> AuditPage:
+    """A page of the tenant's trail holding only the entries about `user`
+    (newest first; `next_cursor` after the last one when more may follow):
+    the trail as a key bound to that user may see it."""
+    found: list[AuditEntry] = []
+    while len(found) <= limit:
+        page = await audit.page(tenant=tenant, limit=200, cursor=cursor)
+        found += [e for e in page.entries if e.subject == user]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    if len(found) > limit:
+        return AuditPage(tuple(found[:limit]), encode_audit_cursor(found[limit - 1]))
+    return AuditPage(tuple(found), None)
 
 
 def _validation_problem(errors: Sequence[Any]) -> Problem:

@@ -66,6 +66,13 @@ class Sessions:
     def pop(self, tenant: str, request_id: str) -> OpenRequest | None:
         return self._open.pop((tenant, request_id), None)
 
+    def discard(self, entry: OpenRequest, request_id: str) -> None:
+        """Drop `entry` if it is still the one open under its id: while its
+        start ran, a `finish` may have taken it and a new start may have
+        opened another request under the same id, which stays."""
+        if self._open.get((entry.tenant, request_id)) is entry:
+            del self._open[(entry.tenant, request_id)]
+
     def start_reaper(self) -> None:
         self._reaper = asyncio.create_task(self._reap_forever())
 

@@ -41,6 +41,7 @@ __all__ = [
     "order_triples",
     "require_hops",
     "require_limit",
+    "require_node",
     "triple_sort_key",
     "walk",
     "walk_async",
@@ -354,7 +355,18 @@ def _filter(value: object, field_name: str) -> None:
         return
     if not isinstance(value, str):
         raise InvalidInput(field_name, f"a string or None is required, got {type(value).__name__}")
-    require_text(value, field_name)
+    require_node(value, field_name)
+
+
+def require_node(value: object, field_name: str = "node") -> str:
+    """A term to match (a query filter, a walk's start): any valid text without
+    NUL. No stored term holds NUL, and PostgreSQL refuses it in a parameter, so
+    it is `InvalidInput` naming the field on every backend rather than [] on
+    some and a server error on others."""
+    text = require_text(value, field_name)
+    if "\x00" in text:
+        raise InvalidInput(field_name, "text must not contain NUL (\\x00)")
+    return text
 
 
 def check_filters(

@@ -57,6 +57,7 @@ from agent_memory.domain.triples import (
     order_triples,
 )
 from agent_memory.domain.validation import (
+    MAX_ID_BYTES,
     attrs_validator,
     require_model_name,
     require_positive,
@@ -206,10 +207,27 @@ def _legacy_checkpoint_key(owner: str, loop: str) -> str:
 
 
 def checkpoint_key(owner: str, loop: str) -> str:
-    """The cache-key base of a loop's checkpoints (`<base>/<id>`, `<base>/latest`).
+    """The cache-key base of a loop's checkpoints (`<base>/<id>`, or `<base>/~<digest
+    of the id>` for a long id, and `<base>/latest`).
     It starts with a digest of the owner alone, so an owner's checkpoints can be
     removed by prefix (`forget_checkpoints`)."""
     return _owner_prefix(owner) + _legacy_checkpoint_key(owner, loop)
+
+
+def _entry_key(base: str, checkpoint_id: str) -> str:
+    """The cache key of one checkpoint's own copy: `<base>/<id>`, unless that is
+    over `MAX_ID_BYTES` (an event id may take all of them: the processor makes
+    it the checkpoint's id), would be the `latest` entry, or the id starts with
+    `~`; then `<base>/~<sha256 of the id>` (no verbatim id starts with `~`, so
+    the two forms never collide)."""
+    key = f"{base}/{checkpoint_id}"
+    if (
+        checkpoint_id == "latest"
+        or checkpoint_id.startswith("~")
+        or len(key.encode("utf-8")) > MAX_ID_BYTES
+    ):
+        return f"{base}/~" + hashlib.sha256(checkpoint_id.encode("utf-8")).hexdigest()
+    return key
 
 
 async def forget_checkpoints(cache: Cache, owner: str, loops: Sequence[str] | set[str]) -> int:
@@ -460,19 +478,20 @@ class GraphMemory:
         base = self._checkpoint_key(owner, loop)
         ttl = self._settings.checkpoint.retention
         try:
-            await self._cache.put(CHECKPOINT_SCOPE, f"{base}/{cp.id}", body, ttl)
-            await self._cache.put(CHECKPOINT_SCOPE, f"{base}/latest", body, ttl)
+            await self._cache.put(CHECKPOINT_SCOPE, _entry_key(base, cp.id), body, ttl)
+            if not await self._newer_latest(base, cp, report):
+                await self._cache.put(CHECKPOINT_SCOPE, f"{base}/latest", body, ttl)
         except Exception as exc:
             report.fail("cache.put", exc)
             return None, _failures(report)
-        if loop_triples and await self._forgotten_meanwhile(owner, loop, report):
+        if loop_triples and await self._forgotten_meanwhile(loop_triples[0], report):
             # a forget of the owner ran between the triples' read and these
             # writes: its checkpoint delete came first, so withdraw them here
             # (`latest` only while it is still this one: one written since is
             # another writer's; the cache has no conditional delete, so a write
             # landing between this read and the delete is the window left)
             try:
-                await self._cache.delete(CHECKPOINT_SCOPE, f"{base}/{cp.id}")
+                await self._cache.delete(CHECKPOINT_SCOPE, _entry_key(base, cp.id))
                 if await self._cache.get(CHECKPOINT_SCOPE, f"{base}/latest") == body:
                     await self._cache.delete(CHECKPOINT_SCOPE, f"{base}/latest")
             except Exception as exc:
@@ -480,16 +499,49 @@ class GraphMemory:
             return None, _failures(report)
         return cp, _failures(report)
 
-    async def _forgotten_meanwhile(self, owner: str, loop: str, report: StageReport) -> bool:
-        """Whether the loop's triples, read before the checkpoint was written, are
-        all gone now: a forget of the owner (`delete_scope`) erases every one,
-        nothing else does. A read that fails keeps the checkpoint (the loop's
-        resume point) and is reported: a transient error must not drop it."""
+    async def _newer_latest(self, base: str, cp: Checkpoint, report: StageReport) -> bool:
+        """Whether the loop's `latest` is already a checkpoint created after `cp`:
+        another writer's (one that built its checkpoint later but wrote first, or
+        a processor whose clock is ahead). Then `cp` keeps only its own copy, so
+        `latest` never moves back to an older checkpoint. The cache has no
+        conditional put: a write landing between this read and ours is the
+        window left. An unreadable `latest` is replaced; a failing read is
+        reported and `latest` written."""
         try:
-            return not await self._triples.query(owner, loop=loop, limit=1)
+            raw = await self._cache.get(CHECKPOINT_SCOPE, f"{base}/latest")
+        except Exception as exc:
+            report.fail("cache.get", exc)
+            return False
+        if raw is None:
+            return False
+        try:
+            current = Checkpoint.from_json(json.loads(raw))
+        except (InvalidInput, ValueError, TypeError, AttributeError):
+            return False
+        return current.created_at > cp.created_at
+
+    async def _forgotten_meanwhile(self, read: Triple, report: StageReport) -> bool:
+        """Whether `read`, one of the loop's triples read before the checkpoint
+        was written, is gone now (or was stored again since, with another
+        `created_at` or `source`): a forget of the owner (`delete_scope`) erases
+        every triple the checkpoint was built from at once, and a fact stored
+        after it (a concurrent extraction) is not one of them, so "does the loop
+        still have a triple" cannot tell. A read that fails keeps the checkpoint
+        (the loop's resume point) and is reported: a transient error must not
+        drop it."""
+        try:
+            now = await self._triples.query(
+                read.owner,
+                loop=read.loop,
+                subject=read.subject,
+                predicate=read.predicate,
+                object=read.object,
+                limit=1,
+            )
         except Exception as exc:
             report.fail("triples.recheck", exc)
             return False
+        return now != [read]
 
     async def last_checkpoint(self, owner: str, loop: str) -> Checkpoint | None:
         """The loop's latest checkpoint within retention (raises on backend errors)."""

@@ -13,9 +13,10 @@ from agent_memory.domain.triples import (
     order_triples,
     require_hops,
     require_limit,
+    require_node,
     walk,
 )
-from agent_memory.domain.validation import require_scope, require_text
+from agent_memory.domain.validation import require_scope
 
 __all__ = ["InMemoryTripleStore", "MemoryTripleBackend"]
 
@@ -85,7 +86,7 @@ class InMemoryTripleStore:
     ) -> list[WalkStep]:
         async with self._life.op():
             check_filters(owner, loop=loop, limit=limit)
-            require_text(node, "node")
+            require_node(node)
             require_hops(hops)
             require_limit(limit)
             scoped = list(self._scoped(owner, loop))

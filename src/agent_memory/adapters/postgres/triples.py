@@ -5,7 +5,8 @@ transaction holding the same advisory lock as the migrations, so handles that
 start together never race on the DDL. Text columns use the "C" collation, so
 equality is exact and ordering is code point order, like every other backend.
 The primary key is the triple's identity: `add` is `INSERT ... ON CONFLICT DO
-NOTHING`. Walks are breadth-first, one indexed query per hop.
+NOTHING`. Walks are breadth-first, one indexed query per hop, all in one
+REPEATABLE READ transaction (one state of the graph).
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from agent_memory.domain.triples import (
     check_triples,
     distinct,
     require_hops,
+    require_node,
     walk_async,
 )
-from agent_memory.domain.validation import require_scope, require_text
+from agent_memory.domain.validation import require_scope
 
 __all__ = ["TABLE", "PostgresTripleStore"]
 
@@ -164,7 +166,7 @@ class PostgresTripleStore(PostgresHandle):
     ) -> list[WalkStep]:
         async with self._life.op():
             check_filters(owner, loop=loop, limit=limit)
-            require_text(node, "node")
+            require_node(node)
             require_hops(hops)
             await self._ensure()
             loop_cond = sql.SQL("") if loop is None else sql.SQL(" AND loop = %s")
@@ -174,14 +176,19 @@ class PostgresTripleStore(PostgresHandle):
                 " AND (subject = ANY(%s::text[]) OR object = ANY(%s::text[]))"
             ).format(cols=_COLUMNS, t=self._table, loop=loop_cond)
 
-            async def edges_of(frontier: frozenset[str]) -> Iterable[Triple]:
-                nodes = sorted(frontier)
-                async with self._db.connection() as conn:
-                    cur = await conn.execute(statement, [owner, *loop_param, nodes, nodes])
-                    rows = await cur.fetchall()
-                return [_row(r) for r in rows]
+            # Every hop reads the same snapshot (one REPEATABLE READ transaction,
+            # like SQLite's read transaction): a triple stored while the walk
+            # runs is seen at its smallest distance or not at all, never at a
+            # later hop's distance.
+            async with self._db.connection() as conn, conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
-            return await walk_async(node, hops, limit, edges_of)
+                async def edges_of(frontier: frozenset[str]) -> Iterable[Triple]:
+                    nodes = sorted(frontier)
+                    cur = await conn.execute(statement, [owner, *loop_param, nodes, nodes])
+                    return [_row(r) for r in await cur.fetchall()]
+
+                return await walk_async(node, hops, limit, edges_of)
 
     async def delete_scope(self, owner: str, *, loop: str | None = None) -> int:
         async with self._life.op():

@@ -24,9 +24,10 @@ from agent_memory.domain.triples import (
     check_filters,
     check_triples,
     require_hops,
+    require_node,
     walk,
 )
-from agent_memory.domain.validation import require_scope, require_text
+from agent_memory.domain.validation import require_scope
 
 __all__ = ["SqliteTripleStore"]
 
@@ -159,7 +160,7 @@ class SqliteTripleStore(SqliteHandle):
     ) -> list[WalkStep]:
         async with self._life.op():
             check_filters(owner, loop=loop, limit=limit)
-            require_text(node, "node")
+            require_node(node)
             require_hops(hops)
             return await self._db.run(lambda conn: self._walk(conn, owner, node, hops, loop, limit))
 

@@ -19,6 +19,7 @@ from agent_memory.domain.audit import (
 from agent_memory.domain.records import Event
 
 __all__ = [
+    "CaseFoldTenantAuditLog",
     "ContextKeepingAuditLog",
     "ErasedWithSubjectAuditLog",
     "ExclusiveSinceAuditLog",
@@ -30,7 +31,9 @@ __all__ = [
     "OverwritingAuditLog",
     "SecondsAuditLog",
     "TiesAscendingAuditLog",
+    "TrimmedTenantAuditLog",
     "UncheckedLimitAuditLog",
+    "WholeSecondSinceAuditLog",
 ]
 
 
@@ -230,3 +233,63 @@ class GlobalAuditLog(_Base):
 
     def __init__(self, *, backend: MemoryAuditBackend | None = None) -> None:
         super().__init__(backend=_GLOBAL)
+
+
+class WholeSecondSinceAuditLog(_Base):
+    """AL-FILTER-1: `since` is floored to the whole second (a column or index
+    keyed by epoch seconds), so entries up to a second before it are listed."""
+
+    async def list(
+        self,
+        *,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        if isinstance(since, datetime) and since.tzinfo is not None:
+            since = since.replace(microsecond=0)
+        return await super().list(tenant=tenant, since=since, limit=limit, cursor=cursor)
+
+
+class _NormalisedTenantAuditLog(_Paged):
+    """Tenants compared after `norm` (the bug of the subclasses)."""
+
+    @staticmethod
+    def norm(tenant: str) -> str:
+        raise NotImplementedError
+
+    async def list(
+        self,
+        *,
+        tenant: str | None = None,
+        since: datetime | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> AuditPage:
+        tenant, since, limit, after = check_audit_list_args(tenant, since, limit, cursor)
+        rows = [
+            e
+            for e in self._sorted(None, since)
+            if tenant is None or self.norm(e.tenant) == self.norm(tenant)
+        ]
+        if after is not None:
+            rows = [e for e in rows if (e.at, e.id) < (after[0], after[1])]
+        page = tuple(rows[:limit])
+        return AuditPage(page, encode_audit_cursor(page[-1]) if len(rows) > limit else None)
+
+
+class CaseFoldTenantAuditLog(_NormalisedTenantAuditLog):
+    """AL-FILTER-1: tenants compared case-insensitively (`Acme` lists `acme`'s)."""
+
+    @staticmethod
+    def norm(tenant: str) -> str:
+        return tenant.casefold()
+
+
+class TrimmedTenantAuditLog(_NormalisedTenantAuditLog):
+    """AL-FILTER-1: tenants compared trimmed (`acme ` lists `acme`'s)."""
+
+    @staticmethod
+    def norm(tenant: str) -> str:
+        return tenant.strip()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import fnmatch
 import json
+import re
 import weakref
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from agent_memory.adapters.memory import (
 )
 from agent_memory.domain.errors import LeaseNotHeld
 from agent_memory.domain.records import Entity, Event, EventWindow, Lease
+from agent_memory.ports.storage import CacheEntry
 from agent_memory.validation import (
     check_events,
     check_lease_args,
@@ -39,6 +41,9 @@ from agent_memory.validation import (
 __all__ = [
     "AnyoneRenewsLeaseStore",
     "ArrivalOrderEventLog",
+    "CaseFoldOwnerLeaseStore",
+    "CaseFoldUserEventLog",
+    "DomainlessTiesUserEventsEventLog",
     "DuplicatingEventLog",
     "EventTimePurgeEventLog",
     "EventTimeRetentionEventLog",
@@ -49,7 +54,10 @@ __all__ = [
     "GlobalsReserveRoomEventLog",
     "InclusiveUntilEventLog",
     "IndexDroppingEraseEventLog",
+    "KeepTtlOnOverwriteCache",
     "LazyExpiryScanLeaseStore",
+    "LikePrefixEntriesCache",
+    "ListingTimeExpiryCache",
     "LiveDomainsEventLog",
     "LiveUserEventsEventLog",
     "NestedFloatsEventLog",
@@ -57,11 +65,16 @@ __all__ = [
     "PagedUserEventsEventLog",
     "PrefixEraseEventLog",
     "RacyAcquireLeaseStore",
+    "ReacquireFromOldExpiryLeaseStore",
+    "RenewFromOldExpiryLeaseStore",
     "StaleTokenReacquireLeaseStore",
     "TokenResetLeaseStore",
+    "TrimmedKeyCache",
+    "TrimmedOwnerLeaseStore",
     "TtlIgnoringCache",
     "UncheckedUntilEventLog",
     "UntilReplacesSinceEventLog",
+    "WallClockSinceEventLog",
 ]
 
 _MICROSECOND = timedelta(microseconds=1)
@@ -492,3 +505,215 @@ class LazyExpiryScanLeaseStore(InMemoryLeaseStore):
         prefix = check_prefix(prefix)
         keys = sorted(k for (s, k) in self._backend.leases if s == scope and k.startswith(prefix))
         return [self._backend.leases[(scope, k)] for k in keys]
+
+
+class CaseFoldUserEventLog(InMemoryEventLog):
+    """Bug: user ids are matched case-insensitively (`LOWER(user_id) = LOWER(?)`,
+    a case-insensitive collation), so forgetting `u1` also erases `U1`'s events."""
+
+    def _same(self, stored: str | None, user_id: str) -> bool:
+        return stored is not None and stored.casefold() == user_id.casefold()
+
+    async def erase_user(self, user_id: str) -> int:
+        self._life.check()
+        require_id(user_id, "user_id")
+        events = self.backend.events
+        doomed = [k for k, e in events.items() if self._same(e.user_id, user_id)]
+        for k in doomed:
+            del events[k]
+        return len(doomed)
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        self._life.check()
+        require_id(user_id, "user_id")
+        rows = [e for e in self.backend.events.values() if self._same(e.user_id, user_id)]
+        rows.sort(key=lambda e: (e.occurred_at, e.domain, e.id), reverse=True)
+        return rows
+
+
+class DomainlessTiesUserEventsEventLog(InMemoryEventLog):
+    """Bug: `user_events` breaks occurred_at ties by id alone (`ORDER BY
+    occurred_at DESC, id DESC`, the domain left out), so ties across domains
+    come back in another order than the port's (domain, id) descending."""
+
+    async def user_events(self, user_id: str) -> list[Event]:
+        rows = await super().user_events(user_id)
+        rows.sort(key=lambda e: (e.occurred_at, e.id), reverse=True)
+        return rows
+
+
+class WallClockSinceEventLog(InMemoryEventLog):
+    """Bug: an aware `since`/`until` with another offset is read as UTC wall-clock
+    time (`replace(tzinfo=UTC)`, or its text compared with stored UTC text), so
+    the window is shifted by the offset."""
+
+    async def window(
+        self,
+        domain: str,
+        *,
+        since: datetime,
+        limit: int,
+        entity: Entity | None = None,
+        until: datetime | None = None,
+    ) -> EventWindow:
+        def wall(value: datetime | None) -> datetime | None:
+            if isinstance(value, datetime) and value.tzinfo is not None:
+                return value.replace(tzinfo=UTC)
+            return value
+
+        return await super().window(
+            domain,
+            since=wall(since),  # type: ignore[arg-type]
+            limit=limit,
+            entity=entity,
+            until=wall(until),
+        )
+
+
+class RenewFromOldExpiryLeaseStore(InMemoryLeaseStore):
+    """Bug: renew extends the lease from its old expiry (`expires_at = expires_at
+    + ttl`) instead of from now, so every renew pushes it further out."""
+
+    async def renew(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
+    ) -> Lease:
+        current = self._live(scope, key)
+        lease = await super().renew(scope, key, owner, ttl, payload)
+        if current is not None:
+            lease = attrs.evolve(lease, expires_at=current.expires_at + ttl)
+            self._backend.leases[(scope, key)] = lease
+        return lease
+
+
+class ReacquireFromOldExpiryLeaseStore(InMemoryLeaseStore):
+    """Bug: the holder re-acquiring its unexpired lease extends it from the old
+    expiry (`expires_at + ttl`), not from now."""
+
+    async def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        check_lease_args(scope, key, owner, ttl)
+        current = self._live(scope, key)
+        lease = await super().acquire(scope, key, owner, ttl, payload)
+        if lease is not None and current is not None and current.owner == owner:
+            lease = attrs.evolve(lease, expires_at=current.expires_at + ttl)
+            self._backend.leases[(scope, key)] = lease
+        return lease
+
+
+class _NormalisedOwnerLeaseStore(InMemoryLeaseStore):
+    """Owners are compared after `norm` (the bug of the subclasses): an owner
+    equal to the holder after it acts as the holder."""
+
+    @staticmethod
+    def norm(owner: str) -> str:
+        raise NotImplementedError
+
+    def _as_holder(self, scope: str, key: str, owner: str) -> str:
+        current = self._live(scope, key)
+        if current is not None and self.norm(current.owner) == self.norm(owner):
+            return current.owner
+        return owner
+
+    async def acquire(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes = b""
+    ) -> Lease | None:
+        check_lease_args(scope, key, owner, ttl)
+        return await super().acquire(scope, key, self._as_holder(scope, key, owner), ttl, payload)
+
+    async def renew(
+        self, scope: str, key: str, owner: str, ttl: timedelta, payload: bytes | None = None
+    ) -> Lease:
+        check_lease_args(scope, key, owner, ttl)
+        return await super().renew(scope, key, self._as_holder(scope, key, owner), ttl, payload)
+
+    async def release(self, scope: str, key: str, owner: str) -> bool:
+        require_scope(scope, "scope")
+        require_id(key, "key")
+        require_id(owner, "owner")
+        return await super().release(scope, key, self._as_holder(scope, key, owner))
+
+
+class CaseFoldOwnerLeaseStore(_NormalisedOwnerLeaseStore):
+    """Bug: owners compared case-insensitively (a case-insensitive collation on
+    the owner column), so `Ana` can take, renew and release `ana`'s lease."""
+
+    @staticmethod
+    def norm(owner: str) -> str:
+        return owner.casefold()
+
+
+class TrimmedOwnerLeaseStore(_NormalisedOwnerLeaseStore):
+    """Bug: owners compared trimmed (`.strip()` on the way in, or a CHAR column
+    that pads), so `ana ` is taken for `ana`."""
+
+    @staticmethod
+    def norm(owner: str) -> str:
+        return owner.strip()
+
+
+class KeepTtlOnOverwriteCache(InMemoryCache):
+    """Bug: an overwrite with a ttl of an entry that has one keeps the first
+    expiry (`SET ... KEEPTTL`, or `expires = COALESCE(expires, ?)`): the ttl is
+    counted from the first put."""
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        old = self._backend.entries.get((scope, key))
+        live = self._live(scope, key) is not None
+        await super().put(scope, key, value, ttl)
+        if ttl is not None and live and old is not None and old[1] is not None:
+            self._backend.entries[(scope, key)] = (self._backend.entries[(scope, key)][0], old[1])
+
+
+class LikePrefixEntriesCache(InMemoryCache):
+    """Bug: `entries` matches the prefix with SQL LIKE unescaped (`key LIKE ?
+    || '%'`): `%` and `_` in the prefix are wildcards."""
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        every = await super().entries(scope, "")
+        like = "".join(
+            ".*" if c == "%" else "." if c == "_" else re.escape(c) for c in check_prefix(prefix)
+        )
+        return [e for e in every if re.match(like, e.key, re.S)]
+
+
+class TrimmedKeyCache(InMemoryCache):
+    """Bug: keys are trimmed on the way in, so `k ` and `k` are one entry."""
+
+    @staticmethod
+    def _n(key: str) -> str:
+        return key.strip() if isinstance(key, str) and key.strip() else key
+
+    async def get(self, scope: str, key: str) -> bytes | None:
+        return await super().get(scope, self._n(key))
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        await super().put(scope, self._n(key), value, ttl)
+
+    async def delete(self, scope: str, key: str) -> bool:
+        return await super().delete(scope, self._n(key))
+
+
+_TTLS: weakref.WeakKeyDictionary[object, dict[tuple[str, str], timedelta | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class ListingTimeExpiryCache(InMemoryCache):
+    """Bug: `entries` reports expires_at as the listing time + the entry's ttl
+    (the stored ttl, not its deadline), so an export re-creates entries that
+    live longer than they had left."""
+
+    async def put(self, scope: str, key: str, value: bytes, ttl: timedelta | None = None) -> None:
+        await super().put(scope, key, value, ttl)
+        _TTLS.setdefault(self._backend, {})[(scope, key)] = ttl
+
+    async def entries(self, scope: str, prefix: str = "") -> list[CacheEntry]:
+        listed = await super().entries(scope, prefix)
+        ttls = _TTLS.get(self._backend, {})
+        now = datetime.now(UTC)
+        out = []
+        for e in listed:
+            ttl = ttls.get((scope, e.key))
+            out.append(attrs.evolve(e, expires_at=None if ttl is None else now + ttl))
+        return out

@@ -33,6 +33,7 @@ __all__ = [
     "InclusiveCursorList",
     "MillisecondVersionDeletes",
     "MiscountedDeleteScope",
+    "NamespacePrefixDeleteScope",
     "NfkcOwners",
     "OffsetContinuedList",
     "OverFoldingKeyword",
@@ -41,6 +42,7 @@ __all__ = [
     "OwnerWideKeywordStats",
     "ReadThenWriteVersions",
     "ShiftedTimestamps",
+    "TrimmedNamespaces",
     "TrimmedOwners",
     "UnconditionalVersionedWrites",
     "UndeclaredVersionedWrites",
@@ -678,3 +680,82 @@ class UpdateKeepsCreatedAt(InMemoryMemoryStore):
         if held is not None:
             record = attrs.evolve(record, created_at=held.created_at)
         await super().update(record)
+
+
+class NamespacePrefixDeleteScope(InMemoryMemoryStore):
+    """delete_scope matches the namespace as a prefix (`namespace LIKE ? || '%'`,
+    a key-prefix scan): deleting namespace "n" also deletes "n*" and "n:x"."""
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        if namespace is None:
+            return await super().delete_scope(owner, namespace=namespace, kinds=kinds)
+        index = self._owners().get(owner)
+        spaces = set() if index is None else {r.namespace for r in index.records.values()}
+        matching = sorted(ns for ns in spaces if ns.startswith(namespace)) or [namespace]
+        return sum(
+            [await super().delete_scope(owner, namespace=ns, kinds=kinds) for ns in matching]
+        )
+
+
+class TrimmedNamespaces(InMemoryMemoryStore):
+    """Namespaces and kinds are trimmed in filters and records ("notes " is "notes")."""
+
+    @staticmethod
+    def _n(value: str) -> str:
+        return value.strip() if value.strip() else value
+
+    def _kinds(self, kinds: Sequence[str] | None) -> list[str] | None:
+        return None if kinds is None else [self._n(k) for k in kinds]
+
+    def _ns(self, namespace: str | None) -> str | None:
+        return None if namespace is None else self._n(namespace)
+
+    async def add(self, records: Sequence[MemoryRecord]) -> None:
+        await super().add(
+            [attrs.evolve(r, namespace=self._n(r.namespace), kind=self._n(r.kind)) for r in records]
+        )
+
+    async def search(
+        self,
+        owner: str,
+        vector: npt.NDArray[np.float32],
+        *,
+        limit: int = 10,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        min_score: float | None = None,
+    ) -> list[ScoredRecord]:
+        return await super().search(
+            owner,
+            vector,
+            limit=limit,
+            namespace=self._ns(namespace),
+            kinds=self._kinds(kinds),
+            min_score=min_score,
+        )
+
+    async def list(
+        self,
+        owner: str,
+        *,
+        namespace: str | None = None,
+        kinds: Sequence[str] | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
+        return await super().list(
+            owner,
+            namespace=self._ns(namespace),
+            kinds=self._kinds(kinds),
+            limit=limit,
+            cursor=cursor,
+        )
+
+    async def delete_scope(
+        self, owner: str, *, namespace: str | None = None, kinds: Sequence[str] | None = None
+    ) -> int:
+        return await super().delete_scope(
+            owner, namespace=self._ns(namespace), kinds=self._kinds(kinds)
+        )

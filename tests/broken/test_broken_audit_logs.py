@@ -32,6 +32,9 @@ BROKEN = {
     "NeverClosedAuditLog": "AL-CLOSE-1",
     "HandleLocalAuditLog": "AL-SHARED-1",
     "GlobalAuditLog": "AL-CANARY-1",
+    "WholeSecondSinceAuditLog": "AL-FILTER-1",
+    "CaseFoldTenantAuditLog": "AL-FILTER-1",
+    "TrimmedTenantAuditLog": "AL-FILTER-1",
 }
 
 _HEADER = """

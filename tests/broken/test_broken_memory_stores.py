@@ -103,6 +103,8 @@ EXPECTED = {
     "OwnerWideKeywordStats": ["MS-KW-16"],
     "MillisecondVersionDeletes": ["MS-VER-2"],
     "UpdateKeepsCreatedAt": ["MS-UPD-1"],
+    "NamespacePrefixDeleteScope": ["MS-ISO-8"],
+    "TrimmedNamespaces": ["MS-ISO-12"],
 }
 
 #: broken store -> (clause id, pattern) pairs: some failure naming the clause must
@@ -176,6 +178,8 @@ SELECTION = {
     "OwnerWideKeywordStats": "keyword",
     "MillisecondVersionDeletes": "if_older or if_unchanged or conditional_writes",
     "UpdateKeepsCreatedAt": "update",
+    "NamespacePrefixDeleteScope": "hostile_namespace",
+    "TrimmedNamespaces": "lookalike_namespaces",
 }
 
 

@@ -29,7 +29,9 @@ Clause ids (each assertion message starts with one):
 - AL-PAGE-2   entries appended while a reader pages are never returned twice,
               and every entry that existed when paging began is returned.
 - AL-FILTER-1 `tenant` keeps one tenant's entries ("" the library's own, None
-              every tenant); `since` keeps `at >= since`, inclusive.
+              every tenant), compared exactly (no case fold, trim or Unicode
+              normalisation); `since` keeps `at >= since`, inclusive, to the
+              microsecond.
 - AL-KEEP-1   entries survive `EventLog.erase_user` and `MemoryStore.delete_scope`
               of their subject (needs `neighbours`), and never expire.
 - AL-CONTENT-1 an entry written for a real forget (events and records of
@@ -355,6 +357,38 @@ class AuditLogContract:
                 assert got == want, clause(
                     "AL-FILTER-1", f"list({filters}) with pages of {limit}", got, want=want
                 )
+        # Tenants are compared exactly (no case fold, trim or normalisation), and
+        # `since` to the microsecond (never truncated to the second or millisecond).
+        edge = _BASE + timedelta(seconds=10)
+        more = [
+            entry("Acme", tenant="Acme", at=edge - timedelta(seconds=1)),
+            entry("acme-sp", tenant="acme ", at=edge - timedelta(seconds=1)),
+            entry("nfd", tenant="e\u0301", at=edge - timedelta(seconds=1)),
+            entry("micro-before", tenant="edge", at=edge - timedelta(microseconds=1)),
+            entry("milli-before", tenant="edge", at=edge - timedelta(microseconds=999)),
+            entry("micro-at", tenant="edge", at=edge),
+        ]
+        for item in more:
+            await audit_log.append(item)
+        exact: list[tuple[dict[str, Any], list[str]]] = [
+            ({"tenant": "acme"}, ["acme2", "acme1"]),
+            ({"tenant": "Acme"}, ["Acme"]),
+            ({"tenant": "acme "}, ["acme-sp"]),
+            ({"tenant": "\u00e9"}, []),
+            ({"tenant": "edge", "since": edge}, ["micro-at"]),
+            (
+                {"tenant": "edge", "since": edge - timedelta(microseconds=999)},
+                ["micro-at", "micro-before", "milli-before"],
+            ),
+        ]
+        for filters, want in exact:
+            got = _ids(await _all(audit_log, 10, **filters))
+            assert got == want, clause(
+                "AL-FILTER-1",
+                f"list({filters}): tenant compared exactly, since to the microsecond",
+                got,
+                want=want,
+            )
 
     # -- what a forget leaves --------------------------------------------------
 

@@ -24,7 +24,9 @@ Clause ids (each assertion message starts with one):
 - C-RT-3    get of a missing key is None (not b"").
 - C-OVR-1   put overwrites the value.
 - C-OVR-2   put overwrites the TTL too: ttl=None after a TTL makes it
-            persistent, a TTL after ttl=None makes it expire.
+            persistent, a TTL after ttl=None makes it expire, and a TTL after
+            a TTL counts from the second put (a long one outlives the short one
+            it replaced, a short one expires before the long one would).
 - C-TTL-1   an entry expires after its ttl: get None, delete False,
             delete_prefix does not count it.
 - C-TTL-2   ttl=None keeps an entry past other entries' expiry.
@@ -35,6 +37,10 @@ Clause ids (each assertion message starts with one):
 - C-DELP-2  prefix characters such as `* ? [ % _ \\` are literal.
 - C-ISO-1   scopes are isolated, whatever characters their names hold.
 - C-ISO-2   (scope, key) pairs that join to the same string stay distinct.
+- C-ISO-3   keys are compared exactly: keys one trim, case fold or Unicode
+            normalisation apart (`"k"`/`"K"`, `"k "`, `"\\u00e9"`/`"e\\u0301"`,
+            `"\\ufb01le"`/`"file"`) are separate entries in put, get, delete and
+            delete_prefix.
 - C-SCOPE-1 an empty or whitespace-only scope raises `ScopeRequired` everywhere.
 - C-INPUT-1 a non-positive or non-timedelta ttl, a blank key, a non-bytes value
             raise `InvalidInput` and store nothing.
@@ -50,8 +56,10 @@ Clause ids (each assertion message starts with one):
             is never persisted). Needs `reopen`.
 - C-SHARED-1 a second handle sees the first one's entries. Needs `reopen`.
 - C-LIST-1  (when the cache implements `CacheListing`) `entries(scope, prefix)` lists
-            the scope's live entries under the literal prefix, by key, with value
-            and expires_at (None without ttl).
+            the scope's live entries under the literal prefix (`%`, `_`, `*`
+            match only themselves), by key, with value and expires_at (None
+            without ttl; else put time + ttl within the ttl resolution, not
+            the listing time + ttl).
 - C-CANARY-1 the fixture yields an empty cache: nothing written by an earlier
             test is visible.
 """
@@ -100,6 +108,15 @@ CANARY_SCOPE = "agent-memory-contract-canary"
 _PROPERTY = property_settings(max_examples=25, port="cache")
 _LITERAL = ["*", "?", "[", "%", "_", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
+#: (first, second): keys one trim, case fold or Unicode normalisation (NFC,
+#: NFKC) apart; the cache must keep them apart (C-ISO-3).
+_LOOKALIKE_KEYS = [
+    ("k", "K"),
+    ("k", "k "),
+    ("k", " k"),
+    ("\u00e9", "e\u0301"),  # precomposed vs combining accent
+    ("file", "\ufb01le"),  # U+FB01 LATIN SMALL LIGATURE FI
+]
 _VALUES = {
     "empty": b"",
     "nul": b"\x00",
@@ -218,7 +235,22 @@ class CacheContract(ShortTtl):
         await cache.put("s", "to-persistent", b"b", None)
         await cache.put("s", "to-expiring", b"a", None)
         await cache.put("s", "to-expiring", b"b", self._short())
+        await cache.put("s", "to-longer", b"a", self._short())
+        await cache.put("s", "to-longer", b"b", timedelta(seconds=60))
+        await cache.put("s", "to-shorter", b"a", timedelta(seconds=60))
+        await cache.put("s", "to-shorter", b"b", self._short())
         await self._outlive_short()
+        longer = await cache.get("s", "to-longer")
+        assert longer == b"b", clause(
+            "C-OVR-2",
+            "a long ttl on overwrite replaces the short one (counted from the second put)",
+            longer,
+            want=b"b",
+        )
+        shorter = await cache.get("s", "to-shorter")
+        assert shorter is None, clause(
+            "C-OVR-2", "a short ttl on overwrite replaces the long one", shorter, want=None
+        )
         kept = await cache.get("s", "to-persistent")
         assert kept == b"b", clause(
             "C-OVR-2", "ttl=None on overwrite makes it persist", kept, want=b"b"
@@ -379,6 +411,40 @@ class CacheContract(ShortTtl):
         )
 
     # -- bad input -------------------------------------------------------------
+
+    @pytest.mark.parametrize(("first", "second"), _LOOKALIKE_KEYS, ids=repr)
+    async def test_lookalike_keys_stay_separate(
+        self, cache: Cache, first: str, second: str
+    ) -> None:
+        """When this fails, keys are trimmed, case-folded or Unicode-normalised
+        (a case-insensitive collation, LOWER(), NFC/NFKC on the way in,
+        `.strip()`): keys are opaque and compared exactly."""
+        await cache.put("s", f"p/{first}", b"1")
+        await cache.put("s", f"p/{second}", b"2")
+        got = (await cache.get("s", f"p/{first}"), await cache.get("s", f"p/{second}"))
+        assert got == (b"1", b"2"), clause(
+            "C-ISO-3",
+            f"keys {first!r} and {second!r} are two entries",
+            got,
+            want=(b"1", b"2"),
+        )
+        deleted = await cache.delete("s", f"p/{second}")
+        left = await cache.get("s", f"p/{first}")
+        assert (deleted, left) == (True, b"1"), clause(
+            "C-ISO-3",
+            f"deleting key {second!r} leaves key {first!r}",
+            (deleted, left),
+            want=(True, b"1"),
+        )
+        await cache.put("s", f"p/{second}", b"2")
+        count = await cache.delete_prefix("s", f"p/{second}")
+        left = await cache.get("s", f"p/{first}")
+        assert (count, left) == (1, b"1"), clause(
+            "C-ISO-3",
+            f"delete_prefix({second!r}) deletes only its own key",
+            (count, left),
+            want=(1, b"1"),
+        )
 
     @pytest.mark.parametrize("op", ["get", "put", "delete", "delete_prefix"])
     async def test_blank_scope(self, cache: Cache, op: str) -> None:
@@ -587,15 +653,15 @@ class CacheContract(ShortTtl):
         """
         if not isinstance(cache, CacheListing):
             pytest.skip("the cache does not implement CacheListing (entries())")
-        before = datetime.now(UTC)
         await cache.put("s", "k/b", b"b")
         await cache.put("s", "k/a", b"")
+        put_c = datetime.now(UTC)
         await cache.put("s", "k/c", b"c", timedelta(seconds=60))
+        put_c_done = datetime.now(UTC)
         await cache.put("s", "k/gone", b"g", self._short())
         await cache.put("s", "k%", b"not under k/")
         await cache.put("s2", "k/x", b"other scope")
         await self._outlive_short()
-        after = datetime.now(UTC)
         got = await cache.entries("s", "k/")
         keys = [(e.key, e.value) for e in got]
         assert keys == [("k/a", b""), ("k/b", b"b"), ("k/c", b"c")], clause(
@@ -613,14 +679,27 @@ class CacheContract(ShortTtl):
             detail=got[:2],
         )
         expires = got[2].expires_at
-        low, high = before + timedelta(seconds=59), after + timedelta(seconds=61)
+        # 3x the resolution: well under the 7x that listing waits after the put,
+        # so an expiry counted from the listing is caught, and a backend reading
+        # the remaining ttl (PTTL) a little after its clock is not.
+        tol = self._res() * 3
+        low = put_c + timedelta(seconds=60) - tol
+        high = put_c_done + timedelta(seconds=60) + tol
         assert expires is not None, clause("C-LIST-1", "an entry with a ttl has an expiry", got[2])
         assert low <= expires <= high, clause(
             "C-LIST-1",
-            "expires_at is about put time + ttl",
+            f"expires_at is put time + ttl within {tol} (not the listing time + ttl)",
             expires,
             want=Shown(f"between {low!r} and {high!r}"),
         )
+        for pattern, want_keys in (("k%", ["k%"]), ("k_", []), ("k*", [])):
+            listed = [e.key for e in await cache.entries("s", pattern)]
+            assert listed == want_keys, clause(
+                "C-LIST-1",
+                f"the prefix {pattern!r} is literal (no LIKE or glob wildcards)",
+                listed,
+                want=want_keys,
+            )
         every = [e.key for e in await cache.entries("s")]
         assert every == ["k%", "k/a", "k/b", "k/c"], clause(
             "C-LIST-1", "no prefix lists the whole scope", every, want=["k%", "k/a", "k/b", "k/c"]

@@ -36,6 +36,9 @@ Clause ids (each assertion message starts with one):
 - EL-LIM-1  `limited` is True exactly when more events matched than `limit`;
             a page of limit N holds the N newest.
 - EL-SINCE-1 only events with occurred_at >= since are returned (inclusive).
+- EL-SINCE-2 `since` and `until` are instants: given with a non-UTC offset they
+            bound the window exactly as the same instants in UTC (never read
+            as UTC wall-clock times).
 - EL-UNTIL-1 `until` keeps only events with occurred_at < until (exclusive),
             applied before `limit`; `until=None` is no bound.
 - EL-UNTIL-2 paging back with until=<oldest instant of the last page> never
@@ -78,6 +81,10 @@ Clause ids (each assertion message starts with one):
             user after a quiet second `erase_user`: `user_events` is empty and
             no window of any domain shows an event carrying that user id;
             other users' events all stay (example and property).
+- EL-ERASE-4 user ids are compared exactly in `erase_user` and `user_events`:
+            ids one case fold, trim or Unicode normalisation apart (`u1`/`U1`,
+            `u1 `, `\\u00e9`/`e\\u0301`, `\\ufb01le`/`file`) are other users,
+            whose events stay.
 - EL-USER-1 `user_events` returns exactly the events `erase_user` would delete
             (every domain, global ones included, user ids matched exactly),
             newest first by occurred_at, ties by (domain, id) descending,
@@ -123,7 +130,7 @@ import asyncio
 import itertools
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from functools import partial
 from typing import Any, ClassVar
 
@@ -507,6 +514,32 @@ class EventLogContract:
             "events before since do not make the window limited",
             got.limited,
             want=False,
+        )
+
+    async def test_since_and_until_with_an_offset(self, event_log: EventLog) -> None:
+        """When this fails, `since`/`until` are stored or compared as wall-clock
+        text or naive values without converting them to UTC first (e.g.
+        `since.isoformat()` against UTC text, or `replace(tzinfo=UTC)`): an aware
+        datetime is an instant, whatever its offset (`require_utc` converts it)."""
+        d = "offset"
+        base = now_ms() - timedelta(minutes=10)
+        await event_log.append([_event(d, f"e{i}", base + timedelta(seconds=i)) for i in range(6)])
+        east, west = timezone(timedelta(hours=5, minutes=30)), timezone(timedelta(hours=-7))
+        since = (base + timedelta(seconds=2)).astimezone(east)
+        got = _ids(await event_log.window(d, since=since, limit=100))
+        assert got == ["e5", "e4", "e3", "e2"], clause(
+            "EL-SINCE-2",
+            f"since={since.isoformat()} is the instant {base + timedelta(seconds=2)}",
+            got,
+            want=["e5", "e4", "e3", "e2"],
+        )
+        until = (base + timedelta(seconds=4)).astimezone(west)
+        got = _ids(await event_log.window(d, since=since, until=until, limit=100))
+        assert got == ["e3", "e2"], clause(
+            "EL-SINCE-2",
+            f"until={until.isoformat()} is the instant {base + timedelta(seconds=4)}",
+            got,
+            want=["e3", "e2"],
         )
 
     # -- until (paging back in event time) ---------------------------------------
@@ -1077,6 +1110,7 @@ class EventLogContract:
                 _event("er-b", "b1", at - timedelta(minutes=1), user_id="u:1*", is_global=True),
                 _event("er-a", "a1", at, user_id="u:1*"),
                 _event("er-b", "b4", at, user_id="u:1*"),
+                _event("er-a", "c1", at, user_id="u:1*"),
                 _event("er-a", "a2", at, user_id="u:1"),
                 _event("er-b", "b2", at, user_id="u:10"),
                 _event("er-b", "b3", at),
@@ -1084,8 +1118,9 @@ class EventLogContract:
         )
         seen = [(e.domain, e.id) for e in await event_log.user_events("u:1*")]
         # Newest first by occurred_at, ties by (domain, id) descending: compared
-        # in order, never sorted first (an oldest-first list must fail).
-        want = [("er-b", "b4"), ("er-a", "a1"), ("er-b", "b1")]
+        # in order, never sorted first (an oldest-first list must fail); c1 > b4
+        # as ids, so ties by id alone (domain left out) must fail too.
+        want = [("er-b", "b4"), ("er-a", "c1"), ("er-a", "a1"), ("er-b", "b1")]
         assert seen == want, clause(
             "EL-USER-1",
             "user_events lists exactly the user's events, in every domain, newest first",
@@ -1100,8 +1135,8 @@ class EventLogContract:
             want=["er-a", "er-b"],
         )
         erased = await event_log.erase_user("u:1*")
-        assert erased == 3, clause(
-            "EL-ERASE-1", "erase_user returns the 3 erased events", erased, want=3
+        assert erased == 4, clause(
+            "EL-ERASE-1", "erase_user returns the 4 erased events", erased, want=4
         )
         left = [(e.domain, e.id) for e in await event_log.user_events("u:1*")]
         assert left == [], clause(
@@ -1159,6 +1194,43 @@ class EventLogContract:
         ten = sorted(e.id for e in await event_log.user_events("u10"))
         assert ten == ["ten", "ten-g"], clause(
             "EL-ERASE-2", "u10's events are all kept", ten, want=["ten", "ten-g"]
+        )
+
+    async def test_erase_user_compares_ids_exactly(self, event_log: EventLog) -> None:
+        """When this fails, user ids are case-folded, trimmed or Unicode-normalised
+        in the user lookup (a case-insensitive collation, LOWER(), NFC/NFKC on the
+        way in, `.strip()`): a forget would erase another user's events."""
+        at = now_ms() - timedelta(minutes=5)
+        pairs = [("u1", "U1"), ("u1", "u1 "), ("\u00e9", "e\u0301"), ("file", "\ufb01le")]
+        users = list(dict.fromkeys(u for pair in pairs for u in pair))
+        await event_log.append(
+            [_event("xu", f"ev-{i}", at, user_id=u) for i, u in enumerate(users)]
+        )
+        for i, u in enumerate(users):
+            seen = [e.id for e in await event_log.user_events(u)]
+            assert seen == [f"ev-{i}"], clause(
+                "EL-ERASE-4", f"user_events({u!r}) lists that user's event only", seen,
+                want=[f"ev-{i}"],
+            )  # fmt: skip
+        for first, second in pairs:
+            if first == "u1":
+                continue  # erased last: it has two lookalikes
+            erased = await event_log.erase_user(first)
+            assert erased == 1, clause(
+                "EL-ERASE-4", f"erase_user({first!r}) erases its 1 event", erased, want=1
+            )
+            kept = [e.user_id for e in await event_log.user_events(second)]
+            assert kept == [second], clause(
+                "EL-ERASE-4", f"erasing {first!r} keeps {second!r}'s event", kept, want=[second]
+            )
+        erased = await event_log.erase_user("u1")
+        left = sorted(str(e.user_id) for e in (await self._all(event_log, "xu")).events)
+        want = sorted(["U1", "u1 ", "e\u0301", "\ufb01le"])
+        assert (erased, left) == (1, want), clause(
+            "EL-ERASE-4",
+            "erase_user('u1') erases u1's event only",
+            (erased, left),
+            want=(1, want),
         )
 
     async def test_user_events_include_expired_unpurged(self, event_log: EventLog) -> None:

@@ -23,8 +23,9 @@ Clause ids (each assertion message starts with one):
             positive token, expires_at = now + ttl) and `get` returns it.
 - LS-ACQ-2  a key held by another owner cannot be acquired (None); the lease
             is unchanged.
-- LS-ACQ-3  re-acquiring a lease we hold keeps the token, extends the expiry
-            and replaces the payload.
+- LS-ACQ-3  re-acquiring a lease we hold keeps the token, sets expires_at to
+            now + ttl (counted from the call, not from the old expiry) and
+            replaces the payload.
 - LS-EXC-1  of 50 concurrent acquirers of one key exactly one gets it.
 - LS-EXC-2  the same across two handles (needs `reopen`).
 - LS-EXP-1  an expired lease can be taken by another owner, with a larger token.
@@ -36,8 +37,9 @@ Clause ids (each assertion message starts with one):
 - LS-RENEW-1 renew by a non-owner raises `LeaseNotHeld`; the lease is unchanged.
 - LS-RENEW-2 renew of an expired, released or never-held lease raises
             `LeaseNotHeld`.
-- LS-RENEW-3 renew by the owner extends expires_at and keeps the token; the
-            payload is replaced when given and kept when None.
+- LS-RENEW-3 renew by the owner sets expires_at to now + ttl (counted from the
+            call, not from the old expiry) and keeps the token; the payload is
+            replaced when given and kept when None.
 - LS-REL-1  release by a non-owner (or of a free key) returns False and changes
             nothing.
 - LS-REL-2  release by the owner returns True; the key is free (get is None).
@@ -55,6 +57,11 @@ Clause ids (each assertion message starts with one):
   since it expired (no lazy expiry that only `get` or `acquire` performs).
 - LS-ISO-1  scopes are isolated, whatever characters their names hold.
 - LS-ISO-2  (scope, key) pairs that join to the same string stay distinct.
+- LS-ISO-3  owners and keys are compared exactly: owners (or keys) one trim,
+            case fold or Unicode normalisation apart (`"ana"`/`"Ana"`,
+            `"ana "`, `"\\u00e9"`/`"e\\u0301"`, `"\\ufb01nance"`/`"finance"`)
+            are different owners (keys): a lookalike owner cannot acquire,
+            renew or release the lease, and lookalike keys are two leases.
 - LS-PAY-1  property: any payload bytes and adversarial keys round-trip.
 - LS-SCOPE-1 an empty or whitespace-only scope raises `ScopeRequired` everywhere.
 - LS-INPUT-1 a blank key or owner, a non-positive or non-timedelta ttl raise
@@ -122,6 +129,15 @@ LONG = timedelta(seconds=60)
 _PROPERTY = property_settings(max_examples=25, port="leases")
 _LITERAL = ["*", "%", "_", "[", "?", "\\"]
 _SEPARATORS = [":", "|", "/", "}"]
+#: (first, second): owners/keys one trim, case fold or Unicode normalisation
+#: (NFC, NFKC) apart; the store must keep them apart (LS-ISO-3).
+_LOOKALIKES = [
+    ("ana", "Ana"),
+    ("ana", "ana "),
+    ("ana", " ana"),
+    ("\u00e9", "e\u0301"),  # precomposed vs combining accent
+    ("finance", "\ufb01nance"),  # U+FB01 LATIN SMALL LIGATURE FI
+]
 
 
 def _brief(lease: Lease | None) -> tuple[str, int, bytes] | None:
@@ -166,6 +182,27 @@ class LeaseStoreContract(ShortTtl):
             "LS-ACQ-1", f"{owner!r} acquires free key {key!r}{why}", lease, want=Shown("a Lease")
         )
         return lease
+
+    def _check_expiry(
+        self,
+        cid: str,
+        op: str,
+        lease: Lease,
+        before: datetime,
+        after: datetime,
+        ttl: timedelta,
+    ) -> None:
+        """`lease.expires_at` is the call's now + ttl, never counted from the
+        lease's earlier expiry. The tolerance is generous (a second, or the
+        resolution if larger): the tests using it renew a lease with seconds left."""
+        tol = max(self._res(), timedelta(seconds=1))
+        low, high = before + ttl - tol, after + ttl + tol
+        assert low <= lease.expires_at <= high, clause(
+            cid,
+            f"{op} sets expires_at to now + ttl within {tol} (not the old expiry + ttl)",
+            lease.expires_at,
+            want=Shown(f"between {low!r} and {high!r}"),
+        )
 
     # -- canary (first) --------------------------------------------------------
 
@@ -246,7 +283,9 @@ class LeaseStoreContract(ShortTtl):
         first = await self._must_acquire(
             "LS-ACQ-3", leases, "s", "k", "a", ttl=timedelta(seconds=5), payload=b"v1"
         )
+        before = datetime.now(UTC)
         second = await leases.acquire("s", "k", "a", timedelta(seconds=50), b"v2")
+        after = datetime.now(UTC)
         assert second is not None, clause("LS-ACQ-3", "the owner re-acquires its lease", second)
         assert second.token == first.token, clause(
             "LS-ACQ-3", "re-acquire keeps the token", second.token, want=first.token
@@ -257,6 +296,7 @@ class LeaseStoreContract(ShortTtl):
             second.expires_at,
             want=Shown(f"after {first.expires_at + timedelta(seconds=30)!r}"),
         )
+        self._check_expiry("LS-ACQ-3", "re-acquire", second, before, after, timedelta(seconds=50))
         got = await leases.get("s", "k")
         assert _brief(got) == ("a", first.token, b"v2"), clause(
             "LS-ACQ-3",
@@ -443,7 +483,9 @@ class LeaseStoreContract(ShortTtl):
         held = await self._must_acquire(
             "LS-RENEW-3", leases, "s", "k", "a", ttl=timedelta(seconds=5), payload=b"old"
         )
+        before = datetime.now(UTC)
         renewed = await leases.renew("s", "k", "a", timedelta(seconds=50), payload)
+        after = datetime.now(UTC)
         want_payload = b"old" if payload is None else payload
         assert (renewed.token, renewed.payload) == (held.token, want_payload), clause(
             "LS-RENEW-3",
@@ -458,6 +500,7 @@ class LeaseStoreContract(ShortTtl):
             renewed.expires_at,
             want=Shown(f"after {held.expires_at + timedelta(seconds=30)!r}"),
         )
+        self._check_expiry("LS-RENEW-3", "renew", renewed, before, after, timedelta(seconds=50))
         got = await leases.get("s", "k")
         assert _brief(got) == ("a", held.token, want_payload), clause(
             "LS-RENEW-3",
@@ -731,6 +774,61 @@ class LeaseStoreContract(ShortTtl):
         outer = [_brief(x) for x in await leases.scan(f"a{sep}b")]
         assert outer == [_brief(one)], clause(
             "LS-ISO-2", f"scope 'a{sep}b' holds one", outer, want=[_brief(one)]
+        )
+
+    @pytest.mark.parametrize(("first", "second"), _LOOKALIKES, ids=repr)
+    async def test_lookalike_owners_and_keys_stay_distinct(
+        self, leases: LeaseStore, first: str, second: str
+    ) -> None:
+        """When this fails, the store trims, case-folds or Unicode-normalises
+        owners or keys (a case-insensitive or non-deterministic collation, NFC
+        on the way in, `.strip()`): they are opaque and compared exactly, so a
+        lookalike owner is another owner and a lookalike key another lease."""
+        held = await self._must_acquire("LS-ISO-3", leases, "s", "job", first, payload=b"1")
+        taken = await leases.acquire("s", "job", second, LONG, b"2")
+        assert taken is None, clause(
+            "LS-ISO-3",
+            f"owner {second!r} cannot acquire {first!r}'s lease",
+            _brief(taken),
+            want=None,
+        )
+        renewed = await _error_of(leases.renew("s", "job", second, LONG, b"2"))
+        assert isinstance(renewed, LeaseNotHeld), clause(
+            "LS-ISO-3",
+            f"owner {second!r} cannot renew {first!r}'s lease (LeaseNotHeld)",
+            outcome(renewed),
+            want=Shown("LeaseNotHeld"),
+        )
+        released = await leases.release("s", "job", second)
+        assert released is False, clause(
+            "LS-ISO-3",
+            f"owner {second!r} cannot release {first!r}'s lease",
+            released,
+            want=False,
+        )
+        got = await leases.get("s", "job")
+        assert _brief(got) == _brief(held), clause(
+            "LS-ISO-3", "the holder's lease is unchanged", _brief(got), want=_brief(held)
+        )
+        one = await self._must_acquire("LS-ISO-3", leases, "s", f"k-{first}", "o1", payload=b"1")
+        two = await leases.acquire("s", f"k-{second}", "o2", LONG, b"2")
+        assert two is not None, clause(
+            "LS-ISO-3",
+            f"key {'k-' + second!r} is free while {'k-' + first!r} is held",
+            _brief(two),
+            want=Shown("a Lease"),
+        )
+        want = sorted([(one.key, "o1"), (two.key, "o2")])
+        listed = [(x.key, x.owner) for x in await leases.scan("s", "k-")]
+        assert listed == want, clause(
+            "LS-ISO-3", "lookalike keys are two leases", listed, want=want
+        )
+        assert await leases.release("s", f"k-{first}", "o1"), clause(
+            "LS-ISO-3", "the first key's owner releases it"
+        )
+        left = _brief(await leases.get("s", f"k-{second}"))
+        assert left == _brief(two), clause(
+            "LS-ISO-3", "releasing one key leaves its lookalike", left, want=_brief(two)
         )
 
     @_PROPERTY

@@ -51,7 +51,8 @@ test's docstring says what to look at when it fails. Clauses:
   spaces and non-ASCII stays separate in get (1), search (2), list (3), update (4),
   delete (5) and delete_scope (6).
 - MS-ISO-7 hostile ids of one owner never collide or match as patterns.
-- MS-ISO-8 a hostile namespace filter matches only that namespace, literally.
+- MS-ISO-8 a hostile namespace filter matches only that namespace, literally
+  (never as a prefix: in search, list and delete_scope).
 - MS-ISO-9 hostile kinds match only those kinds, literally.
 - MS-ISO-10 owners are compared exactly: owners that differ only by case, a
   leading/trailing space, a `.`, or Unicode compatibility form (`"ana "` vs
@@ -59,6 +60,10 @@ test's docstring says what to look at when it fails. Clauses:
   search and delete_scope (nothing trims, folds or normalises them).
 - MS-ISO-11 ids are compared exactly: ids that differ only by case, spaces or
   Unicode compatibility form are separate records of one owner.
+- MS-ISO-12 namespaces and kinds are compared exactly: a namespace or kind filter
+  that differs from a stored one only by case, spaces or Unicode form
+  (`"notes"`/`"Notes"`, `"notes "`, `"\\u00e9"`/`"e\\u0301"`) matches only its own
+  records in search, list and delete_scope.
 - MS-SEARCH-1 results are ordered by score descending.
 - MS-SEARCH-2 the score is the cosine similarity, in [-1, 1], independent of norms.
 - MS-SEARCH-3 equal scores are ordered by id ascending, also across the limit cut.
@@ -235,6 +240,15 @@ LOOKALIKE_IDS = [
     ("file", "\ufb01le"),
     ("\u00e9", "e\u0301"),
     ("a.b", "a_b"),
+]
+
+#: (first, second): namespaces/kinds that must not match each other (MS-ISO-12).
+LOOKALIKE_FILTERS = [
+    ("notes", "Notes"),
+    ("notes", "notes "),
+    ("notes", " notes"),
+    ("\u00e9", "e\u0301"),  # precomposed vs combining accent
+    ("\ufb01le", "file"),  # U+FB01 LATIN SMALL LIGATURE FI
 ]
 
 OWNER = "owner:ä{1}"
@@ -1366,6 +1380,61 @@ class MemoryStoreContract:
         count = await store.delete_scope(OWNER, namespace="*")
         assert count == 1, clause(
             "MS-ISO-8", "delete_scope(namespace='*') deletes one record", count, want=1
+        )
+        # "n" first: a prefix match would take "n*", "n:x", "n x" and "n|m" with it
+        for n in namespaces:
+            if n == "*":
+                continue
+            count = await store.delete_scope(OWNER, namespace=n)
+            assert count == 1, clause(
+                "MS-ISO-8", f"delete_scope(namespace={n!r}) deletes one record", count, want=1
+            )
+
+    @pytest.mark.parametrize(("first", "second"), LOOKALIKE_FILTERS, ids=repr)
+    async def test_lookalike_namespaces_and_kinds_stay_separate(
+        self, store: MemoryStore, first: str, second: str
+    ) -> None:
+        """When this fails, namespaces or kinds are case-folded, trimmed or
+        Unicode-normalised in a key, index or filter (a case-insensitive
+        collation, LOWER(), NFC/NFKC, `.strip()`): compare them exactly."""
+        dim = _dim(store)
+        cid = "MS-ISO-12"
+        await store.add(
+            [
+                _rec(store, "ns-1", namespace=first, created_at_ms=1),
+                _rec(store, "ns-2", namespace=second, created_at_ms=2),
+                _rec(store, "kind-1", namespace="kinds", kind=first, created_at_ms=3),
+                _rec(store, "kind-2", namespace="kinds", kind=second, created_at_ms=4),
+            ]
+        )
+        for ns, rid in ((first, "ns-1"), (second, "ns-2")):
+            listed = _page_ids(await store.list(OWNER, namespace=ns))
+            assert listed == [rid], clause(
+                cid, f"list(namespace={ns!r}) matches that namespace only", listed, want=[rid]
+            )
+            hits = _ids(await store.search(OWNER, _vec(dim, 1.0), namespace=ns))
+            assert hits == [rid], clause(
+                cid, f"search(namespace={ns!r}) matches that namespace only", hits, want=[rid]
+            )
+        for kind, rid in ((first, "kind-1"), (second, "kind-2")):
+            listed = _page_ids(await store.list(OWNER, kinds=[kind]))
+            assert listed == [rid], clause(
+                cid, f"list(kinds=[{kind!r}]) matches that kind only", listed, want=[rid]
+            )
+            hits = _ids(await store.search(OWNER, _vec(dim, 1.0), kinds=[kind]))
+            assert hits == [rid], clause(
+                cid, f"search(kinds=[{kind!r}]) matches that kind only", hits, want=[rid]
+            )
+        counts = (
+            await store.delete_scope(OWNER, namespace=second),
+            await store.delete_scope(OWNER, kinds=[second]),
+        )
+        left = sorted(_page_ids(await store.list(OWNER)))
+        assert (counts, left) == ((1, 1), ["kind-1", "ns-1"]), clause(
+            cid,
+            f"delete_scope of namespace/kind {second!r} leaves {first!r}",
+            (counts, left),
+            want=((1, 1), ["kind-1", "ns-1"]),
         )
 
     async def test_hostile_kinds_filter_is_literal(self, store: MemoryStore) -> None:

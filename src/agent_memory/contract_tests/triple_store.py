@@ -23,18 +23,28 @@ Clause ids (each assertion message starts with one):
 - TS-RT-1     every field reads back unchanged: adversarial text, microsecond
               timestamps, empty source.
 - TS-Q-1      query filters by subject, predicate and object (exact match, all
-              given filters at once); no filter returns every triple of the owner.
+              given filters at once, in every combination: no filter is dropped
+              because another is given); no filter returns every triple of the
+              owner.
 - TS-Q-2      results are newest first, then loop, subject, predicate, object
               ascending by code point; `limit` cuts after ordering.
-- TS-Q-3      `% _ * ? [ \\` and case in a filter are literal: no pattern widening.
-- TS-ISO-1    owners are isolated; `loop` narrows to one loop, `loop=None` spans all.
+- TS-Q-3      `% _ * ? [ \\`, case, spaces and Unicode forms in a filter are
+              literal: no pattern widening, trimming or normalisation.
+- TS-ISO-1    owners are isolated (the owner is part of a triple's identity: one
+              fact in one loop under two owners is two triples); `loop` narrows
+              to one loop, `loop=None` spans all.
 - TS-WALK-1   neighbours(hops=1) returns the triples touching the node in either
               direction, at distance 1.
-- TS-WALK-2   hops=k reaches further, each triple once at its smallest distance,
-              ordered by distance then triple order; cycles terminate.
-- TS-WALK-3   neighbours honours `loop` and `limit`; an unknown node walks to [].
+- TS-WALK-2   hops=k reaches further, each triple once at its smallest distance
+              (a self-loop too), ordered by distance then triple order; cycles
+              terminate.
+- TS-WALK-3   neighbours honours `loop` and `limit` (the limit keeps the first
+              steps of the walk order: nearest first); an unknown node walks to [].
+- TS-WALK-4   the start node is matched exactly: a node differing by case, spaces,
+              Unicode form or holding pattern characters is another node.
 - TS-DEL-1    delete_scope deletes exactly the owner's triples (of one loop when
-              given) and returns their count (0 when none).
+              given, matched exactly: loop `l1` never deletes loop `l10`) and
+              returns their count (0 when none).
 - TS-SCOPE-1  an empty or whitespace-only owner or loop raises `ScopeRequired`.
 - TS-INPUT-1  a non-Triple in a batch, a non-positive limit or hops raise
               `InvalidInput`, and nothing of the batch is stored.
@@ -56,6 +66,7 @@ Clause ids (each assertion message starts with one):
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -79,7 +90,7 @@ from agent_memory.contract_tests._support import (
 )
 from agent_memory.contract_tests.capabilities import Capabilities
 from agent_memory.domain.errors import InvalidInput, ScopeRequired, StoreClosed
-from agent_memory.domain.triples import Triple, WalkStep
+from agent_memory.domain.triples import Triple, WalkStep, triple_sort_key
 from agent_memory.ports.storage import OwnerListing, TripleStore
 
 __all__ = ["TripleStoreContract"]
@@ -269,6 +280,30 @@ class TripleStoreContract:
         assert len(everything) == 4, clause(
             "TS-Q-1", "no filter: all", len(everything), want=4, detail=everything
         )
+        # Every combination of filters over a cube of facts: each given filter
+        # applies, whichever others are given (no index path drops one).
+        cube = [
+            _t(s, p, o, owner="cube", at=i)
+            for i, (s, p, o) in enumerate(itertools.product("xy", "pq", "mn"))
+        ]
+        await triples.add(cube)
+        for s, p, o in itertools.product((None, "x"), (None, "q"), (None, "n")):
+            want = _spo(
+                sorted(
+                    (
+                        t
+                        for t in cube
+                        if s in (None, t.subject)
+                        and p in (None, t.predicate)
+                        and o in (None, t.object)
+                    ),
+                    key=triple_sort_key,
+                )
+            )
+            got = _spo(await triples.query("cube", subject=s, predicate=p, object=o))
+            assert got == want, clause(
+                "TS-Q-1", f"query(subject={s!r}, predicate={p!r}, object={o!r})", got, want=want
+            )
 
     async def test_query_order_and_limit(self, triples: TripleStore) -> None:
         """Newest first, then loop, subject, predicate, object ascending; limit after.
@@ -303,13 +338,17 @@ class TripleStoreContract:
             "TS-Q-2", "limit", limited, want=[e[:2] for e in expected[:3]]
         )
 
-    @pytest.mark.parametrize("pattern", ["a%", "a_", "*", "?", "[x]", "\\", "A"])
+    @pytest.mark.parametrize(
+        "pattern", ["a%", "a_", "*", "?", "[x]", "\\", "A", "a ", " a", "e\u0301", "\ufb01"]
+    )
     async def test_filters_are_literal(self, triples: TripleStore, pattern: str) -> None:
-        """Pattern characters and case in a filter match literally.
+        """Pattern characters, case, spaces and Unicode forms in a filter match
+        literally.
 
-        When this fails, check for LIKE/GLOB or case-folding where `=` is meant.
+        When this fails, check for LIKE/GLOB, case-folding, trimming or Unicode
+        normalisation where `=` is meant.
         """
-        stored = ["a%", "ab", "a_", "*", "?", "x", "\\", "a"]
+        stored = ["a%", "ab", "a_", "*", "?", "x", "\\", "a", "\u00e9", "fi"]
         await triples.add([_t(s, "p", "o") for s in stored])
         got = _spo(await triples.query("o", subject=pattern))
         expected = [(pattern, "p", "o")] if pattern in stored else []
@@ -325,12 +364,19 @@ class TripleStoreContract:
         When this fails, check the owner/loop conditions and key encoding (an owner
         "a:b" must not meet owner "a" loop "b:...").
         """
-        await triples.add(
+        added = await triples.add(
             [
                 _t("s", "p", "o", owner="a", loop="b:c"),
                 _t("s", "p", "o", owner="a:b", loop="c"),
                 _t("s", "p", "o2", owner="a", loop="x"),
             ]
+        )
+        again = await triples.add([_t("s", "p", "o2", owner="a:b", loop="x")])
+        assert (added, again) == (3, 1), clause(
+            "TS-ISO-1",
+            "one fact in one loop under another owner is a new triple",
+            (added, again),
+            want=(3, 1),
         )
         a_all = await triples.query("a")
         assert len(a_all) == 2, clause(
@@ -341,8 +387,8 @@ class TripleStoreContract:
             "TS-ISO-1", "loop narrows", _spo(a_one), want=[("s", "p", "o")], detail=a_one
         )
         other = await triples.query("a:b")
-        assert [t.loop for t in other] == ["c"], clause(
-            "TS-ISO-1", "owners isolated", [t.loop for t in other], want=["c"], detail=other
+        assert [t.loop for t in other] == ["c", "x"], clause(
+            "TS-ISO-1", "owners isolated", [t.loop for t in other], want=["c", "x"], detail=other
         )
         nobody = await triples.query("a", loop="b")
         assert nobody == [], clause(
@@ -406,6 +452,18 @@ class TripleStoreContract:
         assert len(far) == 5, clause(
             "TS-WALK-2", "a cycle terminates, triples once", len(far), want=5, detail=far
         )
+        await triples.add(
+            [
+                _t("n", "self", "n", owner="loops", at=0),
+                _t("n", "to", "m", owner="loops", at=1),
+                _t("m", "to", "n", owner="loops", at=2),
+            ]
+        )
+        want = [(1, "m", "to", "n"), (1, "n", "to", "m"), (1, "n", "self", "n")]
+        looped = _steps(await triples.neighbours("loops", "n", hops=3))
+        assert looped == want, clause(
+            "TS-WALK-2", "a self-loop and a 2-cycle are listed once each", looped, want=want
+        )
 
     async def test_walk_loop_limit_unknown(self, triples: TripleStore) -> None:
         """loop narrows the walk, limit cuts it, an unknown node walks to nothing.
@@ -432,12 +490,33 @@ class TripleStoreContract:
             detail=in_loop,
         )
         limited = _steps(await triples.neighbours("o", "a", hops=3, limit=2))
-        assert len(limited) == 2, clause("TS-WALK-3", "limit", len(limited), want=2, detail=limited)
+        want = [(1, "x", "to", "a"), (1, "a", "to", "b")]
+        assert limited == want, clause(
+            "TS-WALK-3", "limit keeps the first steps of the walk order", limited, want=want
+        )
         none = await triples.neighbours("o", "nowhere", hops=3)
         assert none == [], clause("TS-WALK-3", "unknown node", none, want=[])
         other_owner = await triples.neighbours("someone-else", "a", hops=3)
         assert other_owner == [], clause(
             "TS-WALK-3", "walks stay in the owner", other_owner, want=[]
+        )
+
+    @pytest.mark.parametrize("node", ["alice", "ALICE", "alice ", " alice", "e\u0301", "a%", "a_"])
+    async def test_walk_node_is_exact(self, triples: TripleStore, node: str) -> None:
+        """When this fails, the start node (or the frontier) is matched with
+        case-folding, trimming, Unicode normalisation or a LIKE/GLOB pattern
+        where `=` is meant: nodes are opaque text."""
+        await triples.add(
+            [
+                _t("Alice", "knows", "bob", at=3),
+                _t("alice\u00a0", "knows", "carl", at=2),
+                _t("\u00e9", "is", "letter", at=1),
+                _t("ab", "is", "word", at=0),
+            ]
+        )
+        got = _steps(await triples.neighbours("o", node, hops=2))
+        assert got == [], clause(
+            "TS-WALK-4", f"node {node!r} touches no triple: the walk is empty", got, want=[]
         )
 
     # -- delete ----------------------------------------------------------------
@@ -452,17 +531,21 @@ class TripleStoreContract:
                 _t("s", "p", "1", loop="l1"),
                 _t("s", "p", "2", loop="l1"),
                 _t("s", "p", "3", loop="l2"),
+                _t("s", "p", "5", loop="l10"),
                 _t("s", "p", "4", owner="other", loop="l1"),
             ]
         )
         one = await triples.delete_scope("o", loop="l1")
         assert one == 2, clause("TS-DEL-1", "one loop's triples", one, want=2)
         left = _spo(await triples.query("o"))
-        assert left == [("s", "p", "3")], clause(
-            "TS-DEL-1", "the other loop stays", left, want=[("s", "p", "3")]
+        assert left == [("s", "p", "5"), ("s", "p", "3")], clause(
+            "TS-DEL-1",
+            "the other loops stay (l10 too: the loop is matched exactly, not as a prefix)",
+            left,
+            want=[("s", "p", "5"), ("s", "p", "3")],
         )
         rest = await triples.delete_scope("o")
-        assert rest == 1, clause("TS-DEL-1", "the owner's remaining triples", rest, want=1)
+        assert rest == 2, clause("TS-DEL-1", "the owner's remaining triples", rest, want=2)
         none = await triples.delete_scope("o")
         assert none == 0, clause("TS-DEL-1", "nothing left: 0", none, want=0)
         other = await triples.query("other")

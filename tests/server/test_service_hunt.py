@@ -684,3 +684,22 @@ async def test_record_steps_over_mcp_keeps_every_call(tmp_path: Path) -> None:
         since = datetime.now(UTC) - timedelta(hours=1)
         window = await memory.events.window("k8s", since=since, limit=50)
         assert sorted(e.action for e in window.events) == sorted([*actions, actions[-1]])
+
+
+def test_every_answer_tells_caches_not_to_store_it(tight: tuple[LiveServer, Path]) -> None:
+    """A page of facts, a problem and a refused key are private: each answer
+    says `Cache-Control: no-store`, so no browser or proxy keeps a copy. Before,
+    only the inspector page itself said so, and the facts a browser fetched
+    ended up in its disk cache."""
+    server, _ = tight
+    with _client(server, "acme") as app:
+        user = unique("u-")
+        _remember(app, user, "n1")
+        answers = [
+            app.get("/v1/users/facts", params={"user_id": user}),
+            app.get("/v1/users/facts", params={"user_id": ""}),
+            httpx.get(f"{server.base}/v1/users/facts", params={"user_id": user}),
+        ]
+    assert [a.status_code for a in answers] == [200, 422, 401]
+    for a in answers:
+        assert a.headers.get("cache-control") == "no-store", (a.status_code, a.headers)

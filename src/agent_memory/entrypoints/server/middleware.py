@@ -79,6 +79,11 @@ class Guard:
                 responded.set()
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
+                # every answer may hold private data (facts, events, audit
+                # entries, problems naming them): no cache keeps a copy, a
+                # browser's disk cache included, unless the route said otherwise
+                if not any(k.lower() == b"cache-control" for k, _ in headers):
+                    headers.append((b"cache-control", b"no-store"))
                 message = {**message, "headers": headers}
             elif message["type"] == "http.response.body":
                 sent["bytes"] += len(message.get("body", b""))

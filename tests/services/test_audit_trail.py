@@ -10,6 +10,7 @@ import sqlite3
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -246,3 +247,41 @@ def test_counts_hold_no_text() -> None:
                 id="i", at=datetime.now(UTC), operation="migrate", tenant="", subject=None,
                 counts={name: 1}, caller="library",
             )  # fmt: skip
+
+
+async def test_a_forget_whose_caller_is_cancelled_runs_to_its_audit_entry(
+    tmp_path: Path,
+) -> None:
+    """A caller's timeout cut `forget` between its deletes and its audit entry:
+    the facts were gone and the trail never showed the erasure. The forget now
+    runs to its end in its own task: the caller gets its cancellation at once,
+    `drain()` (and `Memory.close`) waits for the forget, and the entry names
+    the caller the forget ran for."""
+    async with connect(f"sqlite:///{tmp_path}/a.db") as memory:
+        await _seed(memory, "ana")
+        held = len(await memory.users.facts(user_id="ana"))
+        store = memory.users.store
+        entered, release = asyncio.Event(), asyncio.Event()
+        delete_scope = store.delete_scope
+
+        async def slow_delete_scope(*args: Any, **kwargs: Any) -> int:
+            entered.set()
+            await release.wait()
+            return await delete_scope(*args, **kwargs)
+
+        store.delete_scope = slow_delete_scope  # type: ignore[method-assign]
+        with acting_as("key-7"):
+            call = asyncio.ensure_future(memory.users.forget("ana"))
+            await entered.wait()
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+        assert await _entries(memory) == [], "nothing audited before the forget ends"
+        release.set()
+        await memory.users.drain()
+        store.delete_scope = delete_scope  # type: ignore[method-assign]
+        (entry,) = await _entries(memory)
+        assert (entry.operation, entry.subject, entry.caller) == ("forget_user", "ana", "key-7")
+        assert entry.counts["facts"] == held > 0
+        assert entry.counts["events"] == 2
+        assert await memory.users.facts(user_id="ana") == []

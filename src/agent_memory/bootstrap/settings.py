@@ -253,7 +253,13 @@ class Settings:
     )
     window_limit: int = _setting("WINDOW_LIMIT", 20, "limit", "planning window event limit")
     view_budget_bytes: int = _setting(
-        "VIEW_BUDGET_BYTES", 8000, "int", "prompt view budget in bytes"
+        "VIEW_BUDGET_BYTES",
+        8000,
+        "int",
+        "prompt view budget in bytes, per view: `<agent_memory>` and "
+        "`<agent_coordination>` each stay within it, so a request's "
+        "`PlanningContext.text` (both, joined by a newline) is at most twice it "
+        "plus one byte; `<user_profile>` has it too",
     )
     # -- recording ------------------------------------------------------------------
     summary_timeout: float = _setting(

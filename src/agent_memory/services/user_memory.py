@@ -90,6 +90,7 @@ from agent_memory.services.graph_memory import (
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE
 from agent_memory.services.observability import Observability, hashed_id, view_attributes
 from agent_memory.services.reports import StageReport
+from agent_memory.services.uninterrupted import Uninterrupted
 
 __all__ = [
     "ForgetReceipt",
@@ -329,6 +330,9 @@ class UserMemory:
         self.options = options or UserMemoryOptions()
         self.counters: Counter[str] = Counter()
         self._background = BackgroundReports()
+        # forgets run to their end and their audit entry, even when the caller
+        # is cancelled part-way (`services.uninterrupted`)
+        self._forgets = Uninterrupted()
 
     # -- extraction ------------------------------------------------------------
     async def extract(
@@ -358,7 +362,9 @@ class UserMemory:
         return report
 
     async def drain(self) -> list[StageReport]:
-        """Wait for scheduled extractions; every report finished since the last drain."""
+        """Wait for scheduled extractions and for forgets whose callers were
+        cancelled; every extraction report finished since the last drain."""
+        await self._forgets.wait()
         return await self._background.drain()
 
     async def _extract(
@@ -944,10 +950,17 @@ class UserMemory:
         cache entries, and everything derived from the user's data — the
         digests of the domains their events fed, knowledge fragments from their
         requests or events, their triples and graph checkpoints. Fail-open: what
-        failed is listed in the receipt, the rest is still removed."""
+        failed is listed in the receipt, the rest is still removed. A caller
+        cancelled meanwhile (a timeout around the call) gets its cancellation,
+        and the forget still runs to its end and its audit entry (`drain()`
+        waits for it)."""
         require_id(user_id, "user_id")
         if namespace is not None:
             require_scope(namespace, "namespace")
+        # to its end and its audit entry, even when the caller is cancelled
+        return await self._forgets.run(self._forget(user_id, namespace))
+
+    async def _forget(self, user_id: str, namespace: str | None) -> ForgetReceipt:
         failures: list[str] = []
         facts = events_erased = cache_entries = 0
         derived: list[Invalidated] = []
@@ -1141,6 +1154,9 @@ class UserMemory:
     async def forget_fact(self, user_id: str, fact_id: str) -> ForgetReceipt:
         require_id(user_id, "user_id")
         require_id(fact_id, "fact_id")
+        return await self._forgets.run(self._forget_fact(user_id, fact_id))
+
+    async def _forget_fact(self, user_id: str, fact_id: str) -> ForgetReceipt:
         failures: list[str] = []
         removed = 0
         try:

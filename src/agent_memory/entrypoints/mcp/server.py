@@ -85,7 +85,6 @@ from agent_memory.entrypoints.bounds import (
     Text,
     describe,
 )
-from agent_memory.entrypoints.uninterrupted import Uninterrupted
 from agent_memory.services.audit import acting_as
 
 __all__ = ["ApiKeys", "Identity", "build_server"]
@@ -434,11 +433,6 @@ def build_server(
     deadline = _check_timeout(call_timeout)
     holder = _Holder()
     local = None if keys is not None else LOCAL
-    # A forget runs to its end (and its audit entry) even when its call passes
-    # the deadline and is cancelled (`uninterrupted`); the server waits for the
-    # ones still running before it closes the store.
-    audited = Uninterrupted()
-    drain = 30.0 if deadline is None else deadline
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[None]:
@@ -447,14 +441,14 @@ def build_server(
             try:
                 yield
             finally:
-                await audited.wait(drain)
+                # forgets whose call the deadline cancelled run to their end
+                await memory.users.drain()
             return
         async with connect(url, settings=settings) as opened:
             holder.memory = opened
             try:
                 yield
-            finally:
-                await audited.wait(drain)
+            finally:  # closing drains the forgets whose call was cancelled
                 holder.memory = None
 
     auth: dict[str, Any] = {}
@@ -544,9 +538,9 @@ def build_server(
             if fact_id is not None and namespace is not None:
                 raise InvalidInput("fact_id", "give namespace or fact_id, not both")
             if fact_id is not None:
-                receipt = await audited.run(users.forget_fact(owner, fact_id))
+                receipt = await users.forget_fact(owner, fact_id)
             else:
-                receipt = await audited.run(users.forget(owner, namespace))
+                receipt = await users.forget(owner, namespace)
             return {
                 "user_id": user_id,
                 "namespace": receipt.namespace,

@@ -41,7 +41,6 @@ from agent_memory.entrypoints.server.problems import Problem, from_library_error
 from agent_memory.entrypoints.server.ratelimit import RateLimiter
 from agent_memory.entrypoints.server.sessions import Sessions, finish
 from agent_memory.entrypoints.server.tenancy import Tenant
-from agent_memory.entrypoints.uninterrupted import Uninterrupted
 from agent_memory.services.audit import AuditTrail, acting_as
 from agent_memory.services.coordination import Coordinator
 from agent_memory.services.reports import StageReport
@@ -112,9 +111,6 @@ def create_app(
     limiter = RateLimiter(config.rate, config.burst)
     sessions = Sessions(idle_timeout=config.idle_timeout, max_per_tenant=config.max_open_requests)
     state: dict[str, Any] = {"draining": False}
-    # Forgets run to their end (and their audit entry) even when the request's
-    # deadline or the drain timeout cancels the handler (`uninterrupted`).
-    audited = Uninterrupted()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -127,7 +123,8 @@ def create_app(
         finally:
             state["draining"] = True
             finished = await sessions.close()
-            await audited.wait(config.request_timeout)
+            # closing drains: forgets whose handler the deadline or the drain
+            # timeout cancelled run to their end and audit entry first
             await state["memory"].close()
             _log.info("agent-memory server stopped (%d open agent requests finished)", finished)
 
@@ -316,14 +313,12 @@ def create_app(
         """Everything about the user (or one namespace's facts): facts, events,
         caches and what was derived from them. The receipt lists what was
         removed and what failed (fail-open: the rest is still removed)."""
-        users = memory().users
-        receipt = await audited.run(users.forget(who.tenant.owner(body.user_id), body.namespace))
+        receipt = await memory().users.forget(who.tenant.owner(body.user_id), body.namespace)
         return _receipt(receipt, body.user_id)
 
     @app.post("/v1/users/facts/forget", tags=["users"], summary="Forget one fact")
     async def forget_fact(body: s.ForgetFactBody, who: Writer) -> s.Receipt:
-        users = memory().users
-        receipt = await audited.run(users.forget_fact(who.tenant.owner(body.user_id), body.fact_id))
+        receipt = await memory().users.forget_fact(who.tenant.owner(body.user_id), body.fact_id)
         if receipt.complete and receipt.facts == 0:
             raise Problem("not-found", "no such fact")
         return _receipt(receipt, body.user_id)

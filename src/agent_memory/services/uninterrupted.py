@@ -1,15 +1,16 @@
 """Audited operations that run to their end, whatever happens to the call.
 
 A forget deletes first and writes its audit entry last (`services.audit`).
-An entry point that cancels its call part-way (the HTTP service's request
-deadline, the MCP server's call deadline, a shutdown's drain timeout) would
-cut it between the two: the data is gone (a delete already handed to the
-backend completes anyway) and the audit trail never shows the erasure. So
-the network entry points run each audited operation as a task of its own,
-shielded from the call's cancellation: the caller still gets its deadline
-answer at once ("may or may not have taken effect"), the operation finishes
-in the background with its entry, and `wait()` at shutdown lets the ones
-still running end before the backend is closed."""
+A caller that cancels it part-way (a timeout around the call, the HTTP
+service's request deadline, the MCP server's call deadline, a shutdown's
+drain timeout) would cut it between the two: the data is gone, or partly gone
+(a delete already handed to the backend completes anyway), and the audit trail
+never shows the erasure. So `UserMemory` runs each forget as a task of its
+own, shielded from the call's cancellation: the caller still gets its
+cancellation at once ("may or may not have taken effect"), the forget
+finishes in the background with its entry, and `wait()` (`UserMemory.drain`,
+which `Memory.close` calls) lets the ones still running end before the backend
+is closed."""
 
 from __future__ import annotations
 
@@ -47,11 +48,11 @@ class Uninterrupted:
             # The caller that awaited it has the error, unless it was cancelled.
             _log.debug("an audited operation ended with %s", type(exc).__name__)
 
-    async def wait(self, timeout: float) -> int:
-        """Wait (at most `timeout` seconds) for the operations still running;
-        how many are left."""
+    async def wait(self, timeout: float | None = None) -> int:
+        """Wait (at most `timeout` seconds; None: until they end) for the
+        operations still running; how many are left."""
         if self._running:
             await asyncio.wait(set(self._running), timeout=timeout)
         if self._running:
-            _log.error("%d audited operations still running at shutdown", len(self._running))
+            _log.error("%d audited operations still running", len(self._running))
         return len(self._running)

@@ -77,7 +77,8 @@ async def test_a_missing_postgres_database_is_named(postgres_url: str) -> None:
     """The pool retries until its timeout and then says only 'pool
     initialization incomplete'; the error must carry libpq's reason."""
     parts = urlsplit(postgres_url)
-    missing = urlunsplit(parts._replace(path="/no_such_database_here"))
+    query = "&".join(q for q in (parts.query, "connect_timeout=1") if q)  # no 5 s wait
+    missing = urlunsplit(parts._replace(path="/no_such_database_here", query=query))
     with pytest.raises(BackendUnavailable) as raised:
         await _open(missing)
     assert 'database "no_such_database_here" does not exist' in str(raised.value), raised.value

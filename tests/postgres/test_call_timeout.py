@@ -17,7 +17,9 @@ import pytest
 from agent_memory.adapters.postgres import PostgresDatabase
 from agent_memory.adapters.postgres._database import (
     DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT,
     NoAnswer,
+    connect_timeout_of,
     split_call_timeout,
     unbounded,
 )
@@ -63,6 +65,47 @@ def test_a_bad_constructor_value_names_the_option(bad: object) -> None:
 
 
 # --- a server that answers late -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "want"),
+    [
+        ("postgresql://h/db", DEFAULT_CONNECT_TIMEOUT),
+        ("postgresql://h/db?connect_timeout=1", 1.0),
+        ("postgresql://h/db?sslmode=disable&connect_timeout=12", 12.0),
+        ("host=h dbname=db", DEFAULT_CONNECT_TIMEOUT),  # a libpq DSN: libpq reads it
+    ],
+)
+def test_the_urls_connect_timeout_is_the_bound(url: str, want: float) -> None:
+    assert connect_timeout_of(url) == want
+    assert PostgresDatabase(url)._connect_timeout == want
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "soon", "1.5", ""])
+def test_a_connect_timeout_that_would_wait_forever_names_the_option(bad: str) -> None:
+    with pytest.raises(ConfigurationError, match="connect_timeout"):
+        PostgresDatabase(f"postgresql://h/db?connect_timeout={bad}")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_opening_gives_up_at_the_urls_connect_timeout() -> None:
+    """A URL's `connect_timeout` bounds the pool's wait at open too: the pool
+    used to pass its own 5 s to libpq over the URL's value and wait 5 s for a
+    refused port whatever the URL said."""
+    url = f"postgresql://u:pw@127.0.0.1:{_closed_port()}/db?connect_timeout=1"
+    db = PostgresDatabase(url, schema=_schema())
+    start = time.monotonic()
+    with pytest.raises(BackendUnavailable):
+        await db.open()
+    assert time.monotonic() - start < DEFAULT_CONNECT_TIMEOUT - 1.5, "waited the default"
+    await db.close()
 
 
 async def test_a_late_answer_fails_at_the_bound_and_schema_work_is_exempt(

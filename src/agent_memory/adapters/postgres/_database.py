@@ -186,6 +186,38 @@ def split_call_timeout(url: str) -> tuple[str, float | None]:
     return stripped, value
 
 
+#: How long opening a connection may take, in seconds, when the URL does not say
+#: (libpq's `connect_timeout`): each connection attempt, and the pool's wait for
+#: its first connections at open.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+def connect_timeout_of(url: str) -> float:
+    """The URL's libpq `connect_timeout` (seconds, a positive integer as libpq
+    reads it), else `DEFAULT_CONNECT_TIMEOUT`. It bounds every connection
+    attempt and the pool's wait at open alike: the pool used to pass its own
+    5 s to libpq over the URL's value, and wait 5 s whatever the URL said. A
+    value libpq would read as "wait forever" (0, negative) or not as a number
+    is a `ConfigurationError` naming it: every call needs a bound."""
+    values = [
+        v
+        for k, v in parse_qsl(urlsplit(url).query, keep_blank_values=True)
+        if k == "connect_timeout"
+    ]
+    if not values:
+        return DEFAULT_CONNECT_TIMEOUT
+    raw = values[-1].strip()
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigurationError(
+            f"connect_timeout: a positive whole number of seconds is required, got {raw!r}"
+        )
+    return float(value)
+
+
 def schema_for_deployment(deployment: str) -> str:
     """`agent_memory` for the default deployment, else a slug plus a hash (never colliding)."""
     if deployment == "default":
@@ -277,7 +309,7 @@ class PostgresDatabase:
         schema: str = "agent_memory",
         min_size: int = 1,
         max_size: int = 10,
-        connect_timeout: float = 5.0,
+        connect_timeout: float | None = None,
         ef_search: int = 400,
         settings: Mapping[str, str] | None = None,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
@@ -308,7 +340,9 @@ class PostgresDatabase:
         self._schema = schema
         self._min_size = min_size
         self._max_size = max_size
-        self._connect_timeout = connect_timeout
+        self._connect_timeout = (
+            connect_timeout if connect_timeout is not None else connect_timeout_of(url)
+        )
         self._settings: dict[str, str] = {
             "hnsw.iterative_scan": "relaxed_order",
             "hnsw.ef_search": str(ef_search),

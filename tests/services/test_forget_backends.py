@@ -67,27 +67,42 @@ def _text(row: Any) -> str:
 
 
 async def _redis_dump(url: str) -> str:
+    """Every key of the server with its value, read in pipelined batches (the
+    server holds every test's keys: one round trip per key took seconds)."""
     import redis.asyncio as redis
 
     client = redis.from_url(url)
+    readers: dict[str, Any] = {
+        "hash": lambda p, k: p.hgetall(k),
+        "string": lambda p, k: p.get(k),
+        "zset": lambda p, k: p.zrange(k, 0, -1),
+        "set": lambda p, k: p.smembers(k),
+        "list": lambda p, k: p.lrange(k, 0, -1),
+    }
     try:
         out = []
-        async for key in client.scan_iter(count=1000):
-            kind = (await client.type(key)).decode()
-            if kind == "hash":
-                value: Any = await client.hgetall(key)
-            elif kind == "string":
-                value = await client.get(key)
-            elif kind == "zset":
-                value = await client.zrange(key, 0, -1)
-            elif kind == "set":
-                value = await client.smembers(key)
-            elif kind == "list":
-                value = await client.lrange(key, 0, -1)
-            else:
-                value = kind
-            out.append(f"{key.decode('utf-8', 'replace')} {value!r}")
-        return "\n".join(out)
+        cursor = 0
+        while True:
+            cursor, keys = await client.scan(cursor, count=1000)
+            if keys:
+                async with client.pipeline(transaction=False) as pipe:
+                    for key in keys:
+                        pipe.type(key)
+                    kinds = [k.decode() for k in await pipe.execute()]
+                async with client.pipeline(transaction=False) as pipe:
+                    for key, kind in zip(keys, kinds, strict=True):
+                        reader = readers.get(kind)
+                        if reader is None:
+                            pipe.echo(kind)
+                        else:
+                            reader(pipe, key)
+                    values = await pipe.execute()
+                out += [
+                    f"{key.decode('utf-8', 'replace')} {value!r}"
+                    for key, value in zip(keys, values, strict=True)
+                ]
+            if cursor == 0:
+                return "\n".join(out)
     finally:
         await client.aclose()
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from agent_memory.contract_tests.langgraph import (
     differential_index,
     run_differential,
 )
+from agent_memory.domain.langgraph_layout import bounded_name
 from agent_memory.entrypoints.langgraph import store as store_module
 from agent_memory.langgraph import AgentMemoryStore
 
@@ -81,11 +83,11 @@ def dots_collide() -> Iterator[None]:
     def owner(namespace: tuple[str, ...]) -> str:
         return "lg-all"
 
-    def joined(namespace: tuple[str, ...]) -> str:
-        return "lg:" + ".".join(namespace)
+    def joined(namespace: tuple[str, ...]) -> str:  # hashed when too long, as the layout does
+        return bounded_name("lg:" + ".".join(namespace))
 
     def item_id(namespace: tuple[str, ...], key: str) -> str:
-        return "lg:" + ".".join(namespace) + "/" + key
+        return "lg:" + hashlib.sha256((".".join(namespace) + "/" + key).encode()).hexdigest()
 
     store_module.owner_of = owner  # type: ignore[assignment]
     store_module.record_namespace_of = joined  # type: ignore[assignment]
@@ -138,7 +140,12 @@ async def test_the_suite_catches(broken: Any, clauses: tuple[str, ...]) -> None:
 # -- the edge clauses fail on the bugs they are for ------------------------------------
 class ReadThenWrite(AgentMemoryStore):
     """A put that reads the item, then adds or updates it (a concurrent delete
-    or put in between makes it raise `NotFound` or `DuplicateRecord`)."""
+    or put in between makes it raise `NotFound` or `DuplicateRecord`), with
+    the writes of one item not serialised."""
+
+    @contextlib.asynccontextmanager
+    async def _item_lock(self, item_id: str) -> AsyncIterator[None]:
+        yield
 
     async def _upsert(self, record: Any, *, keep_created: bool) -> None:
         old = await self._store.get(record.owner, record.id)

@@ -42,7 +42,8 @@ persistent store does, the suite states the rule instead of copying it:
 - TIMESTAMPS are not compared with the reference (it resets `created_at` on
   every put); the store must keep `created_at <= updated_at`.
 - INPUT: labels and keys hold any characters but NUL, `.` included (ops go to
-  `batch` directly: LangGraph's `put()` itself refuses `.`); values are JSON.
+  `batch` directly: LangGraph's `put()` itself refuses `.`), and labels may be
+  longer than 512 bytes of UTF-8; values are JSON.
 
 `strict_order=False` is for stores that, like LangGraph's own, leave open what
 LangGraph leaves open (the canaries in tests/integrations run it on
@@ -175,8 +176,12 @@ _ALL = 10_000
 _T = TypeVar("_T")
 
 _WORDS = ["coffee", "tea", "paris", "dark", "roast", "user", "likes", "tokyo"]
-_LABELS = ["a", "b", "a.b", " ", "é", "*", "x y", "langgraph-ish", "user:1"]
-_FIRST = [label for label in _LABELS if label != "*"] + ["langgraph."]
+#: Labels longer than a store's ids (MAX_ID_BYTES, 512 bytes of UTF-8) too: a
+#: rest label and a first label (a user id near the bound) of 520 bytes.
+_LONG_LABEL = "L" * 520
+_LONG_FIRST = "é" * 260
+_LABELS = ["a", "b", "a.b", " ", "é", "*", "x y", "langgraph-ish", "user:1", _LONG_LABEL]
+_FIRST = [label for label in _LABELS if label != "*"] + ["langgraph.", _LONG_FIRST]
 _KEYS = ["k1", "k2", "k.3", " ", "", "ключ"]
 
 
@@ -298,6 +303,9 @@ _filter = st.one_of(  # no filter half the time
     st.none(),
     st.fixed_dictionaries({"tag": st.sampled_from(["x", "y", "z"])}),
     st.fixed_dictionaries({"n": st.sampled_from([{"$gt": 0}, {"$lte": 1}, {"$ne": 2}, 1])}),
+    st.fixed_dictionaries(  # operators combined (orderings on `n`: every value holds it)
+        {"n": st.sampled_from([{"$gte": -1, "$lt": 2}, {"$eq": 1}, {"$gt": 0.5, "$ne": 3}])}
+    ),
     st.fixed_dictionaries({"meta": st.fixed_dictionaries({"tag": st.sampled_from(["x", "y"])})}),
 )
 _path = st.lists(st.sampled_from([*_FIRST, "*"]), max_size=2).map(tuple)

@@ -10,13 +10,20 @@ One registry record per namespace, under owner `REGISTRY_OWNER`, kind
 record (kind `VECTOR_KIND`) per indexed text of an item, its content that
 text and its attributes `{"langgraph": {"key", "path", "embeds": "content"}}`;
 one written before vector records held their text (content: the path, no
-`embeds`) is `holds_path_only`."""
+`embeds`) is `holds_path_only`.
+
+Every name the layout derives from labels (an owner, a record namespace, a
+registry shard) fits the stores' MAX_ID_BYTES: one that would not is replaced
+by `bounded_name`, a hash under the reserved prefix, so labels of any length
+map to storable names (a name that fits is kept as it is)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from agent_memory.domain.records import MemoryRecord
+from agent_memory.domain.validation import MAX_ID_BYTES
 
 __all__ = [
     "EMBEDS_CONTENT",
@@ -24,6 +31,7 @@ __all__ = [
     "REGISTRY_KIND",
     "REGISTRY_OWNER",
     "VECTOR_KIND",
+    "bounded_name",
     "compact_json",
     "holds_path_only",
     "owner_of",
@@ -43,19 +51,31 @@ def compact_json(value: object) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def bounded_name(name: str) -> str:
+    """`name` when it fits MAX_ID_BYTES of UTF-8, else `langgraph:sha256:<hex>`
+    of it. Every name the layout derives starts with something else
+    (`langgraph:"`, `langgraph:[`, `langgraph:registry:`, or not `langgraph`),
+    so a hashed name never equals a kept one."""
+    encoded = name.encode("utf-8")
+    if len(encoded) <= MAX_ID_BYTES:
+        return name
+    return LANGGRAPH_PREFIX + "sha256:" + hashlib.sha256(encoded).hexdigest()
+
+
 def owner_of(namespace: tuple[str, ...]) -> str:
     """The record owner of a LangGraph namespace: its first label, escaped when
-    blank or starting with `langgraph` (so no label collides with the registry)."""
+    blank or starting with `langgraph` (so no label collides with the registry),
+    hashed when too long for an owner (`bounded_name`)."""
     first = namespace[0]
     if first.strip() and not first.startswith(REGISTRY_OWNER):
-        return first
-    return LANGGRAPH_PREFIX + compact_json(first)
+        return bounded_name(first)
+    return bounded_name(LANGGRAPH_PREFIX + compact_json(first))
 
 
 def registry_shard(first: str) -> str:
     """The record namespace of the registry entries of the namespaces whose
-    first label is `first`."""
-    return LANGGRAPH_PREFIX + "registry:" + compact_json(first)
+    first label is `first` (hashed when too long: `bounded_name`)."""
+    return bounded_name(LANGGRAPH_PREFIX + "registry:" + compact_json(first))
 
 
 def holds_path_only(record: MemoryRecord) -> bool:

@@ -41,10 +41,11 @@ from attrs import field, frozen
 
 from agent_memory.domain.errors import ConfigurationError, DuplicateRecord, InvalidInput
 from agent_memory.domain.exchanges import exchange_key, exchange_record_id, is_trivial
-from agent_memory.domain.records import MemoryRecord, ScoredRecord
+from agent_memory.domain.records import MemoryRecord, ScoredRecord, require_dimension
 from agent_memory.domain.time import SystemClock
 from agent_memory.domain.validation import (
     MAX_LIMIT,
+    as_vector,
     require_id,
     require_no_nul,
     require_scope,
@@ -316,7 +317,8 @@ class Injection:
     retrieval failed: fail-open). `omitted` counts the relevant memories left
     out because they did not fit the budget: a hit whose every memory was
     omitted has an empty `text`. `tokens` is `estimate_tokens(text)`, at most
-    the route's `max_inject_tokens`.
+    the route's `max_inject_tokens`. `reason`, for an `error`, names what
+    failed: `embedder: <error type>` or `store: <error type>`.
     """
 
     text: str
@@ -324,13 +326,15 @@ class Injection:
     omitted: int
     tokens: int
     status: str
+    reason: str = ""
 
 
 @frozen
 class StoreOutcome:
     """What `after_model` did: `stored` (with the record id), `skipped` (and
     why: `disabled`, `auto_store off`, a type not in the policy, `empty
-    exchange`, `trivial`, or `duplicate` with the stored copy's id), or `error`."""
+    exchange`, `trivial`, or `duplicate` with the stored copy's id), or `error`
+    (`reason` names what failed: `embedder: <error type>` or `store: <error type>`)."""
 
     status: str
     record_id: str | None = None
@@ -432,10 +436,13 @@ class ConversationMemory:
         kinds = [KIND_PREFIX + t for t in wanted if t in policy.types]
         with self._obs.span(_SPAN_BEFORE, route=route, backend=self._backend) as span:
             try:
+                stage = "embedder"
                 if not kinds or not query.strip():
                     hits: list[ScoredRecord] = []
                 else:
-                    vector = (await self._embedder.embed([query]))[0]
+                    vector = as_vector((await self._embedder.embed([query]))[0], "embedding")
+                    require_dimension(self._store.space, vector)
+                    stage = "store"
                     hits = await self._store.search(
                         user_id,
                         vector,
@@ -448,7 +455,14 @@ class ConversationMemory:
                 _log.warning("conversation memory retrieval failed (%s): %s", route, exc)
                 self._obs.retrieval(self._backend, "error")
                 span.set(status="error", error=type(exc).__name__)
-                return Injection(text="", memories=(), omitted=0, tokens=0, status="error")
+                return Injection(
+                    text="",
+                    memories=(),
+                    omitted=0,
+                    tokens=0,
+                    status="error",
+                    reason=f"{stage}: {type(exc).__name__}",
+                )
             kept, tokens = _trim(hits, policy.max_inject_tokens)
             omitted = len(hits) - len(kept)
             # every hit passed the threshold: one left out for the budget is
@@ -510,8 +524,11 @@ class ConversationMemory:
                 user_id, (route, namespace, kind), exchange_key(query, answer)
             )
             started = time.perf_counter()
+            stage = "embedder"
             try:
-                vector = (await self._embedder.embed([content]))[0]
+                vector = as_vector((await self._embedder.embed([content]))[0], "embedding")
+                require_dimension(self._store.space, vector)
+                stage = "store"
                 now = self._clock.now()
                 record = MemoryRecord(
                     id=record_id,
@@ -533,7 +550,7 @@ class ConversationMemory:
                 _log.warning("conversation memory store failed (%s): %s", route, exc)
                 self._obs.conversation_store(self._backend, "error")
                 span.set(status="error", error=type(exc).__name__)
-                return StoreOutcome(status="error", reason=type(exc).__name__)
+                return StoreOutcome(status="error", reason=f"{stage}: {type(exc).__name__}")
             self._obs.conversation_store(self._backend, "stored")
             span.set(status="stored", seconds=round(time.perf_counter() - started, 6))
             return StoreOutcome(status="stored", record_id=record.id)

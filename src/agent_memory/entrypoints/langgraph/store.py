@@ -10,6 +10,9 @@ Mapping (reversible and injective, any characters in labels, `.` included):
   that puts its user id first (`(user_id, "memories")`) keeps each user's items
   under that user's owner, where `memory.users.forget(user_id)` erases them;
 - the remaining labels become the record namespace `langgraph:<json list>`;
+  an owner, record namespace or registry shard too long for the stores
+  (MAX_ID_BYTES) is hashed instead (`domain.langgraph_layout.bounded_name`), so
+  labels of any length work;
 - an item is one record (kind `langgraph.item`, id hashed from namespace and
   key; the value, key and namespace live in its attributes), plus one record
   per embedded text (kind `langgraph.vector`) when an `index` is configured;
@@ -32,7 +35,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -72,6 +75,7 @@ from agent_memory.domain.langgraph_layout import (
     REGISTRY_KIND,
     REGISTRY_OWNER,
     VECTOR_KIND,
+    bounded_name,
     compact_json,
     holds_path_only,
     owner_of,
@@ -82,6 +86,7 @@ from agent_memory.domain.validation import (
     MAX_LIMIT,
     require_json_mapping,
     require_no_nul,
+    require_storable,
     require_text,
 )
 from agent_memory.ports.models import Embedder
@@ -116,8 +121,9 @@ class NoLoopForSyncCall(ConfigurationError, asyncio.InvalidStateError):
 
 
 def record_namespace_of(namespace: Namespace) -> str:
-    """The record namespace of a LangGraph namespace: its other labels, as JSON."""
-    return LANGGRAPH_PREFIX + compact_json(list(namespace[1:]))
+    """The record namespace of a LangGraph namespace: its other labels, as JSON
+    (hashed when too long for a record namespace: `bounded_name`)."""
+    return bounded_name(LANGGRAPH_PREFIX + compact_json(list(namespace[1:])))
 
 
 def _digest(*parts: object) -> str:
@@ -223,7 +229,9 @@ def _validate(op: Op) -> None:
             raise InvalidInput("ttl", "AgentMemoryStore does not support TTL; pass ttl=None")
         if op.value is not None:
             require_json_mapping(op.value, "value")
-            require_no_nul(op.value, "value")
+            # no NUL and no lone surrogate anywhere (keys too): what every backend
+            # refuses is refused here, before the batch writes anything
+            require_storable(op.value, "value")
         if op.index not in (None, False) and (
             not isinstance(op.index, list) or not all(isinstance(p, str) for p in op.index)
         ):
@@ -369,6 +377,8 @@ class AgentMemoryStore(BaseStore):
         self._now = now or (lambda: datetime.now(UTC))
         dimension = self._store.space.dimension
         self._unit = _unit(dimension)
+        # one writer at a time per item (see `_item_lock`): [lock, users]
+        self._writers: dict[str, list[Any]] = {}
         self._loop = loop
         if self._loop is None:
             try:
@@ -726,11 +736,33 @@ class AgentMemoryStore(BaseStore):
         for op, pairs in zip(puts, texts, strict=True):
             vectors = matrix[row : row + len(pairs)]
             row += len(pairs)
-            stale = await self._put(op, pairs, vectors)
+            async with self._item_lock(_item_id(tuple(op.namespace), op.key)):
+                stale = await self._put(op, pairs, vectors)
             if op.value is None:
                 deleted.append((tuple(op.namespace), op.key, stale))
         if deleted:
             await self._delete_elsewhere(deleted)
+
+    @contextlib.asynccontextmanager
+    async def _item_lock(self, item_id: str) -> AsyncIterator[None]:
+        """Serialise the writes of one item through this store. A put writes
+        several records (the item, then its vectors) and a delete removes them:
+        interleaved with another put or delete of the same item, the vectors of
+        one write would outlive it beside the item of the other (a search then
+        scores the item by a text it does not hold, or lists it twice). Every
+        call runs on the memory's loop (`_on_memory_loop`, the sync API too), so
+        an asyncio lock per item serialises them; it is dropped once unused."""
+        entry = self._writers.get(item_id)
+        if entry is None:
+            entry = self._writers[item_id] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if not entry[1]:
+                del self._writers[item_id]
 
     async def _delete_elsewhere(self, deleted: Sequence[tuple[Namespace, str, int]]) -> None:
         """A delete reaches every other embedding space the deployment holds

@@ -468,3 +468,23 @@ async def test_a_model_marked_universal_fact_is_reconciled_in_universal() -> Non
     (now,) = await um.facts(user_id="u1")
     assert (now.namespace, now.content) == ("universal", "User goes by Oriane now")
     assert now.attributes["supersedes"] == fact.id
+
+
+@pytest.mark.parametrize("user", ["u" * 512, '"' * 300, "\u00e9" * 256, "\x01" * 100])
+async def test_a_user_id_at_its_bound_has_a_cache_scope_forget_reaches(user: str) -> None:
+    """A valid user id takes up to 512 bytes; its cache scope (`user:` and the
+    id as JSON) took more, so every `forget` of such a user failed on the
+    cache (`scope: at most 512 bytes`) and no entry derived from the user
+    could be stored. Long scopes are hashed now."""
+    cache = InMemoryCache()
+    memory = UserMemory(
+        store=InMemoryMemoryStore(EMB.space), embedder=EMB, clock=SystemClock(), cache=cache
+    )
+    scope = user_cache_scope(user)
+    assert len(scope.encode()) <= 512
+    assert scope != user_cache_scope(user + "x")
+    await cache.put(scope, "derived", b"v")
+    receipt = await memory.forget(user)
+    assert receipt.failures == (), receipt.failures
+    assert receipt.cache_entries == 1
+    assert await cache.get(scope, "derived") is None

@@ -28,6 +28,7 @@ graph checkpoints owned by the user id go too.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -65,7 +66,7 @@ from agent_memory.domain.user_facts import (
     parse_extraction,
     rule_extract,
 )
-from agent_memory.domain.validation import require_id, require_scope, require_text
+from agent_memory.domain.validation import MAX_ID_BYTES, require_id, require_scope, require_text
 from agent_memory.domain.views import (
     FORMAT_VERSION,
     Fact,
@@ -125,8 +126,14 @@ _STORING = frozenset({Operation.UPDATE, Operation.CONTRADICT})
 
 
 def user_cache_scope(user_id: str) -> str:
-    """The cache scope of entries derived from one user's data."""
-    return "user:" + json.dumps(user_id, ensure_ascii=False)
+    """The cache scope of entries derived from one user's data: `user:` and the
+    id as JSON, or `user:sha256:<hex of the id>` when that would pass
+    MAX_ID_BYTES (a valid user id takes up to 512 bytes, its JSON more; no JSON
+    string starts with `s`, so the two forms never meet)."""
+    scope = "user:" + json.dumps(user_id, ensure_ascii=False)
+    if len(scope.encode("utf-8")) <= MAX_ID_BYTES:
+        return scope
+    return "user:sha256:" + hashlib.sha256(user_id.encode("utf-8")).hexdigest()
 
 
 @define

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Coroutine, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -100,9 +102,18 @@ class _LoopThread:
         self._closed = False
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
-            target=self._loop.run_forever, name="agent-memory-sync", daemon=True
+            target=_serve, args=(self._loop,), name="agent-memory-sync", daemon=True
         )
         self._thread.start()
+
+    def close_when_dropped(self, memory: Memory) -> None:
+        """Once nothing references this loop thread any more (the `SyncMemory`
+        and every object it handed out, which all hold it, were dropped without
+        `close()`), close `memory` on the loop and stop the thread, without
+        waiting: the finalizer may run on any thread, this loop's own included.
+        Not at interpreter exit, where the daemon thread simply ends."""
+        finalizer = weakref.finalize(self, _abandon, self._loop, memory, self._pid)
+        finalizer.atexit = False
 
     @property
     def closed(self) -> bool:
@@ -186,6 +197,35 @@ class _LoopThread:
             task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
         await asyncio.get_running_loop().shutdown_asyncgens()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The helper thread: run the loop until stopped, then close it (a loop
+    stopped by `_abandon` has no `close()` caller to close it; closing twice is
+    harmless)."""
+    loop.run_forever()
+    if not loop.is_closed():
+        loop.close()
+
+
+def _abandon(loop: asyncio.AbstractEventLoop, memory: Memory, pid: int) -> None:
+    """`_LoopThread.close_when_dropped`'s finalizer: close the memory and what
+    is left on the loop, then stop it (the thread then ends). Never blocks."""
+    if os.getpid() != pid or loop.is_closed():  # a fork's copy, or closed already
+        return
+
+    async def shutdown() -> None:
+        try:
+            # nobody is left to tell of a failure (nor, when the process is
+            # exiting meanwhile, anything left to close it with)
+            with contextlib.suppress(Exception):
+                await memory.close()
+        finally:
+            await _LoopThread._cancel_rest()
+            asyncio.get_running_loop().stop()
+
+    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        asyncio.run_coroutine_threadsafe(shutdown(), loop)
 
 
 class SyncMemoryStore:
@@ -612,7 +652,9 @@ def connect(
         loop.close()
         raise
     try:
-        return SyncMemory(memory, loop)
+        opened = SyncMemory(memory, loop)
+        loop.close_when_dropped(memory)
+        return opened
     except BaseException:
         try:
             loop.run(memory.close())

@@ -248,14 +248,17 @@ def _progress_path(path: str) -> str:
 
 
 def _load_progress(path: str, key: str) -> int:
+    """The last line stored by an interrupted import into this target; 0 (start
+    over) when there is none, it was saved for another target, or it is garbled."""
     try:
         with open(_progress_path(path), encoding="utf-8") as fh:
             saved = json.load(fh)
-    except FileNotFoundError:
+    except (OSError, ValueError, RecursionError):
         return 0
-    except (OSError, ValueError):
+    if not isinstance(saved, dict) or saved.get("key") != key:
         return 0
-    return int(saved.get("line", 0)) if saved.get("key") == key else 0
+    line = saved.get("line")
+    return line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else 0
 
 
 def _save_progress(path: str, key: str, line: int) -> None:
@@ -265,6 +268,33 @@ def _save_progress(path: str, key: str, line: int) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, _progress_path(path))
+
+
+class _ProgressFile:
+    """Saves an import's progress next to its file, best effort: where it cannot
+    be written (a read-only directory) the import goes on without it, warned
+    once — progress makes a re-run resume, the import's idempotence makes it
+    correct — instead of failing after its first batch, on every run."""
+
+    def __init__(self, path: str, key: str) -> None:
+        self._path = path
+        self._key = key
+        self.failed = False
+
+    def save(self, line: int) -> None:
+        if self.failed:
+            return
+        try:
+            _save_progress(self._path, self._key, line)
+        except OSError as exc:
+            self.failed = True
+            warnings.warn(
+                f"import: the progress file {_progress_path(self._path)} cannot be written "
+                f"({exc.strerror or exc}); the import goes on, but an interrupted run will "
+                "start over (which duplicates nothing)",
+                UserWarning,
+                stacklevel=2,
+            )
 
 
 async def _reads_file_space(url: str, settings: Settings, space: EmbeddingSpace) -> bool:
@@ -345,8 +375,10 @@ async def import_file(
     key = json.dumps([footer.sha256, where, deployment, header.spaces[0].identity, list(skipped)])
     start = _load_progress(path, key) if resume else 0
 
+    saved = _ProgressFile(path, key)
+
     def batch_done(line: int, summary: ImportSummary) -> None:
-        _save_progress(path, key, line)
+        saved.save(line)
         if on_batch is not None:
             on_batch(line, summary)
 
@@ -368,7 +400,7 @@ async def import_file(
             exc.summary.check_seconds = checked
             raise
         summary.check_seconds = checked
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # none, or a directory it cannot be removed from
             os.remove(_progress_path(path))
         if replace:
             await AuditTrail(ports.audit, clock or _Utc()).record(

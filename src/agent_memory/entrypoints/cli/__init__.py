@@ -19,6 +19,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import select
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -176,14 +178,73 @@ def _quiet_clients(command: str) -> Iterator[None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command; its output is flushed here, so stdout closed early
+    (`agent-memory ... | head -1`) ends in the one line of `_closed_output`, not
+    in Python's "Exception ignored ... BrokenPipeError" at exit (status 120)."""
+    command: list[str] = []
+    try:
+        try:
+            return _main(argv, command)
+        finally:
+            if sys.stdout is not None:
+                sys.stdout.flush()  # what a block-buffered pipe still holds
+    except BrokenPipeError:
+        return _closed_output(command[0] if command else None)
+
+
+def _closed_output(command: str | None) -> int:
+    """stdout's reader is gone: say so once on stderr, exit 1 (the output is
+    incomplete), and point stdout at /dev/null so that nothing fails again at
+    exit (its buffer still holds what could not be written)."""
+    _to_devnull(sys.stdout)
+    where = f"agent-memory {command}" if command else "agent-memory"
+    try:
+        print(f"{where}: BrokenPipeError: the output was closed before it ended", file=sys.stderr)
+        sys.stderr.flush()
+    except OSError:  # stderr went with it (`2>&1 | head`): nothing left to tell
+        _to_devnull(sys.stderr)
+    return 1
+
+
+def _to_devnull(stream: object) -> None:
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        fd = stream.fileno()  # type: ignore[attr-defined]
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, fd)
+        finally:
+            os.close(devnull)
+
+
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (the write end polls as
+    an error), as opposed to a BrokenPipeError from a backend's socket."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not hasattr(select, "poll"):  # pragma: no cover - not on Linux/macOS
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _main(argv: Sequence[str] | None, command: list[str]) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
+    command.append(args.command)
     try:
         with _quiet_clients(args.command):
             return _dispatch(args)
+    except BrokenPipeError as exc:
+        if _stdout_gone():
+            raise  # stdout closed early: `main` says so once
+        print(f"agent-memory {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("agent-memory: interrupted", file=sys.stderr)
         return 130

@@ -380,19 +380,29 @@ def parse_header(obj: dict[str, Any], line: int) -> Header:
     if version > FORMAT_VERSION:
         raise UnsupportedFormatVersion(line, version, FORMAT_VERSION)
     spaces = tuple(_space(s, line) for s in _need(obj, "spaces", line, list))
-    flt = obj.get("filter") or {}
+    flt = {} if obj.get("filter") is None else _need(obj, "filter", line, dict)
     return Header(
         version=version,
         source=_need(obj, "source", line, str),
         spaces=spaces,
         created_at=_parse_time(obj, "created_at", line),
-        user=flt.get("user"),
-        namespace=flt.get("namespace"),
-        includes=tuple(obj.get("includes", TYPES)),
+        user=_opt_str(flt, "user", line),
+        namespace=_opt_str(flt, "namespace", line),
+        includes=_names(obj, "includes", line, TYPES),
         deployment=_opt_str(obj, "deployment", line),
         url=_opt_str(obj, "url", line),
-        skipped=tuple(obj.get("skipped") or ()),
+        skipped=_names(obj, "skipped", line, ()),
     )
+
+
+def _names(obj: dict[str, Any], name: str, line: int, default: tuple[str, ...]) -> tuple[str, ...]:
+    """A list of strings (`includes`, `skipped`); `default` when absent or null."""
+    if obj.get(name) is None:
+        return default
+    values = _need(obj, name, line, list)
+    if not all(isinstance(v, str) for v in values):
+        raise ExportFormatError(line, f"field {name!r} must list strings: {values!r}"[:300])
+    return tuple(values)
 
 
 def _opt_str(obj: dict[str, Any], name: str, line: int) -> str | None:
@@ -524,6 +534,17 @@ def trusted_parsing_applies() -> bool:
     return tuple(a.name for a in attrs.fields(MemoryRecord)) == _RECORD_FIELDS
 
 
+def _entity(value: object, line: int) -> Entity:
+    """One `[type, id]` pair of an event's `entities`."""
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not all(isinstance(part, str) for part in value)
+    ):
+        raise ExportFormatError(line, f"an entity is a [type, id] pair of strings: {value!r}"[:300])
+    return Entity(type=value[0], id=value[1])
+
+
 def _parse_event(obj: dict[str, Any], line: int) -> Event:
     entities = _need(obj, "entities", line, list)
     return Event(
@@ -539,7 +560,7 @@ def _parse_event(obj: dict[str, Any], line: int) -> Event:
         summary_source=obj.get("summary_source", "unknown"),
         fallback_reason=obj.get("fallback_reason"),
         time_basis=obj.get("time_basis", "recorded"),
-        entities=tuple(Entity(type=e[0], id=e[1]) for e in entities),
+        entities=tuple(_entity(e, line) for e in entities),
         entity_source=obj.get("entity_source", "none"),
         user_id=obj.get("user_id"),
         importance=_need(obj, "importance", line, (int, float)),
@@ -585,6 +606,10 @@ class ExportReader:
                 raw = self._stream.readline()
             except (OSError, EOFError) as exc:  # a cut or corrupt gzip stream
                 raise TruncatedExport(number + 1, f"the file cannot be read on: {exc}") from None
+            except zlib.error as exc:  # a corrupt deflate stream (not an OSError)
+                raise ExportFormatError(
+                    number + 1, f"the compressed file is corrupt from here on: {exc}"
+                ) from None
             if not raw:
                 return
             number += 1
@@ -594,6 +619,8 @@ class ExportReader:
                 obj = json.loads(raw)
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise ExportFormatError(number, f"not valid JSON: {exc}") from None
+            except RecursionError:
+                raise ExportFormatError(number, "not valid JSON: nested too deeply") from None
             if not isinstance(obj, dict):
                 raise ExportFormatError(number, "a line must be a JSON object")
             yield _Line(number, raw, obj)

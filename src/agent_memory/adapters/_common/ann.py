@@ -133,7 +133,7 @@ class AnnSettings:
 class AnnIndex(ExactIndex):
     """`ExactIndex` with an HNSW graph used above `settings.exact_threshold`."""
 
-    __slots__ = ("_dead", "_graph", "_label_of", "_labels", "_touched", "settings")
+    __slots__ = ("_dead", "_graph", "_label_of", "_labels", "_touched", "_zeros", "settings")
 
     def __init__(self, dimension: int, settings: AnnSettings | None = None) -> None:
         super().__init__(dimension)
@@ -145,6 +145,10 @@ class AnnIndex(ExactIndex):
         # While a graph is built off this thread (`snapshot` .. `attach`): the ids
         # written since the snapshot, re-examined when the graph is attached.
         self._touched: set[str] | None = None
+        # Ids whose row is zero: they score 0 against any query, but a graph walk
+        # by inner product never reaches them (a zero row is no one's neighbour),
+        # so every search past the threshold adds them to the candidates.
+        self._zeros: set[str] = set()
 
     @property
     def graph_built(self) -> bool:
@@ -157,6 +161,7 @@ class AnnIndex(ExactIndex):
         tags: npt.NDArray[np.int64] | None = None,
     ) -> None:
         super().add(ids, vectors, tags)
+        self._note_zeros(ids, vectors)
         if self._touched is not None:
             self._touched.update(ids)
         if self._graph is not None:
@@ -164,6 +169,7 @@ class AnnIndex(ExactIndex):
 
     def update(self, id: str, vector: npt.NDArray[np.float32]) -> None:
         super().update(id, vector)
+        self._note_zeros([id], vector.reshape(1, -1))
         if self._touched is not None:
             self._touched.add(id)
         if self._graph is not None:
@@ -171,6 +177,7 @@ class AnnIndex(ExactIndex):
 
     def remove(self, ids: Sequence[str]) -> None:
         super().remove(ids)
+        self._zeros.difference_update(ids)
         if self._touched is not None:
             self._touched.update(ids)
         if self._graph is not None:
@@ -246,7 +253,27 @@ class AnnIndex(ExactIndex):
             if len(candidates) >= limit or want >= total:
                 break
             want = min(want * 4, total)
+        if self._zeros:
+            candidates = np.union1d(candidates, self._zero_positions(limit, allowed))
         return super().search(query, limit, min_score=min_score, positions=candidates)
+
+    def _note_zeros(self, ids: Sequence[str], vectors: npt.NDArray[np.float32]) -> None:
+        """Track which of `ids` (just written with `vectors`) have a zero row."""
+        zero: list[bool] = np.logical_not(np.asarray(vectors).any(axis=1)).tolist()
+        for id, is_zero in zip(ids, zero, strict=True):
+            if is_zero:
+                self._zeros.add(id)
+            else:
+                self._zeros.discard(id)
+
+    def _zero_positions(
+        self, limit: int, allowed: npt.NDArray[np.bool_] | None
+    ) -> npt.NDArray[np.intp]:
+        """The positions of the `limit` zero rows (among `allowed`) with the
+        smallest ids: all zero rows tie at 0, and ties go by id ascending."""
+        pos = self._pos
+        ids = sorted(id for id in self._zeros if allowed is None or allowed[pos[id]])[:limit]
+        return np.asarray([pos[id] for id in ids], dtype=np.intp)
 
     def adopt(self, old: AnnIndex) -> None:
         """Take over `old`'s graph (this index was reloaded after another

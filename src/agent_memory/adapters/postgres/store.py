@@ -865,6 +865,8 @@ WITH terms AS (
 ), hits AS (
     SELECT r.id, r.tsv, r.doclen FROM {t} AS r, tq WHERE {w} AND r.tsv @@ tq.q
 ), corpus AS MATERIALIZED (
+    -- The mean length as `domain.lexical` takes it: records without a term
+    -- count (an owner of mostly empty records has a mean below 1).
     SELECT count(*)::float8 AS n, coalesce(avg(doclen), 1)::float8 AS avgdl
     FROM {t} WHERE {w}
 ), tf AS (
@@ -890,7 +892,7 @@ WITH terms AS (
     SELECT tf.id,
            sum(ln(1.0 + (c.n - df.df + 0.5) / (df.df + 0.5))
                * tf.f * (%(k1)s + 1.0)
-               / (tf.f + %(k1)s * (1.0 - %(b)s + %(b)s * tf.dl / greatest(c.avgdl, 1.0)))
+               / (tf.f + %(k1)s * (1.0 - %(b)s + %(b)s * tf.dl / greatest(c.avgdl, 1e-9)))
            ) AS score
     FROM tf JOIN df USING (lexeme) CROSS JOIN corpus AS c
     GROUP BY tf.id

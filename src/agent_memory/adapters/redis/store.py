@@ -903,15 +903,30 @@ def _estimated_cut(terms: list[str], df: dict[str, int], n: int, limit: int) -> 
     return None
 
 
+# The engine indexes a token's first 128 bytes only, and a query word longer than
+# that matches nothing: such a word cannot select its records.
+_MAX_TOKEN_BYTES = 128
+
+
 def _group_clause(raw: bytes) -> tuple[str, str] | None:
-    """The query (records holding all of a group's terms) and the FILTER expression
-    (terms equal to the group's) selecting one group's records; None when a term
-    could not be written as an expression's string literal (never from
-    `domain.lexical`'s terms: they hold no quote or backslash)."""
+    """The query (records holding all of a group's terms the engine can match) and
+    the FILTER expression (terms equal to the group's) selecting one group's
+    records; None when a term could not be written as an expression's string
+    literal (never from `domain.lexical`'s terms: they hold no quote or
+    backslash) or when no term is short enough. A term over `_MAX_TOKEN_BYTES` is
+    left out of the query (the FILTER still compares it): a record holding one
+    would match no query with it, and a group that can rank holds a query term,
+    which is never that long."""
     text = raw.decode("utf-8", "surrogatepass")
     if '"' in text or "\\" in text or "'" in text:
         return None
-    words = " ".join(_escape_term(t) for t in dict.fromkeys(text.split(" ")))
+    words = " ".join(
+        _escape_term(t)
+        for t in dict.fromkeys(text.split(" "))
+        if len(t.encode("utf-8", "surrogatepass")) <= _MAX_TOKEN_BYTES
+    )
+    if not words:
+        return None
     return f"@terms:({words})", f'@terms == "{text}"'
 
 

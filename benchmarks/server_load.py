@@ -393,16 +393,22 @@ def kill_run(
     gap: float,
     kill_at: float | None = None,
     timeout: float = 30.0,
+    connect_timeout: int | None = None,
 ) -> dict[str, Any]:
     """An embedded PostgreSQL (durable defaults) behind a server; `run_kill` with
     the postmaster and its backends SIGKILLed at `kill_at` (default: a third of
-    the way in)."""
+    the way in). `connect_timeout` goes on the server's URL (libpq's, which also
+    bounds the pool's wait for a connection; default 5 s): an outage shorter
+    than it is ridden out."""
     from servers.postgres_server import start_postgres, wait_until_accepting
 
     pg = start_postgres()
     live = None
     try:
-        live, tokens = _serve(pg.uri)
+        uri = pg.uri
+        if connect_timeout is not None:
+            uri += ("&" if "?" in uri else "?") + f"connect_timeout={connect_timeout}"
+        live, tokens = _serve(uri)
         token = next(iter(tokens.values()))
 
         def restart() -> None:

@@ -23,7 +23,6 @@ import importlib
 import importlib.util
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, Generator
 from types import TracebackType
 from typing import Any
@@ -37,6 +36,7 @@ from agent_memory.bootstrap.settings import (
     MODEL_PURPOSES,
     Settings,
     default_sqlite_url,
+    redact_url,
 )
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace
@@ -156,14 +156,10 @@ def coordination_url(url: str, settings: Settings) -> str | None:
 
 
 def redact(url: str) -> str:
-    """`url` with its password replaced by `***` (for messages and files)."""
-    try:
-        password = urlsplit(url).password
-    except ValueError:  # a malformed URL: hide whatever sits between ':' and '@'
-        return re.sub(r"(//[^/:@]*:)[^/@]*@", r"\1***@", url)
-    if password:
-        return url.replace(f":{password}@", ":***@")
-    return url
+    """`url` with its credentials replaced by `***` (for messages and files):
+    the user info's password and a credential parameter (`?password=`,
+    `?sslpassword=`, `?token=`, ...)."""
+    return redact_url(url)
 
 
 def _require_extra(family: str) -> None:

@@ -14,6 +14,7 @@ what it expected.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -43,6 +44,7 @@ __all__ = [
     "SettingValue",
     "Settings",
     "default_sqlite_url",
+    "redact_url",
 ]
 
 
@@ -494,13 +496,31 @@ class Settings:
         return out
 
 
-def _redact_url(url: str) -> str:
-    """The URL without its password (`user:<redacted>@host`)."""
+#: URL parameters that carry a credential: libpq's `password` and `sslpassword`
+#: (a PostgreSQL URL passes its other parameters to libpq), the API key of a
+#: Milvus URL (`token`), and the usual names of an API key.
+_SECRET_PARAMS = ("password", "sslpassword", "token", "api_key", "apikey", "access_token")
+_SECRET_PARAM = re.compile(r"([?&;](?:" + "|".join(_SECRET_PARAMS) + r")=)[^&;#]*", re.IGNORECASE)
+
+
+def redact_url(url: str, mask: str = "***") -> str:
+    """`url` with every credential replaced by `mask`: the password of its
+    user info (`user:***@host`) and the value of a parameter that holds one
+    (`?password=***`, `?token=***`). A URL that does not parse has whatever sits
+    between `//...:` and `@` hidden."""
     try:
         password = urlsplit(url).password
     except ValueError:
-        return url
-    return url.replace(f":{password}@", ":<redacted>@") if password else url
+        url = re.sub(r"(//[^/:@]*:)[^/@]*@", rf"\1{mask}@", url)
+    else:
+        if password:
+            url = url.replace(f":{password}@", f":{mask}@")
+    return _SECRET_PARAM.sub(lambda m: m.group(1) + mask, url)
+
+
+def _redact_url(url: str) -> str:
+    """The URL without its credentials (`user:<redacted>@host`)."""
+    return redact_url(url, "<redacted>")
 
 
 def _parse(var: EnvVar, raw: str) -> object:

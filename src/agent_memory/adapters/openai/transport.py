@@ -13,7 +13,7 @@ import json
 import logging
 import random
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
@@ -191,7 +191,7 @@ class JsonClient:
                         status = response.status_code
                         if 200 <= status < 300:
                             return self._decode(response, url, attempts)
-                        message, code = _server_error(response)
+                        message, code = _server_error(response, self.redact)
                         problem = f"HTTP {status}: {message}"
                         # OpenAI answers 429 for an exhausted quota too: waiting won't help.
                         retryable = is_retryable_status(status) and code not in _FINAL_CODES
@@ -246,7 +246,7 @@ class JsonClient:
             ctype = response.headers.get("content-type", "no content-type")
             raise self._error(
                 f"{url} answered HTTP {response.status_code} with a body that is not JSON "
-                f"({ctype}): {snippet(response.text)!r}",
+                f"({ctype}): {snippet(self.redact(response.text))!r}",
                 url,
                 response.status_code,
                 attempts,
@@ -254,9 +254,11 @@ class JsonClient:
         return Answer(data=data, url=url, status=response.status_code, attempts=attempts)
 
 
-def _server_error(response: httpx.Response) -> tuple[str, str | None]:
+def _server_error(response: httpx.Response, redact: Callable[[str], str]) -> tuple[str, str | None]:
     """The server's own error message (from the usual error shapes, else the
-    body) and its error code when it gives one."""
+    body) and its error code when it gives one. `redact` runs on the whole text
+    before it is cut: a secret echoed across the cut would otherwise keep its
+    start, which redacting the cut text no longer finds."""
     try:
         data = json.loads(response.content)
     except ValueError:
@@ -273,12 +275,12 @@ def _server_error(response: httpx.Response) -> tuple[str, str | None]:
             ]
             if isinstance(message, str) and message:
                 extra = f" ({', '.join(details)})" if details else ""
-                return snippet(message) + extra, code if isinstance(code, str) else None
+                return snippet(redact(message)) + extra, code if isinstance(code, str) else None
         elif isinstance(error, str) and error:
-            return snippet(error), None
+            return snippet(redact(error)), None
         for key in ("message", "detail"):
             value = data.get(key)
             if isinstance(value, str) and value:
-                return snippet(value), None
+                return snippet(redact(value)), None
     text = response.text
-    return (snippet(text) if text.strip() else (response.reason_phrase or "no body")), None
+    return (snippet(redact(text)) if text.strip() else (response.reason_phrase or "no body")), None

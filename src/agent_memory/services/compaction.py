@@ -28,6 +28,7 @@ from agent_memory.domain.digest import (
 from agent_memory.domain.records import Event
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import Cache, EventLog
+from agent_memory.services.event_scopes import scoped_events
 from agent_memory.services.reports import StageReport
 
 __all__ = ["CACHE_KEY", "Compactor", "CompactorOptions", "DigestResult", "invalidate_digest"]
@@ -106,7 +107,8 @@ class Compactor:
         llm: LanguageModel | None = None,
         options: CompactorOptions | None = None,
     ) -> None:
-        self.events = events
+        # windows show the global events of the domain's family only
+        self.events = scoped_events(events)
         self.cache = cache
         self.clock = clock
         self.llm = llm

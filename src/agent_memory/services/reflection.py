@@ -48,6 +48,7 @@ from agent_memory.domain.time import MICROSECOND
 from agent_memory.domain.views import estimate_tokens
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
+from agent_memory.services.event_scopes import scoped_events
 from agent_memory.services.knowledge import (
     KNOWLEDGE_NAMESPACE,
     KnowledgeService,
@@ -189,7 +190,8 @@ class ReflectionJob:
         observability: Observability | None = None,
     ) -> None:
         self.observability = observability or Observability()
-        self.events = events
+        # windows show the global events of the domain's family only
+        self.events = scoped_events(events)
         self.leases = leases
         self.knowledge = knowledge
         self.clock = clock

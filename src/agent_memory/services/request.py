@@ -46,6 +46,7 @@ from agent_memory.services.coordination import (
     request_owner,
     signal_key,
 )
+from agent_memory.services.event_scopes import scoped_events
 from agent_memory.services.knowledge import KnowledgeService
 from agent_memory.services.observability import Observability, entity_counts, view_attributes
 from agent_memory.services.planning import PlanningContext, PlanningInputs, render_planning
@@ -102,7 +103,8 @@ class AgentMemory:
         compactor: Compactor | None = None,
         knowledge: KnowledgeService | None = None,
     ) -> None:
-        self.events = events
+        # windows show the global events of the domain's family only
+        self.events = scoped_events(events)
         self.leases = leases
         self.clock = clock
         self.llm = llm

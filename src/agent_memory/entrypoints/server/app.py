@@ -471,7 +471,8 @@ def create_app(
             raise _mismatch(missing, "give both entity_type and entity_id, or neither", "query")
         entity = None if entity_type is None else Entity(entity_type, entity_id or "")
         start_at = since or (datetime.now().astimezone() - _lookback(mem))
-        window = await mem.events.window(
+        # the agents' log: its windows hold no other tenant's global events
+        window = await mem.agents.events.window(
             tenant.domain(domain), since=start_at, limit=limit, entity=entity, until=until
         )
         out = []

@@ -20,16 +20,13 @@ the tenant's agents whichever user they serve.
 
 from __future__ import annotations
 
-import re
-
 from attrs import field, frozen
 
 from agent_memory.domain.errors import ConfigurationError, InvalidInput, PermissionDenied
+from agent_memory.domain.event_scopes import TENANT_PATTERN
 from agent_memory.domain.validation import MAX_ID_BYTES, require_id, require_scope
 
 __all__ = ["TENANT_PATTERN", "Tenant"]
-
-TENANT_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
 
 
 def _check_tenant(_inst: object, _attr: object, value: object) -> None:

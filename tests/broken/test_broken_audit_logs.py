@@ -6,17 +6,12 @@ failures and that the control passed."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import textwrap
-from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
+from broken.harness import run_generated
 
 #: broken adapter -> the clause the suite must name
 BROKEN = {
@@ -82,8 +77,6 @@ class Test{adapter}(AuditLogContract):
         return _open
 """
 
-_FAILED = re.compile(r"^FAILED \S+?::Test(?P<cls>\w+)::(?P<test>\S+) - (?P<msg>.*)$")
-
 
 def _source() -> str:
     parts = [_HEADER.format(broken=", ".join(sorted(BROKEN)))]
@@ -94,26 +87,7 @@ def _source() -> str:
 @pytest.fixture(scope="module")
 def failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     work = tmp_path_factory.mktemp("broken-audit")
-    (work / "pytest.ini").write_text(
-        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-    )
-    (work / "test_generated_broken_audit.py").write_text(_source())
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
-    env["COLUMNS"] = "400"
-    argv = [
-        sys.executable, "-m", "pytest", "test_generated_broken_audit.py", "-q", "--tb=line",
-        "-rf", "-p", "no:cacheprovider", "-k", "not property",
-    ]  # fmt: skip
-    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, f"expected failing tests (exit 1):\n{proc.stdout[-4000:]}"
-    out: dict[str, list[str]] = defaultdict(list)
-    for line in proc.stdout.splitlines():
-        m = _FAILED.match(line.strip())
-        if m:
-            out[m["cls"]].append(f"{m['test']} - {m['msg']}")
-    assert "passed" in proc.stdout, proc.stdout[-4000:]
-    return out
+    return run_generated(work, "generated_broken_audit", _source(), "not property")
 
 
 def test_control_passes(failures: dict[str, list[str]]) -> None:

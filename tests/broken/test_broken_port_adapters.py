@@ -8,18 +8,15 @@ run failed and that the expected clause id is named in the failures.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import textwrap
-from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 import background
-
-TESTS_DIR = Path(__file__).resolve().parents[1]
+from broken.harness import PYTEST_INI, env, failures_of
 
 # contract class -> (fixture to override, shared backend class)
 _PORTS = {
@@ -159,8 +156,6 @@ CAPS = Capabilities(reopen=True, ttl_resolution_ms=10)
 # its time shrinking failures that the example-based clauses already name.
 _DESELECT = "not property"
 
-#: a test id may hold spaces (parametrized with `"ana "`), so it ends at " - "
-_FAILED = re.compile(r"^FAILED \S+?::Test(?P<cls>\w+)::(?P<test>.+?) - (?P<msg>.*)$")
 _SUMMARY = re.compile(r"(\d+) (passed|failed|error|errors|skipped)\b")
 
 
@@ -184,34 +179,20 @@ class Run:
     def __init__(self, proc: background.Result) -> None:
         self.returncode = proc.returncode
         self.output = proc.stdout + proc.stderr
-        self.failures: dict[str, list[str]] = defaultdict(list)
-        for line in proc.stdout.splitlines():
-            m = _FAILED.match(line.strip())
-            if m:
-                self.failures[m["cls"]].append(f"{m['test']} - {m['msg']}")
+        self.failures = failures_of(proc.stdout)
         self.totals = {kind: int(n) for n, kind in _SUMMARY.findall(self.output)}
-
-
-_PYTEST_INI = "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
-    env["COLUMNS"] = "400"
-    return env
 
 
 @background.job("broken-ports")
 def _broken_ports_job(work: Path) -> background.Command:
-    (work / "pytest.ini").write_text(_PYTEST_INI)
+    (work / "pytest.ini").write_text(PYTEST_INI)
     (work / "test_generated_broken_ports.py").write_text(_generated_source())
     argv = [
         sys.executable, "-m", "pytest", "test_generated_broken_ports.py",
         "-q", "--tb=line", "-rf", "-p", "no:cacheprovider", "-k", _DESELECT,
         "-p", "agent_memory.contract_tests.plugin",
     ]  # fmt: skip
-    return background.Command(argv, cwd=work, env=_env(), timeout=300)
+    return background.Command(argv, cwd=work, env=env(), timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -274,7 +255,7 @@ PROPERTY_BROKEN = {
 
 @background.job("broken-property-timing")
 def _property_timing_job(work: Path) -> background.Command:
-    (work / "pytest.ini").write_text(_PYTEST_INI)
+    (work / "pytest.ini").write_text(PYTEST_INI)
     (work / "test_generated_broken_ports.py").write_text(_generated_source())
     # Derandomized: whether a property finds its broken adapter must not depend on
     # the seed of the run (the ports' own deadlines and shrink limits still apply).
@@ -283,15 +264,15 @@ def _property_timing_job(work: Path) -> background.Command:
         "settings.register_profile('broken', derandomize=True)\n"
         "settings.load_profile('broken')\n"
     )
-    env = _env()
-    env.pop("HYPOTHESIS_PROFILE", None)
+    environment = env()
+    environment.pop("HYPOTHESIS_PROFILE", None)
     selected = " or ".join(PROPERTY_BROKEN)
     argv = [
         sys.executable, "-m", "pytest", "test_generated_broken_ports.py", "-q",
         "-p", "no:cacheprovider", f"--junitxml={work / 'report.xml'}",
         "-k", f"property and ({selected})",
     ]  # fmt: skip
-    return background.Command(argv, cwd=work, env=env, timeout=600)
+    return background.Command(argv, cwd=work, env=environment, timeout=600)
 
 
 @pytest.mark.background("broken-property-timing")

@@ -6,17 +6,11 @@ failures and that the control passed."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 import textwrap
-from collections import defaultdict
-from pathlib import Path
 
 import pytest
 
-TESTS_DIR = Path(__file__).resolve().parents[1]
+from broken.harness import run_generated
 
 #: broken store -> the clause the suite must name
 BROKEN = {
@@ -59,9 +53,6 @@ class Test{adapter}(TripleStoreContract):
         return _open
 """
 
-#: a test id may hold spaces (parametrized with `"a "`), so it ends at " - "
-_FAILED = re.compile(r"^FAILED \S+?::Test(?P<cls>\w+)::(?P<test>.+?) - (?P<msg>.*)$")
-
 
 def _source() -> str:
     parts = [_HEADER.format(broken=", ".join(sorted(BROKEN)))]
@@ -71,29 +62,10 @@ def _source() -> str:
 
 @pytest.fixture(scope="module")
 def failures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    work = tmp_path_factory.mktemp("broken-triples")
-    (work / "pytest.ini").write_text(
-        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
-    )
-    (work / "test_generated_broken_triples.py").write_text(_source())
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), env.get("PYTHONPATH")]))
-    env["COLUMNS"] = "400"
     # Property tests are left out: every bug here is caught by an example-based
     # clause, whatever hypothesis would draw.
-    argv = [
-        sys.executable, "-m", "pytest", "test_generated_broken_triples.py", "-q", "--tb=line",
-        "-rf", "-p", "no:cacheprovider", "-k", "not oracle",
-    ]  # fmt: skip
-    proc = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 1, f"expected failing tests (exit 1):\n{proc.stdout[-4000:]}"
-    out: dict[str, list[str]] = defaultdict(list)
-    for line in proc.stdout.splitlines():
-        m = _FAILED.match(line.strip())
-        if m:
-            out[m["cls"]].append(f"{m['test']} - {m['msg']}")
-    assert "passed" in proc.stdout, proc.stdout[-4000:]
-    return out
+    work = tmp_path_factory.mktemp("broken-triples")
+    return run_generated(work, "generated_broken_triples", _source(), "not oracle")
 
 
 def test_control_passes(failures: dict[str, list[str]]) -> None:

@@ -32,7 +32,7 @@ import attrs
 from attrs import define, field
 
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
-from agent_memory.domain.records import Entity
+from agent_memory.domain.records import Entity, Lease
 from agent_memory.domain.steps import Step
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.domain.views import KnowledgeItem
@@ -196,14 +196,7 @@ class MemoryRequest:
     async def _advertise(self, report: StageReport) -> None:
         """Announce the signal, claim the entities, start the renewal (fail-open)."""
         async with fail_open(report, "announce"):
-            lease = await self._coord.announce(
-                self.agent,
-                self.request_id,
-                doing=self.doing,
-                started_at=self._started,
-                entities=self.entities,
-                status=self._status,
-            )
+            lease = await self._announce()
             if lease is not None and lease.key not in self._held:
                 self._held.append(lease.key)
             report.details["signal"] = lease is not None
@@ -289,11 +282,10 @@ class MemoryRequest:
                     renewals += 1
             report.details["renewals"] = renewals
 
-    async def _reannounce(self) -> bool:
-        """Announce the signal again after it lapsed between two renewals (an
-        outage or a pause longer than its TTL): the request is still running
-        and the key is its own. True when it is ours again."""
-        lease = await self._coord.announce(
+    async def _announce(self) -> Lease | None:
+        """Announce the request's signal with its latest status; the lease, or
+        None when another holds the key."""
+        return await self._coord.announce(
             self.agent,
             self.request_id,
             doing=self.doing,
@@ -301,7 +293,12 @@ class MemoryRequest:
             entities=self.entities,
             status=self._status,
         )
-        return lease is not None
+
+    async def _reannounce(self) -> bool:
+        """Announce the signal again after it lapsed between two renewals (an
+        outage or a pause longer than its TTL): the request is still running
+        and the key is its own. True when it is ours again."""
+        return await self._announce() is not None
 
     # -- planning ------------------------------------------------------------
     async def planning_context(

@@ -174,3 +174,33 @@ def test_every_invalid_input_names_a_parameter_of_the_tool(
     assert isinstance(field, str), body
     assert field, body
     assert field.split(".")[0] in TOOLS[tool], (tool, body)
+
+
+def test_an_unexpected_failure_tells_the_client_no_internals() -> None:
+    """An exception the library did not raise on purpose (here a store method
+    that fails with a message holding stored text and a path) reaches the
+    client as `InternalError`, with no word of its message; the server log has
+    it. Before, the client got `{"type": "RuntimeError", "message": ...}`
+    verbatim, unlike the HTTP service's `internal-error`."""
+
+    async def run() -> dict[str, Any]:
+        url = f"memory://mcp-unexpected-{uuid.uuid4().hex}"
+        async with agent_memory.connect(url, embedder=HashingEmbedder(16)) as memory:
+            store = memory.users.store
+
+            async def broken(*_args: Any, **_kwargs: Any) -> Any:
+                raise RuntimeError("SELECT secret-fact-text FROM /var/lib/agent-memory/x.db")
+
+            store.search = broken  # type: ignore[method-assign]
+            async with Client(build_server(memory=memory)) as client:
+                result = await client.call_tool(
+                    "search_memories", {"user_id": "u", "query": "coffee"}
+                )
+        assert result.is_error
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        return dict(json.loads(text[text.index("{") :])["error"])
+
+    body = asyncio.run(run())
+    assert body["type"] == "InternalError", body
+    assert "secret-fact-text" not in json.dumps(body)
+    assert "/var/lib" not in json.dumps(body)

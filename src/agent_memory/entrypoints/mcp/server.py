@@ -123,6 +123,15 @@ class StepIn(BaseModel):
     failure_cause: Text | None = Field(default=None, description="Why it failed, if it did.")
 
 
+class InternalError(Exception):
+    """What a client is told of an exception the library did not raise on
+    purpose (a bug, a driver error that escaped): its message may hold
+    internals (a query, a path, stored text), so only the server log has it."""
+
+    def __init__(self) -> None:
+        super().__init__("the tool failed unexpectedly; the server log has the details")
+
+
 def _body(exc: BaseException) -> dict[str, Any]:
     body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     field = getattr(exc, "field", None)
@@ -386,9 +395,9 @@ async def _guard(
         raise
     except (AgentMemoryError, DeadlineExceeded) as exc:
         raise wrap(exc) from None
-    except Exception as exc:
+    except Exception:
         _log.exception("tool failed")
-        raise wrap(exc) from None
+        raise wrap(InternalError()) from None
 
 
 def _check_timeout(call_timeout: object) -> float | None:

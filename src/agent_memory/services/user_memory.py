@@ -687,8 +687,17 @@ class UserMemory:
         keep = min(copies.values(), key=lambda r: (r.created_at, r.id))
         for copy in copies.values():
             if copy.id != keep.id:
-                await self.store.delete(copy.owner, copy.id)
+                await self._delete_read(copy)
         return keep.id != record.id
+
+    async def _delete_read(self, record: MemoryRecord) -> None:
+        """Delete `record` as it was read: on a store with `VersionedWrites` only
+        while it is still that version, so an update another writer made since
+        the read is not deleted with it; other stores delete it outright."""
+        if isinstance(self.store, VersionedWrites):
+            await self.store.delete_if_unchanged(record.owner, record.id, record.updated_at)
+        else:
+            await self.store.delete(record.owner, record.id)
 
     async def _keep(
         self,
@@ -808,7 +817,7 @@ class UserMemory:
         keep = max(replacements, key=lambda r: (r.created_at, r.id))
         for record in replacements:
             if record.id != keep.id:
-                await self.store.delete(user_id, record.id)
+                await self._delete_read(record)
 
     @staticmethod
     def _record(

@@ -604,7 +604,11 @@ class ExportReader:
         while True:
             try:
                 raw = self._stream.readline()
-            except (OSError, EOFError) as exc:  # a cut or corrupt gzip stream
+            except gzip.BadGzipFile as exc:  # a CRC or length mismatch, bytes after the stream
+                raise ExportFormatError(
+                    number + 1, f"the compressed file is corrupt from here on: {exc}"
+                ) from None
+            except (OSError, EOFError) as exc:  # a cut gzip stream, a read error
                 raise TruncatedExport(number + 1, f"the file cannot be read on: {exc}") from None
             except zlib.error as exc:  # a corrupt deflate stream (not an OSError)
                 raise ExportFormatError(

@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any, Protocol, runtime_checkable
 
+import attrs
 import numpy as np
 from attrs import define, field
 
@@ -806,6 +807,34 @@ def compare_records(got: MemoryRecord | None, want: MemoryRecord) -> list[str]:
     return problems
 
 
+def compare_events(got: Event | None, want: Event) -> list[str]:
+    """Field-by-field differences of an event (times within 1 ms)."""
+    where = f"event {want.domain!r}/{want.id!r}"
+    if got is None:
+        return [f"{where} is missing on the target"]
+    times = ("occurred_at", "recorded_at")
+    if any(abs(getattr(got, n) - getattr(want, n)) > timedelta(milliseconds=1) for n in times):
+        return [f"{where} differs on the target: {', '.join(times)}"]
+    differ = [
+        a.name
+        for a in attrs.fields(Event)
+        if a.name not in times and getattr(got, a.name) != getattr(want, a.name)
+    ]
+    return [f"{where} differs on the target: {', '.join(differ)}"] if differ else []
+
+
+def compare_triples(got: Triple | None, want: Triple) -> list[str]:
+    """Differences of a triple of the same identity (its time within 1 ms)."""
+    where = f"triple {want.key!r}"
+    if got is None:
+        return [f"{where} is missing on the target"]
+    if got.source != want.source or abs(got.created_at - want.created_at) > timedelta(
+        milliseconds=1
+    ):
+        return [f"{where} differs on the target: created_at or source"]
+    return []
+
+
 async def verify_copy(
     source: Ports,
     target: Ports,
@@ -817,8 +846,11 @@ async def verify_copy(
 ) -> list[str]:
     """Problems found comparing the target with what the source holds (its store
     in the space it was opened in: the one `connect()` reads): per-port counts
-    (records per owner, events per domain, triples) and a sample of records
-    field by field. Empty when the copy is faithful. The source is counted
+    (records per owner, events per domain, triples), every record of the source
+    by identity (the target's own records do not make up for one it lacks),
+    every event and triple field by field (an event or triple of the same
+    identity the target held already is kept by the import, whatever it says)
+    and a sample of records field by field. Empty when the copy is faithful. The source is counted
     itself, never taken from the export, so an export that missed records
     (`counts`, `owner_counts`: what it wrote) fails too. `skip`: ports left out."""
     skipped = check_skip(skip)
@@ -832,14 +864,22 @@ async def verify_copy(
     records = 0
     held = 0
     for owner in src_owners:
-        n_src = sum([1 async for _ in _records(source.store, owner, None, MAX_LIMIT)])
+        # by identity, not count: the target's own records of the owner must not
+        # make up for one of the source it lacks
+        src_ids = {r.id async for r in _records(source.store, owner, None, MAX_LIMIT)}
+        dst_ids = {r.id async for r in _records(target.store, owner, None, MAX_LIMIT)}
+        n_src, n_dst = len(src_ids), len(dst_ids)
         held += n_src
-        n_dst = sum([1 async for _ in _records(target.store, owner, None, MAX_LIMIT)])
         records += n_dst
         if n_dst < n_src:
             problems.append(
                 f"owner {owner!r}: {n_src} records on the source, {n_dst} on the target"
             )
+        lacking = sorted(src_ids - dst_ids)
+        if lacking:
+            problems += [f"record {owner!r}/{i!r} is missing on the target" for i in lacking[:5]]
+            if len(lacking) > 5:
+                problems.append(f"owner {owner!r}: {len(lacking)} records missing on the target")
         if owner_counts is not None and owner_counts.get(owner, 0) < n_src:
             problems.append(
                 f"owner {owner!r}: {n_src} records on the source, "
@@ -851,20 +891,28 @@ async def verify_copy(
         problems.append(f"{held} records on the source, {counts.get('record', 0)} exported")
     if source.events is not None and target.events is not None and "events" not in skipped:
         for domain in await source.events.domains():
-            n_src = len(await domain_events(source.events, domain))
-            n_dst = len(await domain_events(target.events, domain))
+            src_events = await domain_events(source.events, domain)
+            dst_events = {e.id: e for e in await domain_events(target.events, domain)}
+            n_src, n_dst = len(src_events), len(dst_events)
             if n_dst < n_src:
                 problems.append(
                     f"domain {domain!r}: {n_src} events on the source, {n_dst} on the target"
                 )
+            # every event, field by field: an append is idempotent by id, so a
+            # target holding another event under the same id keeps it
+            for event in src_events:
+                problems += compare_events(dst_events.get(event.id), event)
     if source.triples is not None and target.triples is not None and "triples" not in skipped:
         for owner in await _owners(source.triples, "source triples"):
-            n_src = len(await _owner_triples(source.triples, owner))
-            n_dst = len(await _owner_triples(target.triples, owner))
+            src_triples = await _owner_triples(source.triples, owner)
+            dst_triples = {t.key: t for t in await _owner_triples(target.triples, owner)}
+            n_src, n_dst = len(src_triples), len(dst_triples)
             if n_dst < n_src:
                 problems.append(
                     f"triples of {owner!r}: {n_src} on the source, {n_dst} on the target"
                 )
+            for triple in src_triples:  # by identity, then field by field
+                problems += compare_triples(dst_triples.get(triple.key), triple)
     if source.audit is not None and target.audit is not None and "audit" not in skipped:
         held_ids = {e.id for e in await audit_entries(target.audit)}
         lost = [e.id for e in await audit_entries(source.audit) if e.id not in held_ids]

@@ -631,8 +631,30 @@ async def import_data(
     batch: list[Any] = []
     last = resume_after
 
+    # A forget completing while the import runs: its user's items are left out
+    # from the next batch on, and what was written of them is removed at the end.
+    initially = frozenset() if forgotten is None else forgotten.users
+    checked_at = clock.now()
+
+    async def recheck() -> None:
+        nonlocal forgotten, checked_at
+        if restore_forgotten or ports.audit is None:
+            return
+        since, checked_at = checked_at - _FORGET_CHECK_SLACK, clock.now()
+        known = frozenset() if forgotten is None else forgotten.users
+        if not await _forgets_since(ports, since, known):
+            return
+        forgotten = await forgotten_since(ports, header.created_at, open_stream, fingerprints)
+        out.forgotten_users = 0 if forgotten is None else len(forgotten.users)
+
     async def flush() -> None:
         nonlocal batch
+        if batch and kind is not None:
+            await recheck()
+            if forgotten is not None:
+                kept = [item for item in batch if not _holds(forgotten, item)]
+                out.forgotten[kind] += len(batch) - len(kept)
+                batch = kept
         if batch and kind is not None:
             await _apply(ports, kind, batch, out, clock.now(), keep_switch=keep_switch)
             batch = []
@@ -671,6 +693,12 @@ async def import_data(
                     batch.append(item)
                     last = number
                 await flush()
+                batch, kind = [], None
+            await recheck()
+            if forgotten is not None and forgotten.users - initially:
+                await _unwrite(
+                    ports, forgotten, forgotten.users - initially, open_stream, fingerprints
+                )
             written = time.perf_counter()
             if bulk:
                 tick("index", 0, None)
@@ -685,6 +713,54 @@ async def import_data(
     out.last_line = total
     out.complete = True
     return out
+
+
+#: How far before the last check a forget's audit entry may be stamped (the
+#: clocks of the forgetting process and the importing one may differ).
+_FORGET_CHECK_SLACK = timedelta(minutes=5)
+
+
+async def _forgets_since(ports: Ports, since: datetime, known: frozenset[str]) -> bool:
+    """Whether the target's audit trail holds a `forget_user` at or after `since`
+    of a user not in `known`."""
+    assert ports.audit is not None
+    async for entry in read_entries(ports.audit, since=since):
+        if entry.operation == "forget_user" and stored_subject(entry) not in known:
+            return True
+    return False
+
+
+async def _unwrite(
+    ports: Ports,
+    forgotten: ForgottenUsers,
+    users: frozenset[str],
+    open_stream: Callable[[], IO[bytes]],
+    fingerprints: Sequence[int] | None,
+) -> None:
+    """Remove what this import wrote of `users`, forgotten while it ran (a batch
+    stored while their forget was deleting): the file's records of theirs the
+    target holds as the file has them (a record written since is kept), and
+    their events when every event the target holds of theirs is one of the
+    file's (an event appended since keeps them all: `erase_user` has no
+    per-event form)."""
+    late = ForgottenUsers(
+        users, tuple(e for e in forgotten.events if e.user_id in users), forgotten.loops
+    )
+    file_events: dict[str, set[tuple[str, str]]] = {u: set() for u in users}
+    with open_stream() as stream:
+        for _, item in ExportReader(stream, checked=fingerprints).items():
+            if isinstance(item, RecordItem) and late.holds_record(item.record):
+                record = item.record
+                if await ports.store.get(record.owner, record.id) == record:
+                    await ports.store.delete(record.owner, record.id)
+            elif isinstance(item, Event) and item.user_id in file_events:
+                file_events[item.user_id].add((item.domain, item.id))
+    if ports.events is None:
+        return
+    for user, ours in file_events.items():
+        held = {(e.domain, e.id) for e in await ports.events.user_events(user)}
+        if held and held <= ours:
+            await ports.events.erase_user(user)
 
 
 async def count_replaced(

@@ -56,6 +56,7 @@ __all__ = [
     "require_ttl",
     "require_unit_interval",
     "require_utc",
+    "require_vector_norm",
 ]
 
 #: The largest `limit` any storage read accepts. Large enough for every page a
@@ -373,6 +374,27 @@ def _expanded_size(value: object, limit: int) -> int:
             return total
         sizes[id(item)] = total
     return sizes.get(id(value), 1)
+
+
+# A non-zero vector's norm must lie in [MIN_VECTOR_NORM, MAX_VECTOR_NORM]: the
+# engines (pgvector, Redis, Qdrant, Milvus) square and sum components in float32,
+# where a smaller norm underflows to 0 (1e-30 scored as a zero vector, 1e-42 as
+# NaN) and a larger one overflows; within it every backend scores the direction.
+MIN_VECTOR_NORM = 1e-15
+MAX_VECTOR_NORM = 1e15
+
+
+def require_vector_norm(vector: npt.NDArray[np.float32], field: str = "vector") -> None:
+    """Raise `InvalidInput` when `vector` (finite) is neither zero nor of a norm
+    from `MIN_VECTOR_NORM` to `MAX_VECTOR_NORM`."""
+    v = vector.astype(np.float64)
+    squared = float(v @ v)
+    if squared != 0.0 and not MIN_VECTOR_NORM**2 <= squared <= MAX_VECTOR_NORM**2:
+        raise InvalidInput(
+            field,
+            f"a non-zero vector needs a norm from {MIN_VECTOR_NORM:g} to {MAX_VECTOR_NORM:g}"
+            f" (float32 engines cannot score it otherwise), got {math.sqrt(squared):.3g}",
+        )
 
 
 def as_vector(value: object, field: str = "vector") -> npt.NDArray[np.float32]:

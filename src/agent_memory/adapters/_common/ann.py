@@ -13,7 +13,17 @@ fresh graph label, an update or delete marks the old label dead. The graph's
 answer over those candidates: the same float64 scores, the same order (score
 descending, then id ascending), never a deleted record and always the current
 vector of an updated one. When dead labels outnumber the live ones the graph is
-dropped and rebuilt on the next search. A filtered search (namespace, kinds)
+dropped and rebuilt on the next search.
+
+Records whose rows are the same or nearly so (equal once rounded to 1/4096: a
+duplicate, a multiple of a vector, the same text embedded twice) share one graph
+label: HNSW prunes a node's links among neighbours at (nearly) equal distances,
+so a run of such rows makes islands no walk leaves or enters (3,000 records of 5
+vectors gave 52 reachable labels out of 3,000, and a search could miss the best
+group by a score of 0.3). The labelled record stands for its twins, and a search
+adds every twin of a label it reaches to the candidates. A walk that still
+reaches fewer candidates than `limit` after asking for every label falls back to
+the exact search over the matching rows. A filtered search (namespace, kinds)
 whose matching records are at most the threshold is exact over them; otherwise
 the graph's candidates are filtered and, when fewer than `limit` remain, asked
 for again with four times as many, up to all of them.
@@ -57,6 +67,9 @@ DEFAULT_EF_CONSTRUCTION: Final = 40
 DEFAULT_EF_SEARCH: Final = 200
 MAX_AUTO_EF_SEARCH: Final = 2000
 AUTO_EF_RECORDS: Final = 500  # one graph candidate per this many records
+# Rows equal once rounded to 1/_CELL share a graph label (`AnnIndex._insert`).
+_CELL: Final = 4096.0
+_CELL_CHUNK: Final = 65_536
 
 ANN_MISSING: Final = (
     "owners past the exact-search threshold are searched exactly: the approximate "
@@ -133,7 +146,20 @@ class AnnSettings:
 class AnnIndex(ExactIndex):
     """`ExactIndex` with an HNSW graph used above `settings.exact_threshold`."""
 
-    __slots__ = ("_dead", "_graph", "_label_of", "_labels", "_touched", "_zeros", "settings")
+    __slots__ = (
+        "_dead",
+        "_graph",
+        "_label_of",
+        "_labels",
+        "_pending",
+        "_rep_of_row",
+        "_row_hash",
+        "_touched",
+        "_twin_of",
+        "_twins",
+        "_zeros",
+        "settings",
+    )
 
     def __init__(self, dimension: int, settings: AnnSettings | None = None) -> None:
         super().__init__(dimension)
@@ -149,6 +175,15 @@ class AnnIndex(ExactIndex):
         # by inner product never reaches them (a zero row is no one's neighbour),
         # so every search past the threshold adds them to the candidates.
         self._zeros: set[str] = set()
+        # Rows in one cell (equal once rounded, `_cell`) share a label (`_insert`):
+        # a labelled id stands for its twins. twin id -> its labelled id, labelled
+        # id -> its twins, and the hash of a labelled id's cell both ways.
+        self._twin_of: dict[str, str] = {}
+        self._twins: dict[str, set[str]] = {}
+        self._row_hash: dict[str, int] = {}
+        self._rep_of_row: dict[int, str] = {}
+        # `snapshot` .. `attach`: the snapshot's twins and row hashes.
+        self._pending: tuple[dict[str, str], dict[str, int]] | None = None
 
     @property
     def graph_built(self) -> bool:
@@ -206,20 +241,23 @@ class AnnIndex(ExactIndex):
         (`build_graph`); from now until `attach`, writes are remembered so the
         graph can be brought up to date."""
         self._touched = set()
-        return list(self.ids), self.matrix.copy()
+        reps, positions, twin_of, row_hash = self._distinct()
+        self._pending = (twin_of, row_hash)
+        return reps, self.matrix[positions]
 
     def attach(self, ids: list[str], graph: Any) -> None:
         """Take `graph`, built by `build_graph` from `snapshot()`'s rows: label i
-        is `ids[i]`. An id written since the snapshot gets a fresh label when it
-        is still present (its current row) and its snapshot label dies, so the
+        is `ids[i]`, standing for its twins of the snapshot. An id written since
+        the snapshot gets a fresh label when it is still present (its current
+        row) and its snapshot label dies, so the
         graph matches the rows as they are now. Ignored when a graph was built
         meanwhile (`search` builds one itself when none is there); `graph` None
         (the build failed) just ends the snapshot."""
         touched, self._touched = self._touched or set(), None
-        if self._graph is not None or graph is None:  # None: the build failed
+        pending, self._pending = self._pending, None
+        if self._graph is not None or graph is None or pending is None:  # None: the build failed
             return
-        self._graph, self._labels, self._dead = graph, list(ids), 0
-        self._label_of = {id: label for label, id in enumerate(ids)}
+        self._install(graph, ids, *pending)
         present = [id for id in touched if id in self._pos]
         for id in touched:
             if id not in self._pos:
@@ -253,6 +291,13 @@ class AnnIndex(ExactIndex):
             if len(candidates) >= limit or want >= total:
                 break
             want = min(want * 4, total)
+        if len(candidates) < limit:
+            # Every label was asked for and the walk still reached too few (a part
+            # of the graph no walk from the entry point reaches): the matching
+            # rows are few or the graph is broken up; either way score them all.
+            matching = len(self) if positions is None else len(positions)
+            if matching > len(candidates):
+                return super().search(query, limit, min_score=min_score, positions=positions)
         if self._zeros:
             candidates = np.union1d(candidates, self._zero_positions(limit, allowed))
         return super().search(query, limit, min_score=min_score, positions=candidates)
@@ -288,10 +333,19 @@ class AnnIndex(ExactIndex):
             old._label_of,
             old._dead,
         )
-        old._graph, old._labels, old._label_of, old._dead = None, [], {}, 0
-        for id in [id for id in self._label_of if id not in self._pos]:
+        self._twin_of, self._twins, self._row_hash, self._rep_of_row = (
+            old._twin_of,
+            old._twins,
+            old._row_hash,
+            old._rep_of_row,
+        )
+        old._graph = None
+        old._forget()
+        # A twin of a vanished labelled id may inherit its label (`_kill`) before
+        # the changed rows below are looked at: a changed heir is inserted again.
+        for id in [id for id in (*self._label_of, *self._twin_of) if id not in self._pos]:
             self._kill(id)
-        kept = [id for id in self.ids if id in self._label_of]
+        kept = [id for id in self.ids if id in self._label_of or id in self._twin_of]
         if kept:
             before = old._rows[[old._pos[id] for id in kept]]
             now = self._rows[[self._pos[id] for id in kept]]
@@ -299,7 +353,7 @@ class AnnIndex(ExactIndex):
             changed = [id for id, ok in zip(kept, same.tolist(), strict=True) if not ok]
         else:
             changed = []
-        fresh = [id for id in self.ids if id not in self._label_of]
+        fresh = [id for id in self.ids if id not in self._label_of and id not in self._twin_of]
         if changed or fresh:
             self._insert(changed + fresh)
         self._maybe_drop()
@@ -311,10 +365,12 @@ class AnnIndex(ExactIndex):
         want: int,
         allowed: npt.NDArray[np.bool_] | None,
     ) -> npt.NDArray[np.intp]:
+        """The positions of the graph's best `want` labels' records (among
+        `allowed`), each with its twins (rows in its cell)."""
         params = _faiss.SearchParametersHNSW()
         params.efSearch = max(self.settings.ef_for(int(graph.ntotal)), want)
         _, found = graph.search(q, want, params=params)
-        labels, pos = self._labels, self._pos
+        labels, pos, twins = self._labels, self._pos, self._twins
         out: list[int] = []
         for label in found[0].tolist():
             if label < 0:
@@ -322,42 +378,154 @@ class AnnIndex(ExactIndex):
             id = labels[label]
             if id is None:
                 continue
-            at = pos[id]
-            if allowed is None or allowed[at]:
-                out.append(at)
+            group = twins.get(id)
+            if group is None:
+                at = pos[id]
+                if allowed is None or allowed[at]:
+                    out.append(at)
+                continue
+            members = [pos[m] for m in (id, *group)]
+            if allowed is not None:
+                members = [at for at in members if allowed[at]]
+            out.extend(members)
         return np.asarray(out, dtype=np.intp)
 
     def _built(self) -> Any:
         if self._graph is None:
-            self._graph = build_graph(self.matrix, self.settings)
-            self._labels, self._dead = list(self.ids), 0
-            self._label_of = {id: label for label, id in enumerate(self.ids)}
+            reps, positions, twin_of, row_hash = self._distinct()
+            self._install(
+                build_graph(self.matrix[positions], self.settings), reps, twin_of, row_hash
+            )
         return self._graph
 
+    def _distinct(self) -> tuple[list[str], list[int], dict[str, str], dict[str, int]]:
+        """One id per cell (with its position), the other ids of each cell (twin
+        -> that id) and the labelled ids' cell hashes: what a graph is built
+        from."""
+        reps: list[str] = []
+        positions: list[int] = []
+        twin_of: dict[str, str] = {}
+        row_hash: dict[str, int] = {}
+        first: dict[int, int] = {}
+        rows, ids = self.matrix, self.ids
+        for start in range(0, len(ids), _CELL_CHUNK):
+            cells = _cell(rows[start : start + _CELL_CHUNK])
+            for offset, cell in enumerate(cells):
+                at = start + offset
+                key = hash(cell.tobytes())
+                seen = first.get(key)
+                if seen is not None and np.array_equal(_cell(rows[seen]), cell):
+                    twin_of[ids[at]] = ids[seen]
+                else:
+                    first.setdefault(key, at)
+                    row_hash[ids[at]] = key
+                    reps.append(ids[at])
+                    positions.append(at)
+        return reps, positions, twin_of, row_hash
+
+    def _install(
+        self, graph: Any, ids: list[str], twin_of: dict[str, str], row_hash: dict[str, int]
+    ) -> None:
+        """Take `graph` (label i is `ids[i]`) with its twins and row hashes."""
+        self._graph, self._labels, self._dead = graph, list(ids), 0
+        self._label_of = {id: label for label, id in enumerate(ids)}
+        self._twin_of, self._row_hash = twin_of, row_hash
+        self._twins = {}
+        for twin, rep in twin_of.items():
+            self._twins.setdefault(rep, set()).add(twin)
+        self._rep_of_row = {}
+        for id, key in row_hash.items():
+            self._rep_of_row.setdefault(key, id)
+
     def _insert(self, ids: Sequence[str]) -> None:
-        """Give `ids` (present, rows current) fresh labels; their old ones die."""
+        """Give `ids` (present, rows current) fresh labels, or make each the twin
+        of a labelled id in the same cell; their old labels die."""
         fresh = list(dict.fromkeys(ids))
         for id in fresh:
             self._kill(id)
-        start = len(self._labels)
-        rows = self._rows[[self._pos[id] for id in fresh]]
-        self._graph.add(np.ascontiguousarray(rows, dtype=np.float32))
-        for offset, id in enumerate(fresh):
-            self._label_of[id] = start + offset
-        self._labels.extend(fresh)
+        rows, pos = self._rows, self._pos
+        labelled: list[str] = []
+        for id in fresh:
+            cell = _cell(rows[pos[id]])
+            key = hash(cell.tobytes())
+            rep = self._rep_of_row.get(key)
+            if rep is not None and np.array_equal(_cell(rows[pos[rep]]), cell):
+                self._twin_of[id] = rep
+                self._twins.setdefault(rep, set()).add(id)
+            else:
+                self._rep_of_row[key] = id
+                self._row_hash[id] = key
+                labelled.append(id)
+        self._label(labelled)
         self._maybe_drop()
 
+    def _label(self, ids: list[str]) -> None:
+        """Add the rows of `ids` (present, not labelled) to the graph."""
+        if not ids:
+            return
+        start = len(self._labels)
+        rows = self._rows[[self._pos[id] for id in ids]]
+        self._graph.add(np.ascontiguousarray(rows, dtype=np.float32))
+        for offset, id in enumerate(ids):
+            self._label_of[id] = start + offset
+        self._labels.extend(ids)
+
     def _kill(self, id: str) -> None:
+        """Take `id` out of the graph: a twin leaves its group; a labelled id's
+        label dies and its smallest present twin (same cell) gets a fresh label
+        for the rest."""
+        rep = self._twin_of.pop(id, None)
+        if rep is not None:
+            group = self._twins[rep]
+            group.discard(id)
+            if not group:
+                del self._twins[rep]
+            return
         label = self._label_of.pop(id, None)
-        if label is not None:
-            self._labels[label] = None
-            self._dead += 1
+        if label is None:
+            return
+        self._labels[label] = None
+        self._dead += 1
+        key = self._row_hash.pop(id)
+        if self._rep_of_row.get(key) == id:
+            del self._rep_of_row[key]
+        group = self._twins.pop(id, set())
+        if not group:
+            return
+        present = {t for t in group if t in self._pos}
+        for t in group - present:  # removed in the same batch: nothing left to do
+            del self._twin_of[t]
+        if not present:
+            return
+        heir = min(present)
+        del self._twin_of[heir]
+        present.discard(heir)
+        for t in present:
+            self._twin_of[t] = heir
+        if present:
+            self._twins[heir] = present
+        heir_key = hash(_cell(self._rows[self._pos[heir]]).tobytes())
+        self._row_hash[heir] = heir_key
+        self._rep_of_row.setdefault(heir_key, heir)
+        self._label([heir])
 
     def _maybe_drop(self) -> None:
         """Drop the graph once dead labels outnumber live ones (rebuilt on demand)."""
         if self._dead > max(len(self), 1_000):
             self._graph = None
-            self._labels, self._label_of, self._dead = [], {}, 0
+            self._forget()
+
+    def _forget(self) -> None:
+        self._labels, self._label_of, self._dead = [], {}, 0
+        self._twin_of, self._twins, self._row_hash, self._rep_of_row = {}, {}, {}, {}
+
+
+def _cell(rows: npt.NDArray[np.float32]) -> npt.NDArray[np.int16]:
+    """Unit rows rounded to multiples of 1/`_CELL`: rows that are the same but
+    for rounding (a multiple of a vector, one text embedded twice) fall in one
+    cell, distinct embeddings do not."""
+    cells: npt.NDArray[np.int16] = np.rint(rows * np.float32(_CELL)).astype(np.int16)
+    return cells
 
 
 def build_graph(rows: npt.NDArray[np.float32], settings: AnnSettings) -> Any:

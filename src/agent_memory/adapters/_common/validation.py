@@ -43,6 +43,7 @@ from agent_memory.domain.validation import (
     require_text,
     require_ttl,
     require_utc,
+    require_vector_norm,
 )
 
 __all__ = [
@@ -94,6 +95,7 @@ def check_record(record: object, field: str, space: EmbeddingSpace) -> MemoryRec
     if not isinstance(record.vector, np.ndarray):
         raise InvalidInput("record.vector", "a numpy vector is required (build records normally)")
     require_dimension(space, record.vector)
+    require_vector_norm(record.vector, "record.vector")
     return record
 
 
@@ -174,10 +176,12 @@ def check_query_vector(space: EmbeddingSpace, vector: object) -> npt.NDArray[np.
     ):
         query: npt.NDArray[np.float32] = vector.copy()
         if np.count_nonzero(np.isfinite(query)) == query.shape[0]:
+            require_vector_norm(query, "query vector")
             query.flags.writeable = False
             return query
     query = as_vector(vector, "query vector")
     require_dimension(space, query)
+    require_vector_norm(query, "query vector")
     return query
 
 

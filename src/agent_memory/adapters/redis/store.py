@@ -73,6 +73,7 @@ from agent_memory.domain.validation import (
     require_id,
     require_scope,
     require_utc,
+    require_vector_norm,
 )
 
 __all__ = [
@@ -1395,9 +1396,11 @@ class RedisMemoryStore(RedisHandle):
             blob = vector.tobytes()
             values = memoryview(blob).cast("f")
             if math.isfinite(sum(values)):
+                require_vector_norm(vector, "query vector")
                 return blob, any(values)
         query = as_vector(vector, "query vector")
         require_dimension(self._space, query)
+        require_vector_norm(query, "query vector")
         return query.tobytes(), bool(query.any())
 
     @staticmethod

@@ -37,7 +37,9 @@ __all__ = [
 
 #: The pydantic error types of a value the library itself refuses (its
 #: `InvalidInput`): text that cannot be stored, a blank or over-long id.
-REFUSED_TEXT = frozenset({"string_unicode", "text_nul", "text_surrogate", "id_blank", "id_bytes"})
+REFUSED_TEXT = frozenset(
+    {"string_unicode", "text_nul", "text_surrogate", "text_blank", "id_blank", "id_bytes"}
+)
 _SURROGATE = "text must be valid Unicode (no lone surrogates)"
 
 
@@ -45,6 +47,14 @@ def _storable(value: str) -> str:
     """Text without NUL (a lone surrogate already fails the str type itself)."""
     if "\x00" in value:
         raise PydanticCustomError("text_nul", "text must not contain NUL (\\x00)")
+    return value
+
+
+def _non_blank(value: str) -> str:
+    """Text that is not only whitespace: a fact the library refuses as blank,
+    refused here where its field (`facts.0.content`) is known."""
+    if not value.strip():
+        raise PydanticCustomError("text_blank", "must not be blank")
     return value
 
 
@@ -78,7 +88,9 @@ _Text = AfterValidator(_storable)
 IdChecks = Annotated[str, _Text, AfterValidator(_id)]
 Id = Annotated[StrictStr, Field(min_length=1, max_length=1024), _Text, AfterValidator(_id)]
 Text = Annotated[StrictStr, Field(max_length=1_000_000), _Text]
-FactContent = Annotated[StrictStr, Field(min_length=1, max_length=100_000), _Text]
+FactContent = Annotated[
+    StrictStr, Field(min_length=1, max_length=100_000), _Text, AfterValidator(_non_blank)
+]
 Query = Annotated[StrictStr, Field(max_length=65_536), _Text]
 Action = Annotated[StrictStr, Field(max_length=10_000), _Text]
 Outcome = Annotated[StrictStr, Field(max_length=1_000), _Text]

@@ -211,8 +211,14 @@ async def _forget_langgraph_registry(store: MemoryStore, user_id: str) -> int:
     )
 
 
-def _failure(what: str, exc: BaseException) -> str:
-    return f"{what}: {type(exc).__name__}: {exc}"
+def _failure(what: str, exc: BaseException, where: str | None = None) -> str:
+    """One failure of a receipt: `<what>: <error type>: [<where>: ]<message>`.
+    `what` is a fixed word (store, events, digest, knowledge, ...); the scope a
+    part failed in (a domain, an embedding space) comes after the error type,
+    so the entry points can show `<what>: <error type>` without any scope (a
+    forget visits every domain of the deployment, other tenants' too)."""
+    place = "" if where is None else f"{where}: "
+    return f"{what}: {type(exc).__name__}: {place}{exc}"
 
 
 def derived_from(record: MemoryRecord, user_id: str, events: Sequence[Event]) -> bool:
@@ -1039,7 +1045,7 @@ class UserMemory:
                     if await invalidate_digest(self.cache, domain):
                         derived.append(Invalidated("digest", domain, "digest"))
                 except Exception as exc:
-                    failures.append(_failure(f"digest {domain}", exc))
+                    failures.append(_failure("digest", exc, domain))
         derived.extend(await self._forget_fragments(self.store, user_id, mine, domains, failures))
         derived.extend(await self._forget_graph(user_id, failures))
         if namespaces:
@@ -1102,7 +1108,7 @@ class UserMemory:
                     try:
                         await action(store)
                     except Exception as exc:
-                        failures.append(_failure(f"store {store.space.identity}", exc))
+                        failures.append(_failure("store", exc, store.space.identity))
         except Exception as exc:
             failures.append(_failure("other embedding spaces", exc))
 
@@ -1134,7 +1140,7 @@ class UserMemory:
                     if await store.delete(domain, record_id):
                         out.append(Invalidated("fragment", domain, record_id))
             except Exception as exc:
-                failures.append(_failure(f"knowledge {domain}", exc))
+                failures.append(_failure("knowledge", exc, domain))
         return out
 
     async def _forget_graph(self, user_id: str, failures: list[str]) -> list[Invalidated]:

@@ -42,6 +42,8 @@ import json
 import logging
 import math
 import secrets
+import types
+import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, Protocol, TypeVar
@@ -53,6 +55,8 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resources.templates import ResourceSecurity
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError
@@ -60,9 +64,16 @@ from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, ValidationError
 from agent_memory.bootstrap import Memory, Settings, connect
 from agent_memory.domain.errors import (
     AgentMemoryError,
+    AuditNotRecorded,
+    BackendUnavailable,
     ConfigurationError,
+    DimensionMismatch,
     InvalidInput,
+    ModelError,
+    ModelTimeout,
     PermissionDenied,
+    StorageCorrupted,
+    StoreClosed,
 )
 from agent_memory.domain.records import Entity
 from agent_memory.domain.steps import Step
@@ -111,12 +122,16 @@ Category = Literal["identity", "preference", "constraint", "relationship", "cont
 
 
 class FactIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     content: FactContent = Field(description="The fact, e.g. 'User prefers dark roast'.")
     category: Category = Field(default="preference", description="What kind of fact it is.")
     confidence: float = Field(default=0.9, ge=0.0, le=1.0)
 
 
 class StepIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     action: Action = Field(min_length=1, description="What the agent did, e.g. 'kubectl get pods'.")
     outcome: Outcome = Field(default="success", description="success, failure, ...")
     response: Text = Field(default="", description="What the action returned (shortened).")
@@ -132,8 +147,34 @@ class InternalError(Exception):
         super().__init__("the tool failed unexpectedly; the server log has the details")
 
 
+def _message(exc: BaseException) -> str:
+    """What the client is told of an error. The caller's own mistakes (bad
+    input, a refused key, a deadline) keep their message; an error of the
+    backend or a model keeps its type but not its message, which may hold
+    internals (a driver's host and role, a server file path, stored scopes):
+    the server log has it, as with the HTTP service's problem documents."""
+    if isinstance(exc, InvalidInput | PermissionDenied | DeadlineExceeded | InternalError):
+        return str(exc)
+    if isinstance(exc, AuditNotRecorded):
+        return (
+            f"{exc.entry.operation} completed; audit entry {exc.entry.id} not recorded "
+            "(the server log has the details)"
+        )
+    if isinstance(exc, BackendUnavailable | StoreClosed):
+        return "the storage backend is unavailable; retrying is safe (the server log has why)"
+    if isinstance(exc, StorageCorrupted):
+        return "the storage is damaged; the server log has the details"
+    if isinstance(exc, ModelTimeout):
+        return "the language model or embedder timed out"
+    if isinstance(exc, ModelError):
+        return "the language model or embedder failed"
+    if isinstance(exc, DimensionMismatch):
+        return "the embedder and the store disagree on the dimension"
+    return f"{type(exc).__name__}: the server log has the details"
+
+
 def _body(exc: BaseException) -> dict[str, Any]:
-    body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    body: dict[str, Any] = {"type": type(exc).__name__, "message": _message(exc)}
     field = getattr(exc, "field", None)
     if isinstance(field, str):
         body["field"] = field
@@ -167,10 +208,75 @@ def _invalid(tool: str, exc: ValidationError) -> ToolError:
     )
 
 
+def _takes_text(annotation: Any) -> bool:
+    """Whether a parameter of this type accepts a string (`str`, `Id | None`)."""
+    if annotation is str:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _takes_text(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_takes_text(arg) for arg in typing.get_args(annotation))
+    return False
+
+
+class _Arguments(FuncMetadata):
+    """A tool's arguments taken as sent. The SDK decodes a string argument as
+    JSON when the parameter's type is not plain `str` (for clients that send a
+    list as JSON text): for `namespace: Id | None` the id "null" became None,
+    and `forget(user_id, namespace="null")` forgot the whole user. A string
+    stays a string for every parameter that takes one; a list (`facts`,
+    `steps`) sent as JSON text is still read."""
+
+    def pre_parse_json(self, data: dict[str, Any]) -> dict[str, Any]:
+        parsed = super().pre_parse_json(data)
+        fields = self.arg_model.model_fields
+        for name, value in data.items():
+            if isinstance(value, str) and name in fields and _takes_text(fields[name].annotation):
+                parsed[name] = value
+        return parsed
+
+
+def _strict(metadata: FuncMetadata) -> FuncMetadata:
+    """`metadata` with its arguments taken as sent and an unknown argument
+    refused (`InvalidInput` naming it): a misspelt optional argument was dropped
+    without a word, so `forget(user_id, factid=...)` forgot everything."""
+    model = type(
+        metadata.arg_model.__name__,
+        (metadata.arg_model,),
+        {"model_config": ConfigDict(extra="forbid", arbitrary_types_allowed=True)},
+    )
+    assert issubclass(model, ArgModelBase)
+    return _Arguments(
+        arg_model=model,
+        output_schema=metadata.output_schema,
+        output_model=metadata.output_model,
+        wrap_output=metadata.wrap_output,
+    )
+
+
 class _Server(MCPServer[Any]):
-    """`MCPServer` whose argument validation errors are typed `InvalidInput`
+    """`MCPServer` whose tools take their arguments as sent and refuse unknown
+    ones (`_strict`), whose argument validation errors are typed `InvalidInput`
     bodies, and whose stdio transport answers every malformed request
     (`entrypoints.mcp.envelopes`)."""
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Any = None,
+        icons: Any = None,
+        meta: dict[str, Any] | None = None,
+        structured_output: bool | None = None,
+    ) -> None:
+        super().add_tool(fn, name, title, description, annotations, icons, meta, structured_output)
+        tool = self._tool_manager.get_tool(name or fn.__name__)
+        assert tool is not None
+        tool.fn_metadata = _strict(tool.fn_metadata)
+        tool.parameters = {**tool.parameters, "additionalProperties": False}
 
     async def run_stdio_async(self) -> None:
         from agent_memory.entrypoints.mcp.envelopes import serve_stdio
@@ -394,6 +500,8 @@ async def _guard(
     except (ToolError, MCPError):
         raise
     except (AgentMemoryError, DeadlineExceeded) as exc:
+        if not isinstance(exc, InvalidInput | PermissionDenied | DeadlineExceeded):
+            _log.warning("tool failed: %s: %s", type(exc).__name__, exc)  # not sent: _message
         raise wrap(exc) from None
     except Exception:
         _log.exception("tool failed")
@@ -610,7 +718,7 @@ def build_server(
         agent: Annotated[Id, Field(description="The agent's name.")],
         domain: Annotated[Id, Field(description="The shared domain, e.g. 'k8s'.")],
         request_id: Annotated[Id, Field(description="The request's id.")],
-        steps: Annotated[list[StepIn], Field(max_length=MAX_BATCH)],
+        steps: Annotated[list[StepIn], Field(min_length=1, max_length=MAX_BATCH)],
         user_id: Annotated[Id | None, Field(description="The user the request served.")] = None,
     ) -> dict[str, Any]:
         async def run(who: Identity) -> dict[str, Any]:
@@ -679,12 +787,16 @@ def build_server(
         name="user_profile",
         description="The <user_profile> view of a user for an agent type (budgeted text).",
         mime_type="text/plain",
+        # ids are opaque strings, never file paths: "u:42", ".." or "/x" are
+        # ids like any other (the SDK's path checks answered "Unknown
+        # resource"); NUL and blank ids are refused below, naming the argument
+        security=ResourceSecurity(exempt_params={"user_id", "namespace"}),
     )
     async def user_profile(user_id: str, namespace: str) -> str:
         async def run(who: Identity) -> str:
-            view = await holder.get().users.profile(
-                user_id=who.tenant.owner(user_id), namespace=namespace, request=""
-            )
+            owner = who.tenant.owner(user_id)
+            require_id(namespace, "namespace")
+            view = await holder.get().users.profile(user_id=owner, namespace=namespace, request="")
             return view.text
 
         return await _guard(local, run, resource=True, deadline=deadline)

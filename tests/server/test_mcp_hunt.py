@@ -269,6 +269,26 @@ async def test_http_names_a_blank_fact_by_its_path_in_the_body() -> None:
         assert listed.json()["facts"] == [], "a refused body stored a fact"
 
 
+@pytest.mark.parametrize("action", ["", "   ", "\n\t"])
+async def test_http_refuses_a_blank_step_action_naming_it(action: str) -> None:
+    """A step's action that is empty or only whitespace: `422` naming
+    `steps.0.action`, as the MCP tool refuses it; nothing is recorded."""
+    async with http_service() as (http, _):
+        started = await http.post(
+            "/v1/requests", json={"agent": "a", "domain": "d", "request_id": "r"}
+        )
+        assert started.status_code == 201, started.text
+        r = await http.post(
+            "/v1/requests/steps", json={"request_id": "r", "steps": [{"action": action}]}
+        )
+        assert r.status_code == 422, r.text
+        doc = r.json()
+        assert doc["field"] == "steps.0.action", doc
+        # empty: below the schema's min_length (as an empty fact); blank: invalid-input
+        kind = "validation-failed" if action == "" else "invalid-input"
+        assert doc["type"] == PROBLEM + kind, doc
+
+
 # -- a forget's receipt names no stored scope --------------------------------------------
 def _flaky_knowledge(memory: Memory) -> None:
     """The store fails every listing of a domain's knowledge fragments (a

@@ -51,8 +51,9 @@ def _storable(value: str) -> str:
 
 
 def _non_blank(value: str) -> str:
-    """Text that is not only whitespace: a fact the library refuses as blank,
-    refused here where its field (`facts.0.content`) is known."""
+    """Text that is not only whitespace: a fact the library refuses as blank
+    (refused here where its field, `facts.0.content`, is known), a step's
+    action (a blank one records nothing an agent can read)."""
     if not value.strip():
         raise PydanticCustomError("text_blank", "must not be blank")
     return value
@@ -92,7 +93,9 @@ FactContent = Annotated[
     StrictStr, Field(min_length=1, max_length=100_000), _Text, AfterValidator(_non_blank)
 ]
 Query = Annotated[StrictStr, Field(max_length=65_536), _Text]
-Action = Annotated[StrictStr, Field(max_length=10_000), _Text]
+Action = Annotated[
+    StrictStr, Field(min_length=1, max_length=10_000), _Text, AfterValidator(_non_blank)
+]
 Outcome = Annotated[StrictStr, Field(max_length=1_000), _Text]
 Doing = Annotated[StrictStr, Field(max_length=10_000), _Text]
 #: At most this many facts, steps or knowledge items in one request.

@@ -289,6 +289,22 @@ async def test_http_refuses_a_blank_step_action_naming_it(action: str) -> None:
         assert doc["type"] == PROBLEM + kind, doc
 
 
+@pytest.mark.parametrize(
+    "query", ["user_id=%FF", "user_id=ok%C3", "user_id=a&lim%FFit=2", "user_id=%ED%A0%80"]
+)
+async def test_http_refuses_a_query_parameter_that_is_not_utf8(query: str) -> None:
+    """`?user_id=%FF` was read as U+FFFD, so different invalid bytes named one
+    user: refused as `invalid-input` naming the parameter."""
+    async with http_service() as (http, _):
+        r = await http.get(f"/v1/users/facts?{query}")
+        assert r.status_code == 422, r.text
+        doc = r.json()
+        assert doc["type"] == PROBLEM + "invalid-input", doc
+        assert doc["field"] == ("lim\ufffdit" if "lim" in query else "user_id"), doc
+        ok = await http.get("/v1/users/facts?user_id=%C3%A9t%C3%A9+x")  # valid UTF-8 still reads
+        assert ok.status_code == 200, ok.text
+
+
 # -- a forget's receipt names no stored scope --------------------------------------------
 def _flaky_knowledge(memory: Memory) -> None:
     """The store fails every listing of a domain's knowledge fragments (a

@@ -16,6 +16,7 @@ import logging
 import time
 import uuid
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.entrypoints.server.problems import Problem
@@ -28,6 +29,20 @@ _log = logging.getLogger("agent_memory.server")
 Scope = dict[str, Any]
 Message = dict[str, Any]
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _undecodable_parameter(query: bytes) -> str | None:
+    """The name of the first query parameter whose name or value is not UTF-8
+    once percent-decoded (Starlette reads such bytes as U+FFFD, so `%FF` and
+    `%FE` would name the same user), or None."""
+    for pair in query.split(b"&"):
+        name, _, value = pair.partition(b"=")
+        for part in (name, value):
+            try:
+                unquote_to_bytes(part.replace(b"+", b" ")).decode("utf-8")
+            except UnicodeDecodeError:
+                return unquote_to_bytes(name).decode("utf-8", "replace")
+    return None
 
 
 def _is_json(content_type: str) -> bool:
@@ -164,6 +179,13 @@ class Guard:
         """Read the body (its size into `sent`), then answer its problem or run the app."""
         problem, body = await self._read(scope, receive)
         sent["bytes_in"] = len(body)
+        bad = _undecodable_parameter(scope.get("query_string", b""))
+        if problem is None and bad is not None:
+            problem = Problem(
+                "invalid-input",
+                f"{bad}: the query parameter is not UTF-8 once percent-decoded",
+                field=bad,
+            )
         if problem is not None:
             await self._problem(send, problem, request_id)
             return

@@ -68,6 +68,7 @@ from agent_memory.domain.validation import (
 )
 from agent_memory.domain.views import (
     budget_bytes_for_tokens,
+    count_tokens,
     encode_text,
     shorten_text,
 )
@@ -645,9 +646,9 @@ class GraphMemory:
         items: list[ContextLine] = []
         if cp is not None:
             if cp.summary.strip():
-                allowance = budget_bytes_for_tokens(max(post.max_recovery_tokens // 2, 1))
-                summary = shorten_text(cp.summary, allowance)
-                items.append(ContextLine("checkpoint", f"summary: {encode_text(summary)}"))
+                half = max(post.max_recovery_tokens // 2, 1)
+                line = _summary_line(cp.summary, half, self._tokenizer)
+                items.append(ContextLine("checkpoint", line))
             items.extend(
                 ContextLine("checkpoint", f"decision: {encode_text(d)}") for d in cp.decisions
             )
@@ -678,6 +679,21 @@ class GraphMemory:
             checkpoint_id=None if cp is None else cp.id,
             failures=_failures(report),
         )
+
+
+def _summary_line(summary: str, max_tokens: int, tokenizer: Tokenizer | None) -> str:
+    """`summary: "<text>"`, the text shortened so that the line counts at most
+    `max_tokens` (by `tokenizer`, else `estimate_tokens`). Tokens are not 4 bytes
+    each (CJK, emoji, a byte-level tokenizer): starting from that allowance, it
+    narrows in proportion to the overshoot until the line fits (or nothing of
+    the text is left)."""
+    allowance = budget_bytes_for_tokens(max_tokens)
+    while True:
+        line = f"summary: {encode_text(shorten_text(summary, allowance))}"
+        tokens = count_tokens(line, tokenizer)
+        if tokens <= max_tokens or allowance == 0:
+            return line
+        allowance = min(allowance - 1, allowance * max_tokens // tokens)
 
 
 def _included(pre: PreTaskSettings, section: str) -> bool:

@@ -34,7 +34,7 @@ from attrs import define, field
 from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
 from agent_memory.domain.records import Entity, Lease
 from agent_memory.domain.steps import Step
-from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.validation import require_id, require_positive, require_scope
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
@@ -83,8 +83,12 @@ class RequestOptions:
         if not self.cleanup_timeout > 0:
             raise InvalidInput("cleanup_timeout", "must be positive")
         for name in ("window_limit", "entity_history_limit", "view_budget_bytes"):
-            if getattr(self, name) <= 0:
-                raise InvalidInput(name, "must be positive")
+            require_positive(getattr(self, name), name)  # an int: the views reject others
+        limit = self.coordination_limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
+            raise InvalidInput(
+                "coordination_limit", f"a non-negative integer is required, got {limit!r}"
+            )
 
 
 class AgentMemory:

@@ -66,7 +66,13 @@ from agent_memory.domain.user_facts import (
     parse_extraction,
     rule_extract,
 )
-from agent_memory.domain.validation import MAX_ID_BYTES, require_id, require_scope, require_text
+from agent_memory.domain.validation import (
+    MAX_ID_BYTES,
+    require_id,
+    require_positive,
+    require_scope,
+    require_text,
+)
 from agent_memory.domain.views import (
     FORMAT_VERSION,
     Fact,
@@ -152,6 +158,10 @@ class UserMemoryOptions:
     model_timeout: float = 60.0
     max_tokens: int = 1024
     profile_budget_bytes: int = 8000
+
+    def __attrs_post_init__(self) -> None:
+        # checked here, not at the first profile() (which named `budget_bytes`)
+        require_positive(self.profile_budget_bytes, "profile_budget_bytes")
 
 
 @frozen

@@ -56,7 +56,13 @@ class CharCounter:
         ("한국어", 5),
         ("カタカナ", 6),
         ("deploy 日本", 5),  # 1.3 + 3.0 = 4.3 -> 5
-        ("x" * 1000, 2),  # one long unit
+        ("x" * 1000, 163),  # a unit per 8 clusters begun: 125 x 1.3 = 162.5 -> 163
+        ("x" * 8, 2),
+        ("x" * 9, 3),  # 2 units
+        ("internationalization", 4),  # 20 letters: 3 units
+        ("a" + "\u0301" * 16, 4),  # one cluster of 17 code points: 1 + 2 units
+        ("e\u0301" * 9, 3),  # 9 clusters: 2 units (é, NFD)
+        ("\u00e9" * 9, 3),  # the same in NFC
         ("naïve café", 3),  # 2 words: a combining mark is no unit of its own
         ("nai\u0308ve cafe\u0301", 3),  # the same text in NFD
         ("हिंदी", 2),  # vowel signs stay with their consonant
@@ -297,6 +303,19 @@ def test_every_decomposable_character_estimates_the_same_in_nfc_and_nfd() -> Non
 @given(st.text(st.characters(max_codepoint=0x7F), max_size=60))
 def test_the_ascii_fast_path_agrees_with_the_cluster_count(text: str) -> None:
     assert estimate_tokens(text) == _estimate_by_clusters(text)
+
+
+@PROPERTY
+@example("x" * 50_000)  # one long word
+@example("a" + "\u0301" * 50_000)  # a letter under 50,000 combining marks
+@example("\u0e20\u0e32\u0e29\u0e32" * 500)  # a script written without spaces
+@given(st.one_of(TEXT_WITH_MARKS, hostile_texts(400), st.text(st.sampled_from("ab\u0301 "))))
+def test_no_text_passes_as_few_tokens(text: str) -> None:
+    """A bound below the estimate: a unit per 64 code points (in NFD) that are
+    not whitespace, at most (8 clusters of 8 code points in a run); a long word
+    or a pile of combining marks once counted as one unit, whatever its size."""
+    visible = sum(not c.isspace() for c in unicodedata.normalize("NFD", text))
+    assert estimate_tokens(text) >= visible / 64
 
 
 def _event(i: int, **kw: object) -> Event:

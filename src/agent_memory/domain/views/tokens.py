@@ -8,13 +8,17 @@ per Latin word unit and 1.5 per Han, Hiragana, Katakana or Hangul character,
 summed and rounded up, so space-free CJK text counts per character. Text is
 counted in grapheme clusters (`graphemes`), so a combining mark, joiner or
 variation selector never adds a unit, and canonically equivalent spellings
-(NFC and NFD) estimate the same.
+(NFC and NFD) estimate the same. A run of letters or digits counts a unit per 8
+clusters begun (`UNIT_CLUSTERS`), and a cluster of more than 8 code points adds
+a unit per further 8 begun: one 50,000-letter word, or a letter under 50,000
+combining marks, is thousands of tokens, not one.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
@@ -29,6 +33,7 @@ __all__ = [
     "DEFAULT_BUDGET_TOKENS",
     "TokenCounter",
     "TokenTrim",
+    "UNIT_CLUSTERS",
     "budget_bytes_for_tokens",
     "count_tokens",
     "estimate_tokens",
@@ -36,6 +41,11 @@ __all__ = [
 ]
 
 BYTES_PER_TOKEN = 4
+#: A run of letters/digits counts one word unit per this many grapheme clusters
+#: begun, and a cluster of more code points adds units (`estimate_tokens`), so
+#: one long word, a run of a script written without spaces, or a letter under
+#: thousands of combining marks cannot pass as one unit.
+UNIT_CLUSTERS = 8
 DEFAULT_BUDGET_TOKENS = 2_000
 DEFAULT_BUDGET_BYTES = DEFAULT_BUDGET_TOKENS * BYTES_PER_TOKEN
 
@@ -69,30 +79,39 @@ def _tokens(units: int, cjk: int) -> int:
 
 
 def _estimate_by_clusters(text: str) -> int:
-    """The estimate over grapheme clusters, each classed by its first character."""
+    """The estimate over grapheme clusters, each classed by its first character;
+    a run of letters/digits is a unit per `UNIT_CLUSTERS` clusters begun, and a
+    cluster of more than `UNIT_CLUSTERS` code points (in NFD, so NFC and NFD
+    agree) adds a unit per further `UNIT_CLUSTERS` begun."""
     units = cjk = 0
-    in_word = False
+    run = 0
     for cluster in grapheme_clusters(text):
         base = cluster[0]
+        if len(cluster) > 1:
+            width = len(unicodedata.normalize("NFD", cluster))
+            units += (width - 1) // UNIT_CLUSTERS
         if _CJK.match(base):
             cjk += 1
-            in_word = False
+            run = 0
         elif base.isalnum():
-            units += not in_word
-            in_word = True
-        else:
-            units += not base.isspace()
-            in_word = False
+            units += run % UNIT_CLUSTERS == 0
+            run += 1
+        else:  # a mark on a space is a visible symbol too
+            units += not base.isspace() or len(cluster) > 1
+            run = 0
     return _tokens(units, cjk)
 
 
 def estimate_tokens(text: str) -> int:
     """Script-aware estimate: ceil(1.3 x Latin word units + 1.5 x CJK characters),
-    counted in grapheme clusters (a word unit: a run of letters/digits, or one
-    punctuation or symbol character)."""
+    counted in grapheme clusters (a word unit: a run of letters/digits, one unit
+    per `UNIT_CLUSTERS` clusters begun, or one punctuation or symbol character;
+    a cluster of more than `UNIT_CLUSTERS` code points adds a unit per further
+    `UNIT_CLUSTERS` begun)."""
     if not text.isascii():
         return _estimate_by_clusters(text)
-    units = len(_WORD_UNIT.findall(text))  # ASCII: every code point is a cluster
+    # ASCII: every code point is a cluster
+    units = sum(-(-len(unit) // UNIT_CLUSTERS) for unit in _WORD_UNIT.findall(text))
     return _tokens(units, 0)
 
 

@@ -13,6 +13,7 @@ events that link the digest to the user were gone."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -24,8 +25,10 @@ from agent_memory.domain.triples import Triple
 from agent_memory.ports.storage import TripleStore
 from agent_memory.services.compaction import CACHE_KEY, Compactor
 from agent_memory.services.graph_memory import GraphMemory
-from agent_memory.services.user_memory import UserMemory
+from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, KnowledgeService
+from agent_memory.services.user_memory import UserMemory, user_cache_scope
 
+from .scripted import ScriptedModel
 from .test_forget_backends import EMB, SECRET, USER, Dump, backend
 
 __all__ = ["backend"]  # the fixture: memory, sqlite, redis and postgres
@@ -173,6 +176,64 @@ async def test_forget_between_the_steps_of_a_checkpoint_leaves_no_checkpoint_of_
                 assert SECRET not in await dump(), (
                     f"step {step}: the user's text in the raw backend"
                 )
+            if step >= trips:
+                break
+            step += 1
+    finally:
+        await stores.close()
+
+
+async def test_forget_between_the_steps_of_a_knowledge_extraction_leaves_no_fragment_of_the_user(
+    backend: tuple[str, Settings, Dump | None, TripleStore],
+) -> None:
+    """For every round trip of a request's knowledge extraction (`learn`: the
+    model call, the store, the cache) the user's forget runs right after it.
+    Afterwards no fragment derived from the user's request is stored, and the
+    raw backend holds none of its text. Without the in-flight mark, a forget
+    that ran during the model call left the fragments stored after it."""
+    url, settings, dump, _ = backend
+    clock = SystemClock()
+    stores = await open_stores(url, space=EMB.space, settings=settings)
+    assert stores.cache is not None
+    users = UserMemory(
+        store=stores.store, embedder=EMB, clock=clock, events=stores.events, cache=stores.cache
+    )
+    answer = json.dumps([{"content": f"Trips to {SECRET} need a visa", "importance": 0.8}])
+    step = 1
+    try:
+        while True:
+            trips = 0
+            forgot: list[Any] = []
+
+            async def after(at: int = step, forgot: list[Any] = forgot) -> None:
+                nonlocal trips
+                trips += 1
+                if trips == at:
+                    forgot.append(await users.forget(USER))
+
+            knowledge = KnowledgeService(
+                store=_After(stores.store, after),
+                embedder=_After(EMB, after),
+                clock=clock,
+                llm=_After(ScriptedModel([answer]), after),
+                cache=_After(stores.cache, after),
+            )
+            report = await knowledge.extract(
+                domain="travel", request_id=f"r{step}", result="done", wait=True, user_id=USER
+            )
+            assert report.ok, f"step {step}: {report.failures}"
+            assert forgot, f"step {step}: the forget ran"
+            assert forgot[0].complete, forgot[0].failures
+            left = await stores.store.list("travel", namespace=KNOWLEDGE_NAMESPACE)
+            assert [r.content for r in left.records] == [], (
+                f"step {step} of {trips}: a fragment of the forgotten user's request is stored"
+            )
+            assert await stores.cache.delete_prefix(user_cache_scope(USER), "") == 0, (
+                f"step {step}: the in-flight mark outlived the extraction"
+            )
+            if dump is not None:
+                raw = await dump()
+                assert SECRET not in raw, f"step {step}: the request's text in the raw backend"
             if step >= trips:
                 break
             step += 1

@@ -99,6 +99,7 @@ def knowledge_service(memory: Memory, *, clock: Clock | None = None) -> Knowledg
         clock=clock or SystemClock(),
         llm=memory.model("knowledge"),
         options=KnowledgeOptions(model_timeout=memory.settings.extraction_timeout),
+        cache=memory.cache,
     )
 
 

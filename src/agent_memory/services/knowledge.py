@@ -12,14 +12,17 @@ importance; the weights are configurable.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import secrets
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 import attrs
+import numpy as np
 from attrs import define
 
 from agent_memory.domain.errors import DuplicateRecord
@@ -28,19 +31,29 @@ from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
-from agent_memory.ports.storage import MemoryStore
+from agent_memory.ports.storage import Cache, MemoryStore
 from agent_memory.services.background import BackgroundReports
 from agent_memory.services.reports import StageReport
+from agent_memory.services.user_scope import user_cache_scope
 
 __all__ = [
+    "DOMAINS_OWNER",
     "KNOWLEDGE_NAMESPACE",
     "KnowledgeOptions",
     "KnowledgeService",
     "fragment_id",
+    "knowledge_domains",
     "parse_fragments",
 ]
 
 KNOWLEDGE_NAMESPACE = "knowledge"
+#: Every domain that has held knowledge is registered here (a record per
+#: domain, owner `DOMAINS_OWNER`, namespace `DOMAINS_NAMESPACE`, its content the
+#: domain), so a forget finds fragments derived from a user's data in domains
+#: the event log no longer lists (its events purged, or none recorded).
+DOMAINS_OWNER = "agent-memory.knowledge-domains"
+DOMAINS_NAMESPACE = "registry"
+DOMAIN_KIND = "knowledge.domain"
 EXTRACT_SYSTEM_PROMPT = (
     "Extract reusable operational knowledge from this result: facts, fixes and pitfalls "
     "another agent could apply later. Answer with ONLY a JSON array: "
@@ -90,6 +103,12 @@ def parse_fragments(text: str, limit: int) -> tuple[list[tuple[str, float]], str
     return out[:limit], None
 
 
+#: How long an extraction's in-flight mark outlives its model timeout (the
+#: embedding and the store after the answer); past it, the mark lapses and the
+#: fragments are withdrawn as if the user had been forgotten.
+_MARK_SLACK = timedelta(minutes=10)
+
+
 class KnowledgeService:
     """Stores and recalls a domain's knowledge fragments."""
 
@@ -101,13 +120,17 @@ class KnowledgeService:
         clock: Clock,
         llm: LanguageModel | None = None,
         options: KnowledgeOptions | None = None,
+        cache: Cache | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.clock = clock
         self.llm = llm
         self.options = options or KnowledgeOptions()
+        # where an extraction for a user marks itself in flight (`_extract`)
+        self.cache = cache
         self._background = BackgroundReports()
+        self._registered: set[str] = set()
 
     async def store_fragments(
         self,
@@ -128,6 +151,9 @@ class KnowledgeService:
             unique.setdefault(fragment_id(domain, kind, content, key), (content, importance))
         if not unique:
             return 0
+        # registered before the fragments are stored: a forget reads the
+        # registry after it has deleted the user's cache scope (see `_extract`)
+        await self._register(domain)
         ids = list(unique)
         vectors = await self.embedder.embed([unique[i][0] for i in ids])
         now = self.clock.now()
@@ -163,6 +189,27 @@ class KnowledgeService:
                     else:
                         await self.store.update(record)
         return len(ids)
+
+    async def _register(self, domain: str) -> None:
+        """Record `domain` in the knowledge-domain registry (once per process)."""
+        if domain in self._registered:
+            return
+        record_id = "domain-" + hashlib.sha256(domain.encode("utf-8")).hexdigest()[:32]
+        if await self.store.get(DOMAINS_OWNER, record_id) is None:
+            now = self.clock.now()
+            record = MemoryRecord(
+                id=record_id,
+                owner=DOMAINS_OWNER,
+                namespace=DOMAINS_NAMESPACE,
+                kind=DOMAIN_KIND,
+                content=domain,
+                vector=np.zeros(self.store.space.dimension, dtype=np.float32),
+                created_at=now,
+                updated_at=now,
+            )
+            with contextlib.suppress(DuplicateRecord):  # registered by a concurrent writer
+                await self.store.add([record])
+        self._registered.add(domain)
 
     async def extract(
         self,
@@ -202,6 +249,7 @@ class KnowledgeService:
         user_id: str | None = None,
     ) -> StageReport:
         assert self.llm is not None
+        marker = await self._mark(user_id, request_id, report)
         try:
             answer = await self.llm.complete(
                 f"Result of request {request_id}:\n{result}",
@@ -218,9 +266,62 @@ class KnowledgeService:
             report.details["stored"] = await self.store_fragments(
                 domain, fragments, kind="fragment", attributes=attributes
             )
+            if marker is not None:
+                await self._withdraw_if_forgotten(domain, fragments, marker, report)
         except Exception as exc:
             report.fail("extract", exc)
         return report
+
+    async def _mark(
+        self, user_id: str | None, request_id: str, report: StageReport
+    ) -> tuple[str, str] | None:
+        """Mark an extraction for `user_id` in flight: an entry in the user's
+        cache scope, which `UserMemory.forget` deletes before it deletes the
+        fragments derived from the user's data. (scope, key), or None without a
+        user or a cache (or when the mark cannot be written: reported)."""
+        if user_id is None or self.cache is None:
+            return None
+        scope = user_cache_scope(user_id)
+        key = f"knowledge-extraction:{secrets.token_hex(8)}"
+        ttl = timedelta(seconds=self.options.model_timeout) + _MARK_SLACK
+        try:
+            await self.cache.put(scope, key, request_id.encode("utf-8"), ttl=ttl)
+        except Exception as exc:
+            report.fail("mark-in-flight", exc)
+            return None
+        return scope, key
+
+    async def _withdraw_if_forgotten(
+        self,
+        domain: str,
+        fragments: Sequence[tuple[str, float]],
+        marker: tuple[str, str],
+        report: StageReport,
+    ) -> None:
+        """Delete the fragments just stored when the user was forgotten while
+        they were extracted. A forget deletes the user's cache scope, then the
+        fragments derived from the user: either its cache deletion came before
+        this read (the mark is gone: the fragments are withdrawn here) or after
+        it, and then its fragment deletion comes after the store too. A mark
+        that cannot be read withdraws them (as if gone)."""
+        assert self.cache is not None
+        scope, key = marker
+        try:
+            present = await self.cache.get(scope, key) is not None
+        except Exception as exc:
+            report.fail("read-mark", exc)
+            present = False
+        if present:
+            try:
+                await self.cache.delete(scope, key)
+            except Exception as exc:  # it lapses with its TTL
+                report.fail("clear-mark", exc)
+            return
+        withdrawn = 0
+        for content, _ in fragments:
+            if await self.store.delete(domain, fragment_id(domain, "fragment", content)):
+                withdrawn += 1
+        report.details["withdrawn"] = withdrawn
 
     async def recall(self, domain: str, query: str, *, limit: int = 5) -> list[KnowledgeItem]:
         """Fragments ranked by weighted relevance, recency and importance."""
@@ -246,3 +347,21 @@ class KnowledgeService:
         return [
             KnowledgeItem(id=r.id, content=r.content, score=round(s, 6)) for s, r in scored[:limit]
         ]
+
+
+async def knowledge_domains(store: MemoryStore) -> list[str]:
+    """Every domain the knowledge-domain registry of `store` lists, sorted."""
+    out: set[str] = set()
+    cursor = None
+    while True:
+        page = await store.list(
+            DOMAINS_OWNER,
+            namespace=DOMAINS_NAMESPACE,
+            kinds=[DOMAIN_KIND],
+            limit=200,
+            cursor=cursor,
+        )
+        out.update(r.content for r in page.records)
+        if page.next_cursor is None:
+            return sorted(out)
+        cursor = page.next_cursor

@@ -28,7 +28,6 @@ graph checkpoints owned by the user id go too.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -67,7 +66,6 @@ from agent_memory.domain.user_facts import (
     rule_extract,
 )
 from agent_memory.domain.validation import (
-    MAX_ID_BYTES,
     require_id,
     require_positive,
     require_scope,
@@ -94,10 +92,11 @@ from agent_memory.services.graph_memory import (
     forget_checkpoints,
     is_checkpoint_of,
 )
-from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE
+from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, knowledge_domains
 from agent_memory.services.observability import Observability, hashed_id, view_attributes
 from agent_memory.services.reports import StageReport
 from agent_memory.services.uninterrupted import Uninterrupted
+from agent_memory.services.user_scope import user_cache_scope
 
 __all__ = [
     "ForgetReceipt",
@@ -129,17 +128,6 @@ RECONCILE_SYSTEM_PROMPT = (
 
 #: Operations other than ADD that store a candidate's text (DUPLICATE stores nothing).
 _STORING = frozenset({Operation.UPDATE, Operation.CONTRADICT})
-
-
-def user_cache_scope(user_id: str) -> str:
-    """The cache scope of entries derived from one user's data: `user:` and the
-    id as JSON, or `user:sha256:<hex of the id>` when that would pass
-    MAX_ID_BYTES (a valid user id takes up to 512 bytes, its JSON more; no JSON
-    string starts with `s`, so the two forms never meet)."""
-    scope = "user:" + json.dumps(user_id, ensure_ascii=False)
-    if len(scope.encode("utf-8")) <= MAX_ID_BYTES:
-        return scope
-    return "user:sha256:" + hashlib.sha256(user_id.encode("utf-8")).hexdigest()
 
 
 @define
@@ -506,11 +494,16 @@ class UserMemory:
         universal = sum(ns == UNIVERSAL_NAMESPACE for ns in spaces)
         if universal:
             report.details["universal"] = universal
-        vectors = await self.embedder.embed([c.content for c in candidates])
-        neighbours = [
-            await self._neighbours(user_id, spaces[i], vectors[i], c.category)
-            for i, c in enumerate(candidates)
-        ]
+        try:  # fail-open: an embedder or store failure is reported, not raised
+            vectors = await self.embedder.embed([c.content for c in candidates])
+            neighbours = [
+                await self._neighbours(user_id, spaces[i], vectors[i], c.category)
+                for i, c in enumerate(candidates)
+            ]
+        except Exception as exc:
+            report.fail("neighbours", exc)
+            report.details["operations"] = {}
+            return report
         decisions: dict[int, Classification] = {}
         pending: list[int] = []
         for i, candidate in enumerate(candidates):
@@ -1056,7 +1049,15 @@ class UserMemory:
                         derived.append(Invalidated("digest", domain, "digest"))
                 except Exception as exc:
                     failures.append(_failure("digest", exc, domain))
-        derived.extend(await self._forget_fragments(self.store, user_id, mine, domains, failures))
+        # Read after the user's cache scope was deleted: an extraction racing
+        # this forget registers its domain before it stores, and withdraws what
+        # it stored when its in-flight mark (in that scope) is gone.
+        known = list(domains)
+        try:
+            known += await knowledge_domains(self.store)
+        except Exception as exc:
+            failures.append(_failure("knowledge domains", exc))
+        derived.extend(await self._forget_fragments(self.store, user_id, mine, known, failures))
         derived.extend(await self._forget_graph(user_id, failures))
         if namespaces:
             derived.append(Invalidated("langgraph_namespaces", user_id, "*", namespaces))

@@ -8,11 +8,15 @@ Both are leases in the domain's scope:
   it is advisory: a second request is told who holds it, and goes on. Claims
   are not renewed: they expire at their TTL unless renewal is asked for.
 Keys embed JSON-encoded parts, so no agent, request or entity id can forge or
-collide with another key, and a prefix scan finds exactly one kind.
+collide with another key, and a prefix scan finds exactly one kind. A key (or
+owner) whose JSON would pass the 512-byte bound of lease keys holds its SHA-256
+instead (`claim:#<hex>`): long ids are coordinated too; a claim's payload names
+its entity.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -21,6 +25,7 @@ from typing import Any
 from attrs import frozen
 
 from agent_memory.domain.records import Entity, Lease
+from agent_memory.domain.validation import MAX_ID_BYTES
 from agent_memory.ports.storage import LeaseStore
 
 __all__ = [
@@ -40,17 +45,27 @@ CLAIM_PREFIX = "claim:"
 _CLAIM_ATTEMPTS = 3
 
 
+def _bounded(prefix: str, parts: Sequence[str]) -> str:
+    """`prefix` + the JSON of `parts`, or, when that is over MAX_ID_BYTES (the
+    bound of a lease key or owner; every part may be that long itself),
+    `prefix` + "#" + its SHA-256: JSON starts with "[", so the two never collide."""
+    text = json.dumps(list(parts), ensure_ascii=False)
+    if len((prefix + text).encode("utf-8")) <= MAX_ID_BYTES:
+        return prefix + text
+    return prefix + "#" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def signal_key(agent: str, request_id: str) -> str:
-    return SIGNAL_PREFIX + json.dumps([agent, request_id], ensure_ascii=False)
+    return _bounded(SIGNAL_PREFIX, [agent, request_id])
 
 
 def claim_key(entity: Entity) -> str:
-    return CLAIM_PREFIX + json.dumps([entity.type, entity.id], ensure_ascii=False)
+    return _bounded(CLAIM_PREFIX, [entity.type, entity.id])
 
 
 def request_owner(agent: str, request_id: str) -> str:
     """The lease owner string of one request (unique per agent + request)."""
-    return json.dumps([agent, request_id], ensure_ascii=False)
+    return _bounded("", [agent, request_id])
 
 
 @frozen
@@ -179,7 +194,12 @@ class Coordinator:
         it is acquired again (a few times), so the result never says "held"
         with no holder when nobody holds it (unless that keeps happening)."""
         payload = json.dumps(
-            {"agent": agent, "request_id": request_id, "since": started_at.isoformat()},
+            {
+                "agent": agent,
+                "request_id": request_id,
+                "since": started_at.isoformat(),
+                "entity": [entity.type, entity.id],  # a hashed key does not say
+            },
             ensure_ascii=False,
         ).encode("utf-8")
         key = claim_key(entity)
@@ -249,12 +269,17 @@ class Coordinator:
         """(entity, holder agent, holder request, since) for every live claim."""
         out = []
         for lease in await self._leases.scan(self._domain, CLAIM_PREFIX):
+            data = _decode(lease.payload)
+            named = lease.key[len(CLAIM_PREFIX) :]
             try:
-                etype, eid = json.loads(lease.key[len(CLAIM_PREFIX) :])
+                # the key names the entity, unless it is hashed (a long one)
+                parts: Any = data.get("entity") if named.startswith("#") else json.loads(named)
+                etype, eid = parts
                 entity = Entity(type=etype, id=eid)
+                if named.startswith("#") and claim_key(entity) != lease.key:
+                    continue  # a payload naming another entity than the key's
             except (ValueError, TypeError):
                 continue
-            data = _decode(lease.payload)
             agent, request_id = data.get("agent"), data.get("request_id")
             if isinstance(agent, str) and isinstance(request_id, str):
                 out.append((entity, agent, request_id, _time(data.get("since"))))

@@ -207,6 +207,11 @@ return out
 #: events per purge script call (a script blocks its server while it runs)
 _PURGE_BATCH = 500
 
+#: event-time scores (µs) are exact doubles strictly within +-2**53 of the epoch
+_EXACT = 2**53
+#: "no limit" for the window script reading a band beyond _EXACT whole
+_ALL = 2**31
+
 _Ref = tuple[str, str]  # (domain, event id)
 _RawRef = tuple[str, bytes]  # (domain, event id as stored)
 
@@ -218,11 +223,12 @@ def _recorded_key(time_key: str) -> str:
     return time_key[:-1] + "r"
 
 
-def _is_judged(e: Event, judged: tuple[bytes, int]) -> bool:
+def _is_judged(e: Event, judged: tuple[bytes, float]) -> bool:
     """Whether `e` is the event whose score the purge read: its recorded time
     (kind b"r") or, for an event without one, its event time (b"t")."""
     kind, score = judged
-    return to_micros(e.recorded_at if kind == b"r" else e.occurred_at) == score
+    # the score as stored: a double (inexact beyond +-2**53 µs of the epoch)
+    return float(to_micros(e.recorded_at if kind == b"r" else e.occurred_at)) == score
 
 
 def _domain_hex(domain: str) -> bytes:
@@ -395,17 +401,37 @@ class RedisEventLog(RedisHandle):
                 own = k.ev_domain_entity(domain, entity.type, entity.id)
                 glob = k.ev_global_entity(entity.type, entity.id)
             n = limit + 1
-            top = "+inf" if until is None else f"({to_micros(until)}"
-            args = [top, to_micros(since), to_micros(self._cutoff()), n]
+            lo, hi = to_micros(since), None if until is None else to_micros(until)
+            cutoff = to_micros(self._cutoff())
+            # Scores are doubles: exact only within (-_EXACT, _EXACT) µs of the
+            # epoch (1684-2255). The exact band is read in score order, limited;
+            # the bands beyond (rare) are read whole and ordered by the payloads'
+            # own times, newer band first.
+            top = "+inf" if hi is None else f"({hi}"
+            if hi is None or hi > _EXACT:
+                top = f"({_EXACT}"
+            bottom = str(lo) if lo > -_EXACT else f"({-_EXACT}"
+            args = [top, bottom, cutoff, n]
+            sets = [
+                [own, _recorded_key(k.ev_domain(domain))],
+                [glob, _recorded_key(k.ev_global())],
+            ]
+            calls = [(keys, args) for keys in sets]
+            later = hi is None or hi > _EXACT
+            earlier = lo <= -_EXACT
+            if later:
+                calls += [(keys, ["+inf", _EXACT, cutoff, _ALL]) for keys in sets]
+            if earlier:
+                calls += [(keys, [-_EXACT, "-inf", cutoff, _ALL]) for keys in sets]
             with translate("window"):
                 # Flat [member, score, ...] replies, each slot's range read in its script.
-                own_rows, glob_rows = await self._eval(
-                    self._window,
-                    [
-                        ([own, _recorded_key(k.ev_domain(domain))], args),
-                        ([glob, _recorded_key(k.ev_global())], args),
-                    ],
-                )
+                own_rows, glob_rows, *far = await self._eval(self._window, calls)
+                inexact = [
+                    await self._inexact(domain, far[i], far[i + 1], since, until)
+                    for i in range(0, len(far), 2)
+                ]
+                newer = inexact[0] if later else []
+                older = inexact[-1] if earlier else []
                 # Merge by (time, id, domain) desc before fetching: only the page's payloads
                 # travel. Raw UTF-8 ids and hex domains sort as their strings do (code
                 # point order), so only the page's references are decoded.
@@ -420,7 +446,7 @@ class RedisEventLog(RedisHandle):
                 merged.sort(reverse=True)
                 names = {own_hex: domain}
                 refs: list[_RawRef] = []
-                for _, i, h in merged[:limit]:
+                for _, i, h in merged[: max(limit - len(newer), 0)]:
                     d = names.get(h)
                     if d is None:
                         d = names[h] = bytes.fromhex(h.decode()).decode("utf-8")
@@ -431,7 +457,34 @@ class RedisEventLog(RedisHandle):
                 for (d, _), e in zip(refs, found, strict=True)
                 if e is not None and (e.is_global or (d == domain and not e.is_global))
             ]
-            return EventWindow(events=tuple(rows), limited=len(merged) > limit)
+            rows = [*newer, *rows, *older][:limit]
+            matched = len(newer) + len(merged) + len(older)
+            return EventWindow(events=tuple(rows), limited=matched > limit)
+
+    async def _inexact(
+        self,
+        domain: str,
+        own_rows: Sequence[bytes],
+        glob_rows: Sequence[bytes],
+        since: datetime,
+        until: datetime | None,
+    ) -> list[Event]:
+        """The live events of a band whose scores are inexact (beyond
+        +-`_EXACT` µs), read whole: filtered and ordered by their own times."""
+        refs: list[_RawRef] = [(domain, i) for i in own_rows[0::2]]
+        for member in glob_rows[0::2]:
+            id_raw, _, dom_hex = member.rpartition(b"\x00")
+            refs.append((bytes.fromhex(dom_hex.decode()).decode("utf-8"), id_raw))
+        rows = [
+            e
+            for (d, _), e in zip(refs, await self._payloads(refs), strict=True)
+            if e is not None
+            and (e.is_global or d == domain)
+            and since <= e.occurred_at
+            and (until is None or e.occurred_at < until)
+        ]
+        rows.sort(key=lambda e: (e.occurred_at, e.id, e.domain.encode().hex()), reverse=True)
+        return rows
 
     async def _payloads(self, refs: Sequence[_Ref | _RawRef]) -> list[Event | None]:
         """Fetch payloads with one HMGET per domain, in one round trip."""
@@ -551,7 +604,16 @@ class RedisEventLog(RedisHandle):
         async with self._life.op():
             with translate("domains"):
                 known: Any = await self._r.smembers(self._keys.ev_domains())
-            return sorted(d.decode("utf-8") for d in known)
+                names = [d.decode("utf-8") for d in known]
+                # The set of known domains is never pruned (a prune racing an
+                # append could drop a domain that has events, hiding them from
+                # user_events and erase_user): a domain is listed while it still
+                # holds a payload (its hash, which Redis removes once empty).
+                pipe = self._r.pipeline(transaction=False)
+                for d in names:
+                    pipe.exists(self._keys.ev_payloads(d))
+                held = await pipe.execute() if names else []
+            return sorted(d for d, n in zip(names, held, strict=True) if int(n))
 
     async def purge_expired(self) -> int:
         async with self._life.op():
@@ -565,7 +627,7 @@ class RedisEventLog(RedisHandle):
                     self._expired, [([key, _recorded_key(key)], [cutoff]) for key in sets]
                 )
                 # (domain, id) -> the score it was judged by: (b"r", recorded) or (b"t", time)
-                judged: dict[_Ref, tuple[bytes, int]] = {}
+                judged: dict[_Ref, tuple[bytes, float]] = {}
                 for d, rows in zip([*domains, None], results, strict=True):
                     for member, kind, score in zip(rows[0::3], rows[1::3], rows[2::3], strict=True):
                         ref = (
@@ -573,7 +635,7 @@ class RedisEventLog(RedisHandle):
                             if d is None
                             else (d, member.decode("utf-8", "surrogatepass"))
                         )
-                        judged.setdefault(ref, (kind, int(float(score))))
+                        judged.setdefault(ref, (kind, float(score)))
                 refs = list(judged)
                 read: list[tuple[_Ref, bytes | None, Event | None]] = []
                 for ref, raw in zip(refs, await self._raw(refs), strict=True):

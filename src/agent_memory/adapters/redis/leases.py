@@ -1,4 +1,6 @@
-"""`LeaseStore` on Redis: one Lua script per operation, server time, PX expiry.
+"""`LeaseStore` on Redis: one Lua script per operation, server time, PX expiry
+(the scripts also compare the stored expiry with the server's time, so a lease
+ends at its `expires_at` exactly, not a millisecond later as PX would have it).
 
 Per scope (hash tag = digest of the scope): a hash per lease (owner, token,
 expiry, payload, raw key) with PX expiry, a fencing counter per key that has no
@@ -47,6 +49,7 @@ _ACQUIRE = (
     _NOW
     + """
 local holder = redis.call('HGET', KEYS[1], 'owner')
+if holder and tonumber(redis.call('HGET', KEYS[1], 'exp')) <= now then holder = false end
 local token
 if holder then
   if holder ~= ARGV[1] then return false end
@@ -67,6 +70,7 @@ _RENEW = (
     _NOW
     + """
 local holder = redis.call('HGET', KEYS[1], 'owner')
+if holder and tonumber(redis.call('HGET', KEYS[1], 'exp')) <= now then holder = false end
 if not holder then return {} end
 if holder ~= ARGV[1] then return {holder} end
 local exp = now + tonumber(ARGV[2])
@@ -78,12 +82,35 @@ return {redis.call('HGET', KEYS[1], 'token'), exp, redis.call('HGET', KEYS[1], '
 )
 
 # KEYS: lease, index. ARGV: owner, raw key.
-_RELEASE = """
+_RELEASE = (
+    _NOW
+    + """
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return 0 end
+if tonumber(redis.call('HGET', KEYS[1], 'exp')) <= now then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
+)
+
+# KEYS: leases (one scope's slot). -> per lease its HGETALL while it is live,
+# else an empty reply. A lease expires at its `exp` (ms, server time) exactly:
+# the key's own PX expiry lets it be read for the millisecond it ends in.
+_READ = (
+    _NOW
+    + """
+local out = {}
+for i = 1, #KEYS do
+  local exp = redis.call('HGET', KEYS[i], 'exp')
+  if exp and tonumber(exp) > now then
+    out[i] = redis.call('HGETALL', KEYS[i])
+  else
+    out[i] = {}
+  end
+end
+return out
+"""
+)
 
 # KEYS: index, then the lease of each member. ARGV: the members (raw keys) whose
 # lease scan found expired. Each leaves the index only if its lease still does not
@@ -149,6 +176,7 @@ class RedisLeaseStore(RedisHandle):
         self._renew = self._r.register_script(_RENEW)
         self._release = self._r.register_script(_RELEASE)
         self._forget_expired = self._r.register_script(_FORGET_EXPIRED)
+        self._read = self._r.register_script(_READ)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> RedisLeaseStore:
@@ -241,6 +269,15 @@ class RedisLeaseStore(RedisHandle):
                 )
             return bool(done)
 
+    async def _read_live(self, scope: str, keys: list[str]) -> list[dict[bytes, bytes]]:
+        """The live leases' fields (empty when expired or missing), per key."""
+        out: list[dict[bytes, bytes]] = []
+        for start in range(0, len(keys), _BATCH):
+            batch = [self._keys.lease(scope, key) for key in keys[start : start + _BATCH]]
+            replies: Any = await self._read(keys=batch)
+            out += [dict(zip(r[0::2], r[1::2], strict=True)) for r in replies]
+        return out
+
     @staticmethod
     def _decode(scope: str, key: str, raw: dict[bytes, bytes]) -> Lease | None:
         if not raw:
@@ -259,7 +296,7 @@ class RedisLeaseStore(RedisHandle):
             require_scope(scope, "scope")
             require_id(key, "key")
             with translate("get"):
-                raw: Any = await self._r.hgetall(self._keys.lease(scope, key))
+                (raw,) = await self._read_live(scope, [key])
             return self._decode(scope, key, raw)
 
     async def scan(self, scope: str, prefix: str = "") -> list[Lease]:
@@ -271,10 +308,7 @@ class RedisLeaseStore(RedisHandle):
             with translate("scan"):
                 members: Any = await self._r.zrangebylex(index, lo, hi)
                 keys = [m.decode("utf-8", "surrogatepass") for m in members]
-                pipe = self._r.pipeline(transaction=False)
-                for key in keys:
-                    pipe.hgetall(self._keys.lease(scope, key))
-                raws = await pipe.execute() if keys else []
+                raws = await self._read_live(scope, keys)
                 gone = [
                     (m, key) for m, key, raw in zip(members, keys, raws, strict=True) if not raw
                 ]

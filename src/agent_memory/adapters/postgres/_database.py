@@ -378,6 +378,11 @@ class PostgresDatabase:
         self._quiet_until = 0.0
         self._quiet_reason = ""
         self._silent = False  # a round trip got no answer; no call succeeded since
+        # The pool found no connection in time and the server was not silent (it
+        # refuses, or it is gone): each call then first tries one connection of
+        # its own, and fails at once with libpq's reason when that is refused,
+        # instead of waiting `connect_timeout` for the pool.
+        self._away = False
 
     @property
     def url(self) -> str:
@@ -585,15 +590,24 @@ class PostgresDatabase:
         """A connection from the pool that is not dead; the dead ones go back to
         the pool, which discards them and opens replacements."""
         deadline = time.monotonic() + self._connect_timeout
+        if self._away:
+            why = await self._connect_error()
+            if why is not None:
+                raise BackendUnavailable(BACKEND, f"cannot connect: {why}")
+            self._away = False  # it answers again: the pool connects too
         while True:
             self._waiting += 1  # no connection is parked while a borrower waits
             try:
                 conn = await pool.getconn(timeout=deadline - time.monotonic())
             except (PoolTimeout, psycopg.Error) as exc:
-                if isinstance(exc, PoolTimeout) and self._silent:
-                    # still silent (a stopped server accepts, never answers);
-                    # a server that refuses or is away is not held against it
-                    self._went_quiet(f"no connection within {self._connect_timeout:g} s")
+                if isinstance(exc, PoolTimeout):
+                    if self._silent:
+                        # still silent (a stopped server accepts, never answers)
+                        self._went_quiet(f"no connection within {self._connect_timeout:g} s")
+                    else:
+                        # refused or gone: the next calls ask the server first,
+                        # and fail at once while it still refuses
+                        self._away = True
                 raise BackendUnavailable(BACKEND, f"{type(exc).__name__}: {exc}") from exc
             finally:
                 self._waiting -= 1

@@ -35,7 +35,8 @@ Clause ids (each assertion message starts with one):
 - C-DELP-1  delete_prefix deletes exactly the keys starting with the prefix and
             returns their count (0 when none).
 - C-DELP-2  prefix characters such as `* ? [ % _ \\` are literal.
-- C-ISO-1   scopes are isolated, whatever characters their names hold.
+- C-ISO-1   scopes are isolated, whatever characters their names hold (a key
+            put in one scope is absent from every other).
 - C-ISO-2   (scope, key) pairs that join to the same string stay distinct.
 - C-ISO-3   keys are compared exactly: keys one trim, case fold or Unicode
             normalisation apart (`"k"`/`"K"`, `"k "`, `"\\u00e9"`/`"e\\u0301"`,
@@ -57,7 +58,8 @@ Clause ids (each assertion message starts with one):
 - C-SHARED-1 a second handle sees the first one's entries. Needs `reopen`.
 - C-LIST-1  (when the cache implements `CacheListing`) `entries(scope, prefix)` lists
             the scope's live entries under the literal prefix (`%`, `_`, `*`
-            match only themselves), by key, with value and expires_at (None
+            match only themselves), by key in code-point order (binary
+            collation: "B" before "a"), with value and expires_at (None
             without ttl; else put time + ttl within the ttl resolution, not
             the listing time + ttl).
 - C-CANARY-1 the fixture yields an empty cache: nothing written by an earlier
@@ -387,6 +389,12 @@ class CacheContract(ShortTtl):
         assert left == b"second", clause(
             "C-ISO-1", f"clearing {first!r} leaves {second!r} intact", left, want=b"second"
         )
+        # a key only one scope holds is absent from the other (no lookup by key alone)
+        await cache.put(first, "only-first", b"mine")
+        absent = await cache.get(second, "only-first")
+        assert absent is None, clause(
+            "C-ISO-1", f"a key put in {first!r} only is absent from {second!r}", absent, want=None
+        )
 
     @pytest.mark.parametrize("sep", _SEPARATORS)
     async def test_scope_key_join_collision(self, cache: Cache, sep: str) -> None:
@@ -703,6 +711,15 @@ class CacheContract(ShortTtl):
         every = [e.key for e in await cache.entries("s")]
         assert every == ["k%", "k/a", "k/b", "k/c"], clause(
             "C-LIST-1", "no prefix lists the whole scope", every, want=["k%", "k/a", "k/b", "k/c"]
+        )
+        # code-point order: upper case before lower case, "é" after "z" (a
+        # case-insensitive or locale collation orders these otherwise)
+        mixed = ["o/b", "o/B", "o/é", "o/a", "o/Z", "o/z", "o/A"]
+        for key in mixed:
+            await cache.put("s3", key, key.encode())
+        order = [e.key for e in await cache.entries("s3")]
+        assert order == sorted(mixed), clause(
+            "C-LIST-1", "entries are ordered by key in code-point order", order, want=sorted(mixed)
         )
 
     # -- canary (last) ---------------------------------------------------------

@@ -21,8 +21,8 @@ suite assumes a retention of at least a day (the default is 60 days).
 
 Clause ids (each assertion message starts with one):
 
-- EL-ORD-1  the window is newest first by `occurred_at`, not by arrival: older
-            events appended late land in their time slot.
+- EL-ORD-1  the window is newest first by `occurred_at`, not by arrival (nor
+            by `recorded_at`): older events appended late land in their time slot.
 - EL-ORD-2  events with equal `occurred_at` are ordered by id descending
             (code-point order).
 - EL-ORD-3  for any set of events appended in any batches, the window equals
@@ -65,7 +65,8 @@ Clause ids (each assertion message starts with one):
 - EL-RET-1  events recorded longer than `retention` ago are never returned,
             whatever `since`.
 - EL-RET-2  `purge_expired` deletes exactly the expired events (the count) and
-            keeps the rest.
+            keeps the rest; a domain left without events is no longer listed
+            by `domains` (it was until the purge).
 - EL-RET-3  retention counts from ingestion: an event expires at
             `recorded_at + retention`; one recorded now with an old event time
             is returned (and survives the purge) until then.
@@ -307,8 +308,16 @@ class EventLogContract:
         else:
             batches = [[evs[0], evs[3], evs[6]], [evs[8], evs[1]], [evs[5], evs[2], evs[7]]]
             batches.append([evs[4]])
+        # recorded_at follows arrival (as a recorder stamps it), so a window
+        # ordered by recorded_at is caught as surely as one in insertion order
+        arrived = base + timedelta(minutes=10)
+        position = 0
         for batch in batches:
-            await event_log.append(batch)
+            stamped = []
+            for e in batch:
+                stamped.append(attrs.evolve(e, recorded_at=arrived + timedelta(seconds=position)))
+                position += 1
+            await event_log.append(stamped)
         got = _ids(await self._all(event_log, d))
         want = [f"e{i}" for i in reversed(range(9))]
         assert got == want, clause(
@@ -1009,10 +1018,29 @@ class EventLogContract:
         When this fails, check the purge's cutoff (now - retention, by recorded_at)
         and that it covers every domain and the global index.
         """
-        await self._retention_fixture(event_log)
+        now = await self._retention_fixture(event_log)
+        # a domain whose only event is expired: listed until the purge, not after
+        r = event_log.retention
+        await event_log.append(
+            [_recorded(_event("ret-gone", "old-x", now - r - timedelta(hours=2)))]
+        )
+        listed = await event_log.domains()
+        assert listed == ["ret-a", "ret-b", "ret-gone"], clause(
+            "EL-RET-2",
+            "before the purge, domains lists a domain whose only event is expired",
+            listed,
+            want=["ret-a", "ret-b", "ret-gone"],
+        )
         purged = await event_log.purge_expired()
-        assert purged == 2, clause(
-            "EL-RET-2", "purge_expired deletes the 2 expired events", purged, want=2
+        assert purged == 3, clause(
+            "EL-RET-2", "purge_expired deletes the 3 expired events", purged, want=3
+        )
+        listed = await event_log.domains()
+        assert listed == ["ret-a", "ret-b"], clause(
+            "EL-RET-2",
+            "after the purge, domains no longer lists a domain left without events",
+            listed,
+            want=["ret-a", "ret-b"],
         )
         again = await event_log.purge_expired()
         assert again == 0, clause("EL-RET-2", "a second purge finds nothing", again, want=0)

@@ -39,7 +39,7 @@ Clause ids (each assertion message starts with one):
             `LeaseNotHeld`.
 - LS-RENEW-3 renew by the owner sets expires_at to now + ttl (counted from the
             call, not from the old expiry) and keeps the token; the payload is
-            replaced when given and kept when None.
+            replaced when given (`b""` too) and kept when None.
 - LS-REL-1  release by a non-owner (or of a free key) returns False and changes
             nothing.
 - LS-REL-2  release by the owner returns True; the key is free (get is None).
@@ -473,7 +473,9 @@ class LeaseStoreContract(ShortTtl):
             "LS-RENEW-2", "a refused renew revives nothing", got, want=None, detail=_brief(got)
         )
 
-    @pytest.mark.parametrize("payload", [None, b"new\xff"], ids=["keep-payload", "new-payload"])
+    @pytest.mark.parametrize(
+        "payload", [None, b"new\xff", b""], ids=["keep-payload", "new-payload", "empty-payload"]
+    )
     async def test_renew_extends(self, leases: LeaseStore, payload: bytes | None) -> None:
         """Renew extends expires_at, keeps the token; payload replaced or kept.
 
@@ -673,7 +675,9 @@ class LeaseStoreContract(ShortTtl):
         When this fails, check the prefix match (starts-with on the key only, not
         on the scope) and the sort (code-point order, e.g. COLLATE "C").
         """
-        keys = ["b", "a/2", "A", "a/1", "a", "ab", "c", "a%", "é"]
+        # "A" and "B" sort before every lowercase key by code point; a
+        # case-insensitive collation would put "B" between "ab" and "b"
+        keys = ["b", "a/2", "A", "a/1", "B", "a", "ab", "c", "a%", "é"]
         for k in keys:
             await self._must_acquire("LS-SCAN-1", leases, "s", k, "o", payload=k.encode() + b"\xff")
         got = [(x.key, x.payload) for x in await leases.scan("s", "a")]

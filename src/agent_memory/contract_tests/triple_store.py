@@ -26,8 +26,9 @@ Clause ids (each assertion message starts with one):
               given filters at once, in every combination: no filter is dropped
               because another is given); no filter returns every triple of the
               owner.
-- TS-Q-2      results are newest first, then loop, subject, predicate, object
-              ascending by code point; `limit` cuts after ordering.
+- TS-Q-2      results are newest first (to the microsecond), then loop, subject,
+              predicate, object ascending by code point; `limit` cuts after
+              ordering.
 - TS-Q-3      `% _ * ? [ \\`, case, spaces and Unicode forms in a filter are
               literal: no pattern widening, trimming or normalisation.
 - TS-ISO-1    owners are isolated (the owner is part of a triple's identity: one
@@ -320,11 +321,16 @@ class TripleStoreContract:
                 _t("z", "p", "x", at=9),
                 _t("a", "q", "x", at=0),
                 _t("a", "p", "w", at=0),
+                # one microsecond newer than the others at 0: ordered by the full
+                # instant, not by a coarser key (seconds, milliseconds) that ties it
+                # with them and lets its subject sort it last
+                attrs.evolve(_t("zz", "p", "x"), created_at=BASE_TIME + timedelta(microseconds=1)),
             ]
         )
         got = [(t.loop, t.subject, t.predicate, t.object) for t in await triples.query("o")]
         expected = [
             ("l", "z", "p", "x"),
+            ("l", "zz", "p", "x"),
             ("k", "a", "p", "x"),
             ("l", "B", "p", "x"),
             ("l", "a", "p", "w"),

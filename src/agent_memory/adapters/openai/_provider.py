@@ -4,6 +4,7 @@ under the API root, and the close rule (also as an async context manager)."""
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Self
 
@@ -18,12 +19,44 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["HttpProvider", "require_api_key"]
+__all__ = ["HttpProvider", "require_api_key", "require_headers"]
+
+
+# What an HTTP header can carry as is: a key of visible ASCII; header names are
+# tokens, values visible ASCII with inner spaces. Anything else fails only when
+# sent, in an error that quotes the value (the key), so it is refused up front,
+# without echoing it.
+_KEY = re.compile(r"[\x21-\x7e]+")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEADER_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
 
 
 def require_api_key(api_key: object) -> None:
     if api_key is not None and not isinstance(api_key, str):
         raise InvalidInput("api_key", f"a string or None is required, got {type(api_key)}")
+    if api_key and not _KEY.fullmatch(api_key):
+        raise InvalidInput(
+            "api_key",
+            "only visible ASCII characters are allowed: no whitespace (a trailing "
+            "newline?), control or non-ASCII characters (the key is not shown)",
+        )
+
+
+def require_headers(headers: Mapping[str, str] | None) -> None:
+    """Extra headers that HTTP can carry; `InvalidInput` on `headers` without their values."""
+    if headers is None:
+        return
+    if not isinstance(headers, Mapping):
+        raise InvalidInput("headers", f"a mapping or None is required, got {type(headers)}")
+    for name, value in headers.items():
+        if not _HEADER_NAME.fullmatch(str(name)):
+            raise InvalidInput("headers", f"{name!r} is not a valid HTTP header name")
+        if not _HEADER_VALUE.fullmatch(str(value)):
+            raise InvalidInput(
+                "headers",
+                f"the value of {name!r} must be visible ASCII characters "
+                "(inner spaces allowed; the value is not shown)",
+            )
 
 
 class HttpProvider:
@@ -45,6 +78,7 @@ class HttpProvider:
         http_client: httpx.AsyncClient | None,
         rng: random.Random | None,
     ) -> None:
+        require_headers(headers)
         self._http = JsonClient(
             root=api_root(base_url),
             what=what,

@@ -16,12 +16,13 @@ from agent_memory.adapters.openai._provider import (
 )
 from agent_memory.adapters.openai.endpoint import endpoint_identity
 from agent_memory.adapters.openai.retry import RetryPolicy
-from agent_memory.adapters.openai.transport import Answer
+from agent_memory.adapters.openai.transport import Answer, snippet
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import (
     require_model_name,
     require_positive,
     require_positive_number,
+    require_text,
 )
 
 if TYPE_CHECKING:
@@ -40,6 +41,12 @@ _DATED = re.compile(
 _MMDD = re.compile(r"-(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])(?:-preview)?$")
 # ... or a content digest (ollama/registry style `name@sha256:<hex>`).
 _DIGEST = re.compile(r"@sha256:[0-9a-f]{12,64}$", re.IGNORECASE)
+
+
+def _answer_limit(max_tokens: int) -> int:
+    """Bytes a sane answer of `max_tokens` tokens stays within: 256 per token
+    (a token escaped in JSON is far less) plus 4 MiB for the envelope."""
+    return (4 << 20) + max_tokens * 256
 
 
 def is_pinned_model_name(model: str) -> bool:
@@ -145,10 +152,11 @@ class OpenAICompatibleChatModel(HttpProvider):
         self, prompt: str, *, max_tokens: int, timeout: float, system: str | None = None
     ) -> str:
         """The model's text; `ModelTimeout` past `timeout` seconds, `ModelError` else."""
-        if not isinstance(prompt, str):
-            raise InvalidInput("prompt", f"a string is required, got {type(prompt).__name__}")
+        require_text(prompt, "prompt")  # a lone surrogate cannot be sent as JSON
         if system is not None and not isinstance(system, str):
             raise InvalidInput("system", f"a string or None is required, got {type(system)}")
+        if system is not None:
+            require_text(system, "system")
         require_positive(max_tokens, "max_tokens")
         seconds = require_positive_number(timeout, "timeout")
         messages = [] if system is None else [{"role": "system", "content": system}]
@@ -161,7 +169,9 @@ class OpenAICompatibleChatModel(HttpProvider):
             "stream": False,
         }
         async with self._life.op():
-            answer = await self._http.post("/chat/completions", body, timeout=seconds)
+            answer = await self._http.post(
+                "/chat/completions", body, timeout=seconds, max_bytes=_answer_limit(max_tokens)
+            )
         return self._content(answer)
 
     def _content(self, answer: Answer) -> str:
@@ -172,7 +182,8 @@ class OpenAICompatibleChatModel(HttpProvider):
             )
         choices = payload.get("choices")
         if not isinstance(choices, list) or not choices:
-            got = "nothing" if choices is None else repr(choices)[:80]
+            # Redacted before the cut: a key echoed across it would keep its start.
+            got = "nothing" if choices is None else snippet(self._http.redact(repr(choices)), 80)
             raise self._http.malformed(answer, f"'choices' must be a non-empty list, got {got}")
         first = choices[0]
         message = first.get("message") if isinstance(first, dict) else None

@@ -21,6 +21,7 @@ from agent_memory.domain.validation import (
     require_model_name,
     require_positive,
     require_positive_number,
+    require_text,
 )
 
 if TYPE_CHECKING:
@@ -111,10 +112,8 @@ class OpenAICompatibleEmbedder(HttpProvider):
             )
         items = list(texts)
         for position, text in enumerate(items):
-            if not isinstance(text, str):
-                raise InvalidInput(
-                    f"texts[{position}]", f"a string is required, got {type(text).__name__}"
-                )
+            # A string that is not valid Unicode (a lone surrogate) cannot be sent as JSON.
+            require_text(text, f"texts[{position}]")
         dim = self._space.dimension
         out = np.empty((len(items), dim), dtype=np.float32)
         async with self._life.op():
@@ -131,7 +130,9 @@ class OpenAICompatibleEmbedder(HttpProvider):
         }
         if self._send_dimensions:
             body["dimensions"] = self._space.dimension
-        answer = await self._http.post("/embeddings", body, timeout=self._timeout)
+        # A generous bound on a sane answer: 64 bytes of JSON per number plus 1 MiB.
+        limit = (1 << 20) + len(batch) * self._space.dimension * 64
+        answer = await self._http.post("/embeddings", body, timeout=self._timeout, max_bytes=limit)
         return self._parse(answer, len(batch), offset)
 
     def _parse(self, answer: Answer, count: int, offset: int) -> npt.NDArray[np.float32]:
@@ -166,7 +167,10 @@ class OpenAICompatibleEmbedder(HttpProvider):
             if not isinstance(raw, list):
                 got = "nothing" if raw is None else type(raw).__name__
                 raise malformed(f"data[{position}].embedding must be a list of numbers, got {got}")
-            vector = np.asarray(raw)
+            try:
+                vector = np.asarray(raw)
+            except ValueError:  # ragged: numbers and lists mixed
+                vector = np.asarray(raw, dtype=object)
             if vector.ndim != 1 or vector.dtype.kind not in "iuf":
                 raise malformed(
                     f"data[{position}].embedding must be a flat list of numbers "

@@ -33,6 +33,8 @@ _SNIPPET = 300
 _USER_AGENT = "agent-memory (openai-compatible provider)"
 #: Error codes that make a retryable status final.
 _FINAL_CODES = frozenset({"insufficient_quota"})
+#: How much of an error answer is read: its message is quoted, shortened, anyway.
+_ERROR_BODY_BYTES = 64 * 1024
 
 
 def snippet(text: str, limit: int = _SNIPPET) -> str:
@@ -140,7 +142,12 @@ class JsonClient:
         )
 
     def malformed(self, answer: Answer, problem: str) -> ProviderError:
-        """The error for a 2xx answer whose JSON does not have the documented shape."""
+        """The error for a 2xx answer whose JSON does not have the documented shape
+        (with the server's own message when the body is an error, as some
+        gateways answer 200 with `{"error": ...}`)."""
+        said = _error_message(answer.data, self.redact, ("error",))
+        if said is not None:
+            problem = f"{problem}; the server said: {said[0]}"
         return self._error(
             f"malformed answer from {answer.url}: {problem}",
             answer.url,
@@ -148,8 +155,15 @@ class JsonClient:
             answer.attempts,
         )
 
-    async def post(self, path: str, body: Mapping[str, Any], *, timeout: float) -> Answer:
+    async def post(
+        self, path: str, body: Mapping[str, Any], *, timeout: float, max_bytes: int
+    ) -> Answer:
         """The parsed JSON answer of a 2xx, retrying 408/429/5xx and transport errors.
+
+        A 2xx body (decompressed) longer than `max_bytes` is refused with a
+        `ProviderError` before it is parsed, and not retried: a hostile or broken
+        server cannot make the caller buffer an unbounded answer (or inflate a
+        gzip bomb). Redirects are never followed, not even by a client passed in.
 
         `timeout` bounds the whole call, retries and their waits included:
         `ModelTimeout` past it. A non-retryable status, exhausted attempts, or a
@@ -172,8 +186,8 @@ class JsonClient:
                     retry_after: float | None = None
                     status: int | None = None
                     try:
-                        response = await client.post(
-                            url, content=content, headers=headers, timeout=remaining
+                        response = await _exchange(
+                            client, url, content, headers, remaining, max_bytes
                         )
                     except httpx.TimeoutException:
                         raise self._timeout(url, timeout, attempts) from None
@@ -188,9 +202,9 @@ class JsonClient:
                             attempts,
                         ) from None
                     else:
-                        status = response.status_code
+                        status = response.status
                         if 200 <= status < 300:
-                            return self._decode(response, url, attempts)
+                            return self._decode(response, url, attempts, max_bytes)
                         message, code = _server_error(response, self.redact)
                         problem = f"HTTP {status}: {message}"
                         # OpenAI answers 429 for an exhausted quota too: waiting won't help.
@@ -239,48 +253,123 @@ class JsonClient:
             f"({attempts} attempt{'s' if attempts != 1 else ''})"
         )
 
-    def _decode(self, response: httpx.Response, url: str, attempts: int) -> Answer:
+    def _decode(self, response: _Received, url: str, attempts: int, max_bytes: int) -> Answer:
+        if response.too_large:
+            raise self._error(
+                f"{url} answered HTTP {response.status} with a body too large: more than "
+                f"{max_bytes} bytes for this request",
+                url,
+                response.status,
+                attempts,
+            )
         try:
-            data = json.loads(response.content)
-        except ValueError:
+            data = json.loads(response.body)
+        except (ValueError, RecursionError):
+            # RecursionError: JSON nested deeper than the parser's recursion limit.
             ctype = response.headers.get("content-type", "no content-type")
             raise self._error(
-                f"{url} answered HTTP {response.status_code} with a body that is not JSON "
+                f"{url} answered HTTP {response.status} with a body that is not JSON "
                 f"({ctype}): {snippet(self.redact(response.text))!r}",
                 url,
-                response.status_code,
+                response.status,
                 attempts,
             ) from None
-        return Answer(data=data, url=url, status=response.status_code, attempts=attempts)
+        return Answer(data=data, url=url, status=response.status, attempts=attempts)
 
 
-def _server_error(response: httpx.Response, redact: Callable[[str], str]) -> tuple[str, str | None]:
+@frozen
+class _Received:
+    """One HTTP answer, its body read up to a limit (`too_large` when it went past)."""
+
+    status: int
+    headers: httpx.Headers
+    reason: str
+    body: bytes
+    charset: str | None
+    too_large: bool
+
+    @property
+    def text(self) -> str:
+        try:
+            return self.body.decode(self.charset or "utf-8", errors="replace")
+        except LookupError:  # an unknown charset name
+            return self.body.decode("utf-8", errors="replace")
+
+
+async def _exchange(
+    client: httpx.AsyncClient,
+    url: str,
+    content: bytes,
+    headers: Mapping[str, str],
+    timeout: float,
+    max_bytes: int,
+) -> _Received:
+    """POST and read the answer: a 2xx body up to `max_bytes` (decompressed), an
+    error body up to `_ERROR_BODY_BYTES` (only its start is ever quoted)."""
+    async with client.stream(
+        "POST", url, content=content, headers=headers, timeout=timeout, follow_redirects=False
+    ) as response:
+        ok = 200 <= response.status_code < 300
+        limit = max_bytes if ok else _ERROR_BODY_BYTES
+        declared = response.headers.get("content-length", "").strip()
+        too_large = ok and declared.isdigit() and int(declared) > limit
+        chunks: list[bytes] = []
+        size = 0
+        if not too_large:
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    too_large = ok
+                    chunks.append(chunk[: len(chunk) - (size - limit)])
+                    break
+                chunks.append(chunk)
+        return _Received(
+            status=response.status_code,
+            headers=response.headers,
+            reason=response.reason_phrase,
+            body=b"".join(chunks),
+            charset=response.charset_encoding,
+            too_large=too_large,
+        )
+
+
+def _server_error(response: _Received, redact: Callable[[str], str]) -> tuple[str, str | None]:
     """The server's own error message (from the usual error shapes, else the
     body) and its error code when it gives one. `redact` runs on the whole text
     before it is cut: a secret echoed across the cut would otherwise keep its
     start, which redacting the cut text no longer finds."""
     try:
-        data = json.loads(response.content)
-    except ValueError:
+        data = json.loads(response.body)
+    except (ValueError, RecursionError):
         data = None
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict):
-            message = error.get("message")
-            code = error.get("code")
+    found = _error_message(data, redact, ("error", "message", "detail"))
+    if found is not None:
+        return found
+    text = response.text
+    return (snippet(redact(text)) if text.strip() else (response.reason or "no body")), None
+
+
+def _error_message(
+    data: Any, redact: Callable[[str], str], keys: tuple[str, ...]
+) -> tuple[str, str | None] | None:
+    """The message and code of an error JSON body under the first of `keys` it
+    has (`{"error": {"message", "type", "code"}}`, `{"error": "..."}`,
+    `{"message": ...}`, `{"detail": ...}`), redacted then shortened; None if none."""
+    if not isinstance(data, dict):
+        return None
+    for key in keys:
+        value = data.get(key)
+        if isinstance(value, dict) and key == "error":
+            message = value.get("message")
+            code = value.get("code")
             details = [
-                f"{key}={error[key]}"
-                for key in ("type", "code")
-                if isinstance(error.get(key), str | int) and error.get(key) not in ("", None)
+                f"{name}={snippet(redact(str(value[name])), 80)}"
+                for name in ("type", "code")
+                if isinstance(value.get(name), str | int) and value.get(name) not in ("", None)
             ]
             if isinstance(message, str) and message:
                 extra = f" ({', '.join(details)})" if details else ""
                 return snippet(redact(message)) + extra, code if isinstance(code, str) else None
-        elif isinstance(error, str) and error:
-            return snippet(redact(error)), None
-        for key in ("message", "detail"):
-            value = data.get(key)
-            if isinstance(value, str) and value:
-                return snippet(redact(value)), None
-    text = response.text
-    return (snippet(redact(text)) if text.strip() else (response.reason_phrase or "no body")), None
+        elif isinstance(value, str) and value:
+            return snippet(redact(value)), None
+    return None

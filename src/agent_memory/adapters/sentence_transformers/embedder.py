@@ -81,7 +81,14 @@ class SentenceTransformerEmbedder:
             return self._model
 
     def embed_sync(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
-        items = list(texts)
+        if isinstance(texts, str | bytes):
+            raise InvalidInput("texts", "a sequence of strings is required, got one string")
+        try:
+            items = list(texts)
+        except TypeError:
+            raise InvalidInput(
+                "texts", f"a sequence of strings is required, got {type(texts).__name__}"
+            ) from None
         for text in items:
             if not isinstance(text, str):
                 raise InvalidInput("texts", f"strings are required, got {type(text).__name__}")

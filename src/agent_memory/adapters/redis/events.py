@@ -57,6 +57,8 @@ DEFAULT_RETENTION = timedelta(days=60)
 # KEYS[4..] entity sets and per-user sets (same slot).
 # ARGV per event: id, payload, score, recorded score, global flag, index of the
 # user set in KEYS (0: no user), n, n indices into KEYS.
+# Returns per event 1 (stored), 2 (already stored with this very payload: a
+# retry) or 0 (another event holds the id).
 _APPEND = """
 local out = {}
 local pos = 1
@@ -66,6 +68,9 @@ while pos <= #ARGV do
   local user = tonumber(ARGV[pos + 5])
   local n = tonumber(ARGV[pos + 6])
   local new = redis.call('HSETNX', KEYS[1], id, payload)
+  if new == 0 and redis.call('HGET', KEYS[1], id) == payload then
+    new = 2
+  end
   if new == 1 then
     if user > 0 then
       redis.call('SADD', KEYS[user], id)
@@ -323,15 +328,22 @@ class RedisEventLog(RedisHandle):
                     args.append(to_micros(e.recorded_at))
                     args += ["1" if e.is_global else "0", user, len(idx), *idx]
                 calls.append((keys, args))
-            # Other slots: idempotent single-key writes (NX keeps the first time).
-            zadds: list[tuple[str, dict[bytes, int]]] = []
             sadds: list[tuple[str, list[Any]]] = [(k.ev_domains(), list(by_domain))]
-            for e in batch:
-                if e.is_global:
-                    zadds += self._global_refs(e)
             with translate("append"):
-                results = await self._append_round_trip(calls, zadds, sadds)
-            return sum(sum(int(x) for x in r) for r in results[: len(calls)])
+                results = await self._append_round_trip(calls, [], sadds)
+                # The global slots' entries (idempotent single-key writes, NX keeps
+                # the first time), only for the events the scripts stored or had
+                # already stored as they are (a retry completes what an append cut
+                # short did not write): a different event holding the id must not
+                # lend it this one's entities, time or globality.
+                zadds: list[tuple[str, dict[bytes, int]]] = []
+                for evs, replies in zip(by_domain.values(), results, strict=False):
+                    for e, reply in zip(evs, replies, strict=True):
+                        if e.is_global and int(reply):
+                            zadds += self._global_refs(e)
+                if zadds:
+                    await self._eval(self._append, [], zadds)
+            return sum(sum(int(x) == 1 for x in r) for r in results[: len(calls)])
 
     def _global_refs(self, e: Event) -> list[tuple[str, dict[bytes, int]]]:
         """The global event's entries in the global slots (time, recorded time,

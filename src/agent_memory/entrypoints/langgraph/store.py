@@ -34,7 +34,10 @@ import contextlib
 import hashlib
 import json
 import math
+import os
+import random
 import re
+import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -90,7 +93,7 @@ from agent_memory.domain.validation import (
     require_text,
 )
 from agent_memory.ports.models import Embedder
-from agent_memory.ports.storage import MemoryStore, VersionedWrites
+from agent_memory.ports.storage import LeaseStore, MemoryStore, VersionedWrites
 
 __all__ = [
     "AgentMemoryStore",
@@ -104,6 +107,12 @@ ITEM_KIND = "langgraph.item"
 _PAGE = 500
 _T = TypeVar("_T")
 _UPSERT_ATTEMPTS = 16
+# the lease that serialises the writers of one item across processes (`_item_lock`):
+# its scope in the lease store, how long a writer that died holding it blocks the
+# others, and the longest pause between two tries to take it
+_WRITER_SCOPE = "langgraph.writers"
+_WRITER_TTL = timedelta(seconds=30)
+_WRITER_POLL = 0.05
 _INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type"})
 
 Namespace = tuple[str, ...]
@@ -379,6 +388,10 @@ class AgentMemoryStore(BaseStore):
         self._unit = _unit(dimension)
         # one writer at a time per item (see `_item_lock`): [lock, users]
         self._writers: dict[str, list[Any]] = {}
+        # and one across processes, where the backend serves leases (see `_item_lock`)
+        self._leases: LeaseStore | None = None
+        with contextlib.suppress(ConfigurationError):
+            self._leases = memory.leases
         self._loop = loop
         if self._loop is None:
             try:
@@ -751,18 +764,39 @@ class AgentMemoryStore(BaseStore):
         one write would outlive it beside the item of the other (a search then
         scores the item by a text it does not hold, or lists it twice). Every
         call runs on the memory's loop (`_on_memory_loop`, the sync API too), so
-        an asyncio lock per item serialises them; it is dropped once unused."""
+        an asyncio lock per item serialises them within this process; it is
+        dropped once unused. Writers in other processes (workers on one server
+        backend) are serialised by a lease on the item in the deployment's
+        lease store, taken under that lock (`_writer_lease`)."""
         entry = self._writers.get(item_id)
         if entry is None:
             entry = self._writers[item_id] = [asyncio.Lock(), 0]
         entry[1] += 1
         try:
-            async with entry[0]:
+            async with entry[0], self._writer_lease(item_id):
                 yield
         finally:
             entry[1] -= 1
             if not entry[1]:
                 del self._writers[item_id]
+
+    @contextlib.asynccontextmanager
+    async def _writer_lease(self, item_id: str) -> AsyncIterator[None]:
+        """Hold the item's writer lease (none without a lease store): wait, polling
+        with jittered backoff, while another process's writer holds it. A writer
+        that dies holding it blocks the item for `_WRITER_TTL` at most."""
+        if self._leases is None:
+            yield
+            return
+        owner = f"{os.getpid()}:{uuid.uuid4().hex}"
+        pause = 0.002
+        while await self._leases.acquire(_WRITER_SCOPE, item_id, owner, _WRITER_TTL) is None:
+            await asyncio.sleep(random.uniform(pause / 2, pause))
+            pause = min(_WRITER_POLL, pause * 2)
+        try:
+            yield
+        finally:
+            await self._leases.release(_WRITER_SCOPE, item_id, owner)
 
     async def _delete_elsewhere(self, deleted: Sequence[tuple[Namespace, str, int]]) -> None:
         """A delete reaches every other embedding space the deployment holds

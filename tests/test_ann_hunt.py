@@ -20,7 +20,7 @@ from typing import Any
 import faiss  # noqa: F401  (the `ann` extra is part of the test extra)
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.adapters._common.ann import AnnIndex, AnnSettings
@@ -125,6 +125,7 @@ def _hits(index: ExactIndex, q: np.ndarray, limit: int, **kw: Any) -> list[tuple
 
 
 @settings(max_examples=25, deadline=None)
+@example(kind="clusters", n=503, seed=0, limit=100, selective=False, min_score=None)  # an island
 @given(
     kind=st.sampled_from(KINDS),
     n=st.integers(150, 700),

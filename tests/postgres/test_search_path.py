@@ -21,7 +21,7 @@ from agent_memory.adapters._common.validation import check_query_vector
 from agent_memory.adapters.postgres import PostgresMemoryStore
 from agent_memory.domain.errors import DimensionMismatch, InvalidInput
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, require_dimension
-from agent_memory.domain.validation import as_vector
+from agent_memory.domain.validation import as_vector, require_vector_norm
 
 from .conftest import SPACE, OpenDatabase
 
@@ -43,6 +43,7 @@ def _outcome(check: Callable[[], object]) -> object:
 def _reference(space: EmbeddingSpace, vector: object) -> object:
     query = as_vector(vector, "query vector")
     require_dimension(space, query)
+    require_vector_norm(query, "query vector")
     return query
 
 

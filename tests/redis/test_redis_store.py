@@ -19,7 +19,7 @@ from agent_memory.domain.errors import (
     ScopeRequired,
 )
 from agent_memory.domain.records import EmbeddingSpace
-from agent_memory.domain.validation import as_vector
+from agent_memory.domain.validation import as_vector, require_vector_norm
 
 NASTY = ["a}b", "*", "@owner:{x}", "-1", "x|y", "ünï cödé", "a,b", "A", "a", "{a}", "a b", "\\"]
 
@@ -202,6 +202,7 @@ def _reference(vector: object) -> tuple[bytes, bool]:
     query = as_vector(vector, "query vector")
     if query.shape[0] != SPACE.dimension:
         raise DimensionMismatch(SPACE.dimension, int(query.shape[0]))
+    require_vector_norm(query, "query vector")
     return query.tobytes(), bool(query.any())
 
 
@@ -227,8 +228,13 @@ async def test_search_query_vector_checks(store: RedisMemoryStore) -> None:
         with pytest.raises(InvalidInput) as err:
             await store.search("alice", q)
         assert err.value.field == "query vector"
-    huge = np.full(8, 3.4e38, dtype=np.float32)  # finite; its float32 sum would overflow
-    assert [h.record.id for h in await store.search("alice", huge)] == ["p", "z"]
+    # finite, but of a norm float32 engines cannot square (require_vector_norm)
+    huge = np.full(8, 3.4e38, dtype=np.float32)
+    with pytest.raises(InvalidInput) as err:
+        await store.search("alice", huge)
+    assert err.value.field == "query vector"
+    large = np.full(8, 1e14, dtype=np.float32)  # within the bound: scored by direction
+    assert [h.record.id for h in await store.search("alice", large)] == ["p", "z"]
     minus_zero = np.full(8, -0.0, dtype=np.float32)  # a zero query: every score is 0
     hits = await store.search("alice", minus_zero)
     assert [(h.record.id, h.score) for h in hits] == [("p", 0.0), ("z", 0.0)]

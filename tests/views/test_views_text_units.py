@@ -300,6 +300,8 @@ def test_every_decomposable_character_estimates_the_same_in_nfc_and_nfd() -> Non
 
 
 @PROPERTY
+@example("\r\n")  # one cluster of two whitespace characters: no unit
+@example("x" * 17)
 @given(st.text(st.characters(max_codepoint=0x7F), max_size=60))
 def test_the_ascii_fast_path_agrees_with_the_cluster_count(text: str) -> None:
     assert estimate_tokens(text) == _estimate_by_clusters(text)

@@ -21,12 +21,13 @@ label: HNSW prunes a node's links among neighbours at (nearly) equal distances,
 so a run of such rows makes islands no walk leaves or enters (3,000 records of 5
 vectors gave 52 reachable labels out of 3,000, and a search could miss the best
 group by a score of 0.3). The labelled record stands for its twins, and a search
-adds every twin of a label it reaches to the candidates. A walk that still
-reaches fewer candidates than `limit` after asking for every label falls back to
-the exact search over the matching rows. A filtered search (namespace, kinds)
-whose matching records are at most the threshold is exact over them; otherwise
-the graph's candidates are filtered and, when fewer than `limit` remain, asked
-for again with four times as many, up to all of them.
+adds every twin of a label it reaches to the candidates. A search that would
+ask the graph for every label (`ef_search` or `limit` at least the labels, or
+too few candidates left by a filter) is the exact search over the matching
+rows instead: it costs no more, and reaches what no walk reaches. A filtered
+search (namespace, kinds) whose matching records are at most the threshold is
+exact over them; otherwise the graph's candidates are filtered and, when fewer
+than `limit` remain, asked for again with four times as many, up to all of them.
 
 faiss is imported on the first search that needs the graph, never at import
 time. Not thread-safe, like `ExactIndex`: one owner's index is used by one
@@ -287,17 +288,16 @@ class AnnIndex(ExactIndex):
         total = int(graph.ntotal)
         want = min(max(self.settings.ef_for(total), limit), total)
         while True:
+            if want >= total:
+                # The walk would be asked for every label: the exact scan costs no
+                # more, and reaches rows no walk from the entry point reaches
+                # (HNSW prunes links among near-equal neighbours, so tight
+                # clusters can make islands).
+                return super().search(query, limit, min_score=min_score, positions=positions)
             candidates = self._candidates(graph, q, want, allowed)
-            if len(candidates) >= limit or want >= total:
+            if len(candidates) >= limit:
                 break
             want = min(want * 4, total)
-        if len(candidates) < limit:
-            # Every label was asked for and the walk still reached too few (a part
-            # of the graph no walk from the entry point reaches): the matching
-            # rows are few or the graph is broken up; either way score them all.
-            matching = len(self) if positions is None else len(positions)
-            if matching > len(candidates):
-                return super().search(query, limit, min_score=min_score, positions=positions)
         if self._zeros:
             candidates = np.union1d(candidates, self._zero_positions(limit, allowed))
         return super().search(query, limit, min_score=min_score, positions=candidates)

@@ -96,8 +96,8 @@ def _estimate_by_clusters(text: str) -> int:
         elif base.isalnum():
             units += run % UNIT_CLUSTERS == 0
             run += 1
-        else:  # a mark on a space is a visible symbol too
-            units += not base.isspace() or len(cluster) > 1
+        else:  # a mark on a space is a visible symbol too ("\r\n" is not)
+            units += not cluster.isspace()
             run = 0
     return _tokens(units, cjk)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent_memory.adapters._common.clock import SystemClock
 from agent_memory.adapters.memory.cache import InMemoryCache
 from agent_memory.adapters.memory.embedder import HashingEmbedder
 from agent_memory.bootstrap.connect import connect
@@ -21,6 +22,7 @@ from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.portability import open_ports, reembed
 from agent_memory.ports.storage import Cache, CacheEntry
+from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, KnowledgeService
 from agent_memory.services.portability.reembed import (
     SPACE_PREFIX,
     SPACES_KEY,
@@ -81,6 +83,35 @@ async def test_forget_after_a_reembed_empties_the_kept_old_space(
     assert await _contents(backend, s, NEW, "bob") == []
     if backend.startswith("sqlite"):
         assert sqlite_rows_with(tmp_path / "m.db", SECRET) == []
+
+
+async def test_forget_counts_and_removes_fragments_of_the_kept_old_space(
+    tmp_path: Path, backend: str
+) -> None:
+    """A knowledge fragment of alice's request stored in the old space only (a
+    domain with no events): the forget finds it through that space's domain
+    registry, deletes it, and its receipt counts it (it did not)."""
+    s = settings(tmp_path, embedder="hashing")
+    await _remember(backend, s)
+    done = await reembed(backend, to_model="hashing", dimension=64, settings=s)
+    assert done.complete
+    async with open_ports(backend, space=OLD, settings=s) as ports:
+        old = KnowledgeService(
+            store=ports.store, embedder=HashingEmbedder(256), clock=SystemClock()
+        )
+        stored = await old.store_fragments(
+            "support", [(f"{SECRET} needs a visa", 0.5)], kind="fragment",
+            attributes={"user_id": "alice"},
+        )  # fmt: skip
+        assert stored == 1
+    async with connect(backend, settings=s) as m:
+        receipt = await m.users.forget("alice")
+        assert receipt.failures == ()
+        fragments = [d for d in receipt.derived if d.kind == "fragment"]
+        assert [d.scope for d in fragments] == ["support"], receipt.derived
+    async with open_ports(backend, space=OLD, settings=s) as ports:
+        left = await ports.store.list("support", namespace=KNOWLEDGE_NAMESPACE)
+        assert left.records == ()
 
 
 async def test_forget_during_an_interrupted_reembed_is_not_undone_by_resuming(

@@ -1026,7 +1026,10 @@ class UserMemory:
         async def elsewhere(store: MemoryStore) -> None:
             await store.delete_scope(user_id)
             await _forget_langgraph_registry(store, user_id)
-            await self._forget_fragments(store, user_id, mine, domains, failures)
+            # counted with the read space's (a fragment in both counts twice:
+            # once per space it was deleted from)
+            known = [*domains, *await knowledge_domains(store)]
+            derived.extend(await self._forget_fragments(store, user_id, mine, known, failures))
 
         await self._in_other_spaces(failures, elsewhere)
         if self.events is not None:

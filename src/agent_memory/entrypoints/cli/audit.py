@@ -55,10 +55,20 @@ def _since(text: str | None) -> datetime | None:
     return moment
 
 
+def _shown(text: str) -> str:
+    """An id as a table cell: printable characters as they are, every other one
+    (newline, carriage return, terminal escape, line separator...) escaped, so an
+    adversarial user id can neither forge a row nor drive the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _line(entry: AuditEntry) -> str:
     counts = " ".join(f"{k}={v}" for k, v in entry.counts.items())
-    who = entry.caller if not entry.tenant else f"{entry.caller}@{entry.tenant}"
-    subject = "-" if entry.subject is None else entry.subject
+    caller = _shown(entry.caller)
+    who = caller if not entry.tenant else f"{caller}@{_shown(entry.tenant)}"
+    subject = "-" if entry.subject is None else _shown(entry.subject)
     return f"{entry.as_json()['at']}  {entry.operation:<16} {subject:<20} {who:<20} {counts}"
 
 

@@ -25,6 +25,7 @@ from agent_memory.portability import (
     ExportReader,
     ExportWriter,
     Header,
+    ImportFailed,
     TruncatedExport,
     VerificationFailed,
     export,
@@ -340,3 +341,43 @@ async def test_a_forget_during_an_import_is_not_undone_by_the_rest_of_the_file(
         await m.store.add([fresh])
         await import_file(ports_of(m), path, batch_size=2)
         assert [r.id for r in (await m.store.list("ana")).records] == [fresh.id]
+
+
+class _FailsAfterTwoUpdates:
+    """The target's store; its third `update` fails (the disk went away while a
+    replacing import ran)."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.updates = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    async def update(self, record: MemoryRecord) -> None:
+        self.updates += 1
+        if self.updates > 2:
+            raise RuntimeError("disk gone")
+        await self._store.update(record)  # type: ignore[attr-defined]
+
+
+async def test_a_replacing_import_that_fails_part_way_is_audited(tmp_path: Path) -> None:
+    """Records replaced before the failure are on the audit trail: an
+    `import_replace` entry with `failed` 1 and the replaced count (none before)."""
+    s = settings(tmp_path)
+    source = f"sqlite:///{tmp_path}/source.db"
+    mine = records(6, owners=("ana",))
+    async with connect(source, settings=s) as m:
+        await m.store.add(mine)
+    path = str(tmp_path / "backup.jsonl")
+    await export(source, path, settings=s)
+    async with connect(f"sqlite:///{tmp_path}/target.db", settings=settings(tmp_path)) as m:
+        await m.store.add([attrs.evolve(r, content=r.content + " (changed)") for r in mine])
+        store = _FailsAfterTwoUpdates(m.store)
+        with pytest.raises(ImportFailed):
+            await import_file(attrs.evolve(ports_of(m), store=store), path, replace=True)
+        assert store.updates == 3
+        entries = [e async for e in m.audit.entries()]
+        [entry] = [e for e in entries if e.operation == "import_replace"]
+        assert entry.counts["failed"] == 1
+        assert entry.counts["updated"] == 2

@@ -398,6 +398,17 @@ async def import_file(
             )  # fmt: skip
         except ImportFailed as exc:
             exc.summary.check_seconds = checked
+            if replace and exc.summary.audit_counts()["updated"]:
+                # records were replaced before it failed: that is audited too
+                # (`failed` 1); an entry that cannot be written leaves the
+                # import's own error to the caller (the log says which)
+                with contextlib.suppress(Exception):
+                    await AuditTrail(ports.audit, clock or _Utc()).record(
+                        "import_replace",
+                        subject=None,
+                        counts={**exc.summary.audit_counts(), "failed": 1},
+                        result=exc.summary,
+                    )
             raise
         summary.check_seconds = checked
         with contextlib.suppress(OSError):  # none, or a directory it cannot be removed from

@@ -119,7 +119,7 @@ _NETWORKED = frozenset({"redis", "postgres", "qdrant", "milvus"})
 def scheme_of(url: str) -> str:
     """The backend family a URL names; `UnsupportedBackend` for an unknown
     scheme, `ConfigurationError` for a URL that does not parse (an unclosed
-    `[` of an IPv6 host, a port that is not a number in 0..65535)."""
+    `[` of an IPv6 host, a port that is not a number in 1..65535)."""
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -127,9 +127,23 @@ def scheme_of(url: str) -> str:
             # a Redis Cluster URL names several seed nodes: host:port,host:port
             hosts = parts.netloc.rpartition("@")[2].split(",")
             for host in hosts:
-                urlsplit(f"//{host}").port  # noqa: B018 (ValueError for a malformed port)
+                # ValueError for a malformed port; port 0 names no server, and the
+                # client libraries would read it as unset (their default port)
+                if urlsplit(f"//{host}").port == 0:
+                    raise ValueError("Port 0")
     except ValueError as exc:
-        raise ConfigurationError(f"malformed storage URL {redact(url)!r}: {exc}") from None
+        # urlsplit's messages may quote the bad port, host or netloc, which can
+        # be part of a password (`user:pw/rest@host` reads `pw` as the port):
+        # name the problem without them
+        text = str(exc)
+        problem = (
+            "the port is not a number in 1..65535"
+            if text.startswith("Port")
+            else "an unclosed [ of an IPv6 host"
+            if text == "Invalid IPv6 URL"
+            else "the host is malformed"
+        )
+        raise ConfigurationError(f"malformed storage URL {redact(url)!r}: {problem}") from None
     if scheme not in _SCHEMES:
         raise UnsupportedBackend(
             f"unsupported storage URL scheme {scheme!r} in {redact(url)!r}; "

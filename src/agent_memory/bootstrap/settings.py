@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final, NamedTuple
-from urllib.parse import urlsplit
+from urllib.parse import unquote
 
 import attrs
 from attrs import frozen
@@ -93,10 +93,21 @@ _UNITS: Final[dict[str, timedelta]] = {
     "days": timedelta(days=1),
 }
 _PARSE_PROBLEM: Final[dict[str, str]] = {
-    "int": "must be an integer",
-    "limit": "must be an integer",
-    "number": "must be a number",
-    "fraction": "must be a number",
+    "int": "must be an integer (ASCII digits)",
+    "limit": "must be an integer (ASCII digits)",
+    "number": "must be a number (ASCII decimal, e.g. 0.5 or 1e3)",
+    "fraction": "must be a number (ASCII decimal, e.g. 0.5 or 1e3)",
+}
+_INT_SPELLING: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_NUMBER_SPELLING: Final = re.compile(
+    r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[+-]?(?:nan|inf|infinity)",
+    re.ASCII | re.IGNORECASE,
+)
+_SPELLING: Final[dict[str, re.Pattern[str]]] = {
+    "int": _INT_SPELLING,
+    "limit": _INT_SPELLING,
+    "number": _NUMBER_SPELLING,
+    "fraction": _NUMBER_SPELLING,
 }
 
 
@@ -116,8 +127,14 @@ class EnvVar:
     def parse(self, raw: str) -> object:
         """The environment's text -> the field's value (checked)."""
         reader, _ = _KINDS[self.kind]
+        text = raw if self.kind in ("url", "text") else raw.strip()
+        # int() and float() also read `1_000`, full-width and other Unicode
+        # digits: a number variable is ASCII decimal (docs/configuration.md).
+        spelling = _SPELLING.get(self.kind)
+        if spelling is not None and not spelling.fullmatch(text):
+            raise InvalidInput(self.name, _PARSE_PROBLEM[self.kind])
         try:
-            value = reader(raw.strip()) if self.kind not in ("url", "text") else reader(raw)
+            value = reader(text)
         except ValueError:
             raise InvalidInput(self.name, _PARSE_PROBLEM[self.kind]) from None
         return self.check(self.to_field(self.check_plain(value)))
@@ -499,23 +516,53 @@ class Settings:
 #: URL parameters that carry a credential: libpq's `password` and `sslpassword`
 #: (a PostgreSQL URL passes its other parameters to libpq), the API key of a
 #: Milvus URL (`token`), and the usual names of an API key.
-_SECRET_PARAMS = ("password", "sslpassword", "token", "api_key", "apikey", "access_token")
-_SECRET_PARAM = re.compile(r"([?&;](?:" + "|".join(_SECRET_PARAMS) + r")=)[^&;#]*", re.IGNORECASE)
+_SECRET_PARAMS = frozenset(
+    ("password", "sslpassword", "token", "api_key", "apikey", "access_token")
+)
+_PARAM = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
+_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]]*)(?::[0-9]*)?")
+
+
+def _well_formed_hosts(netloc: str) -> bool:
+    """Every `host[:port]` of a (comma separated) host list has a numeric port."""
+    return all(_HOST_PORT.fullmatch(host) for host in netloc.split(","))
 
 
 def redact_url(url: str, mask: str = "***") -> str:
     """`url` with every credential replaced by `mask`: the password of its
     user info (`user:***@host`) and the value of a parameter that holds one
-    (`?password=***`, `?token=***`). A URL that does not parse has whatever sits
-    between `//...:` and `@` hidden."""
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        url = re.sub(r"(//[^/:@]*:)[^/@]*@", rf"\1{mask}@", url)
-    else:
-        if password:
-            url = url.replace(f":{password}@", f":{mask}@")
-    return _SECRET_PARAM.sub(lambda m: m.group(1) + mask, url)
+    (`?password=***`, `?token=***`, whatever the case or percent-escapes of its
+    name: libpq decodes both).
+
+    The user info is read as an operator may have written it: a password
+    holding an unescaped `/`, `?`, `#` or `@` ends the URL's authority early
+    (a strict parser then sees a port such as `pw` or a second `@`), so the
+    password runs to the last `@` of the URL; whitespace and control
+    characters are kept as written (`urlsplit` drops some, so its password
+    would not match the text)."""
+    head = _AUTHORITY.match(url)
+    if head is not None:
+        start = head.end()
+        rest = url[start:]
+        end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
+        netloc = rest[:end]
+        at = rest.rfind("@")
+        strict_at = netloc.rfind("@")
+        if strict_at >= 0 and _well_formed_hosts(netloc[strict_at + 1 :]) and "=" in rest[end:at]:
+            at = strict_at  # the later `@` is in a parameter (`?sslcert=a@b`)
+        if at >= 0 and (strict_at >= 0 or not _well_formed_hosts(netloc)):
+            colon = rest.find(":", 0, rest.find("@"))
+            if 0 <= colon < at - 1:
+                url = url[: start + colon + 1] + mask + url[start + at :]
+
+    def param(m: re.Match[str]) -> str:
+        name = unquote(m.group(2)).strip().lower()
+        if name in _SECRET_PARAMS:
+            return f"{m.group(1)}{m.group(2)}={mask}"
+        return m.group(0)
+
+    return _PARAM.sub(param, url)
 
 
 def _redact_url(url: str) -> str:

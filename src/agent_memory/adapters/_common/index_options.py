@@ -14,6 +14,7 @@ document). A bad value raises `ConfigurationError` naming the parameter.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -23,6 +24,8 @@ from attrs import frozen
 from agent_memory.domain.errors import ConfigurationError
 
 __all__ = ["INDEX_PARAMETERS", "IndexOptions", "split_index_options"]
+
+_DIGITS: Final = re.compile(r"[+-]?[0-9]+", re.ASCII)
 
 # URL parameter -> IndexOptions field; the bounds are the engines' own limits
 # (Redis, pgvector and Qdrant accept the same ranges or wider ones), except
@@ -77,15 +80,16 @@ def _check(name: str, value: object, low: int, high: int) -> None:
 def parse_index_options(
     params: Mapping[str, str], *, aliases: Mapping[str, str] | None = None
 ) -> IndexOptions:
-    """`IndexOptions` from query parameters (only the index ones; the last value wins)."""
+    """`IndexOptions` from query parameters (only the index ones)."""
     values: dict[str, Any] = {}
     for raw_name, raw in params.items():
         name = (aliases or {}).get(raw_name, raw_name)
         field, low, high = INDEX_PARAMETERS[name]
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            value = None
+        if field in values:
+            raise ConfigurationError(f"{raw_name}: {name} is given twice in the URL")
+        # ASCII digits only: int() would also read `1_000` and full-width digits
+        text = raw.strip()
+        value = int(text) if _DIGITS.fullmatch(text) else None
         if value is None or not low <= value <= high:
             raise ConfigurationError(
                 f"{raw_name}: an integer from {low} to {high} is required, got {raw!r}"
@@ -108,6 +112,8 @@ def split_index_options(
     ours: dict[str, str] = {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in known:
+            if name in ours:
+                raise ConfigurationError(f"{name}: given twice in the URL")
             ours[name] = value
         else:
             kept.append((name, value))

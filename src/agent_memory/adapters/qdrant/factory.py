@@ -33,6 +33,7 @@ from agent_memory.adapters._common.index_options import (
     IndexOptions,
     split_index_options,
 )
+from agent_memory.adapters._common.urls import file_path
 from agent_memory.adapters.qdrant.store import DEFAULT_COLLECTION_PREFIX, QdrantMemoryStore
 from agent_memory.domain.errors import ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
@@ -85,7 +86,7 @@ def _parse(url: str) -> tuple[str, dict[str, Any], str]:
     if scheme == "qdrant+memory":
         return "memory", {"location": ":memory:"}, prefix
     if scheme == "qdrant+local":
-        path = unquote(parts.path)
+        path = file_path(parts.path, url)  # a NUL or a non-UTF-8 escape names no directory
         if parts.netloc or not path or path == "/":
             raise ConfigurationError(
                 f"qdrant+local URL needs an absolute directory path, e.g. qdrant+local:///var/"

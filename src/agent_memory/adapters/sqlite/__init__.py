@@ -121,7 +121,11 @@ def path_from_url(url: str) -> tuple[str, dict[str, str]]:
             path,
             path[1:],
         )
-    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    options = dict(pairs)
+    if len(options) != len(pairs):
+        twice = sorted({k for k, _ in pairs if [n for n, _ in pairs].count(k) > 1})
+        raise ConfigurationError(f"SQLite URL options {twice} are given twice in {url!r}")
     unknown = sorted(set(options) - {"busy_timeout", "synchronous", *INDEX_PARAMETERS})
     if unknown:
         raise ConfigurationError(f"unknown SQLite URL options {unknown} in {url!r}")

@@ -132,3 +132,21 @@ async def test_connect_refuses_a_store_only_coordination_url(milvus_clients: obj
     )
     with pytest.raises(ConfigurationError, match="serves only the memory store"):
         await agent_memory.connect(f"milvus+lite://{lite_path[0]}", settings=settings)
+
+
+async def test_a_server_that_is_not_there_is_backend_unavailable() -> None:
+    """`milvus://` to a closed port: `BackendUnavailable` naming milvus (the
+    client connects in its constructor; it raised pymilvus's MilvusException)."""
+    import socket
+
+    import agent_memory
+    from agent_memory.adapters.memory import HashingEmbedder
+    from agent_memory.domain.errors import BackendUnavailable
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(BackendUnavailable) as caught:
+        async with agent_memory.connect(f"milvus://127.0.0.1:{port}", embedder=HashingEmbedder(8)):
+            pass
+    assert caught.value.backend == "milvus"

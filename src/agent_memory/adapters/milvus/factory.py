@@ -26,10 +26,11 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pymilvus import MilvusClient
+from pymilvus.exceptions import MilvusException
 
 from agent_memory.adapters._common.urls import file_path
 from agent_memory.adapters.milvus.store import DEFAULT_COLLECTION_PREFIX, MilvusMemoryStore
-from agent_memory.domain.errors import ConfigurationError
+from agent_memory.domain.errors import BackendUnavailable, ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
 
 __all__ = ["MilvusTarget", "open_milvus_store", "open_stores", "parse_milvus_url"]
@@ -53,8 +54,15 @@ class MilvusTarget:
         self.flush_rows = 1024 if kind == "lite" else 0
 
     def client(self) -> MilvusClient:
-        """A new client (for Milvus Lite this starts or reuses the in-process server)."""
-        return MilvusClient(**self.kwargs)
+        """A new client (for Milvus Lite this starts or reuses the in-process
+        server; a server's client connects here: `BackendUnavailable` when it
+        cannot)."""
+        try:
+            return MilvusClient(**self.kwargs)
+        except (MilvusException, OSError, TimeoutError) as exc:
+            raise BackendUnavailable(
+                "milvus", f"cannot connect: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def _flag(params: dict[str, list[str]], name: str) -> bool:

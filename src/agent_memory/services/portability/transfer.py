@@ -32,6 +32,7 @@ from agent_memory.ports.storage import (
     MemoryStore,
     OwnerListing,
     TripleStore,
+    VersionedWrites,
 )
 from agent_memory.services.audit import read_entries, stored_subject
 from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
@@ -751,7 +752,13 @@ async def _unwrite(
         for _, item in ExportReader(stream, checked=fingerprints).items():
             if isinstance(item, RecordItem) and late.holds_record(item.record):
                 record = item.record
-                if await ports.store.get(record.owner, record.id) == record:
+                if await ports.store.get(record.owner, record.id) != record:
+                    continue
+                if isinstance(ports.store, VersionedWrites):  # kept if rewritten since
+                    await ports.store.delete_if_unchanged(
+                        record.owner, record.id, record.updated_at
+                    )
+                else:
                     await ports.store.delete(record.owner, record.id)
             elif isinstance(item, Event) and item.user_id in file_events:
                 file_events[item.user_id].add((item.domain, item.id))

@@ -19,11 +19,10 @@ map to storable names (a name that fits is kept as it is)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
+from agent_memory.domain.bounded_names import fit_or_digest
 from agent_memory.domain.records import MemoryRecord
-from agent_memory.domain.validation import MAX_ID_BYTES
 
 __all__ = [
     "EMBEDS_CONTENT",
@@ -56,10 +55,7 @@ def bounded_name(name: str) -> str:
     of it. Every name the layout derives starts with something else
     (`langgraph:"`, `langgraph:[`, `langgraph:registry:`, or not `langgraph`),
     so a hashed name never equals a kept one."""
-    encoded = name.encode("utf-8")
-    if len(encoded) <= MAX_ID_BYTES:
-        return name
-    return LANGGRAPH_PREFIX + "sha256:" + hashlib.sha256(encoded).hexdigest()
+    return fit_or_digest(name, LANGGRAPH_PREFIX + "sha256:")
 
 
 def owner_of(namespace: tuple[str, ...]) -> str:

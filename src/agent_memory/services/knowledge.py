@@ -25,13 +25,13 @@ import attrs
 import numpy as np
 from attrs import define
 
-from agent_memory.domain.errors import DuplicateRecord
+from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.json_answers import extract_json_array
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.validation import require_id, require_scope
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, Embedder, LanguageModel
-from agent_memory.ports.storage import Cache, MemoryStore
+from agent_memory.ports.storage import Cache, MemoryStore, VersionedWrites
 from agent_memory.services.background import BackgroundReports
 from agent_memory.services.reports import StageReport
 from agent_memory.services.user_scope import user_cache_scope
@@ -130,7 +130,6 @@ class KnowledgeService:
         # where an extraction for a user marks itself in flight (`_extract`)
         self.cache = cache
         self._background = BackgroundReports()
-        self._registered: set[str] = set()
 
     async def store_fragments(
         self,
@@ -146,17 +145,35 @@ class KnowledgeService:
         Ids are content-addressed (`fragment_id`): storing the same content again
         (same domain, kind and `key`) refreshes the stored record instead of
         adding a copy, so a repeated pass never duplicates knowledge."""
+        written = await self._store_fragments(
+            domain, fragments, kind=kind, attributes=attributes, key=key
+        )
+        return len(written)
+
+    async def _store_fragments(
+        self,
+        domain: str,
+        fragments: Sequence[tuple[str, float]],
+        *,
+        kind: str,
+        attributes: dict[str, Any] | None = None,
+        key: str = "",
+    ) -> list[tuple[MemoryRecord, MemoryRecord | None]]:
+        """`store_fragments`: each record written, with the version it replaced
+        (None when it added the record), so an extraction can withdraw exactly
+        what it wrote (`_withdraw_if_forgotten`)."""
         unique: dict[str, tuple[str, float]] = {}
         for content, importance in fragments:
             unique.setdefault(fragment_id(domain, kind, content, key), (content, importance))
         if not unique:
-            return 0
+            return []
         # registered before the fragments are stored: a forget reads the
         # registry after it has deleted the user's cache scope (see `_extract`)
         await self._register(domain)
         ids = list(unique)
         vectors = await self.embedder.embed([unique[i][0] for i in ids])
         now = self.clock.now()
+        written: list[tuple[MemoryRecord, MemoryRecord | None]] = []
         fresh: list[MemoryRecord] = []
         for n, record_id in enumerate(ids):
             content, importance = unique[record_id]
@@ -176,40 +193,42 @@ class KnowledgeService:
             if stored is None:
                 fresh.append(record)
             else:
-                await self.store.update(
-                    attrs.evolve(record, created_at=stored.created_at, updated_at=now)
-                )
+                record = attrs.evolve(record, created_at=stored.created_at, updated_at=now)
+                await self.store.update(record)
+                written.append((record, stored))
         if fresh:
             try:
                 await self.store.add(fresh)
+                written += [(record, None) for record in fresh]
             except DuplicateRecord:  # a concurrent writer stored some of them first
                 for record in fresh:
-                    if await self.store.get(domain, record.id) is None:
+                    stored = await self.store.get(domain, record.id)
+                    if stored is None:
                         await self.store.add([record])
                     else:
                         await self.store.update(record)
-        return len(ids)
+                    written.append((record, stored))
+        return written
 
     async def _register(self, domain: str) -> None:
-        """Record `domain` in the knowledge-domain registry (once per process)."""
-        if domain in self._registered:
-            return
-        record_id = "domain-" + hashlib.sha256(domain.encode("utf-8")).hexdigest()[:32]
-        if await self.store.get(DOMAINS_OWNER, record_id) is None:
-            now = self.clock.now()
-            record = MemoryRecord(
-                id=record_id,
-                owner=DOMAINS_OWNER,
-                namespace=DOMAINS_NAMESPACE,
-                kind=DOMAIN_KIND,
-                content=domain,
-                vector=np.zeros(self.store.space.dimension, dtype=np.float32),
-                created_at=now,
-                updated_at=now,
-            )
-            with contextlib.suppress(DuplicateRecord):  # registered by a concurrent writer
-                await self.store.add([record])
-        self._registered.add(domain)
+        """Record `domain` in the knowledge-domain registry: one add, a record
+        already there left as it is. Not remembered in process: the registry can
+        be deleted under a running service (a forget of its owner id, or by
+        hand), and a domain missing from it is one whose fragments a forget
+        might not find."""
+        now = self.clock.now()
+        record = MemoryRecord(
+            id="domain-" + hashlib.sha256(domain.encode("utf-8")).hexdigest()[:32],
+            owner=DOMAINS_OWNER,
+            namespace=DOMAINS_NAMESPACE,
+            kind=DOMAIN_KIND,
+            content=domain,
+            vector=np.zeros(self.store.space.dimension, dtype=np.float32),
+            created_at=now,
+            updated_at=now,
+        )
+        with contextlib.suppress(DuplicateRecord):  # registered already
+            await self.store.add([record])
 
     async def extract(
         self,
@@ -263,11 +282,12 @@ class KnowledgeService:
             attributes: dict[str, Any] = {"request_id": request_id}
             if user_id is not None:
                 attributes["user_id"] = user_id
-            report.details["stored"] = await self.store_fragments(
+            written = await self._store_fragments(
                 domain, fragments, kind="fragment", attributes=attributes
             )
+            report.details["stored"] = len(written)
             if marker is not None:
-                await self._withdraw_if_forgotten(domain, fragments, marker, report)
+                await self._withdraw_if_forgotten(written, marker, report)
         except Exception as exc:
             report.fail("extract", exc)
         return report
@@ -293,17 +313,19 @@ class KnowledgeService:
 
     async def _withdraw_if_forgotten(
         self,
-        domain: str,
-        fragments: Sequence[tuple[str, float]],
+        written: Sequence[tuple[MemoryRecord, MemoryRecord | None]],
         marker: tuple[str, str],
         report: StageReport,
     ) -> None:
-        """Delete the fragments just stored when the user was forgotten while
+        """Withdraw the fragments just stored when the user was forgotten while
         they were extracted. A forget deletes the user's cache scope, then the
         fragments derived from the user: either its cache deletion came before
         this read (the mark is gone: the fragments are withdrawn here) or after
         it, and then its fragment deletion comes after the store too. A mark
-        that cannot be read withdraws them (as if gone)."""
+        that cannot be read withdraws them (as if gone).
+
+        Only what this extraction wrote is withdrawn: fragment ids are content
+        addresses, so another request may hold the same fragment (`_withdraw`)."""
         assert self.cache is not None
         scope, key = marker
         try:
@@ -318,10 +340,36 @@ class KnowledgeService:
                 report.fail("clear-mark", exc)
             return
         withdrawn = 0
-        for content, _ in fragments:
-            if await self.store.delete(domain, fragment_id(domain, "fragment", content)):
-                withdrawn += 1
+        for ours, replaced in written:
+            withdrawn += await self._withdraw(ours, replaced)
         report.details["withdrawn"] = withdrawn
+
+    async def _withdraw(self, ours: MemoryRecord, replaced: MemoryRecord | None) -> int:
+        """Undo one write of a withdrawn extraction (1 when undone). A version
+        another request wrote since (its own tags) is theirs and stays. Ours is
+        deleted, or, when it replaced another request's version (the same
+        fragment, derived from another user's data), that version is put back;
+        one derived from this same user is not (the user was forgotten). On a
+        store with `VersionedWrites` both are conditional on our version still
+        being the stored one."""
+        stored = await self.store.get(ours.owner, ours.id)
+        if stored is None or not _same_write(stored, ours):
+            return 0
+        versioned = self.store if isinstance(self.store, VersionedWrites) else None
+        user = ours.attributes.get("user_id")
+        if replaced is not None and replaced.attributes.get("user_id") != user:
+            if versioned is not None:
+                # atomically over our version only: a version written since is newer
+                just_after = ours.updated_at + timedelta(microseconds=1)
+                back = attrs.evolve(replaced, updated_at=just_after)
+                return int(await versioned.update_if_older(back))
+            with contextlib.suppress(NotFound):  # deleted since (a forget): stays deleted
+                await self.store.update(replaced)
+                return 1
+            return 0
+        if versioned is not None:
+            return int(await versioned.delete_if_unchanged(ours.owner, ours.id, ours.updated_at))
+        return int(await self.store.delete(ours.owner, ours.id))
 
     async def recall(self, domain: str, query: str, *, limit: int = 5) -> list[KnowledgeItem]:
         """Fragments ranked by weighted relevance, recency and importance."""
@@ -347,6 +395,16 @@ class KnowledgeService:
         return [
             KnowledgeItem(id=r.id, content=r.content, score=round(s, 6)) for s, r in scored[:limit]
         ]
+
+
+def _same_write(stored: MemoryRecord, ours: MemoryRecord) -> bool:
+    """Whether `stored` is the version `ours` wrote: same time, tags and text (a
+    request storing the same fragment in the same microsecond has other tags)."""
+    return (
+        stored.updated_at == ours.updated_at
+        and stored.attributes == ours.attributes
+        and stored.content == ours.content
+    )
 
 
 async def knowledge_domains(store: MemoryStore) -> list[str]:

@@ -3,10 +3,9 @@ finds it: the user's cache scope."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 
-from agent_memory.domain.validation import MAX_ID_BYTES
+from agent_memory.domain.bounded_names import fit_or_digest
 
 __all__ = ["user_cache_scope"]
 
@@ -16,7 +15,4 @@ def user_cache_scope(user_id: str) -> str:
     id as JSON, or `user:sha256:<hex of the id>` when that would pass
     MAX_ID_BYTES (a valid user id takes up to 512 bytes, its JSON more; no JSON
     string starts with `s`, so the two forms never meet)."""
-    scope = "user:" + json.dumps(user_id, ensure_ascii=False)
-    if len(scope.encode("utf-8")) <= MAX_ID_BYTES:
-        return scope
-    return "user:sha256:" + hashlib.sha256(user_id.encode("utf-8")).hexdigest()
+    return fit_or_digest("user:" + json.dumps(user_id, ensure_ascii=False), "user:sha256:", user_id)

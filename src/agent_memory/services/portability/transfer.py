@@ -748,26 +748,48 @@ async def _unwrite(
         users, tuple(e for e in forgotten.events if e.user_id in users), forgotten.loops
     )
     file_events: dict[str, set[tuple[str, str]]] = {u: set() for u in users}
+    pending: dict[str, MemoryRecord] = {}  # the file's records of theirs, of one owner
     with open_stream() as stream:
         for _, item in ExportReader(stream, checked=fingerprints).items():
             if isinstance(item, RecordItem) and late.holds_record(item.record):
                 record = item.record
-                if await ports.store.get(record.owner, record.id) != record:
-                    continue
-                if isinstance(ports.store, VersionedWrites):  # kept if rewritten since
-                    await ports.store.delete_if_unchanged(
-                        record.owner, record.id, record.updated_at
-                    )
-                else:
-                    await ports.store.delete(record.owner, record.id)
+                if pending and (
+                    record.owner != next(iter(pending.values())).owner or len(pending) >= MAX_LIMIT
+                ):
+                    await _unwrite_records(ports.store, pending)
+                pending[record.id] = record
             elif isinstance(item, Event) and item.user_id in file_events:
                 file_events[item.user_id].add((item.domain, item.id))
+    if pending:
+        await _unwrite_records(ports.store, pending)
     if ports.events is None:
         return
     for user, ours in file_events.items():
         held = {(e.domain, e.id) for e in await ports.events.user_events(user)}
         if held and held <= ours:
             await ports.events.erase_user(user)
+
+
+async def _unwrite_records(store: MemoryStore, pending: dict[str, MemoryRecord]) -> None:
+    """Delete the records of `pending` (the file's, all of one owner) that
+    `store` holds as the file has them, then empty `pending`. The owner is read
+    by listing pages (in their one namespace, when they share it), not a read
+    per record; a record rewritten since is kept (on a `VersionedWrites` store
+    also when it is rewritten between the listing and the delete)."""
+    first = next(iter(pending.values()))
+    namespaces = {r.namespace for r in pending.values()}
+    namespace = first.namespace if len(namespaces) == 1 else None
+    doomed = [
+        stored
+        async for stored in _records(store, first.owner, namespace)
+        if pending.get(stored.id) == stored
+    ]
+    pending.clear()
+    for record in doomed:
+        if isinstance(store, VersionedWrites):  # kept if rewritten since
+            await store.delete_if_unchanged(record.owner, record.id, record.updated_at)
+        else:
+            await store.delete(record.owner, record.id)
 
 
 async def count_replaced(

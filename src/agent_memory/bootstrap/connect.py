@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from agent_memory.adapters._common.urls import refuse_misplaced_user_info
 from agent_memory.bootstrap.memory import Memory, Stores
 from agent_memory.bootstrap.services import agent_memory_service, user_memory_service
 from agent_memory.bootstrap.settings import (
@@ -119,11 +120,15 @@ _NETWORKED = frozenset({"redis", "postgres", "qdrant", "milvus"})
 def scheme_of(url: str) -> str:
     """The backend family a URL names; `UnsupportedBackend` for an unknown
     scheme, `ConfigurationError` for a URL that does not parse (an unclosed
-    `[` of an IPv6 host, a port that is not a number in 1..65535)."""
+    `[` of an IPv6 host, a port that is not a number in 1..65535, an `@` after
+    the host: a password's unescaped `/`, `?` or `#`)."""
     try:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if _SCHEMES.get(scheme) in _NETWORKED:
+            # `redis://u:1234/x@h`: a password's unescaped `/` ended the host early
+            # (checked first: the port it leaves may be 0 or out of range)
+            refuse_misplaced_user_info(url)
             # a Redis Cluster URL names several seed nodes: host:port,host:port
             hosts = parts.netloc.rpartition("@")[2].split(",")
             for host in hosts:
@@ -131,6 +136,8 @@ def scheme_of(url: str) -> str:
                 # client libraries would read it as unset (their default port)
                 if urlsplit(f"//{host}").port == 0:
                     raise ValueError("Port 0")
+    except ConfigurationError:
+        raise
     except ValueError as exc:
         # urlsplit's messages may quote the bad port, host or netloc, which can
         # be part of a password (`user:pw/rest@host` reads `pw` as the port):

@@ -19,11 +19,11 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final, NamedTuple
-from urllib.parse import unquote
 
 import attrs
 from attrs import frozen
 
+from agent_memory.adapters._common.urls import redact_url
 from agent_memory.domain.errors import ConfigurationError, InvalidInput
 from agent_memory.domain.validation import (
     require_id,
@@ -56,8 +56,33 @@ def default_sqlite_url() -> str:
     return f"sqlite:///{base / 'memory.db'}"
 
 
+def _require_setting_text(value: object, field: str) -> str:
+    """A text setting (a model name, a path, a URL, a key): a non-blank string
+    without NUL or lone surrogates that neither starts nor ends with a blank.
+    Blanks are refused, not stripped: `" 7 "` would otherwise name another
+    deployment, model or file than `7`, silently. The value is never quoted
+    (it may be a secret)."""
+    if not isinstance(value, str):
+        raise InvalidInput(field, f"a string is required, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidInput(field, "a non-blank string is required")
+    if value != value.strip():
+        raise InvalidInput(
+            field,
+            "must not start or end with a blank (space, tab, newline): remove the "
+            "surrounding blanks",
+        )
+    if "\x00" in value:
+        raise InvalidInput(field, "text must not contain NUL (\\x00)")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(field, "text must be valid Unicode (no lone surrogates)") from None
+    return value
+
+
 def _require_url(value: object, field: str) -> str:
-    text = require_id(value, field)
+    text = _require_setting_text(value, field)
     if "://" not in text:
         raise InvalidInput(
             field, "must be a URL such as sqlite:///path/to/memory.db or redis://host:6379"
@@ -84,7 +109,7 @@ _KINDS: Final[dict[str, tuple[Callable[[str], object], Callable[[object, str], o
     "number": (float, require_positive_number),
     "fraction": (float, require_unit_interval),
     "url": (str, _require_url),
-    "text": (str, require_id),
+    "text": (str, _require_setting_text),
     "embedder": (str.lower, _require_embedder),
 }
 _UNITS: Final[dict[str, timedelta]] = {
@@ -114,8 +139,9 @@ _SPELLING: Final[dict[str, re.Pattern[str]]] = {
 @frozen
 class EnvVar:
     """A setting's variable: name, kind (int, limit, number, fraction, url,
-    text), unit of a duration (its field then holds a `timedelta`), whether a
-    duration is a store TTL (bounded by `MAX_TTL`), meaning, and secrecy."""
+    text, embedder), unit of a duration (its field then holds a `timedelta`), whether a
+    duration is a store TTL (bounded by `MAX_TTL`), meaning, secrecy, and
+    whether a text is an id inside the backends (at most `MAX_ID_BYTES`)."""
 
     name: str
     kind: str
@@ -123,6 +149,7 @@ class EnvVar:
     unit: str | None = None
     ttl: bool = False
     secret: bool = False
+    id: bool = False
 
     def parse(self, raw: str) -> object:
         """The environment's text -> the field's value (checked)."""
@@ -142,7 +169,8 @@ class EnvVar:
     def check_plain(self, value: object) -> object:
         """Check a value in the variable's own unit (seconds, hours, ...)."""
         _, check = _KINDS[self.kind]
-        return check(value, self.name)
+        checked = check(value, self.name)
+        return require_id(checked, self.name) if self.id else checked
 
     def to_field(self, value: object) -> object:
         if self.unit is None:
@@ -191,9 +219,10 @@ def _setting(
     unit: str | None = None,
     ttl: bool = False,
     secret: bool = False,
+    id: bool = False,
 ) -> Any:
     """One setting: `AGENT_MEMORY_<name>`, its default in the variable's unit."""
-    var = EnvVar(f"AGENT_MEMORY_{name}", kind, doc, unit=unit, ttl=ttl, secret=secret)
+    var = EnvVar(f"AGENT_MEMORY_{name}", kind, doc, unit=unit, ttl=ttl, secret=secret, id=id)
     value = default if default is None else var.to_field(default)
     return attrs.field(default=value, validator=_validate, metadata={"env": var}, repr=not secret)
 
@@ -227,7 +256,7 @@ class Settings:
         "events/leases/cache URL when AGENT_MEMORY_URL serves only the memory store (qdrant)",
     )
     deployment: str = _setting(
-        "DEPLOYMENT", "default", "text", "deployment name inside shared backends"
+        "DEPLOYMENT", "default", "text", "deployment name inside shared backends", id=True
     )
     retention: timedelta = _setting(  # noqa: RUF009 (an attrs field)
         "RETENTION_DAYS", 60, "int", "event retention in days", unit="days"
@@ -513,68 +542,30 @@ class Settings:
         return out
 
 
-#: URL parameters that carry a credential: libpq's `password` and `sslpassword`
-#: (a PostgreSQL URL passes its other parameters to libpq), the API key of a
-#: Milvus URL (`token`), and the usual names of an API key.
-_SECRET_PARAMS = frozenset(
-    ("password", "sslpassword", "token", "api_key", "apikey", "access_token")
-)
-_PARAM = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
-_AUTHORITY = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
-_HOST_PORT = re.compile(r"(?:\[[^\]]*\]|[^:\[\]]*)(?::[0-9]*)?")
-
-
-def _well_formed_hosts(netloc: str) -> bool:
-    """Every `host[:port]` of a (comma separated) host list has a numeric port."""
-    return all(_HOST_PORT.fullmatch(host) for host in netloc.split(","))
-
-
-def redact_url(url: str, mask: str = "***") -> str:
-    """`url` with every credential replaced by `mask`: the password of its
-    user info (`user:***@host`) and the value of a parameter that holds one
-    (`?password=***`, `?token=***`, whatever the case or percent-escapes of its
-    name: libpq decodes both).
-
-    The user info is read as an operator may have written it: a password
-    holding an unescaped `/`, `?`, `#` or `@` ends the URL's authority early
-    (a strict parser then sees a port such as `pw` or a second `@`), so the
-    password runs to the last `@` of the URL; whitespace and control
-    characters are kept as written (`urlsplit` drops some, so its password
-    would not match the text)."""
-    head = _AUTHORITY.match(url)
-    if head is not None:
-        start = head.end()
-        rest = url[start:]
-        end = next((i for i, c in enumerate(rest) if c in "/?#"), len(rest))
-        netloc = rest[:end]
-        at = rest.rfind("@")
-        strict_at = netloc.rfind("@")
-        if strict_at >= 0 and _well_formed_hosts(netloc[strict_at + 1 :]) and "=" in rest[end:at]:
-            at = strict_at  # the later `@` is in a parameter (`?sslcert=a@b`)
-        if at >= 0 and (strict_at >= 0 or not _well_formed_hosts(netloc)):
-            colon = rest.find(":", 0, rest.find("@"))
-            if 0 <= colon < at - 1:
-                url = url[: start + colon + 1] + mask + url[start + at :]
-
-    def param(m: re.Match[str]) -> str:
-        name = unquote(m.group(2)).strip().lower()
-        if name in _SECRET_PARAMS:
-            return f"{m.group(1)}{m.group(2)}={mask}"
-        return m.group(0)
-
-    return _PARAM.sub(param, url)
-
-
 def _redact_url(url: str) -> str:
     """The URL without its credentials (`user:<redacted>@host`)."""
     return redact_url(url, "<redacted>")
+
+
+def _shown(var: EnvVar, raw: str) -> str:
+    """How an invalid value is quoted in its error: a secret as `<redacted>`
+    (unless blank: nothing to hide), a URL without its credentials (when it has
+    no `scheme://`, everything before its last `@` is taken for them)."""
+    if var.secret and raw.strip():
+        return f"{var.name}='<redacted>'"
+    if var.kind == "url":
+        if "://" in raw:
+            return f"{var.name}={redact_url(raw, '<redacted>')!r}"
+        if "@" in raw:
+            return f"{var.name}={'<redacted>' + raw[raw.rfind('@') :]!r}"
+    return f"{var.name}={raw!r}"
 
 
 def _parse(var: EnvVar, raw: str) -> object:
     try:
         return var.parse(raw)
     except InvalidInput as exc:
-        raise ConfigurationError(f"{var.name}={raw!r} is invalid: {exc.problem}") from None
+        raise ConfigurationError(f"{_shown(var, raw)} is invalid: {exc.problem}") from None
 
 
 class SettingValue(NamedTuple):

@@ -54,7 +54,6 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
 
 from agent_memory.domain.errors import AgentMemoryError, ConfigurationError
 from agent_memory.domain.records import EmbeddingSpace
@@ -578,10 +577,10 @@ class Target:
 
 
 def _redact(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password:
-        return url.replace(f":{parts.password}@", ":***@")
-    return url
+    """`url` without its credentials (the library's one redaction rule)."""
+    from agent_memory.adapters._common.urls import redact_url
+
+    return redact_url(url)
 
 
 def _short_traceback(exc: BaseException, frames: int = 3) -> str:

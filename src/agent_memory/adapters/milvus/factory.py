@@ -84,6 +84,9 @@ def parse_milvus_url(url: str) -> MilvusTarget:
     unknown = sorted(set(params) - _KNOWN)
     if unknown:
         raise ConfigurationError(f"unknown milvus URL option(s) {unknown}; known: {sorted(_KNOWN)}")
+    twice = sorted(name for name, values in params.items() if len(values) > 1)
+    if twice:
+        raise ConfigurationError(f"milvus URL option(s) {twice} given twice")
     prefix = params.get("prefix", [DEFAULT_COLLECTION_PREFIX])[-1]
     if not _NAME.fullmatch(prefix):
         raise ConfigurationError(
@@ -109,7 +112,8 @@ def parse_milvus_url(url: str) -> MilvusTarget:
         except ValueError as exc:
             raise ConfigurationError(f"milvus URL port: {exc}") from None
         tls = _flag(params, "tls")
-        kwargs: dict[str, Any] = {"uri": f"{'https' if tls else 'http'}://{parts.hostname}:{port}"}
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6
+        kwargs: dict[str, Any] = {"uri": f"{'https' if tls else 'http'}://{host}:{port}"}
         if parts.username:
             kwargs["token"] = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         if "token" in params:

@@ -62,6 +62,15 @@ def _flag(params: dict[str, list[str]], name: str, *, default: bool = False) -> 
     raise ConfigurationError(f"qdrant URL option {name}={raw!r}: expected true or false")
 
 
+def _whole(params: dict[str, list[str]], name: str, wanted: str, most: int = 2**31 - 1) -> int:
+    """A positive whole number option in ASCII digits (`int()` would also read
+    `٣`, `1_0` or a sign), at most `most`."""
+    raw = params[name][-1].strip()
+    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= most:
+        raise ConfigurationError(f"qdrant URL option {name}: {wanted} is required, got {raw!r}")
+    return int(raw)
+
+
 def _parse(url: str) -> tuple[str, dict[str, Any], str]:
     """(kind, client kwargs, collection prefix) of a qdrant URL."""
     if not isinstance(url, str):
@@ -82,6 +91,9 @@ def _parse(url: str) -> tuple[str, dict[str, Any], str]:
     unknown = sorted(set(params) - known)
     if unknown:
         raise ConfigurationError(f"unknown qdrant URL option(s) {unknown}; known: {sorted(known)}")
+    twice = sorted(name for name, values in params.items() if len(values) > 1)
+    if twice:
+        raise ConfigurationError(f"qdrant URL option(s) {twice} given twice")
     prefix = params.get("prefix", [DEFAULT_COLLECTION_PREFIX])[-1]
     if scheme == "qdrant+memory":
         return "memory", {"location": ":memory:"}, prefix
@@ -101,23 +113,18 @@ def _parse(url: str) -> tuple[str, dict[str, Any], str]:
             port = parts.port or 6333
         except ValueError as exc:
             raise ConfigurationError(f"qdrant URL port: {exc}") from None
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6
         kwargs: dict[str, Any] = {
-            "url": f"{'https' if tls else 'http'}://{parts.hostname}:{port}",
+            "url": f"{'https' if tls else 'http'}://{host}:{port}",
             "prefer_grpc": _flag(params, "grpc"),
             # The version check runs a request in a thread at construction: no I/O
             # before the first operation.
             "check_compatibility": False,
         }
         if "grpc_port" in params:
-            try:
-                kwargs["grpc_port"] = int(params["grpc_port"][-1])
-            except ValueError:
-                raise ConfigurationError("qdrant URL option grpc_port must be an integer") from None
+            kwargs["grpc_port"] = _whole(params, "grpc_port", "a port number in 1..65535", 65535)
         if "timeout" in params:
-            try:
-                kwargs["timeout"] = int(params["timeout"][-1])
-            except ValueError:
-                raise ConfigurationError("qdrant URL option timeout must be an integer") from None
+            kwargs["timeout"] = _whole(params, "timeout", "a positive whole number of seconds")
         if parts.password:
             kwargs["api_key"] = unquote(parts.password)
         return "server", kwargs, prefix

@@ -5,6 +5,8 @@ from datetime import timedelta
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from redis.exceptions import ResponseError
+
 from agent_memory.adapters._common.index_options import IndexOptions, split_index_options
 from agent_memory.adapters.redis._client import connect, is_cluster_url
 from agent_memory.adapters.redis._handle import SharedClient
@@ -14,7 +16,7 @@ from agent_memory.adapters.redis.cache import RedisCache
 from agent_memory.adapters.redis.events import RedisEventLog
 from agent_memory.adapters.redis.leases import RedisLeaseStore
 from agent_memory.adapters.redis.store import RedisMemoryStore
-from agent_memory.domain.errors import InvalidInput
+from agent_memory.domain.errors import ConfigurationError, InvalidInput
 from agent_memory.domain.records import EmbeddingSpace
 from agent_memory.ports.models import Clock
 
@@ -40,7 +42,9 @@ def _split_lease_options(url: str) -> tuple[str, dict[str, Any]]:
     kept, ours = [], {}
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in ("lease_wait_replicas", "lease_wait_timeout_ms"):
-            if not value.isdigit():
+            if name in ours:
+                raise InvalidInput(name, "given twice in the URL")
+            if not (value.isascii() and value.isdigit()):  # int() refuses `²`
                 raise InvalidInput(name, f"a whole number is required, got {value!r}")
             ours[name] = int(value)
         else:
@@ -79,6 +83,11 @@ async def _cluster_details(url: str) -> dict[str, str]:
     return out
 
 
+def _no_such_database(exc: BaseException) -> bool:
+    """The server's refusal of the URL's database number (SELECT on connect)."""
+    return isinstance(exc, ResponseError) and "db index is out of range" in str(exc).lower()
+
+
 async def _server_details(url: str) -> dict[str, str]:
     """Server version and whether the Search module is loaded (for `doctor`)."""
     if is_cluster_url(url):
@@ -88,6 +97,12 @@ async def _server_details(url: str) -> dict[str, str]:
         info = await client.info("server")
         modules = await client.execute_command("MODULE", "LIST")
     except Exception as exc:  # reported, never raised: doctor pings separately
+        if _no_such_database(exc):
+            raise ConfigurationError(
+                f"the Redis URL names database {client.connection_pool.connection_kwargs['db']}, "
+                "which the server does not have (its `databases` setting, 16 by default, "
+                "numbers them from 0)"
+            ) from None
         return {"server": f"unavailable ({type(exc).__name__})"}
     finally:
         await client.aclose()

@@ -7,6 +7,7 @@ async `RedisCluster`, seeded with every listed node).
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -102,6 +103,109 @@ def _defaults(options: dict[str, Any]) -> None:
     options.setdefault("health_check_interval", 0)
 
 
+# Redis numbers databases with a C int; a server has `databases` of them (16 by
+# default), which only the server knows: a number it lacks is refused when the
+# adapters first connect (`check_database`).
+_MAX_DB = 2**31 - 1
+_ASCII_INT = re.compile(r"[0-9]+", re.ASCII)
+_ASCII_NUMBER = re.compile(r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_BOOL = frozenset({"0", "1", "true", "false", "yes", "no", "t", "f", "y", "n", "on", "off"})
+
+# The client options a single-server URL may carry -> what their value must be.
+# Anything else would reach the connection as an unexpected keyword (a
+# TypeError at the first call), or override what the adapters rely on
+# (`protocol`, `decode_responses`, `encoding_errors`).
+_URL_OPTIONS: dict[str, str] = {
+    "db": "database",
+    "socket_timeout": "seconds",
+    "socket_connect_timeout": "seconds",
+    "health_check_interval": "count",
+    "max_connections": "positive",
+    "socket_read_size": "positive",
+    "socket_keepalive": "bool",
+    "retry_on_timeout": "bool",
+    "client_name": "text",
+    "lib_name": "text",
+    "lib_version": "text",
+    "username": "text",
+    "password": "text",
+}
+_TLS_OPTIONS: dict[str, str] = {
+    "ssl_check_hostname": "bool",
+    "ssl_keyfile": "text",
+    "ssl_certfile": "text",
+    "ssl_cert_reqs": "text",
+    "ssl_ca_certs": "text",
+    "ssl_ca_path": "text",
+    "ssl_ciphers": "text",
+    "ssl_password": "text",
+    "ssl_min_version": "positive",
+}
+_WANTS = {
+    "database": "a database number (ASCII digits)",
+    "seconds": "a positive finite number of seconds (ASCII decimal)",
+    "count": "a whole number (ASCII digits)",
+    "positive": "a positive whole number (ASCII digits)",
+    "bool": "true or false",
+    "text": "a value",
+}
+
+
+def _valid(kind: str, value: str) -> bool:
+    if kind == "database":
+        return bool(_ASCII_INT.fullmatch(value)) and int(value) <= _MAX_DB
+    if kind == "seconds":
+        return bool(_ASCII_NUMBER.fullmatch(value)) and 0 < float(value) < float("inf")
+    if kind == "count":
+        return bool(_ASCII_INT.fullmatch(value)) and int(value) <= _MAX_DB
+    if kind == "positive":
+        return bool(_ASCII_INT.fullmatch(value)) and 0 < int(value) <= _MAX_DB
+    if kind == "bool":
+        return value.lower() in _BOOL
+    return bool(value)
+
+
+def _check_url(url: str, *, tls: bool) -> None:
+    """`InvalidInput` naming the parameter for what redis-py would take and fail
+    on only at the first call, or silently read otherwise: a path that is no
+    database number (`/cache`, `/-1`, `/٣`) or out of range, a database named
+    twice (path and `?db=`), an option given twice (redis-py keeps the first),
+    an unknown option, a timeout that is not a positive finite number
+    (`socket_timeout=-1`), a negative or zero count. The error is on `url` and
+    names the parameter; values are not quoted (`password`, `ssl_password`)."""
+    parts = urlsplit(url)
+    if "@" in parts.path:
+        raise InvalidInput(
+            "url",
+            "an '@' follows the host: percent-encode a '/', '?' or '#' of the password "
+            "('/' as %2F, '?' as %3F, '#' as %23)",
+        )
+    path = unquote(parts.path).strip("/")
+    if path and not _valid("database", path):
+        raise InvalidInput(
+            "url", f"the path names a database number in 0..{_MAX_DB} (/0, /3), got {path!r}"
+        )
+    allowed = {**_URL_OPTIONS, **(_TLS_OPTIONS if tls else {})}
+    seen: set[str] = set()
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        kind = allowed.get(name)
+        if kind is None:
+            raise InvalidInput(
+                "url",
+                f"{name!r} is not an option of a Redis URL; known: {', '.join(sorted(allowed))}",
+            )
+        if name in seen or (name == "db" and path):
+            raise InvalidInput(
+                "url",
+                f"{name} is given twice (the path names the database too)"
+                if name == "db" and path
+                else f"{name} is given twice",
+            )
+        seen.add(name)
+        if value and not _valid(kind, value):
+            raise InvalidInput("url", f"{name}: {_WANTS[kind]} is required")
+
+
 def connect(url: str, **options: Any) -> Client:
     """A client for `url` speaking RESP2 with bytes replies and bounded timeouts.
 
@@ -121,10 +225,8 @@ def connect(url: str, **options: Any) -> Client:
         options["connection_class"] = (
             _FailFastSSLConnection if scheme == "rediss" else _FailFastConnection
         )
-    path = urlsplit(url).path if scheme in ("redis", "rediss") else ""
-    if path.strip("/") and not path.strip("/").isdigit():
-        # redis-py would silently use database 0 for `/cache` or `/-1`
-        raise InvalidInput("url", f"the path names a database number, got {path!r}")
+    if scheme in ("redis", "rediss"):
+        _check_url(url, tls=scheme == "rediss")
     try:
         client: aioredis.Redis = aioredis.Redis.from_url(
             url, protocol=2, decode_responses=False, **options

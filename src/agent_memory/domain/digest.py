@@ -37,7 +37,7 @@ from attrs import field, frozen
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.records import Event
 from agent_memory.domain.validation import require_positive, require_scope
-from agent_memory.domain.views import estimate_tokens
+from agent_memory.domain.views import estimate_tokens, shorten_text
 
 __all__ = [
     "EXTRACTIVE_FINGERPRINT",
@@ -282,9 +282,21 @@ def _is_notable(event: Event) -> bool:
     return any(word in outcome for word in _NOTABLE_OUTCOMES) or event.importance >= 0.8
 
 
+#: The longest name (entity, action, outcome, agent) and summary, in UTF-8
+#: bytes, that an extractive digest quotes whole; longer ones are shortened, so
+#: one long name cannot take a digest's whole budget.
+_NAME_BYTES = 120
+_SUMMARY_BYTES = 600
+
+
 def extractive_digest(events: Sequence[Event], target_tokens: int) -> str:
     """A deterministic offline digest: counts by entity, action and outcome, then
-    the latest notable events, within about `target_tokens` (estimated)."""
+    the latest notable events, within `target_tokens` (estimated) as a whole.
+
+    Lines come in that order, each only when it fits: a count line keeps as
+    many of its top five names as fit, and a notable event that does not fit
+    is skipped for the next, shorter one. Long names and summaries are
+    shortened. Empty when not even the first line (the span) fits."""
     if not events:
         return ""
     entities: Counter[str] = Counter()
@@ -294,28 +306,36 @@ def extractive_digest(events: Sequence[Event], target_tokens: int) -> str:
         entities.update(f"{x.type}/{x.id}" for x in e.entities)
         actions[e.action] += 1
         outcomes[e.outcome] += 1
+    lines: list[str] = []
+    used = 0
 
-    def top(counter: Counter[str], n: int = 5) -> str:
-        items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
-        return ", ".join(f"{k} x{v}" for k, v in items) or "none"
+    def add(line: str) -> bool:
+        # lines are joined by newlines, across which no word unit runs: the
+        # estimates of the lines add up to at least the estimate of the whole
+        nonlocal used
+        cost = estimate_tokens(line)
+        if used + cost > target_tokens:
+            return False
+        lines.append(line)
+        used += cost
+        return True
 
     newest = max(e.occurred_at for e in events).isoformat()
     oldest = min(e.occurred_at for e in events).isoformat()
-    lines = [
-        f"{len(events)} events from {oldest} to {newest}.",
-        f"Entities: {top(entities)}.",
-        f"Actions: {top(actions)}.",
-        f"Outcomes: {top(outcomes)}.",
-        "Latest notable:",
-    ]
+    if not add(f"{len(events)} events from {oldest} to {newest}."):
+        return ""
+    for label, counter in (("Entities", entities), ("Actions", actions), ("Outcomes", outcomes)):
+        items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        shown = [f"{shorten_text(k, _NAME_BYTES)} x{v}" for k, v in items]
+        while shown and not add(f"{label}: {', '.join(shown)}."):
+            shown.pop()  # the most of the top names that fit
+        if not items:
+            add(f"{label}: none.")
+    if not add("Latest notable:"):
+        return "\n".join(lines)
     ordered = sorted(events, key=lambda e: (e.occurred_at, e.id), reverse=True)
     notable = [e for e in ordered if _is_notable(e)] + [e for e in ordered if not _is_notable(e)]
-    used = estimate_tokens("\n".join(lines))
     for e in notable:
-        line = f"- {e.occurred_at.isoformat()} {e.agent}: {e.summary}"
-        cost = estimate_tokens(line)
-        if used + cost > target_tokens:
-            break
-        lines.append(line)
-        used += cost
+        agent = shorten_text(e.agent, _NAME_BYTES)
+        add(f"- {e.occurred_at.isoformat()} {agent}: {shorten_text(e.summary, _SUMMARY_BYTES)}")
     return "\n".join(lines)

@@ -16,7 +16,6 @@ its entity.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -24,8 +23,8 @@ from typing import Any
 
 from attrs import frozen
 
+from agent_memory.domain.bounded_names import fit_or_digest
 from agent_memory.domain.records import Entity, Lease
-from agent_memory.domain.validation import MAX_ID_BYTES
 from agent_memory.ports.storage import LeaseStore
 
 __all__ = [
@@ -50,9 +49,7 @@ def _bounded(prefix: str, parts: Sequence[str]) -> str:
     bound of a lease key or owner; every part may be that long itself),
     `prefix` + "#" + its SHA-256: JSON starts with "[", so the two never collide."""
     text = json.dumps(list(parts), ensure_ascii=False)
-    if len((prefix + text).encode("utf-8")) <= MAX_ID_BYTES:
-        return prefix + text
-    return prefix + "#" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return fit_or_digest(prefix + text, prefix + "#", text)
 
 
 def signal_key(agent: str, request_id: str) -> str:

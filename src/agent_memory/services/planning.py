@@ -56,10 +56,17 @@ class PlanningContext:
         return "\n".join(part for part in (self.agent_memory, self.coordination) if part)
 
 
+def _own(inputs: PlanningInputs, agent: str, request_id: str) -> bool:
+    """Whether (agent, request id) is the caller's request: a request is the
+    pair (its signal key and lease owner), so another agent working under the
+    same request id (one id fanned out to several agents) is another request."""
+    return agent == inputs.agent and request_id == inputs.request_id
+
+
 def _signals(inputs: PlanningInputs, unreadable: Counter[str]) -> list[ActivitySignal]:
     out = []
     for info in inputs.signals:
-        if info.started_at is None or info.request_id == inputs.request_id:
+        if info.started_at is None or _own(inputs, info.agent, info.request_id):
             continue
         try:
             out.append(
@@ -80,7 +87,7 @@ def _signals(inputs: PlanningInputs, unreadable: Counter[str]) -> list[ActivityS
 def _investigations(inputs: PlanningInputs, unreadable: Counter[str]) -> list[Investigation]:
     out = []
     for entity, agent, request_id, since in inputs.claims:
-        if request_id == inputs.request_id:
+        if _own(inputs, agent, request_id):
             continue
         try:
             out.append(
@@ -130,7 +137,7 @@ def render_planning(
         coordination_view = render_coordination(
             signals,
             domain=inputs.domain,
-            own_request_id=inputs.request_id,
+            own_request_id=None,  # left out above, by agent and request id
             now=inputs.now,
             max_agents=coordination_limit,
             budget_bytes=budget_bytes,

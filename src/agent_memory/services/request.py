@@ -10,13 +10,15 @@ On enter: announce an activity signal (a lease with a payload, renewed every
 TTL/3 by a background task with the request's latest `status(...)`) and take
 advisory claims on the request's entities (`req.claims` says who else holds
 one). A signal that lapsed between two renewals (an outage or a pause longer
-than its TTL) is announced again: the request is still running. Claims are
+than its TTL), or that could not be announced on enter, is announced by the
+renewal: the request is still running. Claims are
 not renewed: they expire at their TTL (`renew_claims=True` renews them too).
 `await req.suspend()` (a human in the loop) stops the renewal and withdraws
 signal and claims; `await req.resume()` announces and claims
 afresh. On every exit — normal, exception, cancellation — the renewal is
 stopped and joined, then claims and signal are released within a bounded
-cleanup timeout. Every stage is fail-open: a backend or model failure lands in
+cleanup timeout (also those whose acquire failed with its outcome unknown: the
+store may have taken them). Every stage is fail-open: a backend or model failure lands in
 `req.reports`, never in the agent.
 """
 
@@ -24,17 +26,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import timedelta
 from types import TracebackType
+from typing import cast
 
 import attrs
 from attrs import define, field
 
-from agent_memory.domain.errors import InvalidInput, LeaseNotHeld
+from agent_memory.domain.errors import InvalidInput, LeaseNotHeld, StoreClosed
 from agent_memory.domain.records import Entity, Lease
 from agent_memory.domain.steps import Step
-from agent_memory.domain.validation import require_id, require_positive, require_scope
+from agent_memory.domain.validation import (
+    require_id,
+    require_positive,
+    require_scope,
+    require_text,
+)
 from agent_memory.domain.views import KnowledgeItem
 from agent_memory.ports.models import Clock, LanguageModel
 from agent_memory.ports.storage import EventLog, LeaseStore
@@ -135,9 +143,28 @@ class AgentMemory:
             domain=require_scope(domain, "domain"),
             request_id=require_id(request_id, "request_id"),
             user_id=None if user_id is None else require_id(user_id, "user_id"),
-            entities=tuple(entities),
-            doing=doing,
+            entities=_entities(entities),
+            doing=require_text(doing, "doing"),
         )
+
+
+def _entities(entities: object) -> tuple[Entity, ...]:
+    """The request's entities, refused at once when they are not `Entity`
+    values (a claim of something else would only fail later, per entity)."""
+    if isinstance(entities, Entity | str | bytes):
+        raise InvalidInput("entities", f"a sequence of Entity is required, got {entities!r}")
+    try:
+        items = tuple(cast("Iterable[object]", entities))
+    except TypeError:
+        raise InvalidInput(
+            "entities", f"a sequence of Entity is required, got {entities!r}"
+        ) from None
+    checked: list[Entity] = []
+    for entity in items:
+        if not isinstance(entity, Entity):
+            raise InvalidInput("entities", f"Entity values are required, got {entity!r}")
+        checked.append(entity)
+    return tuple(checked)
 
 
 class MemoryRequest:
@@ -164,6 +191,9 @@ class MemoryRequest:
         self.claims: list[ClaimResult] = []
         self.reports: dict[str, StageReport] = {}
         self._held: list[str] = []
+        # keys whose acquire failed with its outcome unknown (the store may have
+        # taken it, e.g. a reply lost to a timeout): released on withdrawal too
+        self._unsure: list[str] = []
         self._renewal: asyncio.Task[None] | None = None
         self._coord = Coordinator(
             memory.leases,
@@ -198,34 +228,61 @@ class MemoryRequest:
         return self
 
     async def _advertise(self, report: StageReport) -> None:
-        """Announce the signal, claim the entities, start the renewal (fail-open)."""
+        """Announce the signal, claim the entities, start the renewal (fail-open).
+        The renewal starts even when the announcement failed: it announces the
+        signal once the backend answers again."""
         async with fail_open(report, "announce"):
-            lease = await self._announce()
-            if lease is not None and lease.key not in self._held:
-                self._held.append(lease.key)
-            report.details["signal"] = lease is not None
+            report.details["signal"] = await self._announce_signal()
         self.claims = []
         for entity in self.entities:
             async with fail_open(report, f"claim {entity.type}/{entity.id}"):
-                result = await self._coord.claim(self.agent, self.request_id, entity, self._started)
+                key = claim_key(entity)
+                async with self._unsure_until_known(key):
+                    result = await self._coord.claim(
+                        self.agent, self.request_id, entity, self._started
+                    )
                 self.claims.append(result)
-                if result.acquired and claim_key(entity) not in self._held:
-                    self._held.append(claim_key(entity))
+                if result.acquired and key not in self._held:
+                    self._held.append(key)
         report.details["claims_acquired"] = sum(c.acquired for c in self.claims)
         report.details["claims_held_by_others"] = [
             {"entity": [c.entity.type, c.entity.id], "holder": c.holder_agent}
             for c in self.claims
             if not c.acquired
         ]
-        if self._held:
-            self._renewal = asyncio.create_task(self._renew_forever())
+        self._renewal = asyncio.create_task(self._renew_forever())
+
+    @contextlib.asynccontextmanager
+    async def _unsure_until_known(self, key: str) -> AsyncIterator[None]:
+        """Around an acquire of `key`: when it fails with an error that does not
+        say the store refused it untouched (invalid input, closed store), the
+        store may hold the lease for us anyway (the reply was lost), so the key
+        is released on withdrawal with the held ones (owner-checked: a no-op
+        when it is not ours)."""
+        try:
+            yield
+        except (InvalidInput, StoreClosed):
+            raise
+        except Exception:
+            if key not in self._unsure and key not in self._held:
+                self._unsure.append(key)
+            raise
+
+    async def _announce_signal(self) -> bool:
+        """Announce the signal and hold its key; whether it is ours."""
+        key = signal_key(self.agent, self.request_id)
+        async with self._unsure_until_known(key):
+            lease = await self._announce()
+        if lease is not None and key not in self._held:
+            self._held.append(key)
+        return lease is not None
 
     def status(self, status: str) -> None:
         """Set what the request is doing now (e.g. "waiting for approval"); the
         next renewal of its signal carries it."""
         if not isinstance(status, str) or not status.strip():
             raise InvalidInput("status", "a non-blank string is required")
-        self._status = status
+        self._status = require_text(status, "status")
 
     @property
     def suspended(self) -> bool:
@@ -260,6 +317,11 @@ class MemoryRequest:
         renewals = 0
         while True:
             await asyncio.sleep(interval)
+            if signal not in self._held:  # the announcement on enter failed
+                async with fail_open(report, f"announce {signal}"):
+                    if await self._announce_signal():
+                        report.details["announced"] = int(report.details.get("announced", 0)) + 1
+                continue
             for key in list(self._held):
                 if key != signal and not renew_claims:
                     continue
@@ -342,7 +404,8 @@ class MemoryRequest:
                     inputs.entity_history = list(hist.events)
             async with fail_open(report, "signals"):
                 signals = await self._coord.active_signals()
-                inputs.signals = [s for s in signals if s.request_id != self.request_id]
+                own = (self.agent, self.request_id)  # a request is the pair
+                inputs.signals = [s for s in signals if (s.agent, s.request_id) != own]
             async with fail_open(report, "claims"):
                 inputs.claims = await self._coord.active_claims()
             span.event(
@@ -470,13 +533,17 @@ class MemoryRequest:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewal
             self._renewal = None
-        keys = list(reversed(self._held))
         released = 0
-        for key in keys:
+        for key in list(reversed(self._held)):
             async with fail_open(report, f"release {key}"):
                 if await self._m.leases.release(self.domain, key, self._coord_owner()):
                     released += 1
                 self._held.remove(key)
+        for key in list(self._unsure):  # taken for us, perhaps: owner-checked
+            async with fail_open(report, f"release {key}"):
+                if await self._m.leases.release(self.domain, key, self._coord_owner()):
+                    released += 1
+                self._unsure.remove(key)
         report.details["released"] = released
 
     def _coord_owner(self) -> str:

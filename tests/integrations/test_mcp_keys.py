@@ -169,7 +169,9 @@ async def test_tenants_do_not_see_each_other(mcp_server: McpServer) -> None:
         assert "t/a/" not in json.dumps(receipt)
         assert secret in await contents(b, "bob")
         fact_id = (await ok(b, "recall", user_id="bob", namespace="n"))["facts"][0]["id"]
-        await ok(a, "forget", user_id="bob", fact_id=fact_id)  # b's fact id, a's scope
+        # b's fact id, a's scope: not found there, as over HTTP (404)
+        body = await refused(a, "forget", user_id="bob", fact_id=fact_id)
+        assert (body["type"], body.get("field")) == ("NotFound", "fact_id"), body
         assert secret in await contents(b, "bob")
 
 

@@ -175,8 +175,8 @@ async def test_a_json_looking_fact_id_or_user_is_that_id() -> None:
     the user "null", not for no user."""
     async with mcp_server() as mcp, mcp.session("A") as a:
         await ok(a, "remember", user_id="u", namespace="n", facts=fact("User keeps a cat"))
-        receipt = await ok(a, "forget", user_id="u", fact_id="null")
-        assert (receipt["facts"], receipt["namespace"]) == (0, None), receipt
+        body = await refused(a, "forget", user_id="u", fact_id="null")  # no such fact
+        assert (body["type"], body.get("field")) == ("NotFound", "fact_id"), body
         assert await namespaces_of(a, "u") == {"n"}, "a forget of fact 'null' erased the user"
         await ok(a, "record_steps", agent="x", domain="d", request_id="r", user_id="null",
                  steps=[{"action": "kubectl get pods"}])  # fmt: skip
@@ -444,7 +444,7 @@ TOOLS: dict[str, set[str]] = {
     "planning_context": {"agent", "domain", "request_id", "entity_type", "entity_id", "doing"},
 }
 #: what a refusal may be: the caller's mistakes, never `InternalError`
-TYPED = {"InvalidInput", "ScopeRequired", "PermissionDenied"}
+TYPED = {"InvalidInput", "ScopeRequired", "PermissionDenied", "NotFound"}
 
 texts = st.one_of(
     st.sampled_from(["alice", "bob", "n", "k8s", "", " ", "\t\n", "null", "[]", "{}", "true",
@@ -565,6 +565,8 @@ def test_every_tool_answers_adversarial_arguments_with_a_typed_result(
                 field = body.get("field")
                 assert isinstance(field, str), body
                 assert field.split(".")[0] in TOOLS[tool] | set(arguments), (call, body)
+            if body["type"] == "NotFound":  # a fact the user does not have, as over HTTP
+                assert (tool, body.get("field")) == ("forget", "fact_id"), (call, body)
             if key == "R" and tool in ("remember", "forget", "record_steps", "planning_context"):
                 assert body["type"] in ("PermissionDenied", "InvalidInput"), body
         else:

@@ -51,12 +51,14 @@ class ScopeRequired(InvalidInput):
 
 
 class NotFound(AgentMemoryError, KeyError):
-    """The addressed record does not exist (in that scope)."""
+    """The addressed record does not exist (in that scope); `field` names the
+    argument that addressed it (e.g. `fact_id`), when an entry point knows it."""
 
-    def __init__(self, scope: str, id: str) -> None:
+    def __init__(self, scope: str, id: str, field: str | None = None) -> None:
         super().__init__(f"no record {id!r} in scope {scope!r}")
         self.scope = scope
         self.id = id
+        self.field = field
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])

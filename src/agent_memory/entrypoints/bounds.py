@@ -12,10 +12,12 @@ pydantic error into that field and a message, for both entry points."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, StrictStr
+from pydantic import AfterValidator, AwareDatetime, BeforeValidator, Field, StrictStr
 from pydantic_core import PydanticCustomError
 
 from agent_memory.domain.validation import MAX_ID_BYTES, json_strings
@@ -28,9 +30,12 @@ __all__ = [
     "FactContent",
     "Id",
     "IdChecks",
+    "Instant",
+    "Limit",
     "Outcome",
     "Query",
     "Text",
+    "Unit",
     "describe",
     "storable_json",
 ]
@@ -83,6 +88,23 @@ def storable_json(value: Any) -> Any:
     return value
 
 
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def _iso_text(value: Any) -> Any:
+    """A date-time as the ISO-8601 text it is documented as: pydantic's lax
+    mode read a number, a bool or a string of digits as a Unix time, so
+    `"started_at": 1700000000` (a client's epoch seconds, or milliseconds:
+    another date altogether) was taken without a word."""
+    if isinstance(value, datetime):
+        return value  # a Python caller's own value
+    if not isinstance(value, str) or _NUMBER.fullmatch(value):
+        raise PydanticCustomError(
+            "datetime_type", "an ISO-8601 date-time string with a time zone is required"
+        )
+    return value
+
+
 _Text = AfterValidator(_storable)
 #: The checks of an id without its type and sizes (for HTTP query parameters,
 #: whose sizes their `Query(...)` gives).
@@ -92,7 +114,7 @@ Text = Annotated[StrictStr, Field(max_length=1_000_000), _Text]
 FactContent = Annotated[
     StrictStr, Field(min_length=1, max_length=100_000), _Text, AfterValidator(_non_blank)
 ]
-Query = Annotated[StrictStr, Field(max_length=65_536), _Text]
+Query = Annotated[StrictStr, Field(min_length=1, max_length=65_536), _Text]
 Action = Annotated[
     StrictStr, Field(min_length=1, max_length=10_000), _Text, AfterValidator(_non_blank)
 ]
@@ -100,6 +122,12 @@ Outcome = Annotated[StrictStr, Field(max_length=1_000), _Text]
 Doing = Annotated[StrictStr, Field(max_length=10_000), _Text]
 #: At most this many facts, steps or knowledge items in one request.
 MAX_BATCH = 100
+#: A page or result size (`limit`): a JSON integer, never "5", 5.0 or true.
+Limit = Annotated[int, Field(strict=True, ge=1, le=200)]
+#: A confidence or importance: a JSON number in [0, 1], never "0.9" or true.
+Unit = Annotated[float, Field(strict=True, ge=0.0, le=1.0)]
+#: An instant: ISO-8601 text with a time zone, never a number read as Unix time.
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_text)]
 
 
 def describe(

@@ -28,6 +28,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 from typing import IO, Any, cast
 
 import anyio
@@ -39,6 +40,7 @@ from mcp.shared.message import SessionMessage
 __all__ = ["EnvelopeCheck", "envelope_error", "serve_stdio"]
 
 _MAX_PATH_PARTS = 8
+_STATUSES = frozenset(HTTPStatus)
 
 
 def _valid_id(value: object) -> bool:
@@ -179,14 +181,21 @@ class EnvelopeCheck:
     `envelope_error` refuses is answered `400` with that JSON-RPC error (the SDK
     accepted a request whose id is neither a string nor an integer as a
     notification, `202`, and never answered it). Bodies over `max_body` bytes
-    go on unread: the SDK refuses them itself."""
+    go on unread: the SDK refuses them itself (`413`). Every error the SDK's
+    transport answers in plain text (that `413`, a wrong content type `400`,
+    a refused Host `421` or Origin `403`, a method `405`) is sent as a JSON-RPC
+    error body instead, with the same status (`_json_errors`)."""
 
     def __init__(self, app: Any, max_body: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
         self.app = app
         self.max_body = max_body
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send = _json_errors(send, self.max_body)
+        if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -235,3 +244,51 @@ def _replay(chunks: list[bytes], receive: Any, *, complete: bool, last: Any = No
         return await receive()
 
     return replayed
+
+
+def _json_errors(send: Any, max_body: int) -> Any:
+    """`send` with every error response that is not JSON (the SDK's transport
+    answers "Request body too large" or "Invalid Content-Type header" as plain
+    text, which a JSON-RPC client cannot read as an answer) turned into a
+    JSON-RPC error body: `id` null (the request was not read), code -32600
+    (invalid request), the SDK's text as the message (a 413 also says the
+    limit), the status and other headers kept."""
+    held: dict[str, Any] = {}
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            headers = message.get("headers", [])
+            media = b""
+            for name, value in headers:
+                if name.lower() == b"content-type":
+                    media = value.split(b";", 1)[0].strip().lower()
+            if message["status"] >= 400 and not media.endswith(b"json"):
+                held.update(start=message, body=b"")
+                return
+        elif message["type"] == "http.response.body" and "start" in held:
+            held["body"] += message.get("body", b"")
+            if message.get("more_body", False):
+                return
+            start = held.pop("start")
+            status = start["status"]
+            text = held.pop("body").decode("utf-8", "replace").strip()[:300]
+            if not text:
+                text = HTTPStatus(status).phrase if status in _STATUSES else "refused"
+            if status == HTTPStatus.REQUEST_ENTITY_TOO_LARGE:
+                text = f"{text}: at most {max_body} bytes"
+            payload = _error(None, types.INVALID_REQUEST, text).model_dump_json(
+                by_alias=True, exclude_unset=True
+            )
+            kept = [
+                (name, value)
+                for name, value in start.get("headers", [])
+                if name.lower() not in (b"content-type", b"content-length")
+            ]
+            body = payload.encode()
+            kept += [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+            await send({**start, "headers": kept})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await send(message)
+
+    return sending

@@ -71,6 +71,7 @@ from agent_memory.domain.errors import (
     InvalidInput,
     ModelError,
     ModelTimeout,
+    NotFound,
     PermissionDenied,
     StorageCorrupted,
     StoreClosed,
@@ -91,9 +92,11 @@ from agent_memory.entrypoints.bounds import (
     Doing,
     FactContent,
     Id,
+    Limit,
     Outcome,
     Query,
     Text,
+    Unit,
     describe,
 )
 from agent_memory.services.audit import acting_as
@@ -118,7 +121,8 @@ Namespace = Annotated[
         "facts (name, language, time zone) go to 'universal' automatically.",
     ),
 ]
-Category = Literal["identity", "preference", "constraint", "relationship", "context"]
+# the HTTP service's categories: a session summary is a fact like any other
+Category = Literal["identity", "preference", "constraint", "relationship", "context", "summary"]
 
 
 class FactIn(BaseModel):
@@ -126,7 +130,7 @@ class FactIn(BaseModel):
 
     content: FactContent = Field(description="The fact, e.g. 'User prefers dark roast'.")
     category: Category = Field(default="preference", description="What kind of fact it is.")
-    confidence: float = Field(default=0.9, ge=0.0, le=1.0)
+    confidence: Unit = Field(default=0.9, description="How sure, from 0 to 1.")
 
 
 class StepIn(BaseModel):
@@ -155,6 +159,8 @@ def _message(exc: BaseException) -> str:
     the server log has it, as with the HTTP service's problem documents."""
     if isinstance(exc, InvalidInput | PermissionDenied | DeadlineExceeded | InternalError):
         return str(exc)
+    if isinstance(exc, NotFound):  # its scope may be a stored one: the id the caller sent
+        return f"{exc.field}: no such record {exc.id!r}" if exc.field else "no such record"
     if isinstance(exc, AuditNotRecorded):
         return (
             f"{exc.entry.operation} completed; audit entry {exc.entry.id} not recorded "
@@ -500,7 +506,7 @@ async def _guard(
     except (ToolError, MCPError):
         raise
     except (AgentMemoryError, DeadlineExceeded) as exc:
-        if not isinstance(exc, InvalidInput | PermissionDenied | DeadlineExceeded):
+        if not isinstance(exc, InvalidInput | PermissionDenied | NotFound | DeadlineExceeded):
             _log.warning("tool failed: %s: %s", type(exc).__name__, exc)  # not sent: _message
         raise wrap(exc) from None
     except Exception:
@@ -642,7 +648,8 @@ def build_server(
 
     @server.tool(
         description="Forget a user: everything (no namespace, no fact_id), one namespace, "
-        "or one fact. Returns the receipt: what was removed from each store."
+        "or one fact. Returns the receipt: what was removed from each store (a fact_id "
+        "the user does not have is a NotFound error)."
     )
     async def forget(
         user_id: UserId,
@@ -656,6 +663,8 @@ def build_server(
                 raise InvalidInput("fact_id", "give namespace or fact_id, not both")
             if fact_id is not None:
                 receipt = await users.forget_fact(owner, fact_id)
+                if receipt.complete and receipt.facts == 0:  # as HTTP's 404
+                    raise NotFound(user_id, fact_id, "fact_id")
             else:
                 receipt = await users.forget(owner, namespace)
             return {
@@ -685,9 +694,9 @@ def build_server(
     )
     async def search_memories(
         user_id: UserId,
-        query: Annotated[Query, Field(min_length=1, description="What to look for.")],
+        query: Annotated[Query, Field(description="What to look for.")],
         namespace: Annotated[Id | None, Field(description="Only this namespace.")] = None,
-        limit: Annotated[int, Field(strict=True, ge=1, le=100)] = 10,
+        limit: Annotated[Limit, Field(description="At most this many facts.")] = 10,
     ) -> dict[str, Any]:
         async def run(who: Identity) -> dict[str, Any]:
             owner = who.tenant.owner(user_id)

@@ -21,7 +21,6 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AwareDatetime
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agent_memory.bootstrap import Memory, connect
@@ -32,7 +31,7 @@ from agent_memory.domain.steps import Step
 from agent_memory.domain.user_facts import FactCandidate
 from agent_memory.domain.views import FactSource, KnowledgeItem
 from agent_memory.domain.views.encoding import encode_text
-from agent_memory.entrypoints.bounds import IdChecks, describe
+from agent_memory.entrypoints.bounds import IdChecks, Instant, describe
 from agent_memory.entrypoints.server import schemas as s
 from agent_memory.entrypoints.server.cursors import bind, unbind
 from agent_memory.entrypoints.server.keys import ApiKey, KeyRing
@@ -320,7 +319,7 @@ def create_app(
     async def forget_fact(body: s.ForgetFactBody, who: Writer) -> s.Receipt:
         receipt = await memory().users.forget_fact(who.tenant.owner(body.user_id), body.fact_id)
         if receipt.complete and receipt.facts == 0:
-            raise Problem("not-found", "no such fact")
+            raise Problem("not-found", "fact_id: the user has no such fact", field="fact_id")
         return _receipt(receipt, body.user_id)
 
     # -- audit trail ------------------------------------------------------------------------
@@ -457,8 +456,8 @@ def create_app(
     async def events(
         who: Reader,
         domain: Annotated[IdChecks, Query(min_length=1, max_length=1024)],
-        since: AwareDatetime | None = None,
-        until: AwareDatetime | None = None,
+        since: Instant | None = None,
+        until: Instant | None = None,
         limit: Annotated[int, Query(ge=1, le=200)] = 50,
         entity_type: Annotated[IdChecks | None, Query(min_length=1, max_length=1024)] = None,
         entity_id: Annotated[IdChecks | None, Query(min_length=1, max_length=1024)] = None,

@@ -15,15 +15,16 @@ from agent_memory.entrypoints.bounds import (
     Doing,
     FactContent,
     Id,
+    Instant,
+    Limit,
     Outcome,
     Query,
     Text,
+    Unit,
     storable_json,
 )
 
 Score = Annotated[float, Field(strict=True, ge=-1.0, le=1.0)]
-Unit = Annotated[float, Field(ge=0.0, le=1.0)]
-Limit = Annotated[int, Field(strict=True, ge=1, le=200)]
 Category = Literal["identity", "constraint", "preference", "relationship", "context", "summary"]
 
 
@@ -219,7 +220,7 @@ class RequestRef(_In):
 class KnowledgeIn(_In):
     id: Id
     content: Text
-    score: Annotated[float, Field(ge=0.0, le=1e6)] = 0.0
+    score: Annotated[float, Field(strict=True, ge=0.0, le=1e6)] = 0.0
 
 
 class ContextBody(_In):
@@ -240,8 +241,8 @@ class StepIn(_In):
     outcome: Outcome = "success"
     response: Text = ""
     failure_cause: Text | None = None
-    started_at: AwareDatetime | None = None
-    ended_at: AwareDatetime | None = None
+    started_at: Instant | None = None
+    ended_at: Instant | None = None
     metadata: Annotated[dict[str, Any], AfterValidator(storable_json)] = {}
     importance: Unit = 0.5
     eligible: StrictBool = True

@@ -64,6 +64,6 @@ def test_invalid_values_name_the_variable() -> None:
     )
     with pytest.raises(ConfigurationError, match=r"^AGENT_MEMORY_EMBEDDINGS_URL: scheme"):
         embedder_from_settings(settings)
-    with pytest.raises(ConfigurationError, match=r"^AGENT_MEMORY_LLM_MODEL: a non-empty") as info:
+    with pytest.raises(ConfigurationError, match=r"^AGENT_MEMORY_LLM_MODEL: a non-blank") as info:
         chat_model_from_settings(Settings(llm_url="http://llm.example", llm_model=" ", api_key=KEY))
     assert KEY not in str(info.value)

@@ -45,6 +45,7 @@ class Lifecycle:
         self._closing = False
         self._inflight = 0
         self._idle: asyncio.Event | None = None
+        self._idle_loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def closed(self) -> bool:
@@ -67,7 +68,18 @@ class Lifecycle:
     def _exit(self) -> None:
         self._inflight -= 1
         if self._inflight == 0 and self._idle is not None:
-            self._idle.set()
+            loop = self._idle_loop
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if loop is None or running is loop:
+                self._idle.set()
+            elif not loop.is_closed():
+                # The operation ran in another thread's loop (a provider shared
+                # by threads): an asyncio.Event set from here would not wake the
+                # loop waiting in close().
+                loop.call_soon_threadsafe(self._idle.set)
 
     async def begin_close(self) -> bool:
         """Mark closed and wait for in-flight operations.
@@ -80,5 +92,6 @@ class Lifecycle:
         if self._inflight:
             if self._idle is None:
                 self._idle = asyncio.Event()
+                self._idle_loop = asyncio.get_running_loop()
             await self._idle.wait()
         return first

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
+import string
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -85,6 +87,7 @@ _BLOCK = 48 * 1024
 # accepted for very short texts rather than running them one by one.
 _MAX_BATCH_TOKENS = 4096
 _PADDING_SLACK = 32
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _horner_into(x: F32, coefficients: tuple[np.float32, ...], out: F32) -> None:
@@ -158,6 +161,8 @@ class _Model:
     eps: np.float32
     max_length: int
     lowercase: bool
+    # Where a text may be cut before tokenizing (see `_boundaries`); None: never.
+    cut: re.Pattern[str] | None = None
 
 
 def _parse_json(path: Path, *, required: bool) -> Any:
@@ -270,6 +275,7 @@ def _load(path: Path) -> _Model:
         raise ConfigurationError(f"{path / 'tokenizer.json'} cannot be loaded: {exc}") from exc
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length)
+    cut = _boundaries(tokenizer)
 
     try:
         raw = load_file(str(path / "model.safetensors"))
@@ -345,6 +351,7 @@ def _load(path: Path) -> _Model:
         eps=np.float32(eps_value),
         max_length=max_length,
         lowercase=lowercase,
+        cut=cut,
     )
 
 
@@ -487,9 +494,13 @@ class MiniLMEmbedder:
             raise InvalidInput(
                 "texts", f"a sequence of strings is required, got {type(texts).__name__}"
             ) from None
-        for text in items:
+        for index, text in enumerate(items):
             if not isinstance(text, str):
                 raise InvalidInput("texts", f"strings are required, got {type(text).__name__}")
+            if _SURROGATE.search(text):  # anywhere, also past where the text is cut
+                raise InvalidInput(
+                    "texts", f"text {index} is not valid Unicode (a lone surrogate?)"
+                )
         dimension = self._space.dimension
         if not items:
             return np.zeros((0, dimension), dtype=np.float32)
@@ -517,7 +528,124 @@ class MiniLMEmbedder:
         return await asyncio.to_thread(self.embed_sync, texts)
 
 
+# Characters after which a BERT tokenizer (BertNormalizer, BertPreTokenizer,
+# WordPiece) starts a new word whatever follows: Unicode White_Space, except the
+# control characters among it (VT, FF, NEL), which clean_text deletes (joining
+# their neighbours) rather than turning into a space; a \x1c..\x1f or
+# \u200b is no break either, though Python's str.isspace says so for some.
+_WHITESPACE = "\t\n\r \xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+# ... each ASCII punctuation character, a word of its own (BertPreTokenizer) ...
+_PUNCTUATION = string.punctuation
+# ... and each CJK ideograph, spaced out by handle_chinese_chars (the ranges of
+# tokenizers' BertNormalizer).
+_CJK = (
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+    "\U0002a700-\U0002b73f\U0002b740-\U0002b81f\U0002b920-\U0002ceaf"
+    "\U0002f800-\U0002fa1f"
+)
+
+
+def _boundaries(tokenizer: Any) -> re.Pattern[str] | None:
+    """A pattern matching the places a text can be cut before tokenizing without
+    changing the word pieces before the cut: runs of whitespace (group `space`)
+    and single punctuation or CJK characters; None when the tokenizer is not the
+    BERT pipeline this holds for.
+
+    Why it holds: BertNormalizer works character by character (clean_text,
+    CJK spacing, lowercasing; NFD for accent stripping never reorders across a
+    character of combining class 0, which all of these are), BertPreTokenizer
+    splits words at whitespace and around punctuation, and WordPiece splits each
+    word alone. So the pieces of `text[:cut]` are the first pieces of `text`.
+    Characters of added tokens (`[CLS]`'s brackets) are left out: the tokens
+    are matched in the raw text, before any of this. Each character is also
+    checked on the tokenizer itself (`x<c>` then `y`), and dropped if it fails."""
+    try:
+        config = json.loads(tokenizer.to_str())
+    except Exception:  # the Rust side raises plain Exception
+        return None
+    normalizer = config.get("normalizer") or {}
+    pre_tokenizer = config.get("pre_tokenizer") or {}
+    model = config.get("model") or {}
+    if (
+        normalizer.get("type") != "BertNormalizer"
+        or pre_tokenizer.get("type") != "BertPreTokenizer"
+        or model.get("type") != "WordPiece"
+    ):
+        return None
+    added = "".join(token.content for token in tokenizer.get_added_tokens_decoder().values())
+
+    def splits(char: str) -> bool:
+        head = tokenizer.encode("x" + char, add_special_tokens=False).ids
+        tail = tokenizer.encode("y", add_special_tokens=False).ids
+        return bool(tokenizer.encode("x" + char + "y", add_special_tokens=False).ids == head + tail)
+
+    spaces = "".join(c for c in _expand(_WHITESPACE) if c not in added and splits(c))
+    marks = "".join(c for c in _PUNCTUATION if c not in added and splits(c))
+    # CJK ranges as a whole, checked at both ends of each range.
+    if normalizer.get("handle_chinese_chars", True) and all(splits(c) for c in _CJK if c != "-"):
+        marks = re.escape(marks) + _CJK
+    else:
+        marks = re.escape(marks)
+    if not spaces:
+        return None
+    return re.compile(f"(?P<space>[{re.escape(spaces)}]+)|[{marks}]")
+
+
+def _expand(ranges: str) -> str:
+    """The characters of a character-class body of single characters and `a-b` ranges."""
+    out: list[str] = []
+    i = 0
+    while i < len(ranges):
+        if i + 2 < len(ranges) and ranges[i + 1] == "-":
+            out.extend(chr(c) for c in range(ord(ranges[i]), ord(ranges[i + 2]) + 1))
+            i += 3
+        else:
+            out.append(ranges[i])
+            i += 1
+    return "".join(out)
+
+
+def _head(text: str, cut: re.Pattern[str], units: int) -> str:
+    """`text` up to just after its `units`-th boundary that ends a piece: a
+    punctuation or CJK character (one piece each), or a whitespace run after a
+    word (one piece at least, unless the word is only characters the normalizer
+    deletes); the whole `text` when it has fewer."""
+    count = 0
+    end = 0
+    for match in cut.finditer(text):
+        if match.lastgroup != "space" or match.start() > end:
+            count += 1
+        end = match.end()
+        if count >= units:
+            return text[:end]
+    return text
+
+
 def _tokenize(model: _Model, items: list[str]) -> list[Any]:
+    """The encodings of `items`, truncated to `max_length` pieces.
+
+    A text is cut before it is tokenized (tokenizing costs about a microsecond a
+    character, seconds for a multi-MB text): after `max_length` boundaries
+    (`_head`), which leaves its first pieces unchanged. When the cut text does
+    not fill `max_length` pieces (its words are made of characters the
+    normalizer deletes), the whole text is tokenized instead. So the result is
+    always the encoding of the whole text."""
+    if model.cut is None:
+        return _encode(model, items)
+    heads = [_head(text, model.cut, model.max_length) for text in items]
+    encodings = _encode(model, heads)
+    short = [
+        i
+        for i, (head, text) in enumerate(zip(heads, items, strict=True))
+        if len(head) < len(text) and len(encodings[i].ids) < model.max_length
+    ]
+    if short:
+        for i, encoding in zip(short, _encode(model, [items[i] for i in short]), strict=True):
+            encodings[i] = encoding
+    return encodings
+
+
+def _encode(model: _Model, items: list[str]) -> list[Any]:
     try:
         return list(model.tokenizer.encode_batch(items, add_special_tokens=True))
     except Exception as exc:  # the Rust side raises TypeError/Exception

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import math
 import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -45,7 +48,11 @@ class OpenAICompatibleEmbedder(HttpProvider):
     defaults to False because an OpenAI-compatible URL cannot prove which model
     answers: set it True only when the deployment pins the model.
 
-    `timeout` bounds each batch request, its retries included (`ModelTimeout`).
+    `timeout` (seconds, default 30) bounds one `embed` call as a whole: every
+    batch, retry and wait between retries included; past it the call raises
+    `ModelTimeout` (a retry that could not finish in time, `ProviderError`).
+    Embedding more texts than fit in it takes several calls or a larger
+    `timeout`.
     `send_dimensions` adds `"dimensions": dimension` to requests, for models that
     can shorten their vectors (OpenAI text-embedding-3-*).
     """
@@ -117,12 +124,16 @@ class OpenAICompatibleEmbedder(HttpProvider):
         dim = self._space.dimension
         out = np.empty((len(items), dim), dtype=np.float32)
         async with self._life.op():
+            # One deadline for the whole call, however many batches and retries.
+            deadline = asyncio.get_running_loop().time() + self._timeout
             for start in range(0, len(items), self._batch_size):
                 batch = items[start : start + self._batch_size]
-                out[start : start + len(batch)] = await self._embed_batch(batch, start)
+                out[start : start + len(batch)] = await self._embed_batch(batch, start, deadline)
         return out
 
-    async def _embed_batch(self, batch: list[str], offset: int) -> npt.NDArray[np.float32]:
+    async def _embed_batch(
+        self, batch: list[str], offset: int, deadline: float
+    ) -> npt.NDArray[np.float32]:
         body: dict[str, Any] = {
             "model": self._space.model,
             "input": batch,
@@ -132,7 +143,9 @@ class OpenAICompatibleEmbedder(HttpProvider):
             body["dimensions"] = self._space.dimension
         # A generous bound on a sane answer: 64 bytes of JSON per number plus 1 MiB.
         limit = (1 << 20) + len(batch) * self._space.dimension * 64
-        answer = await self._http.post("/embeddings", body, timeout=self._timeout, max_bytes=limit)
+        answer = await self._http.post(
+            "/embeddings", body, timeout=self._timeout, max_bytes=limit, deadline=deadline
+        )
         return self._parse(answer, len(batch), offset)
 
     def _parse(self, answer: Answer, count: int, offset: int) -> npt.NDArray[np.float32]:
@@ -167,14 +180,11 @@ class OpenAICompatibleEmbedder(HttpProvider):
             if not isinstance(raw, list):
                 got = "nothing" if raw is None else type(raw).__name__
                 raise malformed(f"data[{position}].embedding must be a list of numbers, got {got}")
-            try:
-                vector = np.asarray(raw)
-            except ValueError:  # ragged: numbers and lists mixed
-                vector = np.asarray(raw, dtype=object)
-            if vector.ndim != 1 or vector.dtype.kind not in "iuf":
+            vector = _numbers(raw)
+            if isinstance(vector, str):
                 raise malformed(
-                    f"data[{position}].embedding must be a flat list of numbers "
-                    f"(got an array of {vector.dtype} with shape {vector.shape})"
+                    f"data[{position}].embedding must be a flat list of numbers: "
+                    f"data[{position}].embedding{vector}"
                 )
             if vector.shape[0] != dim:
                 raise DimensionMismatch(
@@ -190,3 +200,37 @@ class OpenAICompatibleEmbedder(HttpProvider):
                 "beyond float32 range)"
             )
         return matrix
+
+
+def _numbers(raw: list[Any]) -> npt.NDArray[np.float64] | npt.NDArray[np.int64] | str:
+    """The JSON numbers of an embedding as an array, or what is wrong with them
+    (`[j] is ...`, naming the first element that is not a number).
+
+    JSON `true`/`false` are not numbers, though Python reads them as 1 and 0 and
+    numpy turns them into 1.0 and 0.0 among floats. An integer too big for
+    float64 becomes inf (refused later as non-finite)."""
+    try:
+        array = np.asarray(raw)
+    except ValueError:  # ragged: numbers and lists mixed
+        array = None
+    if array is not None and array.ndim == 1 and array.dtype.kind in "iuf":
+        for j, value in enumerate(raw):
+            if value.__class__ is bool:
+                return f"[{j}] is a boolean ({json.dumps(value)}), not a number"
+        return array
+    # Element by element: name the first bad one; integers beyond int64 are numbers.
+    values = np.empty(len(raw), dtype=np.float64)
+    for j, value in enumerate(raw):
+        if isinstance(value, bool):
+            return f"[{j}] is a boolean ({json.dumps(value)}), not a number"
+        if isinstance(value, int):
+            try:
+                values[j] = float(value)
+            except OverflowError:
+                values[j] = math.inf
+        elif isinstance(value, float):
+            values[j] = value
+        else:
+            kind = "null" if value is None else f"a {type(value).__name__}"
+            return f"[{j}] is {kind}, not a number"
+    return values

@@ -13,6 +13,7 @@ import json
 import logging
 import random
 import weakref
+import zlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,10 @@ _USER_AGENT = "agent-memory (openai-compatible provider)"
 _FINAL_CODES = frozenset({"insufficient_quota"})
 #: How much of an error answer is read: its message is quoted, shortened, anyway.
 _ERROR_BODY_BYTES = 64 * 1024
+#: What answers may be compressed with: the two `_Inflater` decodes within the limit.
+_ACCEPT_ENCODING = "gzip, deflate"
+#: At most this much is inflated at once.
+_INFLATE_STEP = 256 * 1024
 
 
 def snippet(text: str, limit: int = _SNIPPET) -> str:
@@ -90,6 +95,9 @@ class JsonClient:
     def _headers(self) -> dict[str, str]:
         headers = {"accept": "application/json", "content-type": "application/json"}
         headers.update(self._extra)
+        for name in [n for n in headers if n.lower() == "accept-encoding"]:
+            del headers[name]  # only what `_Inflater` reads within the body limit
+        headers["accept-encoding"] = _ACCEPT_ENCODING
         key = self._key.reveal()
         if key:
             headers["authorization"] = f"Bearer {key}"
@@ -156,7 +164,13 @@ class JsonClient:
         )
 
     async def post(
-        self, path: str, body: Mapping[str, Any], *, timeout: float, max_bytes: int
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        *,
+        timeout: float,
+        max_bytes: int,
+        deadline: float | None = None,
     ) -> Answer:
         """The parsed JSON answer of a 2xx, retrying 408/429/5xx and transport errors.
 
@@ -168,6 +182,9 @@ class JsonClient:
         `timeout` bounds the whole call, retries and their waits included:
         `ModelTimeout` past it. A non-retryable status, exhausted attempts, or a
         retry that could not start before the deadline raise `ProviderError`.
+        `deadline` (a time of the running loop's clock) replaces `loop.time() +
+        timeout` when a caller makes several posts under one `timeout` (the
+        embedder's batches); messages still name `timeout`.
         """
         import httpx
 
@@ -176,10 +193,13 @@ class JsonClient:
         client = self._http()
         headers = self._headers()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
+        if deadline is None:
+            deadline = loop.time() + timeout
+        elif loop.time() >= deadline:  # spent by the caller's earlier posts
+            raise self._timeout(url, timeout, 0)
         attempts = 0
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 while True:
                     attempts += 1
                     remaining = max(deadline - loop.time(), 1e-3)
@@ -191,6 +211,14 @@ class JsonClient:
                         )
                     except httpx.TimeoutException:
                         raise self._timeout(url, timeout, attempts) from None
+                    except _BadBody as exc:
+                        raise self._error(
+                            f"{url} answered HTTP {exc.status} with a body that cannot be "
+                            f"read: {exc.problem} (attempt {attempts}; not retried)",
+                            url,
+                            exc.status,
+                            attempts,
+                        ) from None
                     except httpx.TransportError as exc:
                         problem = f"transport error {type(exc).__name__}: {exc or 'no detail'}"
                         retryable = True
@@ -305,32 +333,147 @@ async def _exchange(
     max_bytes: int,
 ) -> _Received:
     """POST and read the answer: a 2xx body up to `max_bytes` (decompressed), an
-    error body up to `_ERROR_BODY_BYTES` (only its start is ever quoted)."""
+    error body up to `_ERROR_BODY_BYTES` (only its start is ever quoted).
+
+    The raw bytes are read and decoded here, by `_Inflater`, so that the limit
+    holds on the decompressed size as it grows: httpx's own decoders inflate a
+    whole network read at once (64 KiB of gzip can be 64 MB), and decode zstd
+    and brotli, which are neither asked for nor accepted. `_BadBody` when a 2xx
+    body cannot be decoded."""
     async with client.stream(
         "POST", url, content=content, headers=headers, timeout=timeout, follow_redirects=False
     ) as response:
-        ok = 200 <= response.status_code < 300
+        status = response.status_code
+        ok = 200 <= status < 300
         limit = max_bytes if ok else _ERROR_BODY_BYTES
-        declared = response.headers.get("content-length", "").strip()
-        too_large = ok and declared.isdigit() and int(declared) > limit
+        encoding = response.headers.get("content-encoding", "")
         chunks: list[bytes] = []
-        size = 0
-        if not too_large:
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    too_large = ok
-                    chunks.append(chunk[: len(chunk) - (size - limit)])
-                    break
-                chunks.append(chunk)
+        too_large = False
+        try:
+            inflater = _Inflater(encoding, status)
+        except _BadBody:
+            if ok:
+                raise
+            inflater = None  # an error answer keeps its status; its body is not read
+        declared = response.headers.get("content-length", "").strip()
+        if ok and inflater is not None and inflater.identity and declared.isdigit():
+            too_large = int(declared) > limit
+        if inflater is not None and not too_large:
+            size = raw = 0
+            complete = True
+            try:
+                async for chunk in response.aiter_raw():
+                    raw += len(chunk)
+                    piece = inflater.feed(chunk, limit - size)
+                    size += len(piece)
+                    # Compressed data is never much larger than what it holds: a raw
+                    # stream far past the limit is refused even when it inflates to little.
+                    if size > limit or raw > limit + _ERROR_BODY_BYTES:
+                        too_large = ok
+                        chunks.append(piece[: max(0, len(piece) - (size - limit))])
+                        complete = False
+                        break
+                    chunks.append(piece)
+                    if inflater.done:
+                        break
+                if ok and complete:
+                    inflater.finish()
+            except _BadBody:
+                if ok:
+                    raise
+                # An error answer is only quoted: its status decides (a 503 is retried).
         return _Received(
-            status=response.status_code,
+            status=status,
             headers=response.headers,
             reason=response.reason_phrase,
             body=b"".join(chunks),
             charset=response.charset_encoding,
             too_large=too_large,
         )
+
+
+class _BadBody(Exception):
+    """A body that cannot be decoded (unsupported or corrupt content-encoding)."""
+
+    def __init__(self, problem: str, status: int) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.status = status
+
+
+class _Inflater:
+    """Decodes a body of `Content-Encoding` identity, gzip or deflate (zlib or
+    raw, as httpx accepts) a read at a time, never producing more than it is
+    allowed at once: zlib's `max_length` stops inflating at the limit."""
+
+    def __init__(self, encoding: str, status: int) -> None:
+        codings = [c.strip().lower() for c in encoding.split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        self._status = status
+        self._name = codings[0] if codings else "identity"
+        self._zlib: Any = None
+        # "deflate" may come as a raw stream without the zlib header (httpx reads
+        # both): the first bytes are kept until the header is known to be good.
+        self._raw_fallback = False
+        self._head = bytearray()
+        self._produced = False
+        if not codings:
+            return
+        if len(codings) == 1 and self._name in ("gzip", "x-gzip"):
+            self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif len(codings) == 1 and self._name == "deflate":
+            self._zlib = zlib.decompressobj()
+            self._raw_fallback = True
+        else:
+            # Quoted whole or not at all: redacting a cut value could miss a key in it.
+            value = encoding.strip()
+            named = repr(value) if len(value) <= 100 else f"of {len(value)} characters"
+            raise _BadBody(
+                f"Content-Encoding {named} is not supported (asked for {_ACCEPT_ENCODING})",
+                status,
+            )
+
+    @property
+    def identity(self) -> bool:
+        return self._zlib is None
+
+    @property
+    def done(self) -> bool:
+        """The compressed stream has ended (what follows is ignored, as httpx does)."""
+        return self._zlib is not None and bool(self._zlib.eof)
+
+    def feed(self, data: bytes, room: int) -> bytes:
+        """`data` decoded: all of it, or more than `room` bytes (the limit is
+        passed) but never more than `room` + 1, whatever the compression ratio."""
+        if self._zlib is None:
+            return data
+        out = bytearray()
+        pending = data
+        if self._raw_fallback:
+            self._head += data
+        while pending and len(out) <= room and not self._zlib.eof:
+            want = min(room + 1 - len(out), _INFLATE_STEP)  # >= 1: 0 means unbounded
+            try:
+                out += self._zlib.decompress(pending, want)
+            except zlib.error as exc:
+                if self._raw_fallback and not out and not self._produced:
+                    self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
+                    self._raw_fallback = False
+                    pending, self._head = bytes(self._head), bytearray()
+                    continue
+                raise _BadBody(
+                    f"the {self._name} body cannot be decompressed: {exc}", self._status
+                ) from None
+            pending = self._zlib.unconsumed_tail
+        self._produced = self._produced or bool(out)
+        if self._raw_fallback and len(self._head) >= 16:  # past the 2-byte header
+            self._raw_fallback, self._head = False, bytearray()
+        return bytes(out)
+
+    def finish(self) -> None:
+        """`_BadBody` when the compressed stream stopped before its end."""
+        if self._zlib is not None and not self._zlib.eof:
+            raise _BadBody(f"the {self._name} body ends before its end marker", self._status)
 
 
 def _server_error(response: _Received, redact: Callable[[str], str]) -> tuple[str, str | None]:

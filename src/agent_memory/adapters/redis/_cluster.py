@@ -9,16 +9,35 @@ the owner's slot. Both are derived from the client's current slot map, so they
 follow a failover (the promoted replica serves the same slots: the same name)
 or a resharding (a new name where the tag's slot moved; the index is then
 created there on first use).
+
+While a slot is being migrated (`CLUSTER SETSLOT ... MIGRATING/IMPORTING`, then
+`MIGRATE` key by key), its keys are split between the source's and the target's
+index: `slot_migration` reads that state from the source (`CLUSTER NODES`, only
+when a query saw the slot move) and `run_on` sends a command to one node itself,
+after `ASKING` on the same connection for the target.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, PipelineCommand, RedisCluster
 from redis.crc import key_slot
 
-__all__ = ["IndexNames", "primaries", "primary_for", "topology"]
+from agent_memory.domain.errors import BackendUnavailable
+
+__all__ = [
+    "IndexNames",
+    "SlotMigrating",
+    "SlotMigration",
+    "migrating_slots",
+    "primaries",
+    "primary_for",
+    "run_on",
+    "slot_migration",
+    "topology",
+]
 
 _TAG_SEARCH = 1 << 20  # tags tried before giving up (a node serves >= 1 slot)
 
@@ -35,6 +54,107 @@ async def primary_for(client: RedisCluster, key: str) -> ClusterNode:
 async def primaries(client: RedisCluster) -> list[ClusterNode]:
     await client.initialize()
     return list(client.get_primaries())
+
+
+@dataclass(frozen=True)
+class SlotMigration:
+    """A hash slot being migrated from `source` (which still serves it) to `target`."""
+
+    slot: int
+    source: ClusterNode
+    target: ClusterNode
+
+    def same(self, other: SlotMigration | None) -> bool:
+        return other is not None and (other.slot, other.source.name, other.target.name) == (
+            self.slot,
+            self.source.name,
+            self.target.name,
+        )
+
+
+class SlotMigrating(BackendUnavailable):
+    """An operation on a hash slot being migrated between primaries that cannot
+    be served completely until the migration ends (retryable)."""
+
+    def __init__(self, backend: str, slot: int, where: str, what: str) -> None:
+        super().__init__(
+            backend,
+            f"{what}: hash slot {slot} is being migrated {where} (a resharding); "
+            "its keys are split between two primaries, so this cannot run now; "
+            "retry when the migration ends",
+        )
+        self.slot = slot
+
+
+async def run_on(node: ClusterNode, *args: Any, asking: bool = False) -> Any:
+    """One command on `node` itself (no redirection followed), after `ASKING` on
+    the same connection when `asking` (a node importing a slot serves its keys
+    only then); an error reply is raised."""
+    commands = [PipelineCommand(0, "ASKING")] if asking else []
+    commands.append(PipelineCommand(len(commands), *args))
+    await node.execute_pipeline(commands)
+    for command in commands:
+        if isinstance(command.result, BaseException):
+            raise command.result
+    return commands[-1].result
+
+
+def _text(reply: Any) -> str:
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
+
+
+async def slot_migration(client: RedisCluster, slot: int) -> SlotMigration | None:
+    """The migration of `slot` its primary reports (its own line of `CLUSTER NODES`
+    holds `[slot->-<target id>]`), or None when it serves the slot without one.
+    A primary that no longer serves the slot (the client's slot map is stale, a
+    migration ended) makes the client re-read the map, then ask the new primary."""
+    for _ in range(3):
+        await client.initialize()
+        node = client.nodes_manager.get_node_from_slot(slot)
+        reply = _text(await run_on(node, "CLUSTER", "NODES"))
+        lines = [line.split(" ") for line in reply.splitlines()]
+        mine = next((f for f in lines if len(f) > 2 and "myself" in f[2].split(",")), None)
+        if mine is None:  # pragma: no cover - every node lists itself
+            break
+        target_id = None
+        serves = False
+        for item in mine[8:]:
+            if item.startswith("[") and "->-" in item:
+                at, _, dest = item[1:-1].partition("->-")
+                if int(at) == slot:
+                    target_id = dest
+            elif not item.startswith("["):
+                lo, _, hi = item.partition("-")
+                serves = serves or int(lo) <= slot <= int(hi or lo)
+        if target_id is not None:
+            peer = next((f for f in lines if f[0] == target_id), None)
+            if peer is None:  # pragma: no cover - the target is a known node
+                break
+            host, _, port = peer[1].split("@")[0].rpartition(":")
+            host, port_n = client.nodes_manager.remap_host_port(host or node.host, int(port))
+            target = client.get_node(host=host, port=port_n)
+            if target is None:  # a node the client has not seen yet
+                await client.nodes_manager.initialize()
+                target = client.get_node(host=host, port=port_n)
+            if target is None:  # pragma: no cover
+                break
+            return SlotMigration(slot, node, target)
+        if serves:
+            return None
+        await client.nodes_manager.initialize()  # stale map: re-read, ask again
+    raise BackendUnavailable(
+        "redis", f"hash slot {slot}: no primary reports serving it (a resharding under way?)"
+    )
+
+
+async def migrating_slots(node: ClusterNode) -> list[int]:
+    """The slots `node` reports migrating or importing (`[slot->-id]`, `[slot-<-id]`
+    in its own line of `CLUSTER NODES`)."""
+    for line in _text(await run_on(node, "CLUSTER", "NODES")).splitlines():
+        fields = line.split(" ")
+        if len(fields) > 2 and "myself" in fields[2].split(","):
+            return [int(f[1:].split("-", 1)[0]) for f in fields[8:] if f.startswith("[")]
+    return []  # pragma: no cover - every node lists itself
 
 
 def _serves(client: RedisCluster, node: ClusterNode, slot: int) -> bool:

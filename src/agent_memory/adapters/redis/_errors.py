@@ -5,6 +5,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Literal
 
+from redis.crc import key_slot
+
 from agent_memory.domain.errors import AgentMemoryError, BackendUnavailable, SearchModuleMissing
 from redis import exceptions as rexc
 
@@ -33,12 +35,15 @@ def is_missing_index(exc: BaseException) -> bool:
 
 class _Translate:
     """`with translate(what):` re-raises any client failure as `BackendUnavailable`
-    (or `SearchModuleMissing`); a plain class, cheaper to enter than a generator."""
+    (or `SearchModuleMissing`); a plain class, cheaper to enter than a generator.
+    `key`: a key of the operation's cluster hash slot, named when a migration of
+    that slot refused it."""
 
-    __slots__ = ("_what",)
+    __slots__ = ("_key", "_what")
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, key: str | None = None) -> None:
         self._what = what
+        self._key = key
 
     def __enter__(self) -> None:
         return None
@@ -52,6 +57,17 @@ class _Translate:
         if exc is None or isinstance(exc, AgentMemoryError):
             return False
         what = self._what
+        if isinstance(exc, rexc.TryAgainError) or (
+            isinstance(exc, rexc.ClusterError) and "TTL exhausted" in str(exc)
+        ):
+            slot = "" if self._key is None else f" {key_slot(self._key.encode())}"
+            raise BackendUnavailable(
+                BACKEND,
+                f"{what}: hash slot{slot} is being migrated between cluster primaries "
+                "(a resharding): the keys this operation changes together are split "
+                "between the two (the cluster answers TRYAGAIN, or redirects until the "
+                f"client gives up: {exc}); retry when the migration ends",
+            ) from exc
         if isinstance(exc, rexc.ResponseError):
             if is_unknown_command(exc) and "ft." in str(exc).lower():
                 raise SearchModuleMissing(BACKEND, f"{what}: {SEARCH_HINT} ({exc})") from exc
@@ -83,6 +99,6 @@ def _torn_transport(tb: TracebackType | None) -> bool:
     return tb.tb_frame.f_globals.get("__name__") in _TRANSPORT_MODULES
 
 
-def translate(what: str) -> _Translate:
+def translate(what: str, key: str | None = None) -> _Translate:
     """Re-raise any client failure as `BackendUnavailable` (or `SearchModuleMissing`)."""
-    return _Translate(what)
+    return _Translate(what, key)

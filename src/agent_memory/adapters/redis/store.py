@@ -20,7 +20,7 @@ from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
-from redis.exceptions import NoScriptError
+from redis.exceptions import ClusterError, NoScriptError, ResponseError, TryAgainError
 
 from agent_memory.adapters._common.index_options import IndexOptions
 from agent_memory.adapters._common.validation import (
@@ -32,7 +32,15 @@ from agent_memory.adapters._common.validation import (
     check_search_text_args,
 )
 from agent_memory.adapters.redis._client import Client, connect, is_cluster
-from agent_memory.adapters.redis._cluster import IndexNames, primaries, primary_for
+from agent_memory.adapters.redis._cluster import (
+    IndexNames,
+    SlotMigrating,
+    migrating_slots,
+    primaries,
+    primary_for,
+    run_on,
+    slot_migration,
+)
 from agent_memory.adapters.redis._codec import (
     RECORD_FIELDS,
     decode_record,
@@ -120,6 +128,23 @@ local function stored(key)
   if not f[1] then return nil, 0 end
   local _, len = string.gsub(f[3] or '', '%S+', '')
   return string.sub(f[1], 1, 16) .. string.sub(f[2] or '', 1, 16), len
+end
+"""
+
+# On a cluster, `_MOVING_LUA` opens the scripts running Search commands (the `_C`
+# variants below and `_TERM_COUNTS_C`): a key of the owner's slot that never exists,
+# looked up on the node running the script, fails there only while that slot is
+# being migrated away (the node would answer ASK for it): then the script answers
+# the error `AMSLOTMOVING` before reading anything, since this node's index holds
+# only part of the owner's records (`RedisMemoryStore._cluster_moving`). Run with
+# no KEYS (on the source and on the target of a migration, one after the other)
+# a script skips the check.
+_MOVING_LUA = """
+if #KEYS > 0 then
+  local probe = redis.pcall('EXISTS', KEYS[1] .. ':~')
+  if type(probe) == 'table' and probe.err then
+    return redis.error_reply('AMSLOTMOVING ' .. probe.err)
+  end
 end
 """
 
@@ -276,6 +301,8 @@ end
 return {stats, table.concat(counts, ' ')}
 """
 
+_TERM_COUNTS_C = _MOVING_LUA + _TERM_COUNTS
+
 # The head of both grouping scripts. ARGV: index, the version the term counts were
 # read at ("" for none), the candidates' query, a query whose matches to count (""
 # for none), at least the number of candidates (their terms' counts summed: the
@@ -321,7 +348,8 @@ return {table.concat(terms, '\\0'), table.concat(counts, ' '), union}
 # The reply 'unsorted' when a row came without its terms (an index of an earlier
 # release, where `terms` is not sortable).
 _GROUPS_C = (
-    _GROUPS_HEAD
+    _MOVING_LUA
+    + _GROUPS_HEAD
     + """
 local res = redis.call('FT.AGGREGATE', ARGV[1], ARGV[3], 'LOAD', '1', '@terms',
   'GROUPBY', '1', '@terms', 'REDUCE', 'COUNT', '0', 'AS', 'n', 'TIMEOUT', '0', 'DIALECT', '2')
@@ -405,7 +433,8 @@ return finish()
 # returned without a document read) is the group's terms, their ids by HGET; then
 # `finish()`.
 _GROUP_FETCH_C = (
-    _FETCH_HEAD
+    _MOVING_LUA
+    + _FETCH_HEAD
     + """
 local group = 0
 for i = first, #ARGV - 4, 5 do
@@ -436,9 +465,11 @@ return out
 
 # KEYS: the owner's statistics. ARGV: exact threshold, index, exact query, HNSW
 # query, then the other FT.SEARCH arguments. The exact query when the owner holds
-# at most the threshold of records (the sum of its statistics' `n` cells).
+# at most the threshold of records (the sum of its statistics' `n` cells), and
+# without KEYS (a cluster slot being migrated, `_cluster_moving`).
 _CHOOSE_QUERY_LUA = """
 local function choose_query()
+  if #KEYS == 0 then return ARGV[3] end
   local count = 0
   local f = redis.call('HGETALL', KEYS[1])
   for i = 1, #f - 1, 2 do
@@ -537,7 +568,8 @@ end)
 # not the documents' other fields, so these scripts read those fields with HMGET
 # on the same node, in the same atomic step. All of one owner's records share the
 # slot of KEYS[1] (the owner's statistics), which routes the script to the primary
-# holding them and the owner's index (`_cluster.IndexNames`).
+# holding them and the owner's index (`_cluster.IndexNames`). Each starts with
+# `_MOVING_LUA` (above).
 _LOAD_LUA = """
 local function load(key, fields, row)
   if #fields == 0 then return row end
@@ -568,7 +600,8 @@ end
 # ("1": rows carry RETURN fields; "0": NOCONTENT), then FT.SEARCH's arguments.
 # Returns FT.SEARCH's RETURN shape, each row followed by the loaded fields.
 _SEARCH_C = (
-    _LOAD_LUA
+    _MOVING_LUA
+    + _LOAD_LUA
     + """
 local n = tonumber(ARGV[1])
 local fields = {unpack(ARGV, 2, n + 1)}
@@ -581,7 +614,8 @@ return filled(res, fields, ARGV[n + 2] == '1')
 # primary): the engine returns each hit's key and distance, the script reads the
 # fields of the rows sent in full.
 _KNN_C = (
-    _CHOOSE_QUERY_LUA
+    _MOVING_LUA
+    + _CHOOSE_QUERY_LUA
     + _KNN_ROWS_LUA
     + """
 return knn_reply(knn_search({'RETURN', '1', '__d'}), function(key, row)
@@ -593,16 +627,25 @@ end)
 )
 
 # `_CANDIDATES` on a cluster node: the candidates' keys by FT.SEARCH NOCONTENT,
-# their fields by HMGET. ARGV: index, query, mode, fields to load. Mode "rows":
-# {stats, {count, row, ...}} (rows are [name, value, ...] in the fields' order).
+# their fields by HMGET. ARGV: the statistics' key, index, query, mode, fields to
+# load. Mode "rows": {stats, {count, row, ...}} (rows are [name, value, ...] in the
+# fields' order). Without KEYS (during a migration) the statistics are read when
+# this node holds them, else empty.
 _CANDIDATES_C = (
-    _LOAD_LUA
+    _MOVING_LUA
+    + _LOAD_LUA
     + """
-local res = redis.call('FT.SEARCH', ARGV[1], ARGV[2], 'NOCONTENT',
+local res = redis.call('FT.SEARCH', ARGV[2], ARGV[3], 'NOCONTENT',
   'LIMIT', '0', '1000000', 'TIMEOUT', '0', 'DIALECT', '2')
-local stats = redis.call('HGETALL', KEYS[1])
-if ARGV[3] == 'rows' then
-  local fields = {unpack(ARGV, 4, #ARGV)}
+local stats
+if #KEYS > 0 then
+  stats = redis.call('HGETALL', KEYS[1])
+else
+  stats = redis.pcall('HGETALL', ARGV[1])
+  if stats.err then stats = {} end
+end
+if ARGV[4] == 'rows' then
+  local fields = {unpack(ARGV, 5, #ARGV)}
   local rows = {res[1]}
   for i = 2, #res do rows[#rows + 1] = load(res[i], fields, {}) end
   return {stats, rows}
@@ -738,6 +781,66 @@ def _knn_rows(
             continue
         full.append((-score, v[0].decode("utf-8", "surrogatepass"), v))
     return seen, full, below, odd
+
+
+def _slot_moved(exc: BaseException) -> bool:
+    """Whether a cluster query failed because the owner's slot is moving: the
+    source's `_MOVING_LUA` answer, the script redirected (ASK, MOVED) to a primary
+    where the index it names is not local, or redirections until the client gave up."""
+    if isinstance(exc, TryAgainError):
+        return True
+    if isinstance(exc, ClusterError):
+        return "TTL exhausted" in str(exc)
+    text = str(exc)
+    return isinstance(exc, ResponseError) and ("AMSLOTMOVING" in text or "non local key" in text)
+
+
+def _merge_rows(replies: list[Any]) -> list[Any]:
+    """`_SEARCH_C` replies of a migrating slot's source and target as one reply: every
+    key once (its later row: read from the target), the total less the keys seen twice."""
+    rows: dict[bytes, Any] = {}
+    total = 0
+    for reply in replies:
+        total += int(reply[0])
+        for key, row in zip(reply[1::2], reply[2::2], strict=True):
+            total -= key in rows
+            rows[key] = row
+    out: list[Any] = [total]
+    for key, row in rows.items():
+        out += [key, row]
+    return out
+
+
+def _merge_knn(replies: list[list[bytes]]) -> list[bytes]:
+    """`_KNN_ROWS_LUA` replies of a migrating slot's source and target as one: the
+    rows of both, a record sent in full by both once (`_knn` sorts the scores)."""
+    out: list[bytes] = []
+    ids: set[bytes] = set()
+    for reply in replies:
+        i = 0
+        while i < len(reply):
+            if reply[i + 1] == b"s":
+                out += reply[i : i + 2]
+                i += 2
+                continue
+            row = reply[i : i + _FULL_ROW]
+            i += _FULL_ROW
+            if row[2] not in ids:
+                ids.add(row[2])
+                out += row
+    return out
+
+
+def _merge_candidates(replies: list[Any]) -> list[Any]:
+    """`_CANDIDATES_C` replies ("rows" mode) of a migrating slot's source and target
+    as one: the statistics from the node holding them, every record once."""
+    stats: Any = []
+    rows: dict[bytes, Any] = {}
+    for reply in replies:
+        stats = reply[0] or stats
+        for row in reply[1][1:]:
+            rows[_values(row, _FULL)[0]] = row
+    return [stats, [len(rows), *rows.values()]]
 
 
 def _is_zero(blob: bytes) -> bool:
@@ -1000,6 +1103,7 @@ class RedisMemoryStore(RedisHandle):
             self._search_c = self._r.register_script(_SEARCH_C)
             self._knn_c = self._r.register_script(_KNN_C)
             self._candidates_c = self._r.register_script(_CANDIDATES_C)
+            self._term_counts_c = self._r.register_script(_TERM_COUNTS_C)
 
     @classmethod
     def from_url(
@@ -1241,6 +1345,8 @@ class RedisMemoryStore(RedisHandle):
                 dd = ["DD"] if delete_records else []
                 if self._cluster:
                     nodes = await primaries(self._cluster_client)
+                    if delete_records:
+                        await self._refuse_migrating(nodes)
                     dropped = await asyncio.gather(*(self._drop_on(n, dd) for n in nodes))
                     if any(dropped) and delete_records:
                         await self._drop_stats()
@@ -1258,6 +1364,18 @@ class RedisMemoryStore(RedisHandle):
                         await self._drop_stats()
             self._index_ready = False
 
+    @staticmethod
+    async def _refuse_migrating(nodes: list[Any]) -> None:
+        """`SlotMigrating` when a primary has a slot being migrated: FT.DROPINDEX DD
+        deleting a record of that slot stops the server (the Search module asserts
+        on the redirection its delete gets; RediSearch 2.10 on Valkey 9)."""
+        for node in nodes:
+            slots = await migrating_slots(node)
+            if slots:
+                raise SlotMigrating(
+                    BACKEND, slots[0], f"on {node.name}", "drop_index with its records"
+                )
+
     async def _drop_on(self, node: Any, dd: list[str]) -> bool:
         """Drop this space's index on one cluster primary; whether it existed."""
         name = self._names(self._cluster_client, node)
@@ -1273,26 +1391,97 @@ class RedisMemoryStore(RedisHandle):
     async def _drop_stats(self) -> None:
         """Delete every owner's keyword statistics of this space (one key per owner,
         each in its owner's slot: single-key UNLINKs, pipelined) and the lexical
-        version of its terms (none are left; the next write records it again)."""
-        match = self._keys.ms_stats_prefix(self._sid) + "*"  # no glob characters in it
+        version of its terms (none are left; the next write records it again).
+        On a cluster, also the records the index's DD left behind: the Search
+        module does not delete records that reached their primary by MIGRATE (a
+        resharding); the SCAN finds none otherwise."""
+        patterns = [self._keys.ms_stats_prefix(self._sid) + "*"]  # no glob characters
+        if self._cluster:
+            patterns.append(self._keys.ms_record_prefix(self._sid) + "*")
         pipe = self._r.pipeline(transaction=False)
         pipe.execute_command("UNLINK", self._keys.ms_lexical(self._sid))  # no terms left
         self._lexical_ready = False
-        async for key in self._r.scan_iter(match=match, count=1000):
-            pipe.execute_command("UNLINK", key)  # (a cluster pipeline's unlink is async)
-            if len(pipe) >= _PAGE:
-                await pipe.execute()
+        for match in patterns:
+            async for key in self._r.scan_iter(match=match, count=1000):
+                pipe.execute_command("UNLINK", key)  # (a cluster pipeline's unlink is async)
+                if len(pipe) >= _PAGE:
+                    await pipe.execute()
         await pipe.execute()
 
     async def _cmd(self, *args: Any, **options: Any) -> Any:
         return await cast(Any, self._r).execute_command(*args, **options)
 
-    async def _cluster_ft(self, owner: str, script: Any, args: Any) -> Any:
+    async def _cluster_ft(
+        self,
+        owner: str,
+        script: Any,
+        args: Any,
+        merge: Callable[[list[Any]], Any] | None = None,
+    ) -> Any:
         """Run `script` (keyed by the owner's statistics, so on the primary holding
         the owner's records) with `args(index name on that primary)`. The index is
         created on that primary when missing: after a failover to a replica that
-        lacks it, or a resharding that changed the primary's index name (healing)."""
+        lacks it, or a resharding that changed the primary's index name (healing).
+
+        A query that finds the owner's slot moving (`_MOVING_LUA`; or the script,
+        redirected to another primary, finding the index it names elsewhere) goes
+        to `_cluster_moving`: the slot map is re-read and, while the slot is being
+        migrated, the script runs on the source and then the target and `merge`
+        combines the replies (without `merge`: `SlotMigrating`)."""
         stats = self._stats_key(owner)
+        try:
+            return await self._cluster_ft_on_owner(stats, script, args)
+        except Exception as exc:
+            if not _slot_moved(exc):
+                raise
+        return await self._cluster_moving(stats, script, args, merge)
+
+    async def _cluster_moving(
+        self, stats: str, script: Any, args: Any, merge: Callable[[list[Any]], Any] | None
+    ) -> Any:
+        """`_cluster_ft` once the owner's slot was seen moving. While the source
+        reports it migrating, the script runs without KEYS on the source's index,
+        then (after ASKING) on the target's: MIGRATE writes a key on the target
+        before deleting it on the source, so a record moved in between is read at
+        least once (`merge` keeps one copy). The migration is read again afterwards:
+        if it is no longer the same one (it ended on the target: every record was
+        there for the second read), the reads run again. No migration (it ended,
+        the client's slot map was stale): the script runs as usual."""
+        client = self._cluster_client
+        slot = client.keyslot(stats)
+        for _ in range(4):
+            moving = await slot_migration(client, slot)
+            if moving is None:
+                try:
+                    return await self._cluster_ft_on_owner(stats, script, args)
+                except Exception as exc:
+                    if not _slot_moved(exc):
+                        raise
+                continue
+            where = f"from {moving.source.name} to {moving.target.name}"
+            if merge is None:
+                raise SlotMigrating(BACKEND, slot, where, "a query of an owner's records")
+            replies = []
+            for node, asking in ((moving.source, False), (moving.target, True)):
+                name = self._names(client, node)
+                if name not in self._ready:
+                    await self._ensure_on(node, name)
+                replies.append(await self._script_on(node, script, args(name), asking))
+            after = await slot_migration(client, slot)
+            ended = after is None and client.get_node_from_key(stats).name == moving.target.name
+            if ended or moving.same(after):
+                return merge(replies)
+        raise SlotMigrating(BACKEND, slot, "back and forth", "a query of an owner's records")
+
+    async def _script_on(self, node: Any, script: Any, args: list[Any], asking: bool) -> Any:
+        """`script` with no KEYS on `node` itself (after ASKING when `asking`)."""
+        try:
+            return await run_on(node, "EVALSHA", script.sha, 0, *args, asking=asking)
+        except NoScriptError:
+            await run_on(node, "SCRIPT", "LOAD", script.script)
+            return await run_on(node, "EVALSHA", script.sha, 0, *args, asking=asking)
+
+    async def _cluster_ft_on_owner(self, stats: str, script: Any, args: Any) -> Any:
         for again in (True, False):
             node = await primary_for(self._cluster_client, stats)
             name = self._names(self._cluster_client, node)
@@ -1309,13 +1498,23 @@ class RedisMemoryStore(RedisHandle):
         raise AssertionError("unreachable: the second try returns or raises")  # pragma: no cover
 
     async def _cluster_search(
-        self, owner: str, tail: tuple[Any, ...], fields: Sequence[str], content: bool
+        self,
+        owner: str,
+        tail: tuple[Any, ...],
+        fields: Sequence[str],
+        content: bool,
+        merge: bool = True,
     ) -> Any:
         """FT.SEARCH `<owner's index> *tail` on the owner's primary, each row
-        followed by the `fields` read from the record (`_SEARCH_C`)."""
+        followed by the `fields` read from the record (`_SEARCH_C`). While the
+        owner's slot is migrated, the rows of both primaries' indexes (`_merge_rows`;
+        `merge=False`: `SlotMigrating`)."""
         head = [len(fields), *fields, "1" if content else "0"]
         return await self._cluster_ft(
-            owner, self._search_c, lambda name: [*head, name, *tail, "TIMEOUT", "0"]
+            owner,
+            self._search_c,
+            lambda name: [*head, name, *tail, "TIMEOUT", "0"],
+            _merge_rows if merge else None,
         )
 
     async def _ft(self, *args: Any) -> Any:
@@ -1435,7 +1634,7 @@ class RedisMemoryStore(RedisHandle):
                     await self._add_per_slot(list(parts.values()), dupes)
                     return
             keys, args = self._add_call(batch)
-            with translate("add"):
+            with translate("add", keys[-1]):
                 await self.ensure_index()
                 found = await self._add(keys=keys, args=args)
             if found:
@@ -1504,7 +1703,7 @@ class RedisMemoryStore(RedisHandle):
             r = check_record(record, "record", self._space)
             self._check_vectors([r])
             flat, cell, length = self._encode(r)
-            with translate(op):
+            with translate(op, self._stats_key(r.owner)):
                 await self.ensure_index()
                 ok = await script(
                     keys=[self._key(r.owner, r.id), self._stats_key(r.owner)],
@@ -1516,7 +1715,7 @@ class RedisMemoryStore(RedisHandle):
         async with self._life.op():
             require_scope(owner, "owner")
             require_id(id)
-            with translate("delete"):
+            with translate("delete", self._stats_key(owner)):
                 keys = [self._stats_key(owner), self._key(owner, id)]
                 return bool(await self._delete(keys=keys, args=[]))
 
@@ -1537,7 +1736,7 @@ class RedisMemoryStore(RedisHandle):
             require_scope(owner, "owner")
             require_id(id)
             version = str(to_micros(require_utc(updated_at, "updated_at")))
-            with translate("delete_if_unchanged"):
+            with translate("delete_if_unchanged", self._stats_key(owner)):
                 keys = [self._stats_key(owner), self._key(owner, id)]
                 return bool(await self._delete_if_unchanged(keys=keys, args=[version]))
 
@@ -1555,11 +1754,11 @@ class RedisMemoryStore(RedisHandle):
                 return 0
             query = self._filter(owner, namespace, wanted)
             total = 0
-            with translate("delete_scope"):
+            with translate("delete_scope", self._stats_key(owner)):
                 while True:
                     if self._cluster:
                         tail = (query, "NOCONTENT", "LIMIT", "0", str(_PAGE), "DIALECT", "2")
-                        doomed = (await self._cluster_search(owner, tail, (), False))[1::2]
+                        doomed = (await self._cluster_search(owner, tail, (), False, False))[1::2]
                     else:
                         res = await self._ft(
                             "FT.SEARCH", self._index, query, "NOCONTENT",
@@ -1691,6 +1890,7 @@ class RedisMemoryStore(RedisHandle):
                     lambda name, e=exact, h=hnsw, n=k, f=keep: [
                         self._exact_threshold, name, e, h, f, n, blob,
                     ],
+                    _merge_knn,
                 )  # fmt: skip
             else:
                 args = [self._exact_threshold, self._index, exact, hnsw, keep, k, blob]
@@ -1701,8 +1901,9 @@ class RedisMemoryStore(RedisHandle):
                 continue
             # (score, id) is unique within an owner: the lists are never compared.
             full.sort()
-            # Every row sent without fields scores below every row sent in full.
-            ranked = [neg for neg, _, _ in full] + below
+            # Every row sent without fields scores below every row sent in full
+            # (within one node's reply; two merged during a migration are sorted).
+            ranked = sorted([neg for neg, _, _ in full] + below)
             # All candidates seen, or no tie across the cut hiding equal-scored
             # records with smaller ids: done.
             if seen < k or (len(ranked) > limit and ranked[limit - 1] != ranked[limit]):
@@ -1727,6 +1928,8 @@ class RedisMemoryStore(RedisHandle):
             offset += _PAGE
             if offset >= int(res[0]):
                 break
+        if self._cluster:  # a record moved between two pages' reads (a migration)
+            found = list({r.id: r for r in found}.values())
         found.sort(key=lambda r: r.id)
         return [scored(r, 0.0) for r in found[:limit]]
 
@@ -1816,19 +2019,26 @@ class RedisMemoryStore(RedisHandle):
             with translate("search_text"):
                 if not self._lexical_ready:
                     await self._ensure_lexical()
+                moving = False  # the owner's cluster slot is being migrated
                 for attempt in range(self._text_attempts):
-                    full = attempt == self._text_attempts - 1
-                    if not full and self._grouping:
-                        hits = await self._text_by_groups(
-                            owner, stats, filt, q, cells, terms, limit
+                    full = moving or attempt == self._text_attempts - 1
+                    try:
+                        if not full and self._grouping:
+                            hits = await self._text_by_groups(
+                                owner, stats, filt, q, cells, terms, limit
+                            )
+                            if hits is not None:
+                                return hits
+                            if self._grouping:
+                                continue
+                        version, n, length, rows = await self._text_candidates(
+                            owner, stats, q, cells, full
                         )
-                        if hits is not None:
-                            return hits
-                        if self._grouping:
-                            continue
-                    version, n, length, rows = await self._text_candidates(
-                        owner, stats, q, cells, full
-                    )
+                    except SlotMigrating:
+                        if full:
+                            raise
+                        moving = True  # only the one-step search reads both primaries
+                        continue
                     best = _rank(terms, rows, n, length, limit)
                     if full or not best:
                         return [scored(decode_record_values(row[2:]), s) for s, row in best]
@@ -1920,7 +2130,9 @@ class RedisMemoryStore(RedisHandle):
         record count and total length of the matching cells, and per term the
         number of the owner's filtered records holding it."""
         queries = [f"{filt} @terms:({_escape_term(t)})" for t in terms]
-        reply = await self._text_ft(owner, stats, self._term_counts_script, None, queries)
+        reply = await self._text_ft(
+            owner, stats, self._term_counts_script, getattr(self, "_term_counts_c", None), queries
+        )
         flat = reply[0]
         fields = dict(zip(flat[0::2], flat[1::2], strict=True))
         n, length = cells.totals(fields)
@@ -2005,7 +2217,10 @@ class RedisMemoryStore(RedisHandle):
             names = [n.decode() for n in (_FULL if full else _IDS)]
             mode = "rows" if full else "ids"
             reply = await self._cluster_ft(
-                owner, self._candidates_c, lambda name: [name, query, mode, *names]
+                owner,
+                self._candidates_c,
+                lambda name: [stats, name, query, mode, *names],
+                _merge_candidates if full else None,
             )
             return self._candidate_rows(reply, cells, full)
         args = [self._index, query, "rows" if full else "ids", *(_LOAD_FULL if full else _LOAD)]

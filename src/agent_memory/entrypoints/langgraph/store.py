@@ -37,6 +37,7 @@ import math
 import os
 import random
 import re
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -66,10 +67,12 @@ from langgraph.store.base import (
 from agent_memory.bootstrap import Memory
 from agent_memory.bootstrap.services import other_spaces
 from agent_memory.domain.errors import (
+    AgentMemoryError,
     BackendUnavailable,
     ConfigurationError,
     DuplicateRecord,
     InvalidInput,
+    LeaseNotHeld,
     NotFound,
 )
 from agent_memory.domain.langgraph_layout import (
@@ -107,12 +110,15 @@ ITEM_KIND = "langgraph.item"
 _PAGE = 500
 _T = TypeVar("_T")
 _UPSERT_ATTEMPTS = 16
-# the lease that serialises the writers of one item across processes (`_item_lock`):
-# its scope in the lease store, how long a writer that died holding it blocks the
-# others, and the longest pause between two tries to take it
+# the lease that serialises the writers of one item across processes (`_WriterLease`):
+# its scope in the lease store; its TTL, i.e. how long a writer that died holding
+# it blocks the others (the holder renews it every third of it while its write
+# runs); the longest pause between two tries to take it; how many times a writer
+# that lost it redoes its write before giving up
 _WRITER_SCOPE = "langgraph.writers"
-_WRITER_TTL = timedelta(seconds=30)
+_WRITER_TTL = timedelta(seconds=5)
 _WRITER_POLL = 0.05
+_WRITER_ATTEMPTS = 8
 _INDEX_KEYS = frozenset({"dims", "embed", "fields", "distance_type"})
 
 Namespace = tuple[str, ...]
@@ -336,6 +342,58 @@ def _check_operators(filter_: Mapping[str, Any]) -> None:
                 stack.append(v)
         elif isinstance(item, list | tuple):
             stack.extend(item)
+
+
+class _LeaseLost(Exception):
+    """A writer's lease on the item it writes ran out or passed to another writer
+    (internal: the write stops, and is redone under a new lease)."""
+
+
+def _unfenced() -> None:
+    """The fence of a store without a lease store (one process): nothing to check."""
+
+
+class _WriterLease:
+    """One writer's hold on an item's writer lease, for one attempt at a write.
+
+    Renewed every third of the TTL while the write runs (a live writer, however
+    slow, keeps it; a dead one loses it within one TTL). `check`, called before
+    each record write (no I/O), raises `_LeaseLost` once the lease may have run
+    out (90% of the TTL after the start of the last successful acquire or renew,
+    by this process's monotonic clock) or a renewal found it taken. `release`
+    is the confirmation: it succeeds only for a lease still held, and a lease
+    that once expired is never held again by the same acquisition (renew refuses
+    it), so True proves that no other writer held it since it was taken."""
+
+    def __init__(
+        self, leases: LeaseStore, key: str, owner: str, ttl: timedelta, started: float
+    ) -> None:
+        self._leases, self._key, self._owner, self._ttl = leases, key, owner, ttl
+        self._deadline = started + 0.9 * ttl.total_seconds()
+        self._lost = False
+        self._beat = asyncio.get_running_loop().create_task(self._renew_while_held())
+
+    def check(self) -> None:
+        if self._lost or time.monotonic() >= self._deadline:
+            raise _LeaseLost
+
+    async def _renew_while_held(self) -> None:
+        while not self._lost:
+            await asyncio.sleep(self._ttl.total_seconds() / 3)
+            started = time.monotonic()
+            try:
+                await self._leases.renew(_WRITER_SCOPE, self._key, self._owner, self._ttl)
+            except LeaseNotHeld:
+                self._lost = True
+            except AgentMemoryError:
+                continue  # the lease store unreachable for now: the deadline decides
+            else:
+                self._deadline = started + 0.9 * self._ttl.total_seconds()
+
+    async def release(self) -> bool:
+        """Stop renewing and release; True when the lease was held all along."""
+        self._beat.cancel()
+        return await self._leases.release(_WRITER_SCOPE, self._key, self._owner)
 
 
 class AgentMemoryStore(BaseStore):
@@ -749,15 +807,16 @@ class AgentMemoryStore(BaseStore):
         for op, pairs in zip(puts, texts, strict=True):
             vectors = matrix[row : row + len(pairs)]
             row += len(pairs)
-            async with self._item_lock(_item_id(tuple(op.namespace), op.key)):
-                stale = await self._put(op, pairs, vectors)
+            item_id = _item_id(tuple(op.namespace), op.key)
+            async with self._item_lock(item_id) as leases:
+                stale = await self._write(leases, item_id, op, pairs, vectors)
             if op.value is None:
                 deleted.append((tuple(op.namespace), op.key, stale))
         if deleted:
             await self._delete_elsewhere(deleted)
 
     @contextlib.asynccontextmanager
-    async def _item_lock(self, item_id: str) -> AsyncIterator[None]:
+    async def _item_lock(self, item_id: str) -> AsyncIterator[LeaseStore | None]:
         """Serialise the writes of one item through this store. A put writes
         several records (the item, then its vectors) and a delete removes them:
         interleaved with another put or delete of the same item, the vectors of
@@ -767,36 +826,78 @@ class AgentMemoryStore(BaseStore):
         an asyncio lock per item serialises them within this process; it is
         dropped once unused. Writers in other processes (workers on one server
         backend) are serialised by a lease on the item in the deployment's
-        lease store, taken under that lock (`_writer_lease`)."""
+        lease store, taken under that lock (`_write`): it yields that lease
+        store (None without one: no lease to take)."""
         entry = self._writers.get(item_id)
         if entry is None:
             entry = self._writers[item_id] = [asyncio.Lock(), 0]
         entry[1] += 1
         try:
-            async with entry[0], self._writer_lease(item_id):
-                yield
+            async with entry[0]:
+                yield self._leases
         finally:
             entry[1] -= 1
             if not entry[1]:
                 del self._writers[item_id]
 
-    @contextlib.asynccontextmanager
-    async def _writer_lease(self, item_id: str) -> AsyncIterator[None]:
-        """Hold the item's writer lease (none without a lease store): wait, polling
-        with jittered backoff, while another process's writer holds it. A writer
-        that dies holding it blocks the item for `_WRITER_TTL` at most."""
-        if self._leases is None:
-            yield
-            return
+    async def _write(
+        self,
+        leases: LeaseStore | None,
+        item_id: str,
+        op: PutOp,
+        pairs: Sequence[tuple[str, str]],
+        vectors: npt.NDArray[np.float32],
+    ) -> int:
+        """`_put` under the item's writer lease in `leases` (without: as is).
+
+        The lease is short and renewed while the write runs (`_WriterLease`), so
+        a writer that dies holding it blocks the item's other writers for one TTL
+        at most, and a live one is never overtaken. No port makes a record write
+        conditional on a lease (`VersionedWrites` conditions one record on its
+        own `updated_at`; a put spans several records), so a writer checks its
+        lease before each record write and confirms it after the last (by
+        releasing it): a writer stalled past its TTL after a check (paused, its
+        loop blocked) may land one late write over a newer writer's, finds
+        its lease lost, and redoes the whole write under a new lease, deleting
+        every vector record of the item it does not write (`sweep`), so the
+        item ends as one write's value and vectors. `_WRITER_ATTEMPTS` lost
+        leases in a row raise `BackendUnavailable`."""
+        if leases is None:
+            return await self._put(op, pairs, vectors, _unfenced, sweep=False)
+        sweep = False
+        for _ in range(_WRITER_ATTEMPTS):
+            lease = await self._writer_lease(leases, item_id)
+            done = False
+            try:
+                stale = await self._put(op, pairs, vectors, lease.check, sweep=sweep)
+                done = True
+            except _LeaseLost:
+                pass
+            finally:
+                held = await lease.release()
+            if done and held:
+                return stale
+            sweep = True
+        raise BackendUnavailable(
+            "langgraph store",
+            f"lost the writer lease of item {op.key!r} of {tuple(op.namespace)!r} "
+            f"{_WRITER_ATTEMPTS} times in a row (its lease TTL is {_WRITER_TTL}: is the "
+            "event loop blocked that long, or the lease store's clock skewed?)",
+        )
+
+    @staticmethod
+    async def _writer_lease(leases: LeaseStore, item_id: str) -> _WriterLease:
+        """Take the item's writer lease: wait, polling with jittered backoff,
+        while another writer (another process, or another store) holds it."""
         owner = f"{os.getpid()}:{uuid.uuid4().hex}"
+        ttl = _WRITER_TTL
         pause = 0.002
-        while await self._leases.acquire(_WRITER_SCOPE, item_id, owner, _WRITER_TTL) is None:
+        while True:
+            started = time.monotonic()
+            if await leases.acquire(_WRITER_SCOPE, item_id, owner, ttl) is not None:
+                return _WriterLease(leases, item_id, owner, ttl, started)
             await asyncio.sleep(random.uniform(pause / 2, pause))
             pause = min(_WRITER_POLL, pause * 2)
-        try:
-            yield
-        finally:
-            await self._leases.release(_WRITER_SCOPE, item_id, owner)
 
     async def _delete_elsewhere(self, deleted: Sequence[tuple[Namespace, str, int]]) -> None:
         """A delete reaches every other embedding space the deployment holds
@@ -820,12 +921,22 @@ class AgentMemoryStore(BaseStore):
                     await self._unregister_if_empty(namespace, store)
 
     async def _put(
-        self, op: PutOp, pairs: Sequence[tuple[str, str]], vectors: npt.NDArray[np.float32]
+        self,
+        op: PutOp,
+        pairs: Sequence[tuple[str, str]],
+        vectors: npt.NDArray[np.float32],
+        check: Callable[[], None],
+        *,
+        sweep: bool,
     ) -> int:
         """An upsert (last write wins, `created_at` kept when the item existed) or
         an idempotent delete; race-free against concurrent puts and deletes of
         the same item (no read-then-write that a concurrent delete can fail). The
-        number of vectors the item had before.
+        number of vectors the item had before. `check` runs before each record
+        write (the writer lease's fence: `_write`); `sweep` first deletes every
+        vector record of the item this write does not write, whatever the item
+        record says (a redo after a lost lease: another writer's vectors may sit
+        beside a late write's item record).
 
         Each (path, text) of `pairs` is one vector record whose content is the
         text it embeds (so a re-embed, which embeds stored content, rebuilds it)."""
@@ -834,16 +945,24 @@ class AgentMemoryStore(BaseStore):
         item_id = _item_id(namespace, key)
         old = await self._store.get(owner, item_id)
         stale = int(old.attributes["langgraph"].get("vectors", 0)) if old is not None else 0
+        if sweep:
+            keep = 0 if op.value is None else len(pairs)
+            stale = max(stale, await self._sweep(namespace, key, keep, check))
         if op.value is None:
+            check()
             await self._store.delete(owner, item_id)
             for i in range(stale):
+                check()
                 await self._store.delete(owner, _vector_id(namespace, key, i))
+            check()
             await self._unregister_if_empty(namespace)
             return stale
         for i in range(len(pairs), stale):  # vectors of paths this put no longer has
+            check()
             await self._store.delete(owner, _vector_id(namespace, key, i))
         value = dict(op.value)
         now = self._now()
+        check()
         meta = {"namespace": list(namespace), "key": key, "value": value, "vectors": len(pairs)}
         await self._upsert(
             MemoryRecord(
@@ -860,6 +979,7 @@ class AgentMemoryStore(BaseStore):
             keep_created=True,
         )
         for i, (path, text) in enumerate(pairs):
+            check()
             await self._upsert(
                 MemoryRecord(
                     id=_vector_id(namespace, key, i),
@@ -874,8 +994,26 @@ class AgentMemoryStore(BaseStore):
                 ),
                 keep_created=False,
             )
+        check()
         await self._register(namespace, now)
         return stale
+
+    async def _sweep(
+        self, namespace: Namespace, key: str, keep: int, check: Callable[[], None]
+    ) -> int:
+        """Delete every vector record of the item but its first `keep`; the
+        number of its vector records found."""
+        wanted = {_vector_id(namespace, key, i) for i in range(keep)}
+        found = [
+            r
+            for r in await self._records_in(namespace, VECTOR_KIND)
+            if r.attributes.get("langgraph", {}).get("key") == key
+        ]
+        for record in found:
+            if record.id not in wanted:
+                check()
+                await self._store.delete(record.owner, record.id)
+        return len(found)
 
     async def _upsert(self, record: MemoryRecord, *, keep_created: bool) -> None:
         """Add `record`, or replace the stored one (keeping its `created_at` when

@@ -9,7 +9,8 @@ them here. Two fusion methods:
   a ranking of weight w earns `w / (rrf_k + r)`; scores are ignored, so rankers
   on different scales mix without calibration;
 - calibrated score fusion (`FusionMethod.SCORE`): each ranking's scores are
-  min-max scaled to [0, 1] over its candidates, then summed with the weights.
+  min-max scaled to [0, 1] over its candidates (a span below `SCORE_RESOLUTION`
+  is rounding, not stretched), then summed with the weights.
 
 The fused score is divided by its largest possible value (so it lies in [0, 1])
 before the recency, importance and speaker terms are added:
@@ -57,6 +58,7 @@ from agent_memory.domain.validation import (
 )
 
 __all__ = [
+    "SCORE_RESOLUTION",
     "FusionMethod",
     "LengthPrior",
     "Ranking",
@@ -293,10 +295,21 @@ def reciprocal_rank_fusion(
     return _ordered(scores)
 
 
+#: The smallest score span min-max scaling stretches to [0, 1], as a share of the
+#: ranking's largest score magnitude (at least 1). Backends compute the same
+#: cosine in other float precisions (memory:// and SQLite in float64, the
+#: engines in float32: 2.8e-17 against 0.0), so scores closer than this are
+#: rounding, not evidence: a smaller span is scaled by this one instead (scores
+#: within it stay near 1, all equal ones at 1), and the fused score moves at most
+#: in proportion to a score's rounding.
+SCORE_RESOLUTION = 1e-3
+
+
 def score_fusion(rankings: Sequence[Ranking]) -> list[tuple[str, float]]:
     """Every id of every ranking, by the weighted sum of its min-max scaled scores
-    (a ranking whose scores are all equal gives each of its ids 1), normalised by
-    the total weight; ties by id ascending."""
+    (a ranking whose scores are all equal gives each of its ids 1; one whose span
+    is below `SCORE_RESOLUTION` scales `1 - (best - score) / resolution`),
+    normalised by the total weight; ties by id ascending."""
     total = sum(r.weight for r in rankings)
     scores: dict[str, float] = {}
     for ranking in rankings:
@@ -305,8 +318,9 @@ def score_fusion(rankings: Sequence[Ranking]) -> list[tuple[str, float]]:
         values = [s for _, s in ranking.hits]
         low, high = min(values), max(values)
         span = high - low
+        floor = SCORE_RESOLUTION * max(1.0, abs(high), abs(low))
         for rid, s in ranking.hits:
-            scaled = (s - low) / span if span > 0 else 1.0
+            scaled = (s - low) / span if span >= floor else 1.0 - (high - s) / floor
             scores[rid] = scores.get(rid, 0.0) + ranking.weight * scaled
     if total > 0:
         scores = {rid: s / total for rid, s in scores.items()}

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["ExactIndex"]
+__all__ = ["ExactIndex", "exact_cosines"]
 
 _F32 = np.float32
 _MIN_CAPACITY = 16
@@ -130,12 +130,10 @@ class ExactIndex:
         candidates = np.arange(n) if positions is None else np.asarray(positions, dtype=np.intp)
         if candidates.shape[0] == 0:
             return []
-        q64 = query.astype(np.float64)
-        norm = float(np.sqrt(q64 @ q64))
-        if norm == 0.0:
+        q64 = _unit(query)
+        if q64 is None:
             exact = np.zeros(candidates.shape[0], dtype=_F32)
         else:
-            q64 /= norm
             q32 = q64.astype(_F32)
             if positions is not None and 8 * candidates.shape[0] < n:
                 # A few candidates (an approximate index's): score only those rows.
@@ -152,10 +150,7 @@ class ExactIndex:
                 cut = approx.shape[0] - limit
                 kth = np.partition(approx, cut)[cut]
                 candidates = candidates[np.flatnonzero(approx >= kth - margin)]
-            # Exact products of float32 values in float64, summed row by row in
-            # one fixed order: a row's score does not depend on where it sits.
-            products = self._rows[candidates].astype(np.float64) * q64
-            exact = np.clip(products.sum(axis=1), -1.0, 1.0).astype(_F32)
+            exact = _exact(self._rows[candidates], q64)
         if min_score is not None:
             chosen = np.flatnonzero(exact >= _F32(min_score))
             candidates, exact = candidates[chosen], exact[chosen]
@@ -179,6 +174,39 @@ class ExactIndex:
         tags = np.zeros(capacity, dtype=np.int64)
         tags[: self._n] = self._tags[: self._n]
         self._rows, self._tags = rows, tags
+
+
+def exact_cosines(
+    vectors: npt.NDArray[np.float32], query: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """The cosine of `query` with each row of `vectors` (not normalised), as
+    `ExactIndex.search` scores it, bit for bit: rows normalised with float64
+    norms, the products of float32 values summed in float64. For adapters that
+    re-score an engine's candidates: their scores, and so their order of scores
+    that tie in exact arithmetic, are those of the in-process stores (float32
+    sums round such ties apart differently, e.g. 0.0 against 2.8e-17)."""
+    q64 = _unit(query)
+    if q64 is None or vectors.shape[0] == 0:
+        return np.zeros(vectors.shape[0], dtype=_F32)
+    return _exact(_normalised(np.asarray(vectors, dtype=_F32)), q64)
+
+
+def _unit(query: npt.NDArray[np.float32]) -> npt.NDArray[np.float64] | None:
+    """`query` scaled to unit length in float64 (None for a zero vector)."""
+    q64: npt.NDArray[np.float64] = query.astype(np.float64)
+    norm = float(np.sqrt(q64 @ q64))
+    if norm == 0.0:
+        return None
+    q64 /= norm
+    return q64
+
+
+def _exact(rows: npt.NDArray[np.float32], q64: npt.NDArray[np.float64]) -> npt.NDArray[np.float32]:
+    """Exact products of float32 values in float64, summed row by row in one fixed
+    order (a row's score does not depend on where it sits), clipped to [-1, 1]."""
+    products = rows.astype(np.float64) * q64
+    exact: npt.NDArray[np.float32] = np.clip(products.sum(axis=1), -1.0, 1.0).astype(_F32)
+    return exact
 
 
 def _normalised(

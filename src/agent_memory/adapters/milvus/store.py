@@ -85,9 +85,7 @@ from agent_memory.domain.errors import (
 )
 from agent_memory.domain.lexical import bm25_scores, query_terms, term_counts
 from agent_memory.domain.ranking import (
-    cosine_scores,
     encode_cursor,
-    normalise_rows,
     top_k,
 )
 from agent_memory.domain.records import (
@@ -98,6 +96,7 @@ from agent_memory.domain.records import (
 )
 from agent_memory.domain.time import from_micros, to_micros
 from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.vector_index import exact_cosines
 
 __all__ = [
     "DEFAULT_COLLECTION_PREFIX",
@@ -532,8 +531,8 @@ class MilvusMemoryStore:
         if not found:
             return []
         ids = [str(row[FIELD_ID]) for row in found]
-        matrix = normalise_rows(np.asarray([row[FIELD_VECTOR] for row in found], np.float32))
-        scores = cosine_scores(matrix, query)
+        # the in-process stores' arithmetic, bit for bit (`exact_cosines`)
+        scores = exact_cosines(np.asarray([row[FIELD_VECTOR] for row in found], np.float32), query)
         return [
             ScoredRecord(record=record_from_row(found[i]), score=s)
             for i, s in top_k(scores, ids, limit, min_score)

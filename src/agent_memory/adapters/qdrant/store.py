@@ -84,9 +84,7 @@ from agent_memory.domain.errors import (
     NotFound,
 )
 from agent_memory.domain.ranking import (
-    cosine_scores,
     encode_cursor,
-    normalise_rows,
     top_k,
 )
 from agent_memory.domain.records import (
@@ -96,6 +94,7 @@ from agent_memory.domain.records import (
     ScoredRecord,
 )
 from agent_memory.domain.validation import require_id, require_scope
+from agent_memory.domain.vector_index import exact_cosines
 
 __all__ = [
     "DEFAULT_COLLECTION_PREFIX",
@@ -624,8 +623,8 @@ class QdrantMemoryStore:
                     return []
                 payloads = [_payload(p) for p in points]
                 ids = [str(p[FIELD_ID]) for p in payloads]
-                matrix = normalise_rows(np.stack([vector_from_payload(p) for p in payloads]))
-                scores = cosine_scores(matrix, query)
+                # the in-process stores' arithmetic, bit for bit (`exact_cosines`)
+                scores = exact_cosines(np.stack([vector_from_payload(p) for p in payloads]), query)
                 hits = top_k(scores, ids, limit, min_score)
                 if len(points) < fetch:
                     break  # every match was seen

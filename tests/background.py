@@ -43,14 +43,16 @@ __all__ = [
 ]
 
 #: Test directories the whole suite runs as background jobs, each in a pytest of
-#: its own (tests/test_delegated_dirs.py): they need none of the suite's servers
-#: (views: 1,000 hypothesis examples per property under ci; sqlite: files; qdrant:
-#: its local mode, in process; milvus: Milvus Lite, a local process of its own;
-#: openai: loopback HTTP servers of the tests' own; redis_cluster: the six-node
-#: cluster its own pytest starts, as the suite's would), so they run on the core
-#: the rest leaves idle. A session asked for such a directory by path collects it
-#: inline instead.
-DELEGATED = ("views", "sqlite", "qdrant", "milvus", "openai", "redis_cluster")
+#: its own (tests/test_delegated_dirs.py), on the core the rest leaves idle. Most
+#: need none of the suite's servers (views: 1,000 hypothesis examples per property
+#: under ci; sqlite: files; qdrant: its local mode, in process; milvus: Milvus
+#: Lite, a local process of its own; openai: loopback HTTP servers of the tests'
+#: own); redis_cluster and integrations start the servers they use in their own
+#: pytest, from the same fixtures as the suite's (a six-node cluster; a Redis and
+#: a PostgreSQL), so a server that cannot start fails the job as it would fail
+#: the suite. A session asked for such a directory by path collects it inline
+#: instead.
+DELEGATED = ("views", "sqlite", "qdrant", "milvus", "openai", "redis_cluster", "integrations")
 
 
 def delegated_job(directory: str) -> str:

@@ -1,7 +1,7 @@
 """The directories in `background.DELEGATED`, each as one background job of the
 whole suite.
 
-They need none of the suite's servers (see `background.DELEGATED`). A session
+Those that use servers start their own (see `background.DELEGATED`). A session
 that was not asked for such a directory by path does not collect it
 (tests/conftest.py) and runs it here instead, in a pytest of its own beside the
 suite (tests/background.py), with the same hypothesis profile. `pytest

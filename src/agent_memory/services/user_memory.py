@@ -87,6 +87,7 @@ from agent_memory.services.audit import AuditTrail
 from agent_memory.services.background import BackgroundReports
 from agent_memory.services.compaction import CACHE_KEY as DIGEST_KEY
 from agent_memory.services.compaction import invalidate_digest
+from agent_memory.services.forget_marks import mark_forgetting, unmark
 from agent_memory.services.graph_memory import (
     CHECKPOINT_SCOPE,
     forget_checkpoints,
@@ -983,10 +984,34 @@ class UserMemory:
         if namespace is not None:
             require_scope(namespace, "namespace")
         # to its end and its audit entry, even when the caller is cancelled
-        return await self._forgets.run(self._forget(user_id, namespace))
+        return await self._forgets.run(self._forget_marked(user_id, namespace))
 
-    async def _forget(self, user_id: str, namespace: str | None) -> ForgetReceipt:
+    async def _forget_marked(self, user_id: str, namespace: str | None) -> ForgetReceipt:
+        """A whole-user forget, marked in progress (`forget_marks`) from before
+        it reads or deletes anything until after its audit entry: an import
+        that ends meanwhile finds the mark and removes what it wrote of the
+        user (their data may land after this forget deleted that kind)."""
+        if namespace is not None or self.cache is None:
+            return await self._forget(user_id, namespace)
         failures: list[str] = []
+        mark: str | None = None
+        try:
+            mark = await mark_forgetting(self.cache, user_id)
+        except Exception as exc:
+            failures.append(_failure("forget mark", exc))
+        try:
+            return await self._forget(user_id, namespace, failures)
+        finally:
+            if mark is not None:
+                try:
+                    await unmark(self.cache, mark)
+                except Exception as exc:  # it lapses with its ttl
+                    _log.warning("forget mark not removed: %s: %s", type(exc).__name__, exc)
+
+    async def _forget(
+        self, user_id: str, namespace: str | None, failures: list[str] | None = None
+    ) -> ForgetReceipt:
+        failures = [] if failures is None else failures
         facts = events_erased = cache_entries = 0
         derived: list[Invalidated] = []
         if namespace is not None:

@@ -35,6 +35,7 @@ from agent_memory.ports.storage import (
     VersionedWrites,
 )
 from agent_memory.services.audit import read_entries, stored_subject
+from agent_memory.services.forget_marks import being_forgotten
 from agent_memory.services.graph_memory import CHECKPOINT_SCOPE, checkpoint_key
 from agent_memory.services.portability.errors import (
     ExportFormatError,
@@ -443,8 +444,8 @@ async def export_data(
     return ExportSummary(counts=footer.counts, footer=footer, owners=per_owner, skipped=skipped)
 
 
-async def audit_entries(audit: AuditLog, since: datetime | None = None) -> list[AuditEntry]:
-    """Every entry of the trail (at or after `since`), newest first."""
+async def audit_entries(audit: AuditLog | None, since: datetime | None = None) -> list[AuditEntry]:
+    """Every entry of the trail (at or after `since`), newest first (none without one)."""
     return [entry async for entry in read_entries(audit, since=since)]
 
 
@@ -633,19 +634,25 @@ async def import_data(
     last = resume_after
 
     # A forget completing while the import runs: its user's items are left out
-    # from the next batch on, and what was written of them is removed at the end.
-    initially = frozenset() if forgotten is None else forgotten.users
+    # from the next batch on, and what was written of them is removed at the end
+    # (of every forgotten user: an interrupted run of this file, resumed or
+    # restarted now, may have stored a batch of theirs while their forget ran).
     checked_at = clock.now()
 
     async def recheck() -> None:
         nonlocal forgotten, checked_at
-        if restore_forgotten or ports.audit is None:
+        if restore_forgotten or (ports.audit is None and ports.cache is None):
             return
+        # the forgets in progress first, then the trail: a forget removes its
+        # mark only after its entry is written, so none slips between the reads
+        running = await being_forgotten(ports.cache)
         since, checked_at = checked_at - _FORGET_CHECK_SLACK, clock.now()
         known = frozenset() if forgotten is None else forgotten.users
-        if not await _forgets_since(ports, since, known):
+        if not running - known and not await _forgets_since(ports, since, known):
             return
-        forgotten = await forgotten_since(ports, header.created_at, open_stream, fingerprints)
+        forgotten = await forgotten_since(
+            ports, header.created_at, open_stream, fingerprints, running=running | known
+        )
         out.forgotten_users = 0 if forgotten is None else len(forgotten.users)
 
     async def flush() -> None:
@@ -696,9 +703,9 @@ async def import_data(
                 await flush()
                 batch, kind = [], None
             await recheck()
-            if forgotten is not None and forgotten.users - initially:
+            if forgotten is not None:
                 await _unwrite(
-                    ports, forgotten, forgotten.users - initially, open_stream, fingerprints
+                    ports, forgotten, forgotten.users, open_stream, fingerprints, left_out
                 )
             written = time.perf_counter()
             if bulk:
@@ -724,7 +731,6 @@ _FORGET_CHECK_SLACK = timedelta(minutes=5)
 async def _forgets_since(ports: Ports, since: datetime, known: frozenset[str]) -> bool:
     """Whether the target's audit trail holds a `forget_user` at or after `since`
     of a user not in `known`."""
-    assert ports.audit is not None
     async for entry in read_entries(ports.audit, since=since):
         if entry.operation == "forget_user" and stored_subject(entry) not in known:
             return True
@@ -737,17 +743,29 @@ async def _unwrite(
     users: frozenset[str],
     open_stream: Callable[[], IO[bytes]],
     fingerprints: Sequence[int] | None,
+    left_out: Collection[str] = (),
 ) -> None:
-    """Remove what this import wrote of `users`, forgotten while it ran (a batch
-    stored while their forget was deleting): the file's records of theirs the
-    target holds as the file has them (a record written since is kept), and
-    their events when every event the target holds of theirs is one of the
-    file's (an event appended since keeps them all: `erase_user` has no
-    per-event form)."""
+    """Remove what an import of this file wrote of `users`, forgotten since it
+    was written (a batch stored while their forget was deleting, by this run or
+    by an interrupted one it resumes or restarts), of every kind the file carries
+    (what `UserMemory.forget` removes): the file's records of theirs (their
+    facts, derived knowledge, registry entries) that the target holds as the
+    file has them (a record written since is kept); their events when every
+    event the target holds of theirs is one of the file's (an event appended
+    since keeps them all: `erase_user` has no per-event form); the triples of
+    each of their loops when every triple the target holds in that loop is one
+    of the file's, as the file has it (`delete_scope` per loop is the finest
+    the port deletes); and the file's cache entries of theirs (their scope,
+    their checkpoints, the digests their events fed) that hold the file's value
+    (read, then deleted: the port has no conditional delete, so a value written
+    between the two is lost). Kinds the import left out (`left_out`) are not
+    touched."""
     late = ForgottenUsers(
         users, tuple(e for e in forgotten.events if e.user_id in users), forgotten.loops
     )
     file_events: dict[str, set[tuple[str, str]]] = {u: set() for u in users}
+    file_triples: dict[tuple[str, str], dict[tuple[str, str, str], Triple]] = {}
+    file_cache: list[CacheItem] = []
     pending: dict[str, MemoryRecord] = {}  # the file's records of theirs, of one owner
     with open_stream() as stream:
         for _, item in ExportReader(stream, checked=fingerprints).items():
@@ -760,14 +778,34 @@ async def _unwrite(
                 pending[record.id] = record
             elif isinstance(item, Event) and item.user_id in file_events:
                 file_events[item.user_id].add((item.domain, item.id))
+            elif isinstance(item, Triple) and late.holds_triple(item.owner):
+                filed = file_triples.setdefault((item.owner, item.loop), {})
+                filed[(item.subject, item.predicate, item.object)] = item
+            elif isinstance(item, CacheItem) and late.holds_cache(item.scope, item.key):
+                file_cache.append(item)
     if pending:
         await _unwrite_records(ports.store, pending)
-    if ports.events is None:
-        return
-    for user, ours in file_events.items():
-        held = {(e.domain, e.id) for e in await ports.events.user_events(user)}
-        if held and held <= ours:
-            await ports.events.erase_user(user)
+    if ports.events is not None and "event" not in left_out:
+        for user, ours in file_events.items():
+            held = {(e.domain, e.id) for e in await ports.events.user_events(user)}
+            if held and held <= ours:
+                await ports.events.erase_user(user)
+    if ports.triples is not None and "triple" not in left_out:
+        for (owner, loop), theirs in file_triples.items():
+            stored = await ports.triples.query(owner, loop=loop, limit=TRIPLE_LIMIT)
+            if stored and len(stored) < TRIPLE_LIMIT and all(_filed(t, theirs) for t in stored):
+                await ports.triples.delete_scope(owner, loop=loop)
+    if ports.cache is not None and "cache" not in left_out:
+        for entry in file_cache:
+            if await ports.cache.get(entry.scope, entry.key) == entry.value:
+                await ports.cache.delete(entry.scope, entry.key)
+
+
+def _filed(triple: Triple, theirs: dict[tuple[str, str, str], Triple]) -> bool:
+    """Whether `triple` is one of `theirs` (the file's triples of its loop), as
+    the file has it."""
+    want = theirs.get((triple.subject, triple.predicate, triple.object))
+    return want is not None and not compare_triples(triple, want)
 
 
 async def _unwrite_records(store: MemoryStore, pending: dict[str, MemoryRecord]) -> None:
@@ -835,18 +873,23 @@ async def forgotten_since(
     written: datetime,
     open_stream: Callable[[], IO[bytes]],
     fingerprints: Sequence[int] | None = None,
+    *,
+    running: Collection[str] | None = None,
 ) -> ForgottenUsers | None:
     """The users the target's audit trail says were forgotten (`forget_user`)
-    at or after `written` (when the file was written), with the file's events of
-    theirs and loops of their triples (what their derived data is found by);
-    None when there are none, or the target keeps no audit trail."""
-    if ports.audit is None:
-        return None
-    users = {
+    at or after `written` (when the file was written), and those whose forget
+    is in progress (`forget_marks`; `running`: read already), with the file's
+    events of theirs and loops of their triples (what their derived data is
+    found by); None when there are none (or the target keeps no audit trail and
+    no cache)."""
+    if running is None:  # before the trail: a forget unmarks after its entry
+        running = await being_forgotten(ports.cache)
+    users = set(running)
+    users.update(
         subject
         for entry in await audit_entries(ports.audit, since=written)
         if entry.operation == "forget_user" and (subject := stored_subject(entry)) is not None
-    }
+    )
     if not users:
         return None
     events: list[Event] = []
@@ -970,9 +1013,20 @@ async def verify_copy(
     held = 0
     for owner in src_owners:
         # by identity, not count: the target's own records of the owner must not
-        # make up for one of the source it lacks
-        src_ids = {r.id async for r in _records(source.store, owner, None, MAX_LIMIT)}
-        dst_ids = {r.id async for r in _records(target.store, owner, None, MAX_LIMIT)}
+        # make up for one of the source it lacks; and each one field by field
+        # against what the source holds now (a writer may have changed it since
+        # the export read it)
+        dst_records = {r.id: r async for r in _records(target.store, owner, None, MAX_LIMIT)}
+        src_ids: set[str] = set()
+        differ: list[str] = []
+        async for record in _records(source.store, owner, None, MAX_LIMIT):
+            src_ids.add(record.id)
+            if record.id in dst_records:
+                differ += compare_records(dst_records[record.id], record)
+        dst_ids = set(dst_records)
+        problems += differ[:5]
+        if len(differ) > 5:
+            problems.append(f"owner {owner!r}: {len(differ)} record differences")
         n_src, n_dst = len(src_ids), len(dst_ids)
         held += n_src
         records += n_dst
@@ -990,6 +1044,12 @@ async def verify_copy(
                 f"owner {owner!r}: {n_src} records on the source, "
                 f"{owner_counts.get(owner, 0)} exported"
             )
+        elif owner_counts is not None and owner_counts.get(owner, 0) > n_src:
+            problems.append(_changed(owner, owner_counts[owner], n_src))
+    gone = set(owner_counts or ()) - set(src_owners)
+    for owner in sorted(gone)[:5]:  # every record deleted since the export read them
+        assert owner_counts is not None
+        problems.append(_changed(owner, owner_counts[owner], 0))
     if records < counts.get("record", 0):
         problems.append(f"{counts['record']} records exported, {records} on the target")
     if counts.get("record", 0) < held:
@@ -1008,8 +1068,10 @@ async def verify_copy(
             for event in src_events:
                 problems += compare_events(dst_events.get(event.id), event)
     if source.triples is not None and target.triples is not None and "triples" not in skipped:
+        src_total = 0
         for owner in await _owners(source.triples, "source triples"):
             src_triples = await _owner_triples(source.triples, owner)
+            src_total += len(src_triples)
             dst_triples = {t.key: t for t in await _owner_triples(target.triples, owner)}
             n_src, n_dst = len(src_triples), len(dst_triples)
             if n_dst < n_src:
@@ -1018,6 +1080,11 @@ async def verify_copy(
                 )
             for triple in src_triples:  # by identity, then field by field
                 problems += compare_triples(dst_triples.get(triple.key), triple)
+        if counts.get("triple", 0) > src_total:  # some deleted since the export read them
+            problems.append(
+                f"{counts['triple']} triples exported, {src_total} on the source now: "
+                "the source changed during the migration (the target holds its earlier state)"
+            )
     if source.audit is not None and target.audit is not None and "audit" not in skipped:
         held_ids = {e.id for e in await audit_entries(target.audit)}
         lost = [e.id for e in await audit_entries(source.audit) if e.id not in held_ids]
@@ -1026,6 +1093,13 @@ async def verify_copy(
     for record in sample:
         problems += compare_records(await target.store.get(record.owner, record.id), record)
     return problems
+
+
+def _changed(owner: str, exported: int, now: int) -> str:
+    return (
+        f"owner {owner!r}: {exported} records exported, {now} on the source now: the source "
+        "changed during the migration (the target holds records the source deleted)"
+    )
 
 
 def reservoir(k: int, seed: int = 0) -> tuple[list[MemoryRecord], Callable[[MemoryRecord], None]]:

@@ -14,7 +14,7 @@ import logging
 import random
 import weakref
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
@@ -346,7 +346,10 @@ async def _exchange(
         status = response.status_code
         ok = 200 <= status < 300
         limit = max_bytes if ok else _ERROR_BODY_BYTES
-        encoding = response.headers.get("content-encoding", "")
+        # A transport may answer with the body already read (httpx's MockTransport,
+        # a caching transport): httpx has decoded it then, and it is in memory.
+        preread = response.is_stream_consumed
+        encoding = "" if preread else response.headers.get("content-encoding", "")
         chunks: list[bytes] = []
         too_large = False
         try:
@@ -362,7 +365,7 @@ async def _exchange(
             size = raw = 0
             complete = True
             try:
-                async for chunk in response.aiter_raw():
+                async for chunk in _raw(response, preread):
                     raw += len(chunk)
                     piece = inflater.feed(chunk, limit - size)
                     size += len(piece)
@@ -390,6 +393,15 @@ async def _exchange(
             charset=response.charset_encoding,
             too_large=too_large,
         )
+
+
+async def _raw(response: httpx.Response, preread: bool) -> AsyncIterator[bytes]:
+    """The body's bytes as they came (`aiter_raw`), or the body read already."""
+    if preread:
+        yield response.content
+        return
+    async for chunk in response.aiter_raw():
+        yield chunk
 
 
 class _BadBody(Exception):

@@ -19,6 +19,7 @@ after `ASKING` on the same connection for the target.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +32,12 @@ __all__ = [
     "IndexNames",
     "SlotMigrating",
     "SlotMigration",
+    "keys_migrated_in",
     "migrating_slots",
     "primaries",
     "primary_for",
     "run_on",
+    "slot_layout",
     "slot_migration",
     "topology",
 ]
@@ -155,6 +158,68 @@ async def migrating_slots(node: ClusterNode) -> list[int]:
         if len(fields) > 2 and "myself" in fields[2].split(","):
             return [int(f[1:].split("-", 1)[0]) for f in fields[8:] if f.startswith("[")]
     return []  # pragma: no cover - every node lists itself
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Which slots each primary serves, migrates and imports: per primary (by
+    name) the slot fields of its own line of `CLUSTER NODES` (ranges,
+    `[slot->-id]`, `[slot-<-id]`), and each primary's reply, whole."""
+
+    slots: dict[str, tuple[str, ...]]
+    replies: dict[str, tuple[ClusterNode, list[list[str]]]]
+
+
+async def slot_layout(client: RedisCluster) -> Layout:
+    """The `Layout`, read from every primary at once. Two equal `slots` read
+    around an operation mean no slot changed hands and no migration started or
+    ended in between (a slot's owner changes only by `SETSLOT NODE`, which
+    ends its migration)."""
+    await client.initialize()
+    nodes = list(client.get_primaries())
+    replies = await asyncio.gather(*(run_on(n, "CLUSTER", "NODES") for n in nodes))
+    out = Layout({}, {})
+    for node, reply in zip(nodes, replies, strict=True):
+        lines = [line.split(" ") for line in _text(reply).splitlines()]
+        out.replies[node.name] = (node, lines)
+        for fields in lines:
+            if len(fields) > 2 and "myself" in fields[2].split(","):
+                out.slots[node.name] = tuple(fields[8:])
+    return out
+
+
+async def keys_migrated_in(client: RedisCluster, layout: Layout) -> list[Any]:
+    """The keys on the target of every migration in `layout` of its slot
+    (`CLUSTER GETKEYSINSLOT`, all of them). A SCAN that asked the target before
+    a key moved there and the source after misses that key: read after the
+    SCAN, the target has it (a migration moves keys from source to target
+    only). A target serving no slot yet (a node being added) is asked too,
+    though the SCAN, going to the primaries of the slot map, never asks it."""
+    out: list[Any] = []
+    for name, fields in layout.slots.items():
+        node, lines = layout.replies[name]
+        for item in fields:
+            if not (item.startswith("[") and "->-" in item):
+                continue
+            at, _, dest = item[1:-1].partition("->-")
+            peer = next((f for f in lines if f[0] == dest), None)
+            if peer is None:  # pragma: no cover - the target is a known node
+                raise SlotMigrating("redis", int(at), f"to {dest}", "owners")
+            host, _, port = peer[1].split("@")[0].rpartition(":")
+            host, port_n = client.nodes_manager.remap_host_port(host or node.host, int(port))
+            target = client.get_node(host=host, port=port_n)
+            own = target is None
+            if target is None:
+                kwargs: dict[str, Any] = dict(client.get_connection_kwargs())
+                target = ClusterNode(host, port_n, "primary", **kwargs)
+            try:
+                count = int(await run_on(target, "CLUSTER", "COUNTKEYSINSLOT", int(at)))
+                if count:
+                    out += await run_on(target, "CLUSTER", "GETKEYSINSLOT", int(at), count)
+            finally:
+                if own:
+                    await target.disconnect()
+    return out
 
 
 def _serves(client: RedisCluster, node: ClusterNode, slot: int) -> bool:

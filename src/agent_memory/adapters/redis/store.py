@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -35,10 +35,12 @@ from agent_memory.adapters.redis._client import Client, connect, is_cluster
 from agent_memory.adapters.redis._cluster import (
     IndexNames,
     SlotMigrating,
+    keys_migrated_in,
     migrating_slots,
     primaries,
     primary_for,
     run_on,
+    slot_layout,
     slot_migration,
 )
 from agent_memory.adapters.redis._codec import (
@@ -1778,20 +1780,54 @@ class RedisMemoryStore(RedisHandle):
 
         A key read after the SCAN may have been deleted meanwhile; its owner is
         dropped only when a later look at its tag (another SCAN, matching that tag
-        alone when few are left) finds no record of it either."""
+        alone when few are left) finds no record of it either.
+
+        On a cluster the SCAN asks each primary in turn, so a key migrated
+        between two of them in between can be on neither when asked: the slot
+        layout is read from every primary before and after (one parallel round
+        trip each), the keys on each migration's target are read too, and a
+        layout that changed meanwhile (a migration started or ended) has the
+        whole listing run again (up to four times, then `SlotMigrating`)."""
         async with self._life.op():
             prefix = self._keys.ms_record_prefix(self._sid)
-            picked: dict[str, list[Any]] = {}
-            found: set[str] = set()
             with translate("owners"):
-                async for key in self._r.scan_iter(match=prefix + "*", count=1000):
-                    tag = self._owner_tag(prefix, key)
-                    if tag not in picked:
-                        picked[tag] = [key]
-                while picked:
-                    missed = await self._read_owners(picked, found)
-                    picked = await self._tag_keys(prefix, missed) if missed else {}
-            return sorted(found)
+                if not self._cluster:
+                    return await self._owners(prefix, None)
+                for _ in range(4):
+                    client = self._cluster_client
+                    before = await slot_layout(client)
+                    moved = functools.partial(keys_migrated_in, client, before)
+                    found = await self._owners(prefix, moved)
+                    after = await slot_layout(client)
+                    if after.slots == before.slots:
+                        return found
+                slot = next(
+                    (int(f[1:].split("-", 1)[0]) for v in after.slots.values() for f in v
+                     if f.startswith("[")), -1,
+                )  # fmt: skip
+                raise SlotMigrating(BACKEND, slot, "again and again", "owners")
+
+    async def _owners(
+        self, prefix: str, also: Callable[[], Awaitable[list[Any]]] | None
+    ) -> list[str]:
+        """The owners of the record keys a SCAN finds, and of those `also` reads
+        after it (the keys migrated to a target meanwhile)."""
+        picked: dict[str, list[Any]] = {}
+        found: set[str] = set()
+
+        def pick(key: Any) -> None:
+            name = key.decode() if isinstance(key, bytes) else str(key)
+            if name.startswith(prefix):
+                picked.setdefault(self._owner_tag(prefix, key), [key])
+
+        async for key in self._r.scan_iter(match=prefix + "*", count=1000):
+            pick(key)
+        for key in [] if also is None else await also():
+            pick(key)
+        while picked:
+            missed = await self._read_owners(picked, found)
+            picked = await self._tag_keys(prefix, missed) if missed else {}
+        return sorted(found)
 
     @staticmethod
     def _owner_tag(prefix: str, key: Any) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -148,4 +149,7 @@ def test_an_unclosed_connection_at_exit_neither_hangs_nor_warns(tmp_path: Path) 
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "done"
-    assert result.stderr == "", result.stderr
+    # dev mode also reports slow event-loop callbacks (a loaded machine), not a fault
+    slow = re.compile(r"Executing .* took [0-9.]+ seconds")
+    shown = [line for line in result.stderr.splitlines() if not slow.fullmatch(line)]
+    assert shown == [], result.stderr

@@ -156,6 +156,13 @@ class _LoopThread:
             if self._closed:  # close() cancelled it
                 raise ConnectionClosed() from None
             raise
+        except BaseException:
+            # the wait itself was interrupted (Ctrl-C: KeyboardInterrupt, or what
+            # a signal handler raised): the call is cancelled on the loop rather
+            # than left running there after its caller gave up on it
+            if not done.done():
+                done.cancel()
+            raise
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run `coro` on the helper loop and block until it finishes."""

@@ -43,7 +43,12 @@ from agent_memory.services.portability.errors import (
     SpaceMismatch,
     VerificationFailed,
 )
-from agent_memory.services.portability.format import ExportReader, open_export, read_header
+from agent_memory.services.portability.format import (
+    ExportReader,
+    export_output,
+    open_export,
+    read_header,
+)
 from agent_memory.services.portability.reembed import (
     EmbeddingSwitch,
     ReembedSummary,
@@ -238,7 +243,7 @@ async def export(
             return summary
 
         if isinstance(output, str):
-            with open_export(output, "w") as stream:
+            with export_output(output) as stream:
                 return await write(stream)
         return await write(output)
 
@@ -532,7 +537,8 @@ def embedder_for(settings: Settings, model: str, dimension: int | None) -> tuple
     if model == "hashing" or model.startswith("agent-memory/hashing"):
         from agent_memory.adapters.memory.embedder import HashingEmbedder
 
-        return HashingEmbedder(dimension or settings.embedding_dimension), "hashing"
+        given = settings.embedding_dimension if dimension is None else dimension
+        return HashingEmbedder(given), "hashing"
     if model.lower() in ("minilm", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
         if dimension not in (None, 384):
             raise ConfigurationError(f"MiniLM vectors have 384 dimensions, not {dimension}")
@@ -552,7 +558,7 @@ def embedder_for(settings: Settings, model: str, dimension: int | None) -> tuple
     evolved = attrs.evolve(
         settings,
         embeddings_model=model,
-        embedding_dimension=dimension or settings.embedding_dimension,
+        embedding_dimension=settings.embedding_dimension if dimension is None else dimension,
     )
     embedder: Embedder = adapter("openai").embedder_from_settings(evolved)
     return embedder, "openai"

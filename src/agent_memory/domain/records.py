@@ -30,6 +30,7 @@ from agent_memory.domain.validation import (
 )
 
 __all__ = [
+    "MAX_DIMENSION",
     "EmbeddingSpace",
     "Entity",
     "EntitySource",
@@ -249,6 +250,20 @@ class Lease:
 _SLUG = re.compile(r"[^a-z0-9]+")
 
 
+MAX_DIMENSION = 65_536
+"""The largest embedding dimension a space may have: above every real model's,
+and no lower than any backend's own limit (pgvector 16,000, Redis and Milvus
+32,768, Qdrant 65,536); a larger one would only make each vector an allocation
+that fails."""
+
+
+def _require_dimension(value: object) -> int:
+    dimension = require_positive(value, "space.dimension")
+    if dimension > MAX_DIMENSION:
+        raise InvalidInput("space.dimension", f"at most {MAX_DIMENSION}, got {dimension}")
+    return dimension
+
+
 @frozen
 class EmbeddingSpace:
     """Which vectors can be compared: a model identity and a dimension.
@@ -258,7 +273,7 @@ class EmbeddingSpace:
     """
 
     model: str = field(validator=_id("space.model"))
-    dimension: int = field(validator=lambda _i, _a, v: require_positive(v, "space.dimension"))
+    dimension: int = field(validator=lambda _i, _a, v: _require_dimension(v))
     revision: str = field(default="", validator=_text("space.revision"))
     provable: bool = True
 

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from agent_memory.domain.errors import InvalidInput
-from agent_memory.domain.records import EmbeddingSpace
+from agent_memory.domain.records import MAX_DIMENSION, EmbeddingSpace
 
 __all__ = ["HashingEmbedder"]
 
@@ -23,8 +23,10 @@ class HashingEmbedder:
     """`Embedder` by signed feature hashing (words weigh 1, char n-grams 0.5)."""
 
     def __init__(self, dimension: int = 256, ngram: int = 3) -> None:
-        if not isinstance(dimension, int) or dimension < 8:
-            raise InvalidInput("dimension", f"an integer >= 8 is required, got {dimension!r}")
+        if not isinstance(dimension, int) or not 8 <= dimension <= MAX_DIMENSION:
+            raise InvalidInput(
+                "dimension", f"an integer from 8 to {MAX_DIMENSION} is required, got {dimension!r}"
+            )
         if not isinstance(ngram, int) or ngram < 2:
             raise InvalidInput("ngram", f"an integer >= 2 is required, got {ngram!r}")
         self._ngram = ngram

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import datetime
 from typing import Any, TextIO
@@ -86,13 +85,14 @@ async def run_audit(args: argparse.Namespace, out: TextIO | None = None) -> int:
         memory.audit_log  # noqa: B018 - a backend without an audit log is a usage error
         entries = memory.audit.entries(tenant=args.tenant, since=since, limit=limit)
         if args.export is not None:
-            tmp = f"{args.export}.tmp"
+            from agent_memory.services.portability.format import replaced_atomically
+
             n = 0
-            with open(tmp, "w", encoding="utf-8") as stream:  # noqa: ASYNC230 - a local file
+            with replaced_atomically(args.export) as stream:
                 async for entry in entries:
-                    stream.write(json.dumps(entry.as_json(), ensure_ascii=False) + "\n")
+                    line = json.dumps(entry.as_json(), ensure_ascii=False) + "\n"
+                    stream.write(line.encode("utf-8"))
                     n += 1
-            os.replace(tmp, args.export)
             print(f"exported {n} audit entries to {args.export}", file=sys.stderr)
             return 0
         n = 0

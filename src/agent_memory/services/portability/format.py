@@ -15,10 +15,14 @@ Readers accept any version up to `FORMAT_VERSION` and refuse newer ones.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import io
 import json
+import os
+import secrets
+import stat
 import zlib
 from array import array
 from collections.abc import Iterator, Sequence
@@ -52,8 +56,10 @@ __all__ = [
     "Header",
     "Item",
     "RecordItem",
+    "export_output",
     "open_export",
     "read_header",
+    "replaced_atomically",
     "space_json",
 ]
 
@@ -297,6 +303,59 @@ class ExportWriter:
         )
         self._stream.flush()
         return footer
+
+
+@contextlib.contextmanager
+def replaced_atomically(path: str) -> Iterator[IO[bytes]]:
+    """A binary stream whose bytes replace the file at `path` only once the
+    block ends without an exception: they go to a hidden file next to it (next
+    to its target, for a symlink), synced, then renamed over it; a failure or an
+    interrupt (KeyboardInterrupt) removes that file and leaves `path` as it was.
+    What is not a regular file (a named pipe, /dev/stdout, a directory) is
+    opened and written as it is, never replaced. Where the hidden file cannot be
+    created (a directory one may not write to) `path` is written directly."""
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:  # none yet (or unreachable: opening it says why)
+        kind = None
+    if kind is not None and not stat.S_ISREG(kind):
+        with open(path, "wb") as raw:
+            yield raw
+        return
+    real = os.path.realpath(path)
+    folder, name = os.path.split(real)
+    tmp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+    try:  # the mode `open` would give a new file (umask), or the old file's
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError:
+        with open(path, "wb") as raw:
+            yield raw
+        return
+    try:
+        with os.fdopen(fd, "wb") as raw:
+            if kind is not None:
+                os.chmod(fd, stat.S_IMODE(kind))
+            yield raw
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def export_output(path: str) -> Iterator[IO[bytes]]:
+    """`open_export(path, "w")` that replaces `path` only once the export is
+    complete (`replaced_atomically`): a failed or interrupted export leaves
+    what was there (a previous export) as it was, and no partial file."""
+    with replaced_atomically(path) as raw:
+        if not path.endswith(".gz"):
+            yield raw
+            return
+        with gzip.GzipFile(path, "wb", fileobj=raw) as zipped:
+            yield zipped  # type: ignore[misc]
 
 
 def open_export(path: str, mode: str) -> IO[bytes]:

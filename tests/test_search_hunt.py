@@ -609,19 +609,10 @@ async def test_retrieve_free_text_raises_only_typed_errors(
         check_same(got.hits, want.hits, f"retrieve({q!r})", tol=1e-3)
 
 
-async def test_zero_vectors_outrank_negative_scores_past_the_threshold(
-    ann_store: Any, request: pytest.FixtureRequest
-) -> None:
+async def test_zero_vectors_outrank_negative_scores_past_the_threshold(ann_store: Any) -> None:
     """A zero vector scores 0: above every record scoring below 0, also when the
     search goes through a graph (a walk by inner product never reaches a zero
     row; pgvector's HNSW index does not hold one at all)."""
-    if type(ann_store).__name__.startswith("Postgres"):
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="open: pgvector's HNSW index skips zero vectors (search-hunt report)",
-            )
-        )
     owner = "o-" + uuid.uuid4().hex[:8]
     rng = np.random.default_rng(3)
     away = -np.eye(DIM, dtype=np.float32)[0] + 0.05 * rng.standard_normal((300, DIM)).astype(

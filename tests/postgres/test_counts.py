@@ -32,8 +32,9 @@ from agent_memory.adapters.postgres import PostgresDatabase, PostgresMemoryStore
 from agent_memory.adapters.postgres._database import _space_ddl
 from agent_memory.adapters.postgres._migrations import MIGRATIONS, SCHEMA_VERSION
 from agent_memory.domain.errors import DuplicateRecord, NotFound
-from agent_memory.domain.ranking import cosine_scores, normalise_rows, top_k
+from agent_memory.domain.ranking import top_k
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from agent_memory.domain.vector_index import exact_cosines
 from postgres.conftest import OpenDatabase
 
 DIM = 8
@@ -231,7 +232,7 @@ async def test_migration_counts_existing_rows(postgres_url: str) -> None:
                 "SELECT to_regclass(%s)", (f'"{schema}"."{name}_counts"',)
             ).fetchone() == (None,)
             await db.open()  # migrates to version 4
-            assert await db.schema_version() == SCHEMA_VERSION == 4
+            assert await db.schema_version() == SCHEMA_VERSION == 5
             await old.add([_record("o0", 999, "ns")])
             counts, truth = await _counts_and_truth(db)
             assert counts == truth
@@ -364,9 +365,9 @@ async def test_near_ties_beyond_the_fetched_rows_are_found(
     open_database: OpenDatabase, seed: int, copies: int, limit: int
 ) -> None:
     """Scaled copies of one vector tie in exact arithmetic, but pgvector's and
-    numpy's float32 cosines break the tie differently in the last bits: the
-    search must fetch past `limit + 1` rows until no row left out can enter the
-    top `limit` (by float32 score, then id) of the owner's rows."""
+    the exact cosines (`exact_cosines`) break the tie differently in the last
+    bits: the search must fetch past `limit + 1` rows until no row left out can
+    enter the top `limit` (by exact score, then id) of the owner's rows."""
     rng = np.random.default_rng(seed)
     base = rng.standard_normal(DIM).astype(np.float32)
     scales = rng.uniform(0.01, 100.0, copies).astype(np.float32)
@@ -390,12 +391,12 @@ async def test_near_ties_beyond_the_fetched_rows_are_found(
     store = PostgresMemoryStore(db, SPACE)
     await store.delete_scope("ties")
     await store.add(records)
-    # The answer over every row, with the very scoring `search` uses (the
-    # in-memory store normalises at write time, so its last bits differ).
+    # The answer over every row, with the very scoring `search` uses
+    # (`exact_cosines`, the in-process stores' arithmetic).
     ids = [r.id for r in records]
-    matrix = normalise_rows(np.array([r.vector for r in records]))
+    matrix = np.array([r.vector for r in records])
     for q in (base, base + 0.01 * rng.standard_normal(DIM).astype(np.float32)):
         got = await store.search("ties", q, limit=limit)
-        want = top_k(cosine_scores(matrix, q), ids, limit)
+        want = top_k(exact_cosines(matrix, q), ids, limit)
         assert [h.record.id for h in got] == [ids[i] for i, _ in want]
     await store.delete_scope("ties")

@@ -11,7 +11,7 @@ that it ran that one: `_probes` counts the probes). These tests follow owners be
 and above a small threshold, freshly bulk-loaded, growing and shrinking across
 the threshold through this handle and another one, and compare every answer
 with `memory://`'s exact search (ids in order; scores within 1e-6, as it
-rescores in float64) and, bit for bit, with `domain.ranking` over the whole
+rescores in float64) and, bit for bit, with `exact_cosines` over the whole
 scope: the float32 scores and order the store returned before.
 """
 
@@ -31,8 +31,9 @@ from hypothesis import strategies as st
 
 from agent_memory.adapters.memory.store import InMemoryMemoryStore
 from agent_memory.adapters.postgres import PostgresDatabase, PostgresMemoryStore
-from agent_memory.domain.ranking import cosine_scores, normalise_rows, top_k
+from agent_memory.domain.ranking import top_k
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord, ScoredRecord
+from agent_memory.domain.vector_index import exact_cosines
 from postgres.conftest import OpenDatabase
 
 DIM = 4
@@ -83,9 +84,8 @@ def _reference(
     namespace: str | None = None,
     kinds: list[str] | None = None,
 ) -> list[tuple[str, str, bytes, bytes]]:
-    """The answer by `domain.ranking` over the whole scope: what the store
-    returned before its search paths changed, bit for bit (each row's score
-    depends on that row alone)."""
+    """The answer by `exact_cosines` and `top_k` over the whole scope, bit for
+    bit (each row's score depends on that row alone)."""
     scope = sorted(
         (
             r
@@ -97,8 +97,7 @@ def _reference(
     )
     if not scope:
         return []
-    matrix = normalise_rows(np.array([r.vector for r in scope]))
-    scores = cosine_scores(matrix, query)
+    scores = exact_cosines(np.array([r.vector for r in scope]), query)
     hits = top_k(scores, [r.id for r in scope], limit, min_score)
     return _answer([ScoredRecord(record=scope[i], score=s) for i, s in hits])
 

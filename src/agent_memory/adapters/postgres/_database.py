@@ -64,6 +64,7 @@ from agent_memory.adapters.postgres._migrations import (
     SCHEMA_VERSION,
     counts_table,
     migrate,
+    zero_vectors_index,
 )
 from agent_memory.adapters.postgres._vector import VectorBytesLoader, register_vector
 from agent_memory.domain.errors import (
@@ -827,6 +828,7 @@ def _space_ddl(
         sql.SQL("CREATE INDEX IF NOT EXISTS {} ON {} USING gin (tsv)").format(
             sql.Identifier(f"{name}_tsv"[:63]), table
         ),
+        zero_vectors_index(schema, name),
     ]
     if dimension <= HNSW_MAX_DIMENSION:
         statements.append(

@@ -14,7 +14,14 @@ from typing import Any
 
 from psycopg import AsyncConnection, sql
 
-__all__ = ["MIGRATIONS", "MIGRATION_LOCK", "SCHEMA_VERSION", "counts_table", "migrate"]
+__all__ = [
+    "MIGRATIONS",
+    "MIGRATION_LOCK",
+    "SCHEMA_VERSION",
+    "counts_table",
+    "migrate",
+    "zero_vectors_index",
+]
 
 # A fixed 64-bit key for pg_advisory_xact_lock (the ASCII of "agmemmig").
 MIGRATION_LOCK = 0x61676D656D6D6967
@@ -208,12 +215,38 @@ def counts_table(table_name: str) -> str:
     return f"{table_name}_counts"[:63]
 
 
+def zero_vectors_index(schema: str, table_name: str) -> sql.Composed:
+    """The partial index of a records table's zero vectors (by owner, then id, the
+    order a search reads them in). pgvector's
+    HNSW cosine index leaves them out, so a search past the exact threshold
+    reads them through this index (empty, and so free, when there are none)."""
+    return sql.SQL(
+        "CREATE INDEX IF NOT EXISTS {} ON {} (owner, id) WHERE vector_norm(embedding) = 0"
+    ).format(sql.Identifier(f"{table_name}_zero"[:63]), sql.Identifier(schema, table_name))
+
+
+def _v5(schema: str) -> list[sql.Composed]:
+    """Zero vectors found past the exact threshold: every existing space table
+    gets its partial index of zero vectors (new ones get it when created)."""
+    return [
+        sql.SQL(
+            "DO $body$ DECLARE r record; BEGIN"
+            " FOR r IN SELECT table_name FROM {spaces} LOOP"
+            "  EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I.%I (owner, id)"
+            " WHERE vector_norm(embedding) = 0', left(r.table_name || '_zero', 63), {schema},"
+            " r.table_name);"
+            " END LOOP; END $body$"
+        ).format(spaces=sql.Identifier(schema, "spaces"), schema=sql.Literal(schema))
+    ]
+
+
 # (version, description, builder). Append only; never edit an applied migration.
 MIGRATIONS: tuple[tuple[int, str, _Builder], ...] = (
     (1, "spaces registry, events, leases, cache", _v1),
     (2, "event retention by recorded_at", _v2),
     (3, "audit trail", _v3),
     (4, "record counts per owner, namespace and kind (triggers)", _v4),
+    (5, "partial index of zero vectors per space table", _v5),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -15,12 +15,16 @@ scopes exactly (`ORDER BY distance, id`) and large ones through the HNSW index
 with iterative scans (filters applied inside the index scan, the limit still
 met; the index yields `limit + max(2 * limit, 100)` candidates, ranked exactly
 in SQL), and returns the size it read. Either way the statement returns
-`limit + 1` rows, re-ranked with the domain's float32 cosine
-(`domain.ranking.rank_rows`), so scores and tie order agree with every other
-backend; when a row left out could still beat one of them (scores within
-twice pgvector's float32 error: near-ties), the statement runs again for four
-times as many rows. The rows' vectors come as bytes and are converted in one
-numpy call.
+`limit + 1` rows, re-scored with the in-process stores' arithmetic
+(`domain.vector_index.exact_cosines`: float32 products summed in float64) and
+ranked by `domain.ranking.top_k`, so scores and tie order agree with
+memory://, SQLite, Qdrant and Milvus bit for bit; when a row left out could
+still beat one of them (scores within twice pgvector's float32 error:
+near-ties), the statement runs again for four times as many rows. The rows'
+vectors come as bytes and are converted in one numpy call. The HNSW index
+holds no zero vectors (pgvector skips them for cosine): the HNSW branch adds
+the scope's first zero vectors by id (score 0), read through a partial index
+of them (`zero_vectors_index`).
 
 Keyword search is BM25 (k1, b) computed in SQL over the tsvector: the query's
 lexemes are OR-ed (`to_tsvector` of the user text, so no query syntax can
@@ -68,7 +72,7 @@ from agent_memory.domain.errors import (
     InvalidInput,
     NotFound,
 )
-from agent_memory.domain.ranking import encode_cursor, rank_rows
+from agent_memory.domain.ranking import encode_cursor, top_k
 from agent_memory.domain.records import (
     EmbeddingSpace,
     MemoryRecord,
@@ -80,6 +84,7 @@ from agent_memory.domain.validation import (
     require_scope,
     require_utc,
 )
+from agent_memory.domain.vector_index import exact_cosines
 
 __all__ = [
     "COLUMNS",
@@ -127,8 +132,8 @@ _SLACK = 1
 # Scopes remembered as small (see `PostgresMemoryStore.search`): the memory is
 # emptied when it holds this many.
 _SIZES = 4096
-# A bound on |pgvector's cosine - numpy's float32 cosine| (pgvector sums in
-# float32: about dimension * 2^-24 at worst, 1.2e-4 at 2,000 dimensions).
+# A bound on |pgvector's cosine - `exact_cosines`| (pgvector sums in float32:
+# about dimension * 2^-24 at worst, 1.2e-4 at 2,000 dimensions).
 _COSINE_ERROR = 2e-4
 _COLS = sql.SQL(", ").join(sql.Identifier(c) for c in _COLUMNS)
 # COPY column types, in `_COLUMNS` order; the vector's oid (index 6) is only
@@ -212,7 +217,7 @@ def _settled(
     min_score: float | None,
 ) -> bool:
     """Whether rows the statement did not return (all ranked after these by
-    pgvector) cannot be among the `limit` best by the float32 score: each of
+    pgvector) cannot be among the `limit` best by the exact score: each of
     them scores at most `lowest`, the lowest score here, plus twice the cosine
     error, so they cannot reach the `limit`-th best score here (nor
     `min_score`). `hits` is the `top_k` of these rows: with `limit` of them, the
@@ -649,8 +654,13 @@ class PostgresMemoryStore(PostgresHandle):
             "   ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s) AS e"
             "  WHERE (SELECT n FROM n) <= %(threshold)s)"
             " UNION ALL"
-            " (SELECT {c}, (SELECT n FROM n) FROM (SELECT {c} FROM {t} WHERE {w}"
-            "   ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS approx"
+            " (SELECT {c}, (SELECT n FROM n) FROM ("
+            "   (SELECT {c} FROM (SELECT {c} FROM {t} WHERE {w}"
+            "     ORDER BY embedding <=> %(q)b LIMIT %(candidates)s) AS graph"
+            "    WHERE vector_norm(embedding) > 0)"
+            "   UNION ALL"
+            "   (SELECT {c} FROM {t} WHERE {w} AND vector_norm(embedding) = 0"
+            "    ORDER BY id LIMIT %(k)s)) AS approx"
             "  WHERE (SELECT n FROM n) > %(threshold)s"
             "  ORDER BY coalesce(nullif(embedding <=> %(q)b, 'NaN'), 1.0), id LIMIT %(k)s)"
         ).format(
@@ -750,8 +760,11 @@ class PostgresMemoryStore(PostgresHandle):
                         small.pop(key, None)
                 ids = [r[1] for r in rows]  # `id` is text: already a str
                 vectors = vectors_from_bytes([r[6] for r in rows], dimension)
-                # The float32 ranking of `domain.ranking`, spelled for few rows.
-                hits, lowest = rank_rows(vectors, query, ids, limit, min_score)
+                # The in-process stores' arithmetic, bit for bit (`exact_cosines`):
+                # cosines that tie exactly round (and so rank) as everywhere else.
+                scores = exact_cosines(vectors, query)
+                hits = top_k(scores, ids, limit, min_score)
+                lowest = float(scores.min())
                 if len(rows) < fetch or _settled(lowest, hits, limit, min_score):
                     break
                 fetch *= 4

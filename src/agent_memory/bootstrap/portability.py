@@ -35,6 +35,7 @@ from agent_memory.bootstrap.connect import (
 from agent_memory.bootstrap.settings import Settings
 from agent_memory.domain.errors import ConfigurationError, UnsupportedBackend
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from agent_memory.domain.validation import require_int_at_least, require_positive
 from agent_memory.ports.models import Clock, Embedder
 from agent_memory.ports.storage import OwnerListing, TripleStore
 from agent_memory.services.audit import AuditTrail
@@ -453,8 +454,12 @@ async def migrate(
     import it into `to_url` in batches, then verify against what the source
     holds: counts per port and `sample` records compared field by field.
     `VerificationFailed` lists what differs. `skip` leaves ports out of all
-    three steps; `replace` lets the import overwrite differing records."""
+    three steps; `replace` lets the import overwrite differing records.
+    A `batch_size` below 1 or a negative `sample` is `InvalidInput`, raised
+    before anything is read."""
     skipped = check_skip(skip)
+    require_positive(batch_size, "batch_size")
+    require_int_at_least(sample, "sample", 0)
     with tempfile.TemporaryDirectory(dir=workdir, prefix="agent-memory-migrate-") as tmp:
         path = os.path.join(tmp, "export.jsonl")
         async with _source(from_url, settings) as found:

@@ -4,6 +4,8 @@ Every subcommand validates configuration first (`AGENT_MEMORY_*`). Exit codes:
 0 success; 1 a runtime failure (a backend unreachable, a failed stage), shown as
 one line, never a traceback; 2 a usage error (bad arguments, bad configuration
 or URL; a bare `agent-memory` prints the help). `conformance` documents its own.
+An option value is checked as it is parsed (`options.py`): a bad one is one
+line, `agent-memory COMMAND: InvalidInput: --option: ...`, exit 2.
 
 A one-shot command (all but `serve`, `mcp` and `processor`, which are services
 with their own logs) reports a failure as that one line only: client libraries
@@ -39,6 +41,9 @@ def _version() -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from agent_memory.entrypoints.options import text
+
+    _url = text("--url")
     parser = argparse.ArgumentParser(
         prog="agent-memory",
         description="Shared memory for LLM agents.",
@@ -54,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         "preferences are learnt, recalled and forgotten. Offline (hashing embedder, "
         "rule-based summaries) on a temporary SQLite file unless --url names another.",
     )
-    demo.add_argument("--url", help="storage URL (default: a temporary SQLite file)")
+    demo.add_argument("--url", type=_url, help="storage URL (default: a temporary SQLite file)")
     demo.add_argument("--json", action="store_true", help="also print every stage report as JSON")
 
     doctor = sub.add_parser(
@@ -64,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
         "changing anything: a SQLite file that does not exist yet is reported as "
         "'would create', not created. Exit 0 when every part is usable.",
     )
-    doctor.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    doctor.add_argument(
+        "--url", type=_url, help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)"
+    )
     doctor.add_argument(
         "--config", action="store_true", help="print every setting and its source, then exit"
     )
@@ -76,9 +83,15 @@ def _parser() -> argparse.ArgumentParser:
         "THRESHOLD_DAYS about entities with enough of them become knowledge fragments. "
         "Says why when nothing was processed.",
     )
-    reflect.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
     reflect.add_argument(
-        "--domain", action="append", required=True, help="a domain to reflect on (repeatable)"
+        "--url", type=_url, help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)"
+    )
+    reflect.add_argument(
+        "--domain",
+        action="append",
+        required=True,
+        type=text("--domain"),
+        help="a domain to reflect on (repeatable)",
     )
 
     proc = sub.add_parser(
@@ -87,9 +100,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Consume events from NATS JetStream, extract fact triples and keep "
         "checkpoints (docs/graph.md). Runs until SIGINT/SIGTERM.",
     )
-    proc.add_argument("--nats", help="NATS URL (default: the config's nats_url)")
-    proc.add_argument("--config", help="JSON configuration document (see docs/graph.md)")
-    proc.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    proc.add_argument(
+        "--nats", type=text("--nats"), help="NATS URL (default: the config's nats_url)"
+    )
+    proc.add_argument(
+        "--config", type=text("--config"), help="JSON configuration document (see docs/graph.md)"
+    )
+    proc.add_argument(
+        "--url", type=_url, help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)"
+    )
 
     conf = sub.add_parser(
         "conformance",
@@ -231,8 +250,17 @@ def _stdout_gone() -> bool:
 
 
 def _main(argv: Sequence[str] | None, command: list[str]) -> int:
+    from agent_memory.entrypoints.options import BadOption
+
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except BadOption as exc:  # a checked option value (options.py): one typed line
+        given = sys.argv[1:] if argv is None else list(argv)
+        name = next((a for a in given if not a.startswith("-")), None)
+        where = f"agent-memory {name}" if name else "agent-memory"
+        print(f"{where}: {type(exc.error).__name__}: {exc.error}", file=sys.stderr)
+        return 2
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2

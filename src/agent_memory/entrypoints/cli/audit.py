@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from agent_memory.domain.audit import AuditEntry
 from agent_memory.domain.errors import InvalidInput
 from agent_memory.domain.validation import MAX_LIMIT
+from agent_memory.entrypoints.options import integer, text
 
 __all__ = ["add_parser", "run_audit"]
 
@@ -26,10 +27,14 @@ def add_parser(sub: Any) -> None:
         "subject, the receipt's counts and the caller (an API key id or 'library'); never "
         "user content. Newest first. See docs/audit.md.",
     )
-    aud.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    aud.add_argument(
+        "--url",
+        type=text("--url"),
+        help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)",
+    )
     aud.add_argument(
         "--limit",
-        type=int,
+        type=integer("--limit", 1, MAX_LIMIT),
         metavar="N",
         help="at most this many entries (default: 50 listed, all exported)",
     )
@@ -39,7 +44,12 @@ def add_parser(sub: Any) -> None:
     aud.add_argument("--tenant", help="only this tenant's entries ('' for the library's own)")
     out = aud.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print JSON Lines, one entry a line")
-    out.add_argument("--export", metavar="FILE", help="write every entry to FILE as JSON Lines")
+    out.add_argument(
+        "--export",
+        metavar="FILE",
+        type=text("--export"),
+        help="write every entry to FILE as JSON Lines",
+    )
 
 
 def _since(text: str | None) -> datetime | None:

@@ -10,12 +10,17 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from agent_memory.domain.records import MAX_DIMENSION
+from agent_memory.entrypoints.options import MAX_BATCH, choice, integer, text
+
 __all__ = ["COMMANDS", "add_parsers", "run"]
 
 COMMANDS = ("export", "import", "migrate", "reembed")
 _URL_HELP = "storage URL (default: AGENT_MEMORY_URL or the SQLite file)"
 _PORTS = ("events", "triples", "cache", "leases", "audit")
 _SKIP_HELP = "leave this port out (repeatable: events, triples, cache, leases, audit)"
+_SKIP = choice("--skip", _PORTS)
+_BATCH = integer("--batch-size", 1, MAX_BATCH)
 _REPLACE_HELP = "overwrite stored records whose content differs (else refused, nothing written)"
 
 
@@ -29,13 +34,21 @@ def add_parsers(sub: Any) -> None:
         "JSON Lines file that ends with counts and a checksum. --user writes a data-subject "
         "export of one user's data. See docs/portability.md.",
     )
-    exp.add_argument("--url", help=_URL_HELP)
-    exp.add_argument("-o", "--output", help="file to write (.gz: gzip; default: stdout)")
-    exp.add_argument("--user", help="export only this user's data (data-subject export)")
-    exp.add_argument("--namespace", help="only memory records of this namespace")
+    exp.add_argument("--url", type=text("--url"), help=_URL_HELP)
+    exp.add_argument(
+        "-o", "--output", type=text("--output"), help="file to write (.gz: gzip; default: stdout)"
+    )
+    exp.add_argument(
+        "--user", type=text("--user"), help="export only this user's data (data-subject export)"
+    )
+    exp.add_argument(
+        "--namespace", type=text("--namespace"), help="only memory records of this namespace"
+    )
     exp.add_argument("--leases", action="store_true", help="include live leases")
     exp.add_argument("--no-cache", action="store_true", help="leave cache entries out")
-    exp.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
+    exp.add_argument(
+        "--skip", action="append", default=[], choices=_PORTS, type=_SKIP, help=_SKIP_HELP
+    )
 
     imp = sub.add_parser(
         "import",
@@ -44,11 +57,13 @@ def add_parsers(sub: Any) -> None:
         "then write it in batches. Re-running duplicates nothing; an interrupted import "
         "resumes after its last stored batch (kept in FILE.progress).",
     )
-    imp.add_argument("--url", help=_URL_HELP)
-    imp.add_argument("file", help="the export file")
-    imp.add_argument("--batch-size", type=int, default=500, help="items per write (500)")
+    imp.add_argument("--url", type=text("--url"), help=_URL_HELP)
+    imp.add_argument("file", type=text("file"), help="the export file")
+    imp.add_argument("--batch-size", type=_BATCH, default=500, help="items per write (500)")
     imp.add_argument("--restart", action="store_true", help="ignore saved progress")
-    imp.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
+    imp.add_argument(
+        "--skip", action="append", default=[], choices=_PORTS, type=_SKIP, help=_SKIP_HELP
+    )
     imp.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
     imp.add_argument(
         "--restore-forgotten",
@@ -63,12 +78,23 @@ def add_parsers(sub: Any) -> None:
         description="Export --from into a temporary file, import it into --to in batches, "
         "then verify counts per port and a sample of records field by field.",
     )
-    mig.add_argument("--from", dest="source", required=True, help="source storage URL")
-    mig.add_argument("--to", dest="target", required=True, help="target storage URL")
-    mig.add_argument("--batch-size", type=int, default=500, help="items per write (500)")
-    mig.add_argument("--sample", type=int, default=50, help="records compared field by field")
+    mig.add_argument(
+        "--from", dest="source", required=True, type=text("--from"), help="source storage URL"
+    )
+    mig.add_argument(
+        "--to", dest="target", required=True, type=text("--to"), help="target storage URL"
+    )
+    mig.add_argument("--batch-size", type=_BATCH, default=500, help="items per write (500)")
+    mig.add_argument(
+        "--sample",
+        type=integer("--sample", 0, MAX_BATCH),
+        default=50,
+        help="records compared field by field",
+    )
     mig.add_argument("--leases", action="store_true", help="copy live leases too")
-    mig.add_argument("--skip", action="append", default=[], choices=_PORTS, help=_SKIP_HELP)
+    mig.add_argument(
+        "--skip", action="append", default=[], choices=_PORTS, type=_SKIP, help=_SKIP_HELP
+    )
     mig.add_argument("--replace", action="store_true", help=_REPLACE_HELP)
 
     emb = sub.add_parser(
@@ -80,12 +106,19 @@ def add_parsers(sub: Any) -> None:
         "batches and resumably. Reads switch to the new space only once it is complete; "
         "the old space stays until --drop-old.",
     )
-    emb.add_argument("--url", help=_URL_HELP)
+    emb.add_argument("--url", type=text("--url"), help=_URL_HELP)
     emb.add_argument(
-        "--to-model", required=True, help="'hashing', 'minilm' or an embedding model name"
+        "--to-model",
+        required=True,
+        type=text("--to-model"),
+        help="'hashing', 'minilm' or an embedding model name",
     )
-    emb.add_argument("--dimension", type=int, help="the new space's dimension")
-    emb.add_argument("--batch-size", type=int, default=64, help="texts per embedding call (64)")
+    emb.add_argument(
+        "--dimension",
+        type=integer("--dimension", 1, MAX_DIMENSION),
+        help="the new space's dimension",
+    )
+    emb.add_argument("--batch-size", type=_BATCH, default=64, help="texts per embedding call (64)")
     emb.add_argument("--drop-old", action="store_true", help="delete the old space when done")
 
 

@@ -27,13 +27,27 @@ _KEY_VARIABLES = ("AGENT_MEMORY_SERVER_KEYS", "AGENT_MEMORY_SERVER_KEYS_FILE")
 
 
 def add_arguments(parser: Any) -> None:
-    parser.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
+    from agent_memory.entrypoints.options import choice, integer, seconds, text
+
+    parser.add_argument(
+        "--url",
+        type=text("--url"),
+        help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        type=choice("--transport", ("stdio", "http")),
+        default="stdio",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="HTTP port (default: 8000)")
+    parser.add_argument(
+        "--port", type=integer("--port", 0, 65535), default=8000, help="HTTP port (default: 8000)"
+    )
     parser.add_argument(
         "--keys",
         metavar="FILE",
+        type=text("--keys"),
         help="with --transport http: the API key file of `agent-memory serve` (default: "
         "AGENT_MEMORY_SERVER_KEYS_FILE, else the JSON in AGENT_MEMORY_SERVER_KEYS); "
         "required unless --no-auth",
@@ -46,7 +60,7 @@ def add_arguments(parser: Any) -> None:
     )
     parser.add_argument(
         "--call-timeout",
-        type=float,
+        type=seconds("--call-timeout"),
         default=30.0,
         metavar="SECONDS",
         help="a tool call that has not answered after this many seconds answers a "

@@ -16,28 +16,65 @@ from typing import Any
 
 from agent_memory.domain.errors import ConfigurationError
 
-__all__ = ["add_arguments", "run_serve"]
+__all__ = ["MAX_BODY_BYTES", "MAX_BURST", "MAX_RATE", "add_arguments", "run_serve"]
+
+#: The largest --max-body-bytes (1 GiB), --burst and --rate the CLI accepts.
+MAX_BODY_BYTES = 1024**3
+MAX_BURST = 1_000_000
+MAX_RATE = 1_000_000.0
 
 
 def add_arguments(parser: Any) -> None:
-    parser.add_argument("--url", help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)")
+    from agent_memory.entrypoints.options import integer, seconds, text
+
+    parser.add_argument(
+        "--url",
+        type=text("--url"),
+        help="storage URL (default: AGENT_MEMORY_URL or the SQLite file)",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: any free)")
+    parser.add_argument(
+        "--port",
+        type=integer("--port", 0, 65535),
+        default=8080,
+        help="port (default 8080; 0: any free)",
+    )
     parser.add_argument(
         "--keys",
+        type=text("--keys"),
         help="API key file (JSON, digests only; default: AGENT_MEMORY_SERVER_KEYS_FILE, "
         "else the JSON in AGENT_MEMORY_SERVER_KEYS)",
     )
-    parser.add_argument("--max-body-bytes", type=int, default=1024 * 1024)
-    parser.add_argument("--rate", type=float, default=50.0, help="requests/s per key (average)")
-    parser.add_argument("--burst", type=int, default=100, help="requests per key in a burst")
     parser.add_argument(
-        "--idle-timeout", type=float, default=600.0, help="finish agent requests idle this long (s)"
+        "--max-body-bytes", type=integer("--max-body-bytes", 1, MAX_BODY_BYTES), default=1024 * 1024
     )
-    parser.add_argument("--drain-timeout", type=float, default=30.0, help="shutdown drain (s)")
+    parser.add_argument(
+        "--rate",
+        type=seconds("--rate", maximum=MAX_RATE, what="a number of requests/s"),
+        default=50.0,
+        help="requests/s per key (average)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=integer("--burst", 1, MAX_BURST),
+        default=100,
+        help="requests per key in a burst",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=seconds("--idle-timeout"),
+        default=600.0,
+        help="finish agent requests idle this long (s)",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=seconds("--drain-timeout", zero=True),
+        default=30.0,
+        help="shutdown drain (s)",
+    )
     parser.add_argument(
         "--request-timeout",
-        type=float,
+        type=seconds("--request-timeout"),
         default=30.0,
         help="answer 503 deadline-exceeded when a response has not started in this long (s)",
     )

@@ -16,6 +16,7 @@ from attrs import define, frozen
 from agent_memory.domain.errors import DuplicateRecord, NotFound
 from agent_memory.domain.langgraph_layout import holds_path_only
 from agent_memory.domain.records import EmbeddingSpace, MemoryRecord
+from agent_memory.domain.validation import require_positive
 from agent_memory.ports.models import Embedder
 from agent_memory.ports.storage import Cache, CacheListing, MemoryStore, VersionedWrites
 from agent_memory.services.portability.errors import PortabilityError
@@ -220,8 +221,7 @@ async def reembed(
         )
     if old.space.identity == new.space.identity:
         raise PortabilityError(f"the new space is the old one ({old.space.identity!r})")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    require_positive(batch_size, "batch_size")
     out = ReembedSummary()
     tick = progress or (lambda _stage, _done, _total: None)
     for first in [True] + [False] * (MAX_PASSES - 1):

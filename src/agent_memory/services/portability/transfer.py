@@ -21,7 +21,7 @@ from agent_memory.domain.errors import DuplicateRecord, InvalidInput
 from agent_memory.domain.records import Event, Lease, MemoryRecord
 from agent_memory.domain.triples import MAX_LIMIT as TRIPLE_LIMIT
 from agent_memory.domain.triples import Triple
-from agent_memory.domain.validation import MAX_LIMIT
+from agent_memory.domain.validation import MAX_LIMIT, require_positive
 from agent_memory.ports.models import Clock
 from agent_memory.ports.storage import (
     AuditLog,
@@ -574,8 +574,7 @@ async def import_data(
     `forgotten`, unless `restore_forgotten`."""
     skipped = check_skip(skip)
     left_out = {PORTS[p] for p in skipped}
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    require_positive(batch_size, "batch_size")
     checking = time.perf_counter()
     if verified is None:
         with open_stream() as stream:

@@ -39,10 +39,12 @@ from agent_memory.services.user_scope import user_cache_scope
 __all__ = [
     "DOMAINS_OWNER",
     "KNOWLEDGE_NAMESPACE",
+    "MAX_PROVENANCE",
     "KnowledgeOptions",
     "KnowledgeService",
     "fragment_id",
     "knowledge_domains",
+    "merged_provenance",
     "parse_fragments",
 ]
 
@@ -51,6 +53,9 @@ KNOWLEDGE_NAMESPACE = "knowledge"
 #: domain, owner `DOMAINS_OWNER`, namespace `DOMAINS_NAMESPACE`, its content the
 #: domain), so a forget finds fragments derived from a user's data in domains
 #: the event log no longer lists (its events purged, or none recorded).
+#: How many users (and request ids) a fragment names as its provenance; one that
+#: more have derived is marked `provenance: "many"` and goes with any user's forget.
+MAX_PROVENANCE = 64
 DOMAINS_OWNER = "agent-memory.knowledge-domains"
 DOMAINS_NAMESPACE = "registry"
 DOMAIN_KIND = "knowledge.domain"
@@ -193,7 +198,7 @@ class KnowledgeService:
             if stored is None:
                 fresh.append(record)
             else:
-                record = attrs.evolve(record, created_at=stored.created_at, updated_at=now)
+                record = _refreshed(record, stored)
                 await self.store.update(record)
                 written.append((record, stored))
         if fresh:
@@ -206,6 +211,7 @@ class KnowledgeService:
                     if stored is None:
                         await self.store.add([record])
                     else:
+                        record = _refreshed(record, stored)
                         await self.store.update(record)
                     written.append((record, stored))
         return written
@@ -353,10 +359,24 @@ class KnowledgeService:
         store with `VersionedWrites` both are conditional on our version still
         being the stored one."""
         stored = await self.store.get(ours.owner, ours.id)
-        if stored is None or not _same_write(stored, ours):
+        if stored is None:
             return 0
         versioned = self.store if isinstance(self.store, VersionedWrites) else None
         user = ours.attributes.get("user_id")
+        if not _same_write(stored, ours):
+            # another request's version since: it stays, without the provenance it
+            # merged from ours (this user was forgotten before we wrote)
+            kept = _without_provenance(stored.attributes, ours.attributes)
+            if kept == stored.attributes:
+                return 0
+            just_after = stored.updated_at + timedelta(microseconds=1)
+            cleaned = attrs.evolve(stored, attributes=kept, updated_at=just_after)
+            if versioned is not None:
+                return int(await versioned.update_if_older(cleaned))
+            with contextlib.suppress(NotFound):
+                await self.store.update(cleaned)
+                return 1
+            return 0
         if replaced is not None and replaced.attributes.get("user_id") != user:
             if versioned is not None:
                 # atomically over our version only: a version written since is newer
@@ -395,6 +415,62 @@ class KnowledgeService:
         return [
             KnowledgeItem(id=r.id, content=r.content, score=round(s, 6)) for s, r in scored[:limit]
         ]
+
+
+def _refreshed(record: MemoryRecord, stored: MemoryRecord) -> MemoryRecord:
+    """`record` written over `stored`, the same fragment (a content address):
+    created when `stored` was, and derived from what both were derived from
+    (`merged_provenance`), so a forget of any of their users finds it."""
+    return attrs.evolve(
+        record,
+        created_at=stored.created_at,
+        attributes=merged_provenance(stored.attributes, record.attributes),
+    )
+
+
+def _names(attributes: dict[str, Any], one: str, many: str) -> set[str]:
+    out = {v for v in attributes.get(many, ()) or () if isinstance(v, str)}
+    value = attributes.get(one)
+    if isinstance(value, str):
+        out.add(value)
+    return out
+
+
+def merged_provenance(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The attributes `new` with the provenance of `old` kept: every user
+    (`user_id`, `users`) and request (`request_id`, `request_ids`) either names.
+    `new`'s own `user_id` and `request_id` stay as they are (the latest writer's).
+    Past `MAX_PROVENANCE` names of either kind the lists are cut and the fragment
+    is marked `provenance: "many"`: a forget of any user then deletes it (it may
+    have been derived from anyone's data)."""
+    out = dict(new)
+    many = old.get("provenance") == "many" or new.get("provenance") == "many"
+    for one, plural in (("user_id", "users"), ("request_id", "request_ids")):
+        names = _names(old, one, plural) | _names(new, one, plural)
+        if len(names) > MAX_PROVENANCE:
+            many = True
+        if names - _names(new, one, ""):
+            out[plural] = sorted(names)[:MAX_PROVENANCE]
+    if many:
+        out["provenance"] = "many"
+    return out
+
+
+def _without_provenance(attributes: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
+    """`attributes` without the user and request of `ours` in their `users` and
+    `request_ids` (a list left naming only the record's own tag is dropped)."""
+    out = dict(attributes)
+    for one, plural in (("user_id", "users"), ("request_id", "request_ids")):
+        listed = out.get(plural)
+        gone = ours.get(one)
+        if not isinstance(listed, list) or gone not in listed:
+            continue
+        names = {v for v in listed if v != gone}
+        if names - _names(out, one, ""):
+            out[plural] = sorted(names)
+        else:
+            del out[plural]
+    return out
 
 
 def _same_write(stored: MemoryRecord, ours: MemoryRecord) -> bool:

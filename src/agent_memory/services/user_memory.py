@@ -223,18 +223,23 @@ def _failure(what: str, exc: BaseException, where: str | None = None) -> str:
 def derived_from(record: MemoryRecord, user_id: str, events: Sequence[Event]) -> bool:
     """True when a knowledge fragment was (or may have been) derived from the
     user's data: tagged with the user id (a request's result, or reflected
-    events of the user), extracted from one of the user's requests, or reflected
+    events of the user; among the `users` of a fragment several requests
+    derived, or one of `provenance: "many"`), extracted from one of the user's
+    requests (`request_id`, `request_ids`), or reflected
     on an entity one of the user's events in that domain carries (fragments
     stored before they were tagged)."""
     attributes = record.attributes
-    if attributes.get("user_id") == user_id:
+    if attributes.get("user_id") == user_id or attributes.get("provenance") == "many":
         return True
     users = attributes.get("users")
     if isinstance(users, list) and user_id in users:
         return True
     mine = [e for e in events if e.domain == record.owner]
-    request_id = attributes.get("request_id")
-    if request_id is not None and any(e.origin_request_id == request_id for e in mine):
+    requests = attributes.get("request_ids")
+    request_ids = set(requests) if isinstance(requests, list) else set()
+    if attributes.get("request_id") is not None:
+        request_ids.add(attributes["request_id"])
+    if request_ids and any(e.origin_request_id in request_ids for e in mine):
         return True
     entity = attributes.get("entity")
     if record.kind == "reflection" and isinstance(entity, list) and len(entity) == 2:

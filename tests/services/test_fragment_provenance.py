@@ -10,15 +10,11 @@ fragment derived from the first user's data survived that user's forget.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agent_memory.adapters.memory import HashingEmbedder
-from agent_memory.bootstrap import Settings, open_stores
 from agent_memory.domain.records import MemoryRecord
 from agent_memory.domain.time import SystemClock
 from agent_memory.services.knowledge import KNOWLEDGE_NAMESPACE, MAX_PROVENANCE, KnowledgeService
@@ -26,22 +22,7 @@ from agent_memory.services.user_memory import UserMemory
 
 from .scripted import ScriptedModel
 
-EMB = HashingEmbedder(dimension=64)
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis", "postgres"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    deployment = f"prov-{datetime.now(UTC).timestamp():.6f}".replace(".", "-")
-    url = f"memory://{deployment}"
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/m.db"
-    elif request.param in ("redis", "postgres"):
-        url = request.getfixturevalue(f"{request.param}_url")
-    opened = await open_stores(url, space=EMB.space, settings=Settings(deployment=deployment))
-    try:
-        yield opened
-    finally:
-        await opened.close()
+EMB = HashingEmbedder(64)  # the space of the `stores` fixture (conftest)
 
 
 def _answer(*contents: str) -> str:

@@ -19,7 +19,7 @@ import asyncio
 import hashlib
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,13 +31,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.adapters.memory import HashingEmbedder
-from agent_memory.bootstrap import Settings, open_stores
+from agent_memory.bootstrap import Settings
 from agent_memory.bootstrap.connect import connect
 from agent_memory.domain.langgraph_layout import bounded_name, owner_of, registry_shard
 from agent_memory.domain.records import Entity, MemoryRecord
 from agent_memory.domain.time import SystemClock
 from agent_memory.portability import export, import_file, ports_of
-from agent_memory.ports.storage import MemoryStore, VersionedWrites
+from agent_memory.ports.storage import VersionedWrites
 from agent_memory.services.coordination import claim_key, request_owner, signal_key
 from agent_memory.services.knowledge import (
     DOMAINS_OWNER,
@@ -48,6 +48,7 @@ from agent_memory.services.knowledge import (
 from agent_memory.services.user_memory import UserMemory
 from agent_memory.services.user_scope import user_cache_scope
 
+from .conftest import Unversioned
 from .scripted import ScriptedModel
 
 # -- 1. one bounded-key helper, byte-identical to the three it replaced -----------------
@@ -201,19 +202,6 @@ class _FixedClock:
         return _AT
 
 
-class _Unversioned:
-    """A store without `VersionedWrites` (as Qdrant and Milvus): the same store,
-    its conditional writes hidden."""
-
-    def __init__(self, inner: MemoryStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("update_if_older", "delete_if_unchanged"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
-
-
 class _Reads:
     """A store that counts its reads (`get` by owner, `list` and `search`)."""
 
@@ -276,24 +264,6 @@ class _CacheReadThen:
             hook, self._hook = self._hook, None
             await hook()
         return await self._inner.get(scope, key)  # type: ignore[no-any-return]
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis", "postgres", "memory-unversioned"])
-async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    deployment = f"mend-{datetime.now(UTC).timestamp():.6f}".replace(".", "-")
-    url = f"memory://{deployment}"
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/m.db"
-    elif request.param in ("redis", "postgres"):
-        url = request.getfixturevalue(f"{request.param}_url")
-    opened = await open_stores(url, space=EMB.space, settings=Settings(deployment=deployment))
-    if request.param.endswith("unversioned"):
-        opened = attrs.evolve(opened, store=_Unversioned(opened.store))
-        assert not isinstance(opened.store, VersionedWrites)
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _answer(*contents: str) -> str:
@@ -561,7 +531,7 @@ async def test_an_import_unwrites_a_forgotten_user_with_paged_reads(
         url = request.getfixturevalue(f"{backend}_url")
     async with connect(url, settings=_import_settings(tmp_path)) as m:
         store = _ForgetWhileTheBatchIsStored(m, "ana", rewritten)
-        target: Any = _Unversioned(store) if backend.endswith("unversioned") else store
+        target: Any = Unversioned(store) if backend.endswith("unversioned") else store
         assert isinstance(target, VersionedWrites) != backend.endswith("unversioned")
         summary = await import_file(attrs.evolve(ports_of(m), store=target), path, batch_size=100)
         assert store.forgot
